@@ -1,0 +1,57 @@
+//! `skq`: one binary, one subcommand per tool.
+//!
+//! Each library crate owns its subcommand's arguments (`cli::*Args`, a clap
+//! `Args` struct) and its entry point (`cli::run*`); this file only wires them.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "skq", version, about = "SKQ-style event scheduling for Linux servers: runtime, servers, load generator, benchmark harness and simulator")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a server (rpc, kv).
+    #[command(subcommand)]
+    Serve(Serve),
+    /// Open-loop load generator with self-checks.
+    Load(skq_load::cli::LoadArgs),
+    /// Sweep offered load over configurations and report max load at SLO (the main job).
+    Bench(skq_bench::cli::BenchArgs),
+    /// Discrete-event simulator driving the real scheduling core in virtual time.
+    Sim(skq_sim::cli::SimArgs),
+    /// SKQ's pipe scalability benchmark (paper §6.1).
+    Pipes(skq_servers::pipes::PipesArgs),
+    /// Print the CPU topology tree (NUMA node → last-level cache → core → CPUs).
+    Topology,
+}
+
+#[derive(Subcommand)]
+enum Serve {
+    /// The synthetic RPC server (skq runtime or tokio).
+    Rpc(skq_servers::cli::RpcArgs),
+    /// The memcached-compatible cache (shared or thread-per-core).
+    Kv(skq_kv::cli::KvArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Serve(Serve::Rpc(a)) => skq_servers::cli::run_rpc(a),
+        Cmd::Serve(Serve::Kv(a)) => skq_kv::cli::run_kv(a),
+        Cmd::Load(a) => skq_load::cli::run(a),
+        Cmd::Bench(a) => skq_bench::cli::run(a),
+        Cmd::Sim(a) => skq_sim::cli::run(a),
+        Cmd::Pipes(a) => skq_servers::pipes::run(a),
+        Cmd::Topology => skq_rt::topology::Topology::detect()
+            .map(|t| print!("{t}"))
+            .map_err(anyhow::Error::from),
+    };
+    if let Err(e) = result {
+        eprintln!("skq: {e:#}");
+        std::process::exit(2);
+    }
+}

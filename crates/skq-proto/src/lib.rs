@@ -1,0 +1,10 @@
+//! Code shared by every skq component that speaks or models requests.
+//!
+//! * [`wire`]: the skq RPC binary protocol (framing, encode, incremental decode).
+//! * [`workload`]: the service-time catalogue of BRIEF §9 (fixed, exponential,
+//!   bimodal-1/2, gis, skewed-mix, uniform-10/20), sampled identically by the
+//!   load generator (to encode requested service times) and by the simulator.
+#![deny(missing_docs)]
+
+pub mod wire;
+pub mod workload;

@@ -1,0 +1,154 @@
+//! The schema of one measured load point.
+//!
+//! `skq load --json FILE` writes one [`PointResult`]; `skq bench` reads it back
+//! (the load generator runs as a child process) and `skq sim` fills the same
+//! type from virtual time. Latencies are microseconds. Fields that a producer
+//! cannot measure are `None`, never zero.
+
+use serde::{Deserialize, Serialize};
+
+/// One percentile estimate with its 95% confidence interval (order statistics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Point estimate (µs).
+    pub value: f64,
+    /// Lower end of the 95% confidence interval (µs).
+    pub ci_low: f64,
+    /// Upper end of the 95% confidence interval (µs).
+    pub ci_high: f64,
+}
+
+/// Latency summary of one sample set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Number of samples (after warm-up).
+    pub count: u64,
+    /// Mean (µs).
+    pub mean: f64,
+    /// Median.
+    pub p50: Estimate,
+    /// 90th percentile.
+    pub p90: Estimate,
+    /// 99th percentile.
+    pub p99: Estimate,
+    /// 99.9th percentile.
+    pub p999: Estimate,
+    /// Largest sample (µs).
+    pub max: f64,
+}
+
+/// Correctness counters: every one of them must be zero for a clean run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Errors {
+    /// Requests never answered by the end of the drain period.
+    pub missing: u64,
+    /// Replies received twice for one request.
+    pub duplicate: u64,
+    /// Replies that arrived out of per-connection order.
+    pub out_of_order: u64,
+    /// Replies that could not be parsed or matched no request.
+    pub bad_reply: u64,
+    /// Connections that failed or were closed by the server.
+    pub connection_failures: u64,
+}
+
+impl Errors {
+    /// Sum of all counters.
+    pub fn total(&self) -> u64 {
+        self.missing + self.duplicate + self.out_of_order + self.bad_reply + self.connection_failures
+    }
+}
+
+/// Self-checks (BRIEF §8). `pass` is false when any check failed; `notes`
+/// says which, in words fit for every output format.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Checks {
+    /// (achieved − target) / target × 100.
+    pub rate_error_pct: f64,
+    /// |rate_error_pct| ≤ 5.
+    pub rate_ok: bool,
+    /// Anderson–Darling A² of sampled inter-arrival gaps against the
+    /// exponential (None for non-Poisson schedules).
+    pub ad_statistic: Option<f64>,
+    /// A² below the 5% critical value (true when not applicable).
+    pub ad_ok: bool,
+    /// Lag-1 Spearman rank correlation of latency samples in send order.
+    pub lag1_rank_corr: f64,
+    /// Correlation small enough to treat samples as independent.
+    pub independence_ok: bool,
+    /// p99 of (actual − scheduled) send time, µs.
+    pub lateness_p99_us: f64,
+    /// Lateness p99 under the threshold.
+    pub lateness_ok: bool,
+    /// All checks passed and no correctness errors.
+    pub pass: bool,
+    /// One line per failed check.
+    pub notes: Vec<String>,
+}
+
+/// CPU time consumed by a process over the measured run, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTime {
+    /// User time.
+    pub user_s: f64,
+    /// System time.
+    pub sys_s: f64,
+}
+
+/// How the point was produced.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// `rpc`, `memcached` or `http`.
+    pub protocol: String,
+    /// Workload name (BRIEF §9) or a description.
+    pub workload: String,
+    /// Nominal mean service time S̄ (µs) after scaling, if the workload has one.
+    pub nominal_service_us: Option<f64>,
+    /// Emulation scale factor.
+    pub scale: f64,
+    /// `spin`, `emulate` or `simulated` (as reported by the server or simulator).
+    pub service_mode: String,
+    /// Load connections.
+    pub connections: usize,
+    /// Generator threads.
+    pub threads: usize,
+    /// CPUs the generator saw.
+    pub cores_seen: usize,
+    /// Measured seconds (after warm-up).
+    pub duration_s: f64,
+    /// Discarded warm-up seconds.
+    pub warmup_s: f64,
+}
+
+/// One measured load point.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    /// How it was produced.
+    pub meta: Meta,
+    /// Offered load (requests/s).
+    pub target_rps: f64,
+    /// Replies per second actually received in the measured window.
+    pub achieved_rps: f64,
+    /// Requests sent in the measured window.
+    pub sent: u64,
+    /// Replies received in the measured window.
+    pub received: u64,
+    /// Latency from the *scheduled* send time (the figure to quote).
+    pub latency: Latency,
+    /// Latency from the actual send time, reported beside it.
+    pub raw_latency: Latency,
+    /// Latency seen by dedicated probe connections, when enabled.
+    pub probe_latency: Option<Latency>,
+    /// Latency of the high-priority client (priority workload).
+    pub high_priority_latency: Option<Latency>,
+    /// Mean service time actually delivered, from the replies (µs).
+    pub measured_service_us: Option<f64>,
+    /// Correctness counters.
+    pub errors: Errors,
+    /// Self-check verdicts.
+    pub checks: Checks,
+    /// Generator CPU time.
+    pub client_cpu: CpuTime,
+    /// Server CPU time, when the harness measured it.
+    pub server_cpu: Option<CpuTime>,
+}
