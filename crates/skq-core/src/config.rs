@@ -1,0 +1,267 @@
+//! Scheduling mode, policy and tunables, fixed before the first `wait()`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use thiserror::Error;
+
+/// Most workers one instance supports (the idle set is one 64-bit word).
+pub const MAX_WORKERS: usize = 64;
+
+/// How activations are assigned to worker queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// 1:1 model: a private queue per worker, sources assigned round-robin at
+    /// registration and never moved.
+    Vanilla,
+    /// 1:N model: one queue under one lock; any worker takes any event.
+    Shared,
+    /// Queue affinity: delivered to the worker of the CPU where the source
+    /// first fired, kept there.
+    Queue,
+    /// CPU affinity: delivered to a worker on the CPU that saw the source's
+    /// last readiness (`SO_INCOMING_CPU`), following it when it moves.
+    Cpu,
+    /// Best of two random workers by expected completion time.
+    Best2,
+    /// CPU affinity first; a best-of-two rival wins only if it beats the local
+    /// choice by more than the cache-miss penalty. Stealing on by default.
+    Hybrid,
+}
+
+impl Policy {
+    /// Every policy, baselines first.
+    pub const ALL: [Policy; 6] = [
+        Policy::Vanilla,
+        Policy::Shared,
+        Policy::Queue,
+        Policy::Cpu,
+        Policy::Best2,
+        Policy::Hybrid,
+    ];
+
+    /// Lower-case name used on command lines and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Vanilla => "vanilla",
+            Policy::Shared => "shared",
+            Policy::Queue => "queue",
+            Policy::Cpu => "cpu",
+            Policy::Best2 => "best2",
+            Policy::Hybrid => "hybrid",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        Policy::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| ConfigError::UnknownMode(s.to_string()))
+    }
+}
+
+/// A configuration value the core refuses, worded for a command line.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A numeric option outside its range.
+    #[error("--{option} {value} is out of range: allowed {range}")]
+    OutOfRange {
+        /// Option name without dashes.
+        option: &'static str,
+        /// The refused value.
+        value: String,
+        /// The allowed range, e.g. `1..=100`.
+        range: &'static str,
+    },
+    /// A mode string that names no policy.
+    #[error("--mode `{0}` is unknown: expected vanilla, shared, queue, cpu, best2 or hybrid, optionally with +steal (e.g. best2+steal)")]
+    UnknownMode(String),
+    /// Two settings that cannot go together.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// Everything that shapes scheduling, fixed before the first `wait()`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Assignment policy.
+    pub policy: Policy,
+    /// Number of workers, 1..=64.
+    pub workers: usize,
+    /// Work stealing by idle workers (not with vanilla or shared).
+    pub steal: bool,
+    /// Most sources stolen per attempt, 1..=8 (scan at most 2×k).
+    pub steal_k: usize,
+    /// Idle retry interval of a stealing worker, ns (10 µs ..= 100 ms).
+    pub steal_retry_ns: u64,
+    /// Most high-priority events per batch, percent of the buffer, 1..=100.
+    pub rtshare: u32,
+    /// Target waits per second per worker; 0 = unlimited batches.
+    pub rtfreq: u32,
+    /// Hybrid's cache-miss penalty charged to a non-local rival, ns (≤ 1 ms).
+    pub penalty_ns: u64,
+    /// Most live sources, 1..=2^24.
+    pub capacity: usize,
+    /// CPU each worker runs on, for locality (empty: worker w on CPU w).
+    pub worker_cpus: Vec<u32>,
+    /// Seed for scheduling randomness.
+    pub seed: u64,
+}
+
+impl Config {
+    /// A configuration with the paper's defaults (hybrid turns stealing on).
+    pub fn new(policy: Policy, workers: usize) -> Config {
+        Config {
+            policy,
+            workers,
+            steal: policy == Policy::Hybrid,
+            steal_k: 1,
+            steal_retry_ns: 100_000,
+            rtshare: 100,
+            rtfreq: 0,
+            penalty_ns: 500,
+            capacity: 65_536,
+            worker_cpus: Vec::new(),
+            seed: 0x5eed,
+        }
+    }
+
+    /// Parses a mode such as `hybrid`, `best2+steal` or `hybrid-steal`
+    /// (hybrid without stealing) into a configuration with defaults.
+    pub fn parse_mode(s: &str, workers: usize) -> Result<Config, ConfigError> {
+        let (base, steal) = if let Some(b) = s.strip_suffix("+steal") {
+            (b, Some(true))
+        } else if let Some(b) = s.strip_suffix("-steal") {
+            (b, Some(false))
+        } else {
+            (s, None)
+        };
+        let policy: Policy = base
+            .parse()
+            .map_err(|_| ConfigError::UnknownMode(s.into()))?;
+        let mut cfg = Config::new(policy, workers);
+        if let Some(st) = steal {
+            cfg.steal = st;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The mode as [`Config::parse_mode`] reads it back.
+    pub fn mode_name(&self) -> String {
+        let default_steal = self.policy == Policy::Hybrid;
+        match (self.steal, default_steal) {
+            (true, false) => format!("{}+steal", self.policy),
+            (false, true) => format!("{}-steal", self.policy),
+            _ => self.policy.to_string(),
+        }
+    }
+
+    /// Checks every value; the error names the option and its allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn range<T: PartialOrd + fmt::Display>(
+            option: &'static str,
+            v: T,
+            lo: T,
+            hi: T,
+            text: &'static str,
+        ) -> Result<(), ConfigError> {
+            if v < lo || v > hi {
+                return Err(ConfigError::OutOfRange {
+                    option,
+                    value: v.to_string(),
+                    range: text,
+                });
+            }
+            Ok(())
+        }
+        range("workers", self.workers, 1, MAX_WORKERS, "1..=64")?;
+        range("steal-k", self.steal_k, 1, 8, "1..=8")?;
+        range(
+            "steal-retry-us",
+            self.steal_retry_ns / 1000,
+            10,
+            100_000,
+            "10..=100000",
+        )?;
+        range("rtshare", self.rtshare, 1, 100, "1..=100")?;
+        range("rtfreq", self.rtfreq, 0, 1_000_000, "0..=1000000")?;
+        range("penalty-ns", self.penalty_ns, 0, 1_000_000, "0..=1000000")?;
+        range("capacity", self.capacity, 1, 1 << 24, "1..=16777216")?;
+        if self.steal && matches!(self.policy, Policy::Vanilla | Policy::Shared) {
+            return Err(ConfigError::Conflict(format!(
+                "--mode {}+steal is not allowed: {} never moves work between queues; use queue, cpu, best2 or hybrid with +steal",
+                self.policy, self.policy
+            )));
+        }
+        if !self.worker_cpus.is_empty() && self.worker_cpus.len() != self.workers {
+            return Err(ConfigError::Conflict(format!(
+                "worker_cpus lists {} CPUs for {} workers",
+                self.worker_cpus.len(),
+                self.workers
+            )));
+        }
+        Ok(())
+    }
+
+    /// CPU of worker `w` for locality decisions.
+    pub fn cpu_of(&self, w: usize) -> u32 {
+        self.worker_cpus.get(w).copied().unwrap_or(w as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_modes_and_names_them_back() {
+        for s in [
+            "vanilla",
+            "shared",
+            "queue",
+            "cpu+steal",
+            "best2+steal",
+            "hybrid",
+            "hybrid-steal",
+        ] {
+            assert_eq!(Config::parse_mode(s, 4).unwrap().mode_name(), s);
+        }
+        assert!(Config::parse_mode("hybrid", 4).unwrap().steal);
+        assert!(!Config::parse_mode("best2", 4).unwrap().steal);
+    }
+
+    #[test]
+    fn refuses_bad_values_with_one_clear_line() {
+        let e = Config::parse_mode("fastest", 4).unwrap_err().to_string();
+        assert!(e.contains("--mode `fastest` is unknown"), "{e}");
+        let mut c = Config::new(Policy::Cpu, 4);
+        c.rtshare = 0;
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "--rtshare 0 is out of range: allowed 1..=100"
+        );
+        c.rtshare = 100;
+        c.steal_k = 9;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("--steal-k 9"));
+        assert!(Config::parse_mode("vanilla+steal", 2).is_err());
+        assert!(Config::parse_mode("cpu", 65)
+            .unwrap_err()
+            .to_string()
+            .contains("--workers 65"));
+    }
+}

@@ -1,0 +1,179 @@
+//! Where an activation goes: the policies of SKQ §3 as one function.
+//!
+//! * vanilla: the home assigned round-robin at registration;
+//! * shared: the one queue;
+//! * queue affinity: the worker of the CPU where the source first fired;
+//! * CPU affinity: a worker on the CPU that saw the latest readiness,
+//!   following the flow when that CPU changes;
+//! * best of two: the lower expected completion time
+//!   `E = t_ret' + t_avg·(n_ret + n_cur)` of two random live workers, where
+//!   `t_ret' = max(t_ret, now − t_avg·n_ret)` (a stalled worker is not
+//!   credited with finishing in the past);
+//! * hybrid: the CPU-affinity choice unless a best-of-two rival's E plus the
+//!   cache-miss penalty is still lower. The penalty is charged to the rival,
+//!   the side that would pay the cache misses (the paper's meaning).
+//!
+//! Pinned sources go to their registering worker while it lives.
+
+use crate::config::Policy;
+use crate::rng::FastRng;
+use crate::sched::{Reason, Scheduler};
+use crate::slot::{Slot, NONE};
+use crate::sync::Ordering;
+use crate::types::{Flags, Nanos, WorkerId};
+
+impl Scheduler {
+    /// Expected completion time of worker `w`'s queue at `now` (ns).
+    pub fn expected_completion(&self, w: WorkerId, now: Nanos) -> f64 {
+        let l = &self.workers[w].load;
+        let t_avg = self.workers[w].t_avg();
+        let t_ret = l.t_ret.load(Ordering::Relaxed) as f64;
+        let n_ret = l.n_ret.load(Ordering::Relaxed) as f64;
+        let n_cur = self.queues[self.qidx(w)].len.load(Ordering::Relaxed) as f64;
+        let t_ret_clamped = t_ret.max(now as f64 - t_avg * n_ret);
+        t_ret_clamped + t_avg * (n_ret + n_cur)
+    }
+
+    /// E with queue length as tie-breaker (before any t_avg is known every E
+    /// equals `now`).
+    fn better(&self, a: WorkerId, b: WorkerId, now: Nanos) -> WorkerId {
+        let (ea, eb) = (
+            self.expected_completion(a, now),
+            self.expected_completion(b, now),
+        );
+        if ea < eb || (ea == eb && self.queued(a) <= self.queued(b)) {
+            a
+        } else {
+            b
+        }
+    }
+
+    /// A uniformly random live worker.
+    pub(crate) fn random_live(&self, rng: &mut FastRng) -> Option<WorkerId> {
+        let n = self.cfg.workers;
+        let start = rng.below(n);
+        (0..n).map(|i| (start + i) % n).find(|&w| self.is_alive(w))
+    }
+
+    /// Best of two random live workers (distinct when possible).
+    pub(crate) fn best_of_two(&self, rng: &mut FastRng, now: Nanos) -> Option<WorkerId> {
+        let a = self.random_live(rng)?;
+        let mut b = self.random_live(rng)?;
+        if b == a && self.cfg.workers > 1 {
+            b = self.random_live(rng)?;
+        }
+        Some(self.better(a, b, now))
+    }
+
+    /// The live worker serving `cpu`, preferring `home` if it runs there.
+    fn worker_on_cpu(&self, cpu: u32, home: u32, salt: u32) -> Option<WorkerId> {
+        let list = self.cpu_map.get(cpu as usize).filter(|l| !l.is_empty());
+        let list = match list {
+            Some(l) => l,
+            // A CPU without workers (more CPUs than workers): fold it onto one.
+            None => {
+                let n = self.cpu_map.len() as u32;
+                return self.cpu_map[(cpu % n) as usize]
+                    .iter()
+                    .copied()
+                    .find(|&w| self.is_alive(w))
+                    .or_else(|| self.worker_on_cpu_any(home));
+            }
+        };
+        if home != NONE && list.contains(&(home as usize)) && self.is_alive(home as usize) {
+            return Some(home as usize);
+        }
+        let k = list.len();
+        (0..k)
+            .map(|i| list[(salt as usize + i) % k])
+            .find(|&w| self.is_alive(w))
+            .or_else(|| self.worker_on_cpu_any(home))
+    }
+
+    fn worker_on_cpu_any(&self, home: u32) -> Option<WorkerId> {
+        if home != NONE && self.is_alive(home as usize) {
+            Some(home as usize)
+        } else {
+            self.round_robin()
+        }
+    }
+
+    /// Locality choice (queue or CPU affinity), updating the slot's home.
+    fn local_choice(
+        &self,
+        s: &Slot,
+        cpu: Option<u32>,
+        follow: bool,
+    ) -> Option<(WorkerId, Option<Reason>)> {
+        let home = s.home.load(Ordering::Relaxed);
+        let home_alive = home != NONE && self.is_alive(home as usize);
+        let salt = s as *const Slot as usize as u32 >> 6;
+        let (w, reason) = match (cpu, home_alive) {
+            // Queue affinity keeps the first home; CPU affinity follows the flow.
+            (_, true) if !follow => (home as usize, None),
+            (Some(c), _) => {
+                let w = self.worker_on_cpu(c, home, salt)?;
+                let moved = home_alive && w != home as usize;
+                (w, moved.then_some(Reason::CpuFollow))
+            }
+            (None, true) => (home as usize, None),
+            (None, false) => (self.round_robin()?, (home != NONE).then_some(Reason::Exit)),
+        };
+        if w as u32 != home {
+            let reason = if home != NONE && !home_alive {
+                Some(Reason::Exit)
+            } else {
+                reason
+            };
+            s.home.store(w as u32, Ordering::Relaxed);
+            return Some((w, reason));
+        }
+        Some((w, reason))
+    }
+
+    /// Picks the worker for a source about to be queued.
+    pub(crate) fn choose(
+        &self,
+        s: &Slot,
+        cpu: Option<u32>,
+        now: Nanos,
+        rng: &mut FastRng,
+    ) -> Option<(WorkerId, Option<Reason>)> {
+        if s.flags().contains(Flags::PINNED) {
+            let r = s.registrar.load(Ordering::Relaxed);
+            if r != NONE && self.is_alive(r as usize) {
+                return Some((r as usize, None));
+            }
+        }
+        match self.cfg.policy {
+            Policy::Shared => Some((self.random_live(rng)?, None)),
+            Policy::Vanilla => {
+                let home = s.home.load(Ordering::Relaxed);
+                if home != NONE && self.is_alive(home as usize) {
+                    Some((home as usize, None))
+                } else {
+                    let w = self.round_robin()?;
+                    s.home.store(w as u32, Ordering::Relaxed);
+                    Some((w, Some(Reason::Exit)))
+                }
+            }
+            Policy::Queue => self.local_choice(s, cpu, false),
+            Policy::Cpu => self.local_choice(s, cpu, true),
+            Policy::Best2 => Some((self.best_of_two(rng, now)?, Some(Reason::Balance))),
+            Policy::Hybrid => {
+                let (local, reason) = self.local_choice(s, cpu, true)?;
+                let rival = self.best_of_two(rng, now)?;
+                let penalty = self.cfg.penalty_ns as f64;
+                let (e_rival, e_local) = (
+                    self.expected_completion(rival, now),
+                    self.expected_completion(local, now),
+                );
+                if rival != local && e_rival + penalty < e_local {
+                    Some((rival, Some(Reason::Balance)))
+                } else {
+                    Some((local, reason))
+                }
+            }
+        }
+    }
+}

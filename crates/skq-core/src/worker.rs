@@ -1,0 +1,158 @@
+//! Per-worker state: the part every thread may read (queues, load figures,
+//! counters) and the part only the worker's own thread touches ([`WorkerCtx`]).
+
+use std::collections::VecDeque;
+
+use crossbeam_utils::CachePadded;
+
+use crate::rng::FastRng;
+use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::types::{Nanos, SourceId, WorkerId};
+
+/// The two queues of one worker (one pair in total in shared mode).
+pub(crate) struct Queues {
+    pub(crate) high: VecDeque<SourceId>,
+    pub(crate) regular: VecDeque<SourceId>,
+    /// False once the owner exited: pushes must go elsewhere.
+    pub(crate) alive: bool,
+}
+
+impl Queues {
+    pub(crate) fn len(&self) -> usize {
+        self.high.len() + self.regular.len()
+    }
+}
+
+/// A worker queue. The lock is taken by activators pushing, by the owner
+/// popping and (try-lock only) by thieves. `len` mirrors the queue length for
+/// lock-free readers (best-of-two's n_cur, the park check, victim choice).
+pub(crate) struct QueueShared {
+    pub(crate) q: Mutex<Queues>,
+    pub(crate) len: AtomicU64,
+}
+
+impl QueueShared {
+    pub(crate) fn new() -> Self {
+        QueueShared {
+            q: Mutex::new(Queues {
+                high: VecDeque::with_capacity(64),
+                regular: VecDeque::with_capacity(256),
+                alive: true,
+            }),
+            len: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Best-of-two inputs, written by the owner at each wait, read by any
+/// activator. Padded: activators on other CPUs read this line on every
+/// best-of-two decision while the owner writes it once per batch.
+pub(crate) struct LoadFigures {
+    pub(crate) t_ret: AtomicU64,
+    pub(crate) n_ret: AtomicU64,
+    /// f64 bits of the EWMA of per-event processing time (ns).
+    pub(crate) t_avg: AtomicU64,
+}
+
+/// Counters (relaxed; monotonically increasing except `busy_ns`'s reads).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) delivered: AtomicU64,
+    pub(crate) steals_made: AtomicU64,
+    pub(crate) steals_suffered: AtomicU64,
+    pub(crate) mig_cpu: AtomicU64,
+    pub(crate) mig_balance: AtomicU64,
+    pub(crate) mig_steal: AtomicU64,
+    pub(crate) mig_exit: AtomicU64,
+    pub(crate) wakeups: AtomicU64,
+    pub(crate) high_served: AtomicU64,
+    pub(crate) busy_ns: AtomicU64,
+}
+
+impl Counters {
+    #[inline]
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        if n != 0 {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) struct WorkerShared {
+    pub(crate) load: CachePadded<LoadFigures>,
+    pub(crate) counters: CachePadded<Counters>,
+}
+
+impl WorkerShared {
+    pub(crate) fn new() -> Self {
+        WorkerShared {
+            load: CachePadded::new(LoadFigures {
+                t_ret: AtomicU64::new(0),
+                n_ret: AtomicU64::new(0),
+                t_avg: AtomicU64::new(0f64.to_bits()),
+            }),
+            counters: CachePadded::new(Counters::default()),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn t_avg(&self) -> f64 {
+        f64::from_bits(self.load.t_avg.load(Ordering::Relaxed))
+    }
+}
+
+/// The state only one worker's thread touches: its in-flight batch, its
+/// random stream, and wake-ups it owes other workers. Create it once with
+/// `Scheduler::worker` and pass it to every call made on that worker's behalf.
+pub struct WorkerCtx {
+    pub(crate) id: WorkerId,
+    pub(crate) batch: Vec<SourceId>,
+    pub(crate) rng: FastRng,
+    pub(crate) t_ret: Nanos,
+    pub(crate) n_ret: usize,
+    pub(crate) wakes: Vec<WorkerId>,
+}
+
+impl WorkerCtx {
+    pub(crate) fn new(id: WorkerId, seed: u64) -> Self {
+        WorkerCtx {
+            id,
+            batch: Vec::with_capacity(64),
+            rng: FastRng::new(seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            t_ret: 0,
+            n_ret: 0,
+            wakes: Vec::new(),
+        }
+    }
+
+    /// This worker's index.
+    pub fn id(&self) -> WorkerId {
+        self.id
+    }
+
+    /// Workers that must be woken because this worker queued work on them
+    /// (redeliveries at release, rescheduling at exit, steal hand-offs).
+    pub fn take_wakes(&mut self) -> Vec<WorkerId> {
+        std::mem::take(&mut self.wakes)
+    }
+
+    /// Whether any wake-ups are owed.
+    pub fn has_wakes(&self) -> bool {
+        !self.wakes.is_empty()
+    }
+
+    /// Drains owed wake-ups into `out` without allocating.
+    pub fn drain_wakes_into(&mut self, out: &mut Vec<WorkerId>) {
+        out.append(&mut self.wakes);
+    }
+
+    /// This worker's scheduling random stream (for activations it performs).
+    pub fn rng(&mut self) -> &mut FastRng {
+        &mut self.rng
+    }
+
+    /// Sources delivered by the last wait and not yet released.
+    pub fn in_flight(&self) -> &[SourceId] {
+        &self.batch
+    }
+}
