@@ -44,6 +44,9 @@ mod sync;
 mod types;
 mod worker;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::{Config, ConfigError, Policy, MAX_WORKERS};
 pub use rng::FastRng;
 pub use sched::{imbalance_of, Scheduler, ALPHA};

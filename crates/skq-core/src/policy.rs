@@ -55,13 +55,19 @@ impl Scheduler {
         (0..n).map(|i| (start + i) % n).find(|&w| self.is_alive(w))
     }
 
-    /// Best of two random live workers (distinct when possible).
+    /// Best of two random live workers (distinct when two are alive).
     pub(crate) fn best_of_two(&self, rng: &mut FastRng, now: Nanos) -> Option<WorkerId> {
         let a = self.random_live(rng)?;
-        let mut b = self.random_live(rng)?;
-        if b == a && self.cfg.workers > 1 {
-            b = self.random_live(rng)?;
-        }
+        let n = self.cfg.workers;
+        let b = if n > 1 {
+            let start = a + 1 + rng.below(n - 1);
+            (0..n - 1)
+                .map(|i| (start + i) % n)
+                .find(|&w| w != a && self.is_alive(w))
+                .unwrap_or(a)
+        } else {
+            a
+        };
         Some(self.better(a, b, now))
     }
 

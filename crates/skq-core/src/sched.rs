@@ -168,6 +168,7 @@ impl Scheduler {
         };
         s.home.store(home, Ordering::Relaxed);
         s.last.store(NONE, Ordering::Relaxed);
+        s.cpu.store(NONE, Ordering::Relaxed);
         let gen = slot::gen_of(s.state.load(Ordering::Acquire));
         // Release: publishes token/flags/home to whoever next CASes the word.
         s.state.store(slot::word(gen, IDLE), Ordering::Release);
@@ -227,6 +228,9 @@ impl Scheduler {
         let Some(s) = self.slot(id) else {
             return Activation::Stale;
         };
+        if let Some(c) = cpu {
+            s.cpu.store(c, Ordering::Relaxed);
+        }
         let mut cur = s.state.load(Ordering::Acquire);
         loop {
             if slot::gen_of(cur) != id.gen() {
@@ -315,7 +319,7 @@ impl Scheduler {
                         None => {}
                     }
                 }
-                return Some((w, self.wake_after_push(w)));
+                return Some((self.qidx(w), self.wake_after_push(w)));
             }
             // The chosen worker exited between choice and push: choose again.
         }
@@ -454,7 +458,8 @@ impl Scheduler {
             }
         }
         if cur & PENDING != 0 {
-            match self.route(id, s, None, now, &mut ctx.rng) {
+            let cpu = Some(s.cpu.load(Ordering::Relaxed)).filter(|&c| c != NONE);
+            match self.route(id, s, cpu, now, &mut ctx.rng) {
                 Some((_, Some(v))) => ctx.wakes.push(v),
                 Some((_, None)) => {}
                 None => self.park_orphan(id, s, Ready::EMPTY),

@@ -91,6 +91,9 @@ pub(crate) struct Slot {
     pub(crate) home: AtomicU32,
     /// Worker it was last queued on, for migration accounting.
     pub(crate) last: AtomicU32,
+    /// CPU of the latest readiness with a CPU hint (NONE if never given);
+    /// redeliveries after release use it so CPU affinity follows the flow.
+    pub(crate) cpu: AtomicU32,
 }
 
 impl Slot {
@@ -102,6 +105,7 @@ impl Slot {
             registrar: AtomicU32::new(NONE),
             home: AtomicU32::new(NONE),
             last: AtomicU32::new(NONE),
+            cpu: AtomicU32::new(NONE),
         }
     }
 

@@ -1,0 +1,654 @@
+//! Unit tests of the policies and the lifecycle under a virtual clock.
+
+use crate::sync::Ordering;
+use crate::*;
+
+fn sched(policy: Policy, workers: usize, f: impl FnOnce(&mut Config)) -> Scheduler {
+    let mut c = Config::new(policy, workers);
+    f(&mut c);
+    Scheduler::new(c).unwrap()
+}
+
+/// Sets worker `w`'s best-of-two inputs directly.
+fn fake_load(s: &Scheduler, w: usize, t_ret: u64, n_ret: u64, t_avg: f64, n_cur: u64) {
+    let l = &s.workers[w].load;
+    l.t_ret.store(t_ret, Ordering::Relaxed);
+    l.n_ret.store(n_ret, Ordering::Relaxed);
+    l.t_avg.store(t_avg.to_bits(), Ordering::Relaxed);
+    s.queues[s.qidx(w)].len.store(n_cur, Ordering::Relaxed);
+}
+
+fn queued_on(a: Activation) -> usize {
+    match a {
+        Activation::Queued { worker, .. } => worker,
+        other => panic!("expected Queued, got {other:?}"),
+    }
+}
+
+#[test]
+fn best_of_two_picks_the_lower_expected_completion() {
+    let s = sched(Policy::Best2, 2, |_| {});
+    let mut rng = FastRng::new(1);
+    let now = 1_000_000;
+    // E(0) = now + 100·5, E(1) = now + 100·2
+    fake_load(&s, 0, now, 0, 100.0, 5);
+    fake_load(&s, 1, now, 0, 100.0, 2);
+    for i in 0..50 {
+        let id = s.register(i, Flags::NONE, None).unwrap();
+        assert_eq!(
+            queued_on(s.activate(id, Ready::READABLE, None, now, &mut rng)),
+            1
+        );
+        fake_load(&s, 1, now, 0, 100.0, 2); // undo the push's length change
+    }
+    // n_ret counts as much as n_cur.
+    fake_load(&s, 0, now, 1, 100.0, 0);
+    fake_load(&s, 1, now, 3, 100.0, 0);
+    let id = s.register(99, Flags::NONE, None).unwrap();
+    assert_eq!(
+        queued_on(s.activate(id, Ready::READABLE, None, now, &mut rng)),
+        0
+    );
+}
+
+#[test]
+fn stall_clamp_keeps_a_stalled_worker_out_of_the_past() {
+    let s = sched(Policy::Best2, 2, |_| {});
+    let now = 1_000_000u64;
+    // Worker 0 returned 10 events at t=0 and never came back; 1 more queued.
+    fake_load(&s, 0, 0, 10, 100.0, 1);
+    // Without the clamp E(0) = 0 + 100·11 = 1100, far in the past.
+    let e0 = s.expected_completion(0, now);
+    assert_eq!(e0, (now - 1_000) as f64 + 1_100.0);
+    assert!(e0 >= now as f64);
+    // An idle worker (E = now) therefore beats the stalled one.
+    fake_load(&s, 1, now - 10, 0, 100.0, 0);
+    let mut rng = FastRng::new(2);
+    let id = s.register(1, Flags::NONE, None).unwrap();
+    assert_eq!(
+        queued_on(s.activate(id, Ready::READABLE, None, now, &mut rng)),
+        1
+    );
+}
+
+#[test]
+fn hybrid_charges_the_penalty_to_the_rival_not_the_local_choice() {
+    let s = sched(Policy::Hybrid, 2, |c| c.penalty_ns = 500);
+    let mut rng = FastRng::new(3);
+    let now = 10_000_000;
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    // Local = worker 0 (readiness on CPU 0). E(local) = now + 1000.
+    // Rival E = now + 600: better, but not by more than the penalty -> local.
+    fake_load(&s, 0, now, 0, 100.0, 10);
+    fake_load(&s, 1, now, 0, 100.0, 6);
+    assert_eq!(
+        queued_on(s.activate(a, Ready::READABLE, Some(0), now, &mut rng)),
+        0
+    );
+    // A penalty applied to the local side would have picked the rival here.
+    // Rival E = now + 400: beats local by 600 > 500 -> rival.
+    let b = s.register(2, Flags::NONE, None).unwrap();
+    fake_load(&s, 0, now, 0, 100.0, 10);
+    fake_load(&s, 1, now, 0, 100.0, 4);
+    assert_eq!(
+        queued_on(s.activate(b, Ready::READABLE, Some(0), now, &mut rng)),
+        1
+    );
+    assert_eq!(
+        s.stats()[1].migrations.balance,
+        0,
+        "first placement is not a migration"
+    );
+}
+
+#[test]
+fn rtshare_bounds_high_priority_share_of_a_batch() {
+    let s = sched(Policy::Vanilla, 1, |c| c.rtshare = 80);
+    let mut w = s.worker(0);
+    let mut rng = FastRng::new(4);
+    for i in 0..10 {
+        let h = s.register(i, Flags::HIGH_PRIORITY, None).unwrap();
+        let r = s.register(100 + i, Flags::NONE, None).unwrap();
+        let _ = s.activate(h, Ready::READABLE, None, 0, &mut rng);
+        let _ = s.activate(r, Ready::READABLE, None, 0, &mut rng);
+    }
+    let mut ev = Vec::new();
+    assert_eq!(s.wait(&mut w, 1, &mut ev, 10), 10);
+    assert_eq!(ev.iter().filter(|e| e.high).count(), 8);
+    assert!(
+        ev[..8].iter().all(|e| e.high),
+        "high-priority events come first"
+    );
+    assert_eq!(s.wait(&mut w, 2, &mut ev, 10), 10);
+    // 2 high left, then 8 regular
+    assert_eq!(ev.iter().filter(|e| e.high).count(), 2);
+    // With no regular work left, spare room takes more high-priority events.
+    for i in 0..10 {
+        let h = s.register(200 + i, Flags::HIGH_PRIORITY, None).unwrap();
+        let _ = s.activate(h, Ready::READABLE, None, 3, &mut rng);
+    }
+    assert_eq!(s.wait(&mut w, 4, &mut ev, 10), 10);
+    assert!(ev.iter().all(|e| e.high));
+    assert_eq!(s.stats()[0].high_served, 20);
+}
+
+#[test]
+fn rtfreq_shrinks_batches_to_one_over_t_avg_times_rtfreq() {
+    // t_avg = 10 µs, rtfreq = 20 000 waits/s -> 1e9 / (1e4 · 2e4) = 5 events.
+    let s = sched(Policy::Vanilla, 1, |c| c.rtfreq = 20_000);
+    let mut w = s.worker(0);
+    let mut rng = FastRng::new(5);
+    let ids: Vec<_> = (0..40)
+        .map(|i| s.register(i, Flags::NONE, None).unwrap())
+        .collect();
+    let _ = s.activate(ids[0], Ready::READABLE, None, 0, &mut rng);
+    let mut ev = Vec::new();
+    assert_eq!(
+        s.wait(&mut w, 0, &mut ev, 64),
+        1,
+        "no history yet: no limit"
+    );
+    for id in &ids[1..] {
+        let _ = s.activate(*id, Ready::READABLE, None, 1, &mut rng);
+    }
+    // The previous batch of 1 event took 10 µs.
+    assert_eq!(s.wait(&mut w, 10_000, &mut ev, 64), 5);
+    assert!((s.stats()[0].t_avg_ns - 10_000.0).abs() < 1e-6);
+    let s2 = sched(Policy::Vanilla, 1, |c| c.rtfreq = 0);
+    assert_eq!(s2.batch_cap(0, 64), 64, "rtfreq 0 means unlimited");
+}
+
+#[test]
+fn t_avg_is_an_ewma_with_alpha_005() {
+    let s = sched(Policy::Vanilla, 1, |_| {});
+    let mut w = s.worker(0);
+    let mut rng = FastRng::new(6);
+    let id = s.register(0, Flags::NONE, None).unwrap();
+    let mut ev = Vec::new();
+    let mut now = 0;
+    let mut expect = 0.0f64;
+    for (k, per) in [1_000u64, 3_000, 3_000, 500].iter().enumerate() {
+        let _ = s.activate(id, Ready::READABLE, None, now, &mut rng);
+        assert_eq!(s.wait(&mut w, now, &mut ev, 4), 1);
+        now += per;
+        s.release(&mut w, now);
+        expect = if k == 0 {
+            *per as f64
+        } else {
+            expect + ALPHA * (*per as f64 - expect)
+        };
+        assert!((s.stats()[0].t_avg_ns - expect).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn deferred_activation_is_redelivered_after_release_and_coalesces() {
+    let s = sched(Policy::Cpu, 2, |_| {});
+    let (mut w0, mut w1) = (s.worker(0), s.worker(1));
+    let mut rng = FastRng::new(7);
+    let id = s.register(42, Flags::NONE, None).unwrap();
+    let mut ev = Vec::new();
+    assert_eq!(
+        queued_on(s.activate(id, Ready::READABLE, Some(0), 0, &mut rng)),
+        0
+    );
+    assert_eq!(
+        s.activate(id, Ready::WRITABLE, Some(0), 0, &mut rng),
+        Activation::Coalesced
+    );
+    assert_eq!(s.wait(&mut w0, 1, &mut ev, 8), 1);
+    assert_eq!(ev[0].ready, Ready::READABLE | Ready::WRITABLE);
+    assert_eq!(s.phase(id), Phase::Busy);
+    assert_eq!(
+        s.activate(id, Ready::READABLE, Some(1), 2, &mut rng),
+        Activation::Deferred
+    );
+    assert_eq!(s.phase(id), Phase::BusyPending);
+    // Nobody else can get it while it is processing.
+    assert_eq!(s.wait(&mut w1, 3, &mut ev, 8), 0);
+    // w0's next wait releases it; it follows CPU 1 to worker 1.
+    assert_eq!(s.wait(&mut w0, 4, &mut ev, 8), 0);
+    assert_eq!(s.wait(&mut w1, 5, &mut ev, 8), 1);
+    assert_eq!(ev[0].token, 42);
+}
+
+#[test]
+fn still_ready_redelivers_without_new_readiness() {
+    let s = sched(Policy::Vanilla, 1, |_| {});
+    let mut w = s.worker(0);
+    let mut rng = FastRng::new(8);
+    let id = s.register(1, Flags::NONE, None).unwrap();
+    let _ = s.activate(id, Ready::READABLE, None, 0, &mut rng);
+    let mut ev = Vec::new();
+    assert_eq!(s.wait(&mut w, 0, &mut ev, 4), 1);
+    s.still_ready(&mut w, id);
+    assert_eq!(s.wait(&mut w, 1, &mut ev, 4), 1);
+    assert!(ev[0].ready.is_readable());
+    assert_eq!(s.wait(&mut w, 2, &mut ev, 4), 0);
+}
+
+#[test]
+fn deregistered_sources_are_never_delivered() {
+    let s = sched(Policy::Vanilla, 1, |_| {});
+    let mut w = s.worker(0);
+    let mut rng = FastRng::new(9);
+    let id = s.register(1, Flags::NONE, None).unwrap();
+    let _ = s.activate(id, Ready::READABLE, None, 0, &mut rng);
+    s.deregister(id).unwrap();
+    assert_eq!(s.deregister(id), Err(CoreError::Stale));
+    assert_eq!(
+        s.activate(id, Ready::READABLE, None, 0, &mut rng),
+        Activation::Stale
+    );
+    // The slot is reused with a new generation; the stale queue entry is dropped.
+    let id2 = s.register(2, Flags::NONE, None).unwrap();
+    assert_eq!(id2.index(), id.index());
+    assert_ne!(id2, id);
+    let mut ev = Vec::new();
+    assert_eq!(s.wait(&mut w, 1, &mut ev, 4), 0);
+    let _ = s.activate(id2, Ready::READABLE, None, 2, &mut rng);
+    assert_eq!(s.wait(&mut w, 3, &mut ev, 4), 1);
+    assert_eq!(ev[0].token, 2);
+}
+
+#[test]
+fn capacity_is_enforced() {
+    let s = sched(Policy::Vanilla, 1, |c| c.capacity = 2);
+    s.register(0, Flags::NONE, None).unwrap();
+    let b = s.register(1, Flags::NONE, None).unwrap();
+    assert_eq!(s.register(2, Flags::NONE, None), Err(CoreError::Full(2)));
+    s.deregister(b).unwrap();
+    s.register(3, Flags::NONE, None).unwrap();
+}
+
+#[test]
+fn stealing_skips_processing_and_just_stolen_sources() {
+    let s = sched(Policy::Cpu, 3, |c| {
+        c.steal = true;
+        c.steal_k = 1;
+    });
+    let (mut w0, mut w1, mut w2) = (s.worker(0), s.worker(1), s.worker(2));
+    let mut rng = FastRng::new(10);
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    let b = s.register(2, Flags::NONE, None).unwrap();
+    let mut ev = Vec::new();
+    let _ = s.activate(a, Ready::READABLE, Some(0), 0, &mut rng);
+    assert_eq!(s.wait(&mut w0, 0, &mut ev, 1), 1); // a is processing on w0
+    assert_eq!(
+        s.activate(a, Ready::READABLE, Some(0), 1, &mut rng),
+        Activation::Deferred
+    );
+    // a is processing (and pending): not stealable.
+    assert_eq!(s.try_steal(&mut w1), Steal::Empty);
+    let _ = s.activate(b, Ready::READABLE, Some(0), 2, &mut rng);
+    assert_eq!(s.try_steal(&mut w1), Steal::Took(1)); // takes b, never a
+                                                      // b sits on w1's queue marked STOLEN: w2 may not take it.
+    assert_eq!(s.try_steal(&mut w2), Steal::Nothing);
+    assert_eq!(s.wait(&mut w1, 3, &mut ev, 4), 1);
+    assert_eq!(ev[0].token, 2);
+    let st = s.stats();
+    assert_eq!(
+        (
+            st[1].steals_made,
+            st[0].steals_suffered,
+            st[1].migrations.steal
+        ),
+        (1, 1, 1)
+    );
+    // Once processed and released, the flag is gone: b is stealable again.
+    s.release(&mut w1, 4);
+    let _ = s.activate(b, Ready::READABLE, Some(0), 5, &mut rng);
+    assert_eq!(s.try_steal(&mut w2), Steal::Took(1));
+}
+
+#[test]
+fn stealing_gives_up_on_a_locked_victim_and_bounds_its_scan() {
+    let s = sched(Policy::Cpu, 2, |c| {
+        c.steal = true;
+        c.steal_k = 1;
+    });
+    let mut w1 = s.worker(1);
+    let mut rng = FastRng::new(11);
+    let p1 = s.register(1, Flags::PINNED, Some(0)).unwrap();
+    let p2 = s.register(2, Flags::PINNED, Some(0)).unwrap();
+    let free = s.register(3, Flags::NONE, None).unwrap();
+    for id in [p1, p2, free] {
+        let _ = s.activate(id, Ready::READABLE, Some(0), 0, &mut rng);
+    }
+    {
+        let _held = s.queues[0].q.lock().unwrap();
+        assert_eq!(s.try_steal(&mut w1), Steal::Busy);
+    }
+    // k = 1 scans at most 2 entries: both pinned, the third is not reached.
+    assert_eq!(s.try_steal(&mut w1), Steal::Nothing);
+    assert_eq!(s.queued(0), 3);
+}
+
+#[test]
+fn vanilla_never_migrates() {
+    let s = sched(Policy::Vanilla, 4, |_| {});
+    let mut ctxs: Vec<_> = (0..4).map(|w| s.worker(w)).collect();
+    let mut rng = FastRng::new(12);
+    let ids: Vec<_> = (0..64)
+        .map(|i| s.register(i, Flags::NONE, None).unwrap())
+        .collect();
+    let mut owner = vec![None; 64];
+    let mut ev = Vec::new();
+    for step in 0..5_000u64 {
+        let id = ids[rng.below(64)];
+        let _ = s.activate(
+            id,
+            Ready::READABLE,
+            Some(rng.below(4) as u32),
+            step,
+            &mut rng,
+        );
+        let w = rng.below(4);
+        s.wait(&mut ctxs[w], step, &mut ev, 4);
+        for e in &ev {
+            let o = owner[e.token as usize].get_or_insert(w);
+            assert_eq!(*o, w, "source {} moved from worker {o} to {w}", e.token);
+        }
+    }
+    assert!(s
+        .stats()
+        .iter()
+        .all(|st| st.migrations == Migrations::default()));
+    // Round-robin assignment: 16 sources per worker.
+    let mut per = [0; 4];
+    for o in owner.iter().flatten() {
+        per[*o] += 1;
+    }
+    assert!(per.iter().all(|&n| n <= 16), "{per:?}");
+}
+
+#[test]
+fn pinned_sources_never_move() {
+    let s = sched(Policy::Hybrid, 3, |c| c.steal_k = 8);
+    let mut ctxs: Vec<_> = (0..3).map(|w| s.worker(w)).collect();
+    let mut rng = FastRng::new(13);
+    let pinned: Vec<_> = (0..20)
+        .map(|i| s.register(i, Flags::PINNED, Some(1)).unwrap())
+        .collect();
+    let mut ev = Vec::new();
+    // Worker 1 looks terribly loaded; others idle and stealing.
+    for step in 0..2_000u64 {
+        fake_load(&s, 1, 0, 50, 1e6, s.queues[1].len.load(Ordering::Relaxed));
+        let id = pinned[rng.below(20)];
+        let _ = s.activate(
+            id,
+            Ready::READABLE,
+            Some(rng.below(3) as u32),
+            step,
+            &mut rng,
+        );
+        for w in [0, 2] {
+            s.wait(&mut ctxs[w], step, &mut ev, 8);
+            assert!(
+                ev.is_empty(),
+                "worker {w} got pinned source {:?}",
+                ev.first()
+            );
+        }
+        if step % 7 == 0 {
+            s.wait(&mut ctxs[1], step, &mut ev, 8);
+            assert!(ev.iter().all(|e| e.token < 20));
+        }
+    }
+}
+
+#[test]
+fn cpu_affinity_follows_the_flow_and_queue_affinity_stays() {
+    for (policy, follows) in [(Policy::Cpu, true), (Policy::Queue, false)] {
+        let s = sched(policy, 2, |_| {});
+        let mut rng = FastRng::new(14);
+        let (mut w0, mut w1) = (s.worker(0), s.worker(1));
+        let id = s.register(5, Flags::NONE, None).unwrap();
+        let mut ev = Vec::new();
+        assert_eq!(
+            queued_on(s.activate(id, Ready::READABLE, Some(0), 0, &mut rng)),
+            0
+        );
+        assert_eq!(s.wait(&mut w0, 1, &mut ev, 4), 1);
+        assert_eq!(s.wait(&mut w0, 2, &mut ev, 4), 0);
+        let to = queued_on(s.activate(id, Ready::READABLE, Some(1), 3, &mut rng));
+        assert_eq!(to, if follows { 1 } else { 0 }, "{policy}");
+        let got = s.wait(&mut w1, 4, &mut ev, 4) + s.wait(&mut w0, 4, &mut ev, 4);
+        assert_eq!(got, 1);
+        assert_eq!(s.stats()[1].migrations.cpu_follow, u64::from(follows));
+    }
+}
+
+#[test]
+fn shared_mode_has_one_queue_any_worker_takes_any_event() {
+    let s = sched(Policy::Shared, 3, |_| {});
+    let mut rng = FastRng::new(15);
+    let mut ctxs: Vec<_> = (0..3).map(|w| s.worker(w)).collect();
+    for i in 0..9 {
+        let id = s.register(i, Flags::NONE, None).unwrap();
+        let _ = s.activate(id, Ready::READABLE, Some(0), 0, &mut rng);
+    }
+    let mut ev = Vec::new();
+    assert_eq!(
+        s.wait(&mut ctxs[2], 1, &mut ev, 9),
+        9,
+        "worker 2 sees every queued event"
+    );
+    assert_eq!(s.queues.len(), 1);
+}
+
+#[test]
+fn parking_protocol_never_loses_a_wake_up() {
+    let s = sched(Policy::Cpu, 2, |_| {});
+    let mut rng = FastRng::new(16);
+    let w1 = s.worker(1);
+    let id = s.register(1, Flags::NONE, None).unwrap();
+    assert!(s.prepare_park(&w1));
+    assert_eq!(
+        s.activate(id, Ready::READABLE, Some(1), 0, &mut rng),
+        Activation::Queued {
+            worker: 1,
+            wake: Some(1)
+        }
+    );
+    assert_eq!(s.stats()[1].wakeups, 1);
+    // Work already queued: the worker must not go to sleep.
+    assert!(!s.prepare_park(&w1));
+    // Shared mode wakes any idle worker.
+    let sh = sched(Policy::Shared, 2, |_| {});
+    let c0 = sh.worker(0);
+    assert!(sh.prepare_park(&c0));
+    let id = sh.register(1, Flags::NONE, None).unwrap();
+    assert_eq!(
+        sh.activate(id, Ready::READABLE, None, 0, &mut rng),
+        Activation::Queued {
+            worker: 0,
+            wake: Some(0)
+        }
+    );
+}
+
+#[test]
+fn stealing_wakes_an_idle_thief_when_a_backlog_forms() {
+    let s = sched(Policy::Cpu, 2, |c| c.steal = true);
+    let mut rng = FastRng::new(17);
+    let w1 = s.worker(1);
+    assert!(s.prepare_park(&w1));
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    let b = s.register(2, Flags::NONE, None).unwrap();
+    assert_eq!(
+        s.activate(a, Ready::READABLE, Some(0), 0, &mut rng),
+        Activation::Queued {
+            worker: 0,
+            wake: None
+        }
+    );
+    assert_eq!(
+        s.activate(b, Ready::READABLE, Some(0), 0, &mut rng),
+        Activation::Queued {
+            worker: 0,
+            wake: Some(1)
+        }
+    );
+}
+
+#[test]
+fn exiting_worker_hands_over_queued_work_and_reports_pinned_sources() {
+    let s = sched(Policy::Cpu, 3, |_| {});
+    let mut rng = FastRng::new(18);
+    let mut ctxs: Vec<_> = (0..3).map(|w| Some(s.worker(w))).collect();
+    let ids: Vec<_> = (0..6)
+        .map(|i| s.register(i, Flags::NONE, None).unwrap())
+        .collect();
+    let pinned = s.register(100, Flags::PINNED, Some(2)).unwrap();
+    let idle_pinned = s.register(101, Flags::PINNED, Some(2)).unwrap();
+    for id in ids.iter().chain([&pinned]) {
+        let _ = s.activate(*id, Ready::READABLE, Some(2), 0, &mut rng);
+    }
+    let mut ev = Vec::new();
+    // Worker 2 takes one, then exits with it in flight (and ready again).
+    assert_eq!(s.wait(ctxs[2].as_mut().unwrap(), 1, &mut ev, 1), 1);
+    let in_flight = ev[0].source;
+    let _ = s.activate(in_flight, Ready::READABLE, Some(2), 2, &mut rng);
+    let report = s.exit(ctxs[2].take().unwrap(), 3);
+    assert_eq!(report.rescheduled, 6, "{report:?}");
+    let mut unpinned: Vec<_> = report.unpinned.iter().map(|p| p.1).collect();
+    unpinned.sort();
+    assert_eq!(unpinned, vec![100, 101]);
+    assert!(report.stranded.is_empty());
+    assert!(s.stats()[2].exited);
+    // Everything (7 sources incl. the in-flight one) reaches workers 0 and 1.
+    let mut seen = Vec::new();
+    for step in 0..10 {
+        for w in 0..2 {
+            s.wait(ctxs[w].as_mut().unwrap(), 4 + step, &mut ev, 8);
+            seen.extend(ev.iter().map(|e| e.token));
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, vec![0, 1, 2, 3, 4, 5, 100]);
+    // Later activations avoid the dead worker, pinned or not.
+    for id in [idle_pinned, ids[0]] {
+        let w = queued_on(s.activate(id, Ready::READABLE, Some(2), 20, &mut rng));
+        assert!(w < 2);
+    }
+    assert_eq!(
+        s.register(1, Flags::PINNED, Some(2)),
+        Err(CoreError::BadWorker(2))
+    );
+}
+
+#[test]
+fn imbalance_is_max_minus_min_over_max() {
+    let mk = |b: u64| WorkerStats {
+        busy_ns: b,
+        ..Default::default()
+    };
+    assert_eq!(imbalance_of(&[mk(100), mk(54)]), 0.46);
+    assert_eq!(imbalance_of(&[mk(0), mk(0)]), 0.0);
+}
+
+/// Randomized single-threaded model check, every policy: every activation is
+/// followed by a delivery (none lost), no source is delivered to two workers
+/// at once, and deliveries never outnumber activations.
+#[test]
+fn exactly_once_model_every_policy() {
+    for mode in [
+        "vanilla",
+        "shared",
+        "queue",
+        "cpu+steal",
+        "best2",
+        "best2+steal",
+        "hybrid",
+    ] {
+        let mut cfg = Config::parse_mode(mode, 4).unwrap();
+        cfg.steal_k = 3;
+        let s = Scheduler::new(cfg).unwrap();
+        let mut ctxs: Vec<_> = (0..4).map(|w| s.worker(w)).collect();
+        let mut rng = FastRng::new(19);
+        let n = 50;
+        let ids: Vec<_> = (0..n)
+            .map(|i| {
+                let f = if i % 10 == 0 {
+                    Flags::HIGH_PRIORITY
+                } else {
+                    Flags::NONE
+                };
+                s.register(i as u64, f, Some(i % 4)).unwrap()
+            })
+            .collect();
+        let mut owed = vec![false; n]; // activated and not delivered since
+        let mut busy_on: Vec<Option<usize>> = vec![None; n];
+        let (mut acts, mut dels) = (0u64, 0u64);
+        let mut ev = Vec::new();
+        let mut step = 0u64;
+        let mut run_wait = |w: usize,
+                            step: u64,
+                            busy_on: &mut Vec<Option<usize>>,
+                            owed: &mut Vec<bool>,
+                            dels: &mut u64| {
+            for b in busy_on.iter_mut() {
+                if *b == Some(w) {
+                    *b = None;
+                }
+            }
+            s.wait(&mut ctxs[w], step, &mut ev, 1 + (step as usize % 4));
+            for e in &ev {
+                let t = e.token as usize;
+                assert_eq!(
+                    busy_on[t], None,
+                    "{mode}: source {t} delivered twice at once"
+                );
+                busy_on[t] = Some(w);
+                owed[t] = false;
+                *dels += 1;
+            }
+        };
+        for _ in 0..20_000 {
+            step += 1;
+            if rng.below(2) == 0 {
+                let t = rng.below(n);
+                let _ = s.activate(
+                    ids[t],
+                    Ready::READABLE,
+                    Some(rng.below(4) as u32),
+                    step,
+                    &mut rng,
+                );
+                owed[t] = true;
+                acts += 1;
+            } else {
+                run_wait(rng.below(4), step, &mut busy_on, &mut owed, &mut dels);
+            }
+        }
+        // Drain: everything owed must come out.
+        for _ in 0..200 {
+            step += 1;
+            for w in 0..4 {
+                run_wait(w, step, &mut busy_on, &mut owed, &mut dels);
+            }
+        }
+        assert!(
+            owed.iter().all(|o| !o),
+            "{mode}: lost activations {:?}",
+            owed.iter().positions()
+        );
+        assert!(
+            dels <= acts,
+            "{mode}: {dels} deliveries for {acts} activations"
+        );
+    }
+}
+
+trait Positions {
+    fn positions(self) -> Vec<usize>;
+}
+impl<'a, I: Iterator<Item = &'a bool>> Positions for I {
+    fn positions(self) -> Vec<usize> {
+        self.enumerate()
+            .filter(|(_, b)| **b)
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
