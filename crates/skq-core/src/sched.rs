@@ -399,12 +399,14 @@ impl Scheduler {
         if n == 0 && self.cfg.steal && self.steal(ctx) > 0 {
             n = self.fill(ctx, out, max);
         }
-        self.returned(ctx, now, n);
+        self.record_return(ctx, now, n);
         n
     }
 
-    /// Records a wait's return: the start of the next processing interval.
-    pub(crate) fn returned(&self, ctx: &mut WorkerCtx, now: Nanos, n: usize) {
+    /// Records a wait's return of `n` events at `now`: the start of the next
+    /// processing interval. [`Scheduler::wait`] calls it; drivers that
+    /// compose `release`/`fill`/`steal` themselves call it once per wait.
+    pub fn record_return(&self, ctx: &mut WorkerCtx, now: Nanos, n: usize) {
         ctx.t_ret = now;
         ctx.n_ret = n;
         let l = &self.workers[ctx.id].load;

@@ -520,8 +520,8 @@ fn exiting_worker_hands_over_queued_work_and_reports_pinned_sources() {
     // Everything (7 sources incl. the in-flight one) reaches workers 0 and 1.
     let mut seen = Vec::new();
     for step in 0..10 {
-        for w in 0..2 {
-            s.wait(ctxs[w].as_mut().unwrap(), 4 + step, &mut ev, 8);
+        for c in ctxs.iter_mut().take(2) {
+            s.wait(c.as_mut().unwrap(), 4 + step, &mut ev, 8);
             seen.extend(ev.iter().map(|e| e.token));
         }
     }

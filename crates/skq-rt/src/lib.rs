@@ -1,18 +1,419 @@
-//! placeholder
+//! # skq-rt: SKQ event scheduling for unmodified Linux
+//!
+//! One [`Skq`] instance is shared by all worker threads of a server. Each
+//! worker owns a [`Worker`] handle and loops on [`Worker::wait`], which
+//! releases the worker's previous batch and returns the next one. Sources
+//! (sockets, listeners, pipes, [`UserEvent`]s) are registered once, edge
+//! triggered, and never re-armed: a source returned by `wait` is processing
+//! until that worker's next `wait`; readiness arriving meanwhile is
+//! redelivered after release, and no source is ever handed to two workers at
+//! once. Scheduling (which worker gets an activation) is the sans-I/O
+//! [`skq_core::Scheduler`]; this crate harvests readiness and moves threads.
+//! `docs/ARCHITECTURE.md` explains the harvesting protocol and its
+//! alternatives.
+//!
+//! A handler must read (or accept) until `EAGAIN`, or call
+//! [`Worker::still_ready`] when it stops early; otherwise data that is
+//! already buffered produces no new edge.
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::os::fd::AsRawFd;
+//! use std::os::unix::net::UnixStream;
+//! use skq_rt::{Config, Events, Flags, Interest, Policy, Skq};
+//!
+//! let skq = Skq::new(Config::new(Policy::Hybrid, 2)).unwrap();
+//! let (mut a, mut b) = UnixStream::pair().unwrap();
+//! b.set_nonblocking(true).unwrap();
+//! skq.register(b.as_raw_fd(), 7, Interest::READABLE, Flags::NONE, None).unwrap();
+//! a.write_all(b"ping").unwrap();
+//!
+//! let mut worker = skq.worker(0);
+//! let mut events = Events::with_capacity(16);
+//! let n = worker.wait(&mut events, Some(std::time::Duration::from_secs(5))).unwrap();
+//! assert_eq!(n, 1);
+//! let ev = events.iter().next().unwrap();
+//! assert_eq!(ev.token, 7);
+//! let mut buf = [0u8; 16];
+//! assert_eq!(b.read(&mut buf).unwrap(), 4); // then read until EAGAIN
+//! ```
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
-/// Topology (placeholder).
-pub mod topology {
-    /// The CPU topology tree.
-    pub struct Topology;
-    impl Topology {
-        /// Reads /sys.
-        pub fn detect() -> std::io::Result<Self> {
-            Ok(Topology)
+pub mod sys;
+pub mod topology;
+mod worker;
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+pub use skq_core::{
+    Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready, Scheduler, SourceId,
+    WorkerId, WorkerStats,
+};
+use sys::epoll::Epoll;
+use sys::eventfd::EventFd;
+pub use worker::{Events, Worker};
+
+/// Errors creating an instance.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration was refused (the message names the option).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A system call failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// What a registration wants to hear about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interest(u8);
+
+impl Interest {
+    /// Readable (and hang-up).
+    pub const READABLE: Interest = Interest(1);
+    /// Writable.
+    pub const WRITABLE: Interest = Interest(2);
+
+    fn epoll_flags(self) -> u32 {
+        let mut f = libc::EPOLLET as u32;
+        if self.0 & 1 != 0 {
+            f |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+        }
+        if self.0 & 2 != 0 {
+            f |= libc::EPOLLOUT as u32;
+        }
+        f
+    }
+}
+
+impl std::ops::BitOr for Interest {
+    type Output = Interest;
+    fn bitor(self, o: Interest) -> Interest {
+        Interest(self.0 | o.0)
+    }
+}
+
+const DOORBELL: u64 = u64::MAX;
+const NONE: usize = usize::MAX;
+const KIND_OTHER: u8 = 0;
+const KIND_SOCKET: u8 = 1;
+
+/// A worker's sleeping place when it is not the poller.
+struct Parker {
+    flag: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Parker {
+    fn park(&self, timeout_ns: Option<u64>) {
+        let mut g = self.flag.lock().unwrap_or_else(|p| p.into_inner());
+        if !*g {
+            g = match timeout_ns {
+                Some(ns) => {
+                    self.cv
+                        .wait_timeout(g, Duration::from_nanos(ns))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                None => self.cv.wait(g).unwrap_or_else(|p| p.into_inner()),
+            };
+        }
+        *g = false;
+    }
+
+    fn unpark(&self) {
+        let mut g = self.flag.lock().unwrap_or_else(|p| p.into_inner());
+        *g = true;
+        self.cv.notify_one();
+    }
+}
+
+/// The shared event object of one server.
+pub struct Skq {
+    core: Scheduler,
+    epoll: Epoll,
+    /// Rung to wake the worker blocked in `epoll_wait` (the poller).
+    doorbell: EventFd,
+    parkers: Box<[Parker]>,
+    /// Worker currently blocked in `epoll_wait`, or NONE.
+    poller: AtomicUsize,
+    /// Held by a worker doing a non-blocking harvest.
+    harvesting: AtomicBool,
+    /// Workers asleep on their parker.
+    sleepers: AtomicU64,
+    shutdown: AtomicBool,
+    taken: Box<[AtomicBool]>,
+    /// Per source slot: its fd (for SO_INCOMING_CPU) and kind.
+    fds: Box<[AtomicI32]>,
+    kinds: Box<[AtomicU8]>,
+    need_cpu: bool,
+}
+
+impl Skq {
+    /// Creates an instance. Unless `cfg.worker_cpus` is set, worker `w` is
+    /// placed (for locality decisions and [`Skq::pin_current_thread`]) on the
+    /// w-th CPU of the topology's spread order, wrapping around.
+    pub fn new(mut cfg: Config) -> Result<Arc<Skq>, Error> {
+        cfg.validate()?;
+        if cfg.worker_cpus.is_empty() {
+            let allowed = sys::cpu::allowed_cpus()?;
+            let order = topology::Topology::detect()
+                .map(|t| t.spread_order(&allowed))
+                .unwrap_or_else(|_| allowed.clone());
+            let order = if order.is_empty() { vec![0] } else { order };
+            cfg.worker_cpus = (0..cfg.workers).map(|w| order[w % order.len()]).collect();
+        }
+        let need_cpu = matches!(cfg.policy, Policy::Cpu | Policy::Queue | Policy::Hybrid);
+        let n = cfg.workers;
+        let cap = cfg.capacity;
+        let core = Scheduler::new(cfg)?;
+        let epoll = Epoll::new()?;
+        let doorbell = EventFd::new()?;
+        epoll.add(
+            doorbell.as_raw_fd(),
+            (libc::EPOLLIN | libc::EPOLLET) as u32,
+            DOORBELL,
+        )?;
+        Ok(Arc::new(Skq {
+            core,
+            epoll,
+            doorbell,
+            parkers: (0..n)
+                .map(|_| Parker {
+                    flag: Mutex::new(false),
+                    cv: Condvar::new(),
+                })
+                .collect(),
+            poller: AtomicUsize::new(NONE),
+            harvesting: AtomicBool::new(false),
+            sleepers: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            taken: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            fds: (0..cap).map(|_| AtomicI32::new(-1)).collect(),
+            kinds: (0..cap).map(|_| AtomicU8::new(KIND_OTHER)).collect(),
+            need_cpu,
+        }))
+    }
+
+    /// The scheduling core (counters, configuration, phases).
+    pub fn core(&self) -> &Scheduler {
+        &self.core
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        self.core.config()
+    }
+
+    /// Registers `fd` (non-blocking) edge-triggered with a user `token`.
+    /// `registrar` is the registering worker (required for `PINNED`).
+    pub fn register(
+        &self,
+        fd: RawFd,
+        token: u64,
+        interest: Interest,
+        flags: Flags,
+        registrar: Option<WorkerId>,
+    ) -> io::Result<SourceId> {
+        let id = self
+            .core
+            .register(token, flags, registrar)
+            .map_err(io::Error::other)?;
+        let idx = id.index() as usize;
+        let kind = if sys::socket::is_socket(fd).unwrap_or(false) {
+            KIND_SOCKET
+        } else {
+            KIND_OTHER
+        };
+        self.fds[idx].store(fd, Ordering::Relaxed);
+        self.kinds[idx].store(kind, Ordering::Relaxed);
+        if let Err(e) = self.epoll.add(fd, interest.epoll_flags(), id.as_u64()) {
+            let _ = self.core.deregister(id);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// Changes a registration's token, interest and flags.
+    pub fn modify(
+        &self,
+        id: SourceId,
+        fd: RawFd,
+        token: u64,
+        interest: Interest,
+        flags: Flags,
+    ) -> io::Result<()> {
+        self.core
+            .modify(id, token, flags)
+            .map_err(io::Error::other)?;
+        self.epoll.modify(fd, interest.epoll_flags(), id.as_u64())
+    }
+
+    /// Removes a registration; call before closing `fd`. Pending and
+    /// in-flight deliveries of the source are dropped.
+    pub fn deregister(&self, id: SourceId, fd: RawFd) -> io::Result<()> {
+        let r = self.epoll.delete(fd);
+        self.fds[id.index() as usize].store(-1, Ordering::Relaxed);
+        self.core.deregister(id).map_err(io::Error::other)?;
+        r
+    }
+
+    /// Creates an eventfd-backed user event registered with `token`.
+    pub fn user_event(&self, token: u64, flags: Flags) -> io::Result<UserEvent> {
+        let efd = EventFd::new()?;
+        let registrar = None;
+        let id = self.register(efd.as_raw_fd(), token, Interest::READABLE, flags, registrar)?;
+        Ok(UserEvent { efd, id })
+    }
+
+    /// The handle of worker `id` for the thread that will run it.
+    ///
+    /// # Panics
+    /// If `id` is out of range or its handle was already taken.
+    pub fn worker(self: &Arc<Self>, id: WorkerId) -> Worker {
+        assert!(
+            id < self.taken.len(),
+            "worker {id} out of range (0..{})",
+            self.taken.len()
+        );
+        assert!(
+            !self.taken[id].swap(true, Ordering::AcqRel),
+            "worker {id} handle already taken"
+        );
+        Worker::new(self.clone(), self.core.worker(id))
+    }
+
+    /// Pins the calling thread to the CPU assigned to worker `w`.
+    pub fn pin_current_thread(&self, w: WorkerId) -> io::Result<u32> {
+        let cpu = self.core.config().cpu_of(w);
+        sys::cpu::pin_current_thread(cpu)?;
+        Ok(cpu)
+    }
+
+    /// Per-worker counters.
+    pub fn stats(&self) -> Vec<WorkerStats> {
+        self.core.stats()
+    }
+
+    /// (max − min) / max of per-worker processing time.
+    pub fn imbalance(&self) -> f64 {
+        self.core.imbalance()
+    }
+
+    /// Makes every current and future `wait` return `Ok(0)` at once.
+    pub fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        let _ = self.doorbell.notify();
+        for p in self.parkers.iter() {
+            p.unpark();
         }
     }
-    impl std::fmt::Display for Topology {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("unknown\n")
+
+    /// Whether [`Skq::shutdown`] was called.
+    pub fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Wakes worker `w` however it sleeps.
+    fn wake(&self, w: WorkerId, me: WorkerId) {
+        if w == me {
+            return;
         }
+        if self.poller.load(Ordering::SeqCst) == w {
+            let _ = self.doorbell.notify();
+        } else {
+            self.parkers[w].unpark();
+        }
+    }
+
+    /// A sleeping follower becomes the next poller.
+    fn promote_follower(&self, me: WorkerId) {
+        let m = self.sleepers.load(Ordering::SeqCst) & !(1u64 << me);
+        if m != 0 {
+            self.parkers[m.trailing_zeros() as usize].unpark();
+        }
+    }
+
+    /// Turns harvested epoll events into activations.
+    fn activate_all(&self, evs: &[libc::epoll_event], me: WorkerId, rng: &mut skq_core::FastRng) {
+        let now = sys::cpu::monotonic_ns();
+        let mut here: Option<Option<u32>> = None;
+        for ev in evs {
+            let data = ev.u64;
+            if data == DOORBELL {
+                self.doorbell.drain();
+                continue;
+            }
+            let id = SourceId::from_u64(data);
+            let bits = ev.events;
+            let mut ready = Ready::EMPTY;
+            if bits & libc::EPOLLIN as u32 != 0 {
+                ready = ready | Ready::READABLE;
+            }
+            if bits & libc::EPOLLOUT as u32 != 0 {
+                ready = ready | Ready::WRITABLE;
+            }
+            if bits & (libc::EPOLLHUP | libc::EPOLLRDHUP) as u32 != 0 {
+                ready = ready | Ready::HUP | Ready::READABLE;
+            }
+            if bits & libc::EPOLLERR as u32 != 0 {
+                ready = ready | Ready::ERROR;
+            }
+            let cpu = if self.need_cpu {
+                let idx = id.index() as usize;
+                let sock =
+                    self.kinds.get(idx).map(|k| k.load(Ordering::Relaxed)) == Some(KIND_SOCKET);
+                let fd = self.fds.get(idx).map_or(-1, |f| f.load(Ordering::Relaxed));
+                let from_sock = if sock && fd >= 0 {
+                    sys::socket::incoming_cpu(fd)
+                } else {
+                    None
+                };
+                from_sock.or_else(|| *here.get_or_insert_with(sys::cpu::current_cpu))
+            } else {
+                None
+            };
+            if let skq_core::Activation::Queued { wake: Some(w), .. } =
+                self.core.activate(id, ready, cpu, now, rng)
+            {
+                self.wake(w, me);
+            }
+        }
+    }
+}
+
+/// An eventfd-backed event source: [`UserEvent::notify`] from any thread
+/// makes it ready; it is delivered like any other source with `Ready::USER`
+/// semantics (readable).
+pub struct UserEvent {
+    efd: EventFd,
+    id: SourceId,
+}
+
+impl UserEvent {
+    /// Triggers the event.
+    pub fn notify(&self) -> io::Result<()> {
+        self.efd.notify()
+    }
+
+    /// Resets the counter (call from the handler); returns how many
+    /// notifications were folded into this delivery.
+    pub fn reset(&self) -> u64 {
+        self.efd.drain()
+    }
+
+    /// The registration.
+    pub fn source(&self) -> SourceId {
+        self.id
+    }
+
+    /// Deregisters the event from `skq`.
+    pub fn close(self, skq: &Skq) -> io::Result<()> {
+        skq.deregister(self.id, self.efd.as_raw_fd())
     }
 }

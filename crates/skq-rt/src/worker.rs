@@ -1,0 +1,243 @@
+//! A worker's handle and its wait loop.
+//!
+//! `wait` does, in order: release the previous batch (redeliveries wake
+//! their new owners); if no worker is blocked in `epoll_wait`, harvest
+//! readiness without blocking; take a batch from the own queue; steal if
+//! allowed and empty; otherwise sleep. A sleeping worker either becomes *the*
+//! poller (blocks in `epoll_wait` on the shared epoll fd, so readiness is
+//! harvested the moment it arrives) or, if another worker already polls,
+//! parks on its own condition variable until someone queues work for it.
+//! A poller that leaves with work to do promotes a parked follower, so there
+//! is always a poller while any worker is idle (leader/follower).
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use skq_core::{Event, ExitReport, WorkerCtx, WorkerId};
+
+use crate::sys::cpu::monotonic_ns;
+use crate::{Skq, NONE};
+
+/// A buffer of events filled by [`Worker::wait`].
+#[derive(Debug)]
+pub struct Events {
+    pub(crate) inner: Vec<Event>,
+    cap: usize,
+}
+
+impl Events {
+    /// Room for at most `cap` events per wait (at least 1).
+    pub fn with_capacity(cap: usize) -> Events {
+        let cap = cap.max(1);
+        Events {
+            inner: Vec::with_capacity(cap),
+            cap,
+        }
+    }
+
+    /// The events of the last wait.
+    pub fn iter(&self) -> std::slice::Iter<'_, Event> {
+        self.inner.iter()
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether the last wait returned nothing.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Capacity per wait.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+impl<'a> IntoIterator for &'a Events {
+    type Item = &'a Event;
+    type IntoIter = std::slice::Iter<'a, Event>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.inner.iter()
+    }
+}
+
+/// One worker thread's handle. Not `Sync`: exactly one thread waits on it.
+/// Dropping it without [`Worker::exit`] exits it (its work is rescheduled).
+pub struct Worker {
+    skq: Arc<Skq>,
+    ctx: Option<WorkerCtx>,
+    ep_buf: Vec<libc::epoll_event>,
+    wakes: Vec<WorkerId>,
+}
+
+impl Worker {
+    pub(crate) fn new(skq: Arc<Skq>, ctx: WorkerCtx) -> Worker {
+        Worker {
+            skq,
+            ctx: Some(ctx),
+            ep_buf: Vec::with_capacity(256),
+            wakes: Vec::new(),
+        }
+    }
+
+    /// This worker's index.
+    pub fn id(&self) -> WorkerId {
+        self.ctx.as_ref().map_or(usize::MAX, |c| c.id())
+    }
+
+    /// The shared instance.
+    pub fn skq(&self) -> &Arc<Skq> {
+        &self.skq
+    }
+
+    fn ctx(&mut self) -> &mut WorkerCtx {
+        self.ctx.as_mut().expect("worker used after exit")
+    }
+
+    fn flush_wakes(&mut self) {
+        let me = self.id();
+        let Worker {
+            skq, ctx, wakes, ..
+        } = self;
+        if let Some(c) = ctx.as_mut() {
+            c.drain_wakes_into(wakes);
+        }
+        for w in wakes.drain(..) {
+            skq.wake(w, me);
+        }
+    }
+
+    /// Non-blocking (timeout 0) or blocking harvest of the shared epoll fd.
+    fn harvest(&mut self, timeout_ns: Option<u64>) -> io::Result<()> {
+        let me = self.id();
+        let n = self.skq.epoll.wait_ns(&mut self.ep_buf, timeout_ns)?;
+        if n > 0 {
+            let skq = self.skq.clone();
+            let rng = self.ctx.as_mut().expect("live worker").rng();
+            skq.activate_all(&self.ep_buf, me, rng);
+        }
+        Ok(())
+    }
+
+    /// Releases the previous batch and returns the next one (at most
+    /// `events.capacity()` events). Blocks until work arrives, `timeout`
+    /// passes (then `Ok(0)`), or the instance shuts down (`Ok(0)`).
+    pub fn wait(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<usize> {
+        let skq = self.skq.clone();
+        let core = &skq.core;
+        let me = self.id();
+        let bit = 1u64 << me;
+        let start = monotonic_ns();
+        core.release(self.ctx(), start);
+        self.flush_wakes();
+        events.inner.clear();
+        let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
+        let steal = core.config().steal;
+        let retry = core.config().steal_retry_ns;
+        loop {
+            if skq.is_shutdown() {
+                core.record_return(self.ctx(), monotonic_ns(), 0);
+                return Ok(0);
+            }
+            // Nobody is blocked in epoll_wait: harvest on the way (one
+            // non-blocking harvester at a time).
+            if skq.poller.load(Ordering::Acquire) == NONE
+                && !skq.harvesting.swap(true, Ordering::AcqRel)
+            {
+                let r = self.harvest(Some(0));
+                skq.harvesting.store(false, Ordering::Release);
+                r?;
+            }
+            let cap = events.cap;
+            let mut n = core.fill(self.ctx(), &mut events.inner, cap);
+            if n == 0 && steal && core.steal(self.ctx()) > 0 {
+                n = core.fill(self.ctx(), &mut events.inner, cap);
+            }
+            let now = monotonic_ns();
+            if n > 0 {
+                core.record_return(self.ctx(), now, n);
+                return Ok(n);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                core.record_return(self.ctx(), now, 0);
+                return Ok(0);
+            }
+            if !core.prepare_park(self.ctx.as_ref().expect("live worker")) {
+                continue;
+            }
+            let mut sleep = deadline.map(|d| d - now);
+            if steal {
+                sleep = Some(sleep.map_or(retry, |s| s.min(retry)));
+            }
+            if skq
+                .poller
+                .compare_exchange(NONE, me, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                let r = self.harvest(sleep);
+                skq.poller.store(NONE, Ordering::SeqCst);
+                core.unpark(self.ctx.as_ref().expect("live worker"));
+                r?;
+                if core.has_work(me) {
+                    // Leaving to work: a parked follower takes over polling.
+                    skq.promote_follower(me);
+                }
+            } else {
+                skq.sleepers.fetch_or(bit, Ordering::SeqCst);
+                // The poller may have left after our CAS failed: re-check.
+                if skq.poller.load(Ordering::SeqCst) != NONE && !skq.is_shutdown() {
+                    skq.parkers[me].park(sleep);
+                }
+                skq.sleepers.fetch_and(!bit, Ordering::SeqCst);
+                core.unpark(self.ctx.as_ref().expect("live worker"));
+            }
+        }
+    }
+
+    /// Releases the previous batch now (before the next `wait`).
+    pub fn release(&mut self) {
+        let skq = self.skq.clone();
+        skq.core.release(self.ctx(), monotonic_ns());
+        self.flush_wakes();
+    }
+
+    /// Says the handler of `ev` stopped before `EAGAIN`: the source is
+    /// redelivered after release even if no new readiness arrives.
+    pub fn still_ready(&mut self, ev: &Event) {
+        let skq = self.skq.clone();
+        skq.core.still_ready(self.ctx(), ev.source);
+    }
+
+    /// Leaves the pool: queued and in-flight work goes to other workers;
+    /// pinned sources are unpinned and listed in the report.
+    pub fn exit(mut self) -> ExitReport {
+        self.do_exit()
+    }
+
+    fn do_exit(&mut self) -> ExitReport {
+        let Some(ctx) = self.ctx.take() else {
+            return ExitReport::default();
+        };
+        let me = ctx.id();
+        let report = self.skq.core.exit(ctx, monotonic_ns());
+        for &w in &report.wakes {
+            self.skq.wake(w, me);
+        }
+        // If we were the only one awake, somebody must poll now.
+        self.skq.promote_follower(me);
+        report
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.ctx.is_some() {
+            let _ = self.do_exit();
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Behaviour of the runtime over real file descriptors: every readiness
+//! delivered, per-source order kept, never two workers on one source, work
+//! survives a worker's exit, user events and shutdown.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use skq_rt::{Config, Events, Flags, Interest, Skq};
+
+struct Pipe {
+    rx: UnixStream,
+    buf: Vec<u8>,
+    next: u32,
+}
+
+/// `pipes` socketpairs, each fed `msgs` sequence numbers by writer threads;
+/// `workers` workers read them. Returns per-worker delivered counts.
+fn run(
+    mode: &str,
+    workers: usize,
+    pipes: usize,
+    msgs: u32,
+    exit_worker_after: Option<u64>,
+) -> Vec<u64> {
+    let mut cfg = Config::parse_mode(mode, workers).unwrap();
+    cfg.steal_retry_ns = 50_000;
+    let skq = Skq::new(cfg).unwrap();
+    let mut txs = Vec::new();
+    let mut states = Vec::new();
+    for i in 0..pipes {
+        let (tx, rx) = UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        skq.register(
+            rx.as_raw_fd(),
+            i as u64,
+            Interest::READABLE,
+            Flags::NONE,
+            None,
+        )
+        .unwrap();
+        txs.push(tx);
+        states.push(Mutex::new(Pipe {
+            rx,
+            buf: Vec::new(),
+            next: 0,
+        }));
+    }
+    let states = Arc::new(states);
+    let done = Arc::new(AtomicU64::new(0));
+    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..pipes).map(|_| AtomicBool::new(false)).collect());
+    let total = pipes as u64 * msgs as u64;
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let mut worker = skq.worker(w);
+        let (states, done, busy, skq) = (states.clone(), done.clone(), busy.clone(), skq.clone());
+        handles.push(thread::spawn(move || {
+            let mut events = Events::with_capacity(8);
+            let mut mine = 0u64;
+            loop {
+                if exit_worker_after.is_some_and(|n| w == 0 && mine >= n) {
+                    let report = worker.exit();
+                    assert!(report.stranded.is_empty());
+                    return mine;
+                }
+                let n = worker
+                    .wait(&mut events, Some(Duration::from_millis(20)))
+                    .unwrap();
+                if skq.is_shutdown() {
+                    return mine;
+                }
+                for ev in events.iter().take(n) {
+                    let t = ev.token as usize;
+                    assert!(
+                        !busy[t].swap(true, Ordering::AcqRel),
+                        "source {t} on two workers at once"
+                    );
+                    // Per-source ownership: this lock is never contended.
+                    let mut p = states[t].try_lock().expect("source state contended");
+                    let p = &mut *p;
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        match p.rx.read(&mut chunk) {
+                            Ok(0) => break,
+                            Ok(k) => p.buf.extend_from_slice(&chunk[..k]),
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    let whole = p.buf.len() / 4 * 4;
+                    for c in p.buf[..whole].chunks(4) {
+                        let v = u32::from_le_bytes(c.try_into().unwrap());
+                        assert_eq!(v, p.next, "source {t}: out of order");
+                        p.next += 1;
+                        mine += 1;
+                        done.fetch_add(1, Ordering::AcqRel);
+                    }
+                    p.buf.drain(..whole);
+                    if mine % 7 == 0 {
+                        thread::sleep(Duration::from_micros(200)); // uneven service
+                    }
+                    busy[t].store(false, Ordering::Release);
+                }
+                if done.load(Ordering::Acquire) == total {
+                    skq.shutdown();
+                }
+            }
+        }));
+    }
+    // Writers: pipelined bursts, interleaved over pipes.
+    let writer = thread::spawn(move || {
+        for m in 0..msgs {
+            for tx in txs.iter_mut() {
+                tx.write_all(&m.to_le_bytes()).unwrap();
+            }
+            if m % 16 == 0 {
+                thread::sleep(Duration::from_micros(100));
+            }
+        }
+        txs
+    });
+    let start = Instant::now();
+    while !skq.is_shutdown() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{mode}: stuck; stats {:?}",
+            skq.stats()
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    let _txs = writer.join().unwrap();
+    let counts: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for (i, s) in states.iter().enumerate() {
+        assert_eq!(s.lock().unwrap().next, msgs, "{mode}: pipe {i} incomplete");
+    }
+    assert_eq!(counts.iter().sum::<u64>(), total);
+    counts
+}
+
+#[test]
+fn every_mode_delivers_everything_once_in_order() {
+    for mode in [
+        "vanilla",
+        "shared",
+        "queue",
+        "cpu",
+        "cpu+steal",
+        "best2",
+        "best2+steal",
+        "hybrid",
+    ] {
+        run(mode, 4, 24, 400, None);
+    }
+}
+
+#[test]
+fn a_worker_exiting_mid_run_loses_nothing() {
+    for mode in ["vanilla", "hybrid", "shared"] {
+        let counts = run(mode, 3, 12, 600, Some(50));
+        assert!(
+            counts[0] >= 50,
+            "{mode}: worker 0 did not reach its exit point"
+        );
+    }
+}
+
+#[test]
+fn user_events_and_pinning() {
+    let skq = Skq::new(Config::parse_mode("hybrid", 2).unwrap()).unwrap();
+    let mut w0 = skq.worker(0);
+    let mut w1 = skq.worker(1);
+    let ue = skq.user_event(99, Flags::NONE).unwrap();
+    let (mut tx, rx) = UnixStream::pair().unwrap();
+    rx.set_nonblocking(true).unwrap();
+    skq.register(
+        rx.as_raw_fd(),
+        5,
+        Interest::READABLE,
+        Flags::PINNED,
+        Some(1),
+    )
+    .unwrap();
+    ue.notify().unwrap();
+    tx.write_all(b"x").unwrap();
+    let mut ev = Events::with_capacity(4);
+    let mut got0 = Vec::new();
+    let mut got1 = Vec::new();
+    for _ in 0..50 {
+        w0.wait(&mut ev, Some(Duration::from_millis(10))).unwrap();
+        got0.extend(ev.iter().map(|e| e.token));
+        w1.wait(&mut ev, Some(Duration::from_millis(10))).unwrap();
+        got1.extend(ev.iter().map(|e| e.token));
+        if got0.len() + got1.len() >= 2 {
+            break;
+        }
+    }
+    assert!(
+        got1.contains(&5),
+        "pinned source must go to worker 1: {got0:?} {got1:?}"
+    );
+    assert!(!got0.contains(&5));
+    assert!(got0.contains(&99) || got1.contains(&99));
+    assert_eq!(ue.reset(), 1);
+}
+
+#[test]
+fn shutdown_wakes_blocked_waiters_and_wait_times_out() {
+    let skq = Skq::new(Config::parse_mode("cpu", 2).unwrap()).unwrap();
+    let mut w0 = skq.worker(0);
+    let mut ev = Events::with_capacity(4);
+    let t = Instant::now();
+    assert_eq!(
+        w0.wait(&mut ev, Some(Duration::from_millis(30))).unwrap(),
+        0
+    );
+    assert!(t.elapsed() >= Duration::from_millis(30));
+    let mut w1 = skq.worker(1);
+    let h = thread::spawn(move || {
+        let mut ev = Events::with_capacity(4);
+        w1.wait(&mut ev, None).unwrap()
+    });
+    thread::sleep(Duration::from_millis(50));
+    skq.shutdown();
+    assert_eq!(h.join().unwrap(), 0);
+    assert_eq!(w0.wait(&mut ev, None).unwrap(), 0);
+}
+
+#[test]
+fn invalid_config_is_refused_with_the_option_named() {
+    let mut cfg = Config::parse_mode("hybrid", 2).unwrap();
+    cfg.rtshare = 101;
+    let err = Skq::new(cfg).err().unwrap().to_string();
+    assert_eq!(err, "--rtshare 101 is out of range: allowed 1..=100");
+}
