@@ -1,12 +1,45 @@
-//! placeholder
+//! `skq load`: an open-loop load generator that checks its own work.
+//!
+//! * **Open loop.** Every connection follows its own send schedule
+//!   ([`schedule`]: Poisson, fixed rate, or a replayed trace); requests leave at
+//!   their scheduled time whether or not replies came back. Thousands of
+//!   non-blocking connections are spread over a few threads, each with its own
+//!   epoll instance ([`worker`]). Latency is measured from the *scheduled*
+//!   send time (no coordinated omission); latency from the actual send time is
+//!   reported beside it.
+//! * **Protocols** ([`protocol`]): skq RPC (`skq_proto::wire`), memcached text
+//!   get/set (ETC and Sphinx mixes), HTTP/1.1 GET keep-alive.
+//! * **Exactly once, in order.** Every reply is matched against the
+//!   connection's outstanding requests; missing, duplicate, out-of-order and
+//!   bad replies are counted ([`worker`] documents the rules).
+//! * **Statistics** ([`stats`]): per-thread HdrHistograms merged after the
+//!   run; percentiles with 95% order-statistic confidence intervals.
+//! * **Self-checks** ([`checks`]): achieved vs target rate, Anderson–Darling
+//!   test of the inter-arrival gaps, lag-1 rank correlation of latencies, send
+//!   lateness. A failed check is printed and recorded, never hidden.
+//! * **Ground truth** ([`refserver`], [`queueing`], [`validate`]): an
+//!   in-process FCFS server with exact emulated service, compared against the
+//!   M/M/1 and M/D/1 closed forms (`--validate`), and a capacity search
+//!   (`--capacity`).
+//!
+//! The library entry point is [`run`]; the CLI is [`cli`].
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
-/// Command-line entry points.
-pub mod cli {
-    /// Arguments (placeholder until this crate lands).
-    #[derive(clap::Args, Debug)]
-    pub struct LoadArgs {}
-    /// Entry point (placeholder).
-    pub fn run(_a: LoadArgs) -> anyhow::Result<()> {
-        anyhow::bail!("not implemented yet")
-    }
-}
+pub mod checks;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod protocol;
+pub mod queueing;
+pub mod refserver;
+pub mod schedule;
+pub mod stats;
+pub mod sys;
+pub mod validate;
+pub mod worker;
+
+pub use config::{LoadConfig, Stall};
+pub use engine::run;
+pub use protocol::Protocol;
+pub use schedule::ScheduleKind;

@@ -1,9 +1,21 @@
-//! What every measurement in skq reports, and how it is judged.
+//! What every measurement in skq reports, and how it is judged and shown.
 //!
 //! * [`result`]: the schema of one measured load point (`skq load --json`),
 //!   read by the sweep harness and produced in the same shape by the simulator.
 //! * [`slo`]: maximum load at SLO, one definition for `skq bench` and `skq sim`.
+//! * [`plot`]: SVG plots (p99 against load with bounds and the SLO line,
+//!   latency CDFs).
+//! * [`table`]: one table rendered for a terminal, as CSV and as HTML.
+//! * [`html`]: a self-contained HTML report builder.
+//! * [`csv`]: the CSV writer and reader behind [`table`].
+//!
+//! The rendering modules are pure functions of their inputs: no files, no
+//! processes, no clock. `skq bench` and `skq sim` both draw through them.
 #![deny(missing_docs)]
 
+pub mod csv;
+pub mod html;
+pub mod plot;
 pub mod result;
 pub mod slo;
+pub mod table;

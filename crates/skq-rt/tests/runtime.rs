@@ -100,7 +100,7 @@ fn run(
                         done.fetch_add(1, Ordering::AcqRel);
                     }
                     p.buf.drain(..whole);
-                    if mine % 7 == 0 {
+                    if mine.is_multiple_of(7) {
                         thread::sleep(Duration::from_micros(200)); // uneven service
                     }
                     busy[t].store(false, Ordering::Release);
@@ -117,7 +117,7 @@ fn run(
             for tx in txs.iter_mut() {
                 tx.write_all(&m.to_le_bytes()).unwrap();
             }
-            if m % 16 == 0 {
+            if m.is_multiple_of(16) {
                 thread::sleep(Duration::from_micros(100));
             }
         }

@@ -1,12 +1,34 @@
-//! placeholder
+//! `skq sim`: a discrete-event simulator that drives the real scheduling core
+//! (`skq_core::Scheduler`) in virtual time, beside the zero-overhead queueing
+//! models every measurement is judged against.
+//!
+//! * [`workload`]: scenarios — Poisson arrivals or trace replay over many
+//!   connections, service times from the BRIEF §9 catalogue (`skq_proto`).
+//! * [`reference`]: centralized / partitioned FCFS and processor sharing.
+//! * `core_model`: the real server's model — connections as sources, workers
+//!   looping on `wait()`, edge-triggered reads of up to 32 requests — around the
+//!   real core, with [`model::Overheads`] for what the core does not see.
+//! * [`sweep`]: parallel, deterministic load sweeps and maximum load at SLO.
+//! * [`bounds`]: the centralized/partitioned FCFS bounds `skq bench` quotes.
+//! * [`headline`]: the policy × workload table.
+//! * [`compare`]: simulated against measured curves (`skq bench` JSON).
+//! * [`cli`]: the `skq sim` subcommand.
+//!
+//! Every random draw descends from one seed, simultaneous events are ordered
+//! by insertion, and parallel sweeps put results back in input order: the same
+//! arguments give bit-identical output on any machine and thread count.
+#![deny(missing_docs)]
 
-/// Command-line entry points.
-pub mod cli {
-    /// Arguments (placeholder until this crate lands).
-    #[derive(clap::Args, Debug)]
-    pub struct SimArgs {}
-    /// Entry point (placeholder).
-    pub fn run(_a: SimArgs) -> anyhow::Result<()> {
-        anyhow::bail!("not implemented yet")
-    }
-}
+pub mod bounds;
+pub mod cli;
+pub mod compare;
+#[cfg(feature = "core")]
+pub mod core_model;
+pub mod headline;
+pub mod model;
+pub mod output;
+pub mod queue;
+pub mod reference;
+pub mod stats;
+pub mod sweep;
+pub mod workload;
