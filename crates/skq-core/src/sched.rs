@@ -7,18 +7,19 @@
 //! lock, drops it, then pushes onto its own queue under its own lock.
 //!
 //! Sleep/wake protocol (no lost wake-up, BRIEF §7 inv. 1 and 4): a worker
-//! about to sleep sets its bit in the idle mask (SeqCst) and then re-reads its
-//! queue length (SeqCst); a pusher stores the new length (SeqCst) and then
-//! reads the idle mask (SeqCst). In the single total order of SeqCst
-//! operations one of the two reads sees the other's write, so either the
-//! sleeper sees the work or the pusher sees the sleeper and wakes it.
+//! about to sleep sets its bit in the idle mask, issues a SeqCst fence and
+//! re-reads its queue length; a pusher stores the new length, issues a SeqCst
+//! fence and reads the idle mask. The two fences are totally ordered, so one
+//! side's read sees the other's write: either the sleeper sees the work or
+//! the pusher sees the sleeper and wakes it. (SeqCst loads alone would be
+//! enough in C11 but not under loom, which checks this protocol.)
 
 use crossbeam_utils::CachePadded;
 
 use crate::config::{Config, ConfigError, Policy};
 use crate::rng::FastRng;
 use crate::slot::{self, Phase, Slot, BUSY, FREE, IDLE, NONE, PENDING, PHASE, QUEUED, STOLEN};
-use crate::sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, lock, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::types::{
     Activation, CoreError, Event, ExitReport, Flags, Migrations, Nanos, Ready, SourceId, WorkerId,
     WorkerStats,
@@ -349,7 +350,9 @@ impl Scheduler {
             self.claim_idle(u64::MAX)
         } else {
             let bit = 1u64 << w;
-            if self.idle.load(Ordering::SeqCst) & bit != 0
+            // Pairs with the fence in `prepare_park` (see the module doc).
+            fence(Ordering::SeqCst);
+            if self.idle.load(Ordering::Relaxed) & bit != 0
                 && self.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0
             {
                 Some(w)
@@ -368,7 +371,8 @@ impl Scheduler {
 
     /// Clears and returns one idle worker among `allowed`.
     fn claim_idle(&self, allowed: u64) -> Option<WorkerId> {
-        let mut m = self.idle.load(Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let mut m = self.idle.load(Ordering::Relaxed);
         loop {
             let cand = m & allowed;
             if cand == 0 {
@@ -577,7 +581,10 @@ impl Scheduler {
     pub fn prepare_park(&self, ctx: &WorkerCtx) -> bool {
         let bit = 1u64 << ctx.id;
         self.idle.fetch_or(bit, Ordering::SeqCst);
-        if self.queues[self.qidx(ctx.id)].len.load(Ordering::SeqCst) > 0 || ctx.has_wakes() {
+        // Pairs with the fence in `wake_after_push`: one of the two sides
+        // sees the other's write.
+        fence(Ordering::SeqCst);
+        if self.queues[self.qidx(ctx.id)].len.load(Ordering::Relaxed) > 0 || ctx.has_wakes() {
             self.idle.fetch_and(!bit, Ordering::SeqCst);
             return false;
         }
