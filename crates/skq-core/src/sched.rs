@@ -7,19 +7,18 @@
 //! lock, drops it, then pushes onto its own queue under its own lock.
 //!
 //! Sleep/wake protocol (no lost wake-up, BRIEF §7 inv. 1 and 4): a worker
-//! about to sleep sets its bit in the idle mask, issues a SeqCst fence and
-//! re-reads its queue length; a pusher stores the new length, issues a SeqCst
-//! fence and reads the idle mask. The two fences are totally ordered, so one
-//! side's read sees the other's write: either the sleeper sees the work or
-//! the pusher sees the sleeper and wakes it. (SeqCst loads alone would be
-//! enough in C11 but not under loom, which checks this protocol.)
+//! about to sleep checks its queue and sets its bit in the idle mask while
+//! holding its queue's lock; a pusher appends and tests-and-clears that bit
+//! while holding the same lock. Mutual exclusion orders the two, so either
+//! the sleeper sees the work or the pusher sees the sleeper and wakes it.
+//! The hot path (push) pays no fence for this; loom checks the protocol.
 
 use crossbeam_utils::CachePadded;
 
 use crate::config::{Config, ConfigError, Policy};
 use crate::rng::FastRng;
 use crate::slot::{self, Phase, Slot, BUSY, FREE, IDLE, NONE, PENDING, PHASE, QUEUED, STOLEN};
-use crate::sync::{fence, lock, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::types::{
     Activation, CoreError, Event, ExitReport, Flags, Migrations, Nanos, Ready, SourceId, WorkerId,
     WorkerStats,
@@ -309,7 +308,7 @@ impl Scheduler {
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         for _ in 0..=self.cfg.workers {
             let (w, reason) = self.choose(s, cpu, now, rng)?;
-            if self.push(self.qidx(w), id, high, false) {
+            if let Some(claimed) = self.push_claim(self.qidx(w), id, high, false) {
                 let last = s.last.swap(w as u32, Ordering::Relaxed);
                 if self.cfg.policy != Policy::Shared && last != NONE && last as usize != w {
                     let c = &self.workers[w].counters;
@@ -320,7 +319,7 @@ impl Scheduler {
                         None => {}
                     }
                 }
-                return Some((self.qidx(w), self.wake_after_push(w)));
+                return Some((self.qidx(w), self.wake_after_push(w, claimed)));
             }
             // The chosen worker exited between choice and push: choose again.
         }
@@ -329,10 +328,21 @@ impl Scheduler {
 
     /// Pushes onto queue `q`; false if its owner has exited.
     pub(crate) fn push(&self, q: usize, id: SourceId, high: bool, front: bool) -> bool {
+        self.push_claim(q, id, high, front).is_some()
+    }
+
+    /// Pushes onto queue `q` and, under the same lock, claims the idle bit of
+    /// `claim` (the worker that owns the queue). Returns None if the queue's
+    /// owner exited, else whether `claim` was idle and must be woken.
+    ///
+    /// The park handshake is done under the queue lock: `prepare_park` sets
+    /// the idle bit and checks the length while holding it, so either it sees
+    /// this push or this push sees its bit. No fence on the hot path.
+    fn push_claim(&self, q: usize, id: SourceId, high: bool, front: bool) -> Option<bool> {
         let qs = &self.queues[q];
         let mut g = lock(&qs.q);
         if !g.alive {
-            return false;
+            return None;
         }
         let dq = if high { &mut g.high } else { &mut g.regular };
         if front {
@@ -340,28 +350,34 @@ impl Scheduler {
         } else {
             dq.push_back(id);
         }
-        qs.len.store(g.len() as u64, Ordering::SeqCst);
-        true
+        qs.len.store(g.len() as u64, Ordering::Relaxed);
+        let claimed = if self.queues.len() == 1 {
+            false // shared mode: any idle worker, chosen after the push
+        } else {
+            let bit = 1u64 << q;
+            self.idle.load(Ordering::Relaxed) & bit != 0
+                && self.idle.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+        };
+        drop(g);
+        Some(claimed)
     }
 
-    /// After pushing on `w`'s queue: the worker to wake, if any.
-    fn wake_after_push(&self, w: WorkerId) -> Option<WorkerId> {
+    /// After pushing on `w`'s queue (`claimed`: its idle bit was taken by
+    /// the push): the worker to wake, if any.
+    fn wake_after_push(&self, w: WorkerId, claimed: bool) -> Option<WorkerId> {
         let woken = if self.cfg.policy == Policy::Shared {
             self.claim_idle(u64::MAX)
+        } else if claimed {
+            Some(w)
+        } else if self.cfg.steal
+            && self.queues[w].len.load(Ordering::Relaxed) >= 2
+            && self.idle.load(Ordering::Relaxed) & !(1u64 << w) != 0
+        {
+            // A backlog is forming on a busy worker: wake an idle one to steal
+            // (a hint; idle thieves also retry every steal_retry_ns).
+            self.claim_idle(!(1u64 << w))
         } else {
-            let bit = 1u64 << w;
-            // Pairs with the fence in `prepare_park` (see the module doc).
-            fence(Ordering::SeqCst);
-            if self.idle.load(Ordering::Relaxed) & bit != 0
-                && self.idle.fetch_and(!bit, Ordering::SeqCst) & bit != 0
-            {
-                Some(w)
-            } else if self.cfg.steal && self.queues[w].len.load(Ordering::Relaxed) >= 2 {
-                // A backlog is forming on a busy worker: wake an idle one to steal.
-                self.claim_idle(!bit)
-            } else {
-                None
-            }
+            None
         };
         if let Some(v) = woken {
             Counters::add(&self.workers[v].counters.wakeups, 1);
@@ -371,8 +387,7 @@ impl Scheduler {
 
     /// Clears and returns one idle worker among `allowed`.
     fn claim_idle(&self, allowed: u64) -> Option<WorkerId> {
-        fence(Ordering::SeqCst);
-        let mut m = self.idle.load(Ordering::Relaxed);
+        let mut m = self.idle.load(Ordering::Acquire);
         loop {
             let cand = m & allowed;
             if cand == 0 {
@@ -416,7 +431,7 @@ impl Scheduler {
         let l = &self.workers[ctx.id].load;
         l.t_ret.store(now, Ordering::Relaxed);
         l.n_ret.store(n as u64, Ordering::Relaxed);
-        Counters::add(&self.workers[ctx.id].counters.delivered, n as u64);
+        Counters::bump(&self.workers[ctx.id].counters.delivered, n as u64);
     }
 
     /// Releases the worker's in-flight batch (done implicitly by `wait`).
@@ -434,7 +449,7 @@ impl Scheduler {
                 old + ALPHA * (per - old)
             };
             w.load.t_avg.store(t_avg.to_bits(), Ordering::Relaxed);
-            Counters::add(&w.counters.busy_ns, elapsed);
+            Counters::bump(&w.counters.busy_ns, elapsed);
         }
         ctx.n_ret = 0;
         w.load.n_ret.store(0, Ordering::Relaxed);
@@ -542,9 +557,9 @@ impl Scheduler {
                 high_n += 1;
             }
         }
-        qs.len.store(q.len() as u64, Ordering::SeqCst);
+        qs.len.store(q.len() as u64, Ordering::Relaxed);
         drop(g);
-        Counters::add(&self.workers[ctx.id].counters.high_served, high_n);
+        Counters::bump(&self.workers[ctx.id].counters.high_served, high_n);
         out.len() - start
     }
 
@@ -579,15 +594,19 @@ impl Scheduler {
     /// awake) if work is already visible; otherwise the worker may sleep until
     /// woken. Pair with [`Scheduler::unpark`] after waking.
     pub fn prepare_park(&self, ctx: &WorkerCtx) -> bool {
-        let bit = 1u64 << ctx.id;
-        self.idle.fetch_or(bit, Ordering::SeqCst);
-        // Pairs with the fence in `wake_after_push`: one of the two sides
-        // sees the other's write.
-        fence(Ordering::SeqCst);
-        if self.queues[self.qidx(ctx.id)].len.load(Ordering::Relaxed) > 0 || ctx.has_wakes() {
-            self.idle.fetch_and(!bit, Ordering::SeqCst);
+        if ctx.has_wakes() {
             return false;
         }
+        let bit = 1u64 << ctx.id;
+        let qs = &self.queues[self.qidx(ctx.id)];
+        // Under the queue lock: a concurrent push either sees our bit or we
+        // see its entry (see `push_claim`).
+        let g = lock(&qs.q);
+        if g.len() > 0 {
+            return false;
+        }
+        self.idle.fetch_or(bit, Ordering::AcqRel);
+        drop(g);
         true
     }
 
@@ -669,7 +688,7 @@ impl Scheduler {
             g.alive = false;
             drained.extend(g.high.drain(..));
             drained.extend(g.regular.drain(..));
-            qs.len.store(g.len() as u64, Ordering::SeqCst);
+            qs.len.store(g.len() as u64, Ordering::Relaxed);
         }
         self.release(&mut ctx, now);
         for id in drained {
@@ -688,7 +707,7 @@ impl Scheduler {
                     let qs = &self.queues[self.qidx(me)];
                     let mut g = lock(&qs.q);
                     g.regular.push_back(id);
-                    qs.len.store(g.len() as u64, Ordering::SeqCst);
+                    qs.len.store(g.len() as u64, Ordering::Relaxed);
                     report.stranded.push((id, s.token.load(Ordering::Relaxed)));
                 }
             }

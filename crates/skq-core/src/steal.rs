@@ -94,7 +94,7 @@ impl Scheduler {
                     }
                 }
             }
-            vq.len.store(g.len() as u64, Ordering::SeqCst);
+            vq.len.store(g.len() as u64, Ordering::Relaxed);
         }
         if nt == 0 {
             return Steal::Nothing;
@@ -112,7 +112,7 @@ impl Scheduler {
                 .store(me as u32, Ordering::Relaxed);
         }
         let c = &self.workers[me].counters;
-        Counters::add(&c.steals_made, nt as u64);
+        Counters::bump(&c.steals_made, nt as u64);
         Counters::add(&c.mig_steal, nt as u64);
         Counters::add(&self.workers[victim].counters.steals_suffered, nt as u64);
         Steal::Took(nt)

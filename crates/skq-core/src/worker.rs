@@ -70,6 +70,16 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// Adds to a counter only its owner writes: a plain load and store (no
+    /// locked instruction); readers may see it a moment late.
+    #[inline]
+    pub(crate) fn bump(c: &AtomicU64, n: u64) {
+        if n != 0 {
+            c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        }
+    }
+
+    /// Adds to a counter several threads write.
     #[inline]
     pub(crate) fn add(c: &AtomicU64, n: u64) {
         if n != 0 {
