@@ -2,6 +2,7 @@
 //! 1. every readiness is delivered to exactly one worker, none lost;
 //! 2. a source is never processed by two workers at once;
 //! 3. per-source order: a redelivery never overtakes the delivery in flight.
+//!
 //! Plus the park/push handshake (no lost wake-up).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p skq-core --test loom --release`
