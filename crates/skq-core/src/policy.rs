@@ -114,16 +114,20 @@ impl Scheduler {
         let home = s.home.load(Ordering::Relaxed);
         let home_alive = home != NONE && self.is_alive(home as usize);
         let salt = s as *const Slot as usize as u32 >> 6;
+        let homed = s.homed.load(Ordering::Relaxed) != 0;
         let (w, reason) = match (cpu, home_alive) {
-            // Queue affinity keeps the first home; CPU affinity follows the flow.
-            (_, true) if !follow => (home as usize, None),
-            (Some(c), _) => {
+            // CPU affinity follows every hint; queue affinity takes the first
+            // one (where the source first fired) and keeps it.
+            (Some(c), _) if follow || !homed || !home_alive => {
                 let w = self.worker_on_cpu(c, home, salt)?;
+                if !follow {
+                    s.homed.store(1, Ordering::Relaxed);
+                }
                 let moved = home_alive && w != home as usize;
                 (w, moved.then_some(Reason::CpuFollow))
             }
-            (None, true) => (home as usize, None),
-            (None, false) => (self.round_robin()?, (home != NONE).then_some(Reason::Exit)),
+            (_, true) => (home as usize, None),
+            (_, false) => (self.round_robin()?, (home != NONE).then_some(Reason::Exit)),
         };
         if w as u32 != home {
             let reason = if home != NONE && !home_alive {

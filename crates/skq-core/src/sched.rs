@@ -162,13 +162,18 @@ impl Scheduler {
         s.flags.store(flags.0, Ordering::Relaxed);
         s.registrar
             .store(registrar.map_or(NONE, |r| r as u32), Ordering::Relaxed);
+        // Vanilla assigns round-robin. Locality policies start a source at its
+        // registering worker (the natural home of a pipe or user event, which
+        // carry no CPU hint); sockets move on with their first CPU hint.
         let home = match self.cfg.policy {
             Policy::Vanilla => self.round_robin().map_or(NONE, |w| w as u32),
-            _ => NONE,
+            Policy::Queue | Policy::Cpu | Policy::Hybrid => registrar.map_or(NONE, |r| r as u32),
+            Policy::Shared | Policy::Best2 => NONE,
         };
         s.home.store(home, Ordering::Relaxed);
         s.last.store(NONE, Ordering::Relaxed);
         s.cpu.store(NONE, Ordering::Relaxed);
+        s.homed.store(0, Ordering::Relaxed);
         let gen = slot::gen_of(s.state.load(Ordering::Acquire));
         // Release: publishes token/flags/home to whoever next CASes the word.
         s.state.store(slot::word(gen, IDLE), Ordering::Release);

@@ -94,6 +94,8 @@ pub(crate) struct Slot {
     /// CPU of the latest readiness with a CPU hint (NONE if never given);
     /// redeliveries after release use it so CPU affinity follows the flow.
     pub(crate) cpu: AtomicU32,
+    /// Queue affinity: 1 once the first CPU hint fixed the home.
+    pub(crate) homed: AtomicU8,
 }
 
 impl Slot {
@@ -106,6 +108,7 @@ impl Slot {
             home: AtomicU32::new(NONE),
             last: AtomicU32::new(NONE),
             cpu: AtomicU32::new(NONE),
+            homed: AtomicU8::new(0),
         }
     }
 

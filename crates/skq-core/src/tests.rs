@@ -652,3 +652,36 @@ impl<'a, I: Iterator<Item = &'a bool>> Positions for I {
             .collect()
     }
 }
+
+#[test]
+fn locality_policies_start_hintless_sources_at_their_registrar() {
+    for policy in [Policy::Queue, Policy::Cpu, Policy::Hybrid] {
+        let s = sched(policy, 3, |c| c.steal = false);
+        let mut rng = FastRng::new(20);
+        let id = s.register(1, Flags::NONE, Some(2)).unwrap();
+        // No CPU hint (a pipe): stays with worker 2.
+        for t in 0..3 {
+            let w = queued_on(s.activate(id, Ready::READABLE, None, t, &mut rng));
+            assert_eq!(w, 2, "{policy}");
+            let mut c = s.worker(2);
+            let mut ev = Vec::new();
+            s.wait(&mut c, t, &mut ev, 4);
+            s.release(&mut c, t);
+        }
+        // Queue affinity: the first hint fixes the home, later hints do not move it.
+        if policy == Policy::Queue {
+            assert_eq!(
+                queued_on(s.activate(id, Ready::READABLE, Some(0), 9, &mut rng)),
+                0
+            );
+            let mut c = s.worker(0);
+            let mut ev = Vec::new();
+            s.wait(&mut c, 10, &mut ev, 4);
+            s.release(&mut c, 11);
+            assert_eq!(
+                queued_on(s.activate(id, Ready::READABLE, Some(1), 12, &mut rng)),
+                0
+            );
+        }
+    }
+}

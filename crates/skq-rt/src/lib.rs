@@ -342,7 +342,6 @@ impl Skq {
     /// Turns harvested epoll events into activations.
     fn activate_all(&self, evs: &[libc::epoll_event], me: WorkerId, rng: &mut skq_core::FastRng) {
         let now = sys::cpu::monotonic_ns();
-        let mut here: Option<Option<u32>> = None;
         for ev in evs {
             let data = ev.u64;
             if data == DOORBELL {
@@ -364,17 +363,19 @@ impl Skq {
             if bits & libc::EPOLLERR as u32 != 0 {
                 ready = ready | Ready::ERROR;
             }
+            // Sockets carry the CPU that processed their packets; other
+            // sources (pipes, user events) carry none and stay with their
+            // registering worker under the locality policies.
             let cpu = if self.need_cpu {
                 let idx = id.index() as usize;
                 let sock =
                     self.kinds.get(idx).map(|k| k.load(Ordering::Relaxed)) == Some(KIND_SOCKET);
                 let fd = self.fds.get(idx).map_or(-1, |f| f.load(Ordering::Relaxed));
-                let from_sock = if sock && fd >= 0 {
+                if sock && fd >= 0 {
                     sys::socket::incoming_cpu(fd)
                 } else {
                     None
-                };
-                from_sock.or_else(|| *here.get_or_insert_with(sys::cpu::current_cpu))
+                }
             } else {
                 None
             };
