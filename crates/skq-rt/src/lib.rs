@@ -51,8 +51,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 pub use skq_core::{
-    Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready, Scheduler, SourceId,
-    WorkerId, WorkerStats,
+    imbalance_of, Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready, Scheduler,
+    SourceId, WorkerId, WorkerStats,
 };
 use sys::epoll::Epoll;
 use sys::eventfd::EventFd;

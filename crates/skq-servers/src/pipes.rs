@@ -1,0 +1,248 @@
+//! SKQ's pipe scalability benchmark (SKQ paper §6.1).
+//!
+//! Each worker registers 12 socketpairs that are always readable (one byte
+//! is written once and never read), so every event is immediately ready
+//! again: the handler serves a fixed service time (5 µs by default, spun on
+//! the CPU or emulated by an absolute-deadline sleep), calls `still_ready`,
+//! and the source is redelivered after the worker's next `wait`. Throughput
+//! (events/s) therefore measures the event path itself: harvest, scheduling
+//! decision, queue, delivery and release. Configurations are compared with
+//! `vanilla` measured in the same run.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use skq_rt::{Config, Events, Flags, Interest, Skq};
+
+use crate::service::ServiceMode;
+
+/// `skq pipes` arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PipesArgs {
+    /// Modes to compare (the first should be the baseline, vanilla).
+    #[arg(long, value_delimiter = ',', default_value = "vanilla,shared,cpu")]
+    pub modes: Vec<String>,
+    /// Worker counts for spun service.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub workers: Vec<usize>,
+    /// Per-event service time for spun service, µs.
+    #[arg(long, default_value_t = 5.0)]
+    pub spin_us: f64,
+    /// Worker count for the emulated-service run (0 = skip it).
+    #[arg(long, default_value_t = 8)]
+    pub emulated_workers: usize,
+    /// Per-event service time for the emulated run, µs (sleep overshoot on
+    /// VMs is ~40–80 µs, so keep this well above that).
+    #[arg(long, default_value_t = 500.0)]
+    pub emulated_us: f64,
+    /// Pipes per worker.
+    #[arg(long, default_value_t = 12)]
+    pub pipes_per_worker: usize,
+    /// Seconds per configuration.
+    #[arg(long, default_value_t = 2.0)]
+    pub duration: f64,
+    /// Pin worker w to its CPU.
+    #[arg(long)]
+    pub pin: bool,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// One measured configuration.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PipeResult {
+    /// Mode name.
+    pub mode: String,
+    /// Workers.
+    pub workers: usize,
+    /// spin or emulate.
+    pub service: String,
+    /// Per-event service, µs.
+    pub service_us: f64,
+    /// Events per second over the run.
+    pub events_per_s: f64,
+    /// Events per second relative to vanilla at the same workers and service.
+    pub ratio_to_vanilla: Option<f64>,
+    /// Imbalance of busy time between workers.
+    pub imbalance: f64,
+    /// Steals over the run.
+    pub steals: u64,
+}
+
+/// Runs one configuration and returns events/s.
+pub fn measure(
+    mode: &str,
+    workers: usize,
+    service: ServiceMode,
+    service_ns: u32,
+    pipes_per_worker: usize,
+    duration: Duration,
+    pin: bool,
+) -> anyhow::Result<PipeResult> {
+    let cfg = Config::parse_mode(mode, workers)?;
+    let skq = Skq::new(cfg)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let ready = Arc::new(Barrier::new(workers + 1));
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let mut worker = skq.worker(w);
+        let (skq, stop, count, ready) = (skq.clone(), stop.clone(), count.clone(), ready.clone());
+        handles.push(thread::spawn(move || -> anyhow::Result<()> {
+            if pin {
+                skq.pin_current_thread(w)?;
+            }
+            service.prepare_thread();
+            let mut pipes = Vec::new();
+            for i in 0..pipes_per_worker {
+                let (mut tx, rx) = UnixStream::pair()?;
+                rx.set_nonblocking(true)?;
+                tx.write_all(b"x")?;
+                skq.register(
+                    rx.as_raw_fd(),
+                    (w * pipes_per_worker + i) as u64,
+                    Interest::READABLE,
+                    Flags::NONE,
+                    Some(w),
+                )?;
+                pipes.push((tx, rx));
+            }
+            ready.wait();
+            let mut events = Events::with_capacity(16);
+            let mut mine = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = worker.wait(&mut events, Some(Duration::from_millis(10)))?;
+                for ev in events.iter().take(n) {
+                    service.serve(service_ns);
+                    worker.still_ready(ev);
+                }
+                mine += n as u64;
+            }
+            count.fetch_add(mine, Ordering::Relaxed);
+            drop(worker);
+            drop(pipes);
+            Ok(())
+        }));
+    }
+    ready.wait();
+    let t0 = Instant::now();
+    let base: u64 = skq.stats().iter().map(|s| s.delivered).sum();
+    thread::sleep(duration);
+    let delivered: u64 = skq.stats().iter().map(|s| s.delivered).sum::<u64>() - base;
+    let secs = t0.elapsed().as_secs_f64();
+    let stats = skq.stats();
+    stop.store(true, Ordering::Relaxed);
+    skq.shutdown();
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+    }
+    Ok(PipeResult {
+        mode: mode.to_string(),
+        workers,
+        service: service.to_string(),
+        service_us: service_ns as f64 / 1000.0,
+        events_per_s: delivered as f64 / secs,
+        ratio_to_vanilla: None,
+        imbalance: skq_rt::imbalance_of(&stats),
+        steals: stats.iter().map(|s| s.steals_made).sum(),
+    })
+}
+
+/// `skq pipes`.
+pub fn run(a: PipesArgs) -> anyhow::Result<()> {
+    if a.modes.is_empty() || a.workers.is_empty() {
+        bail!("--modes and --workers need at least one value each");
+    }
+    if !(a.duration > 0.0 && a.duration <= 600.0) {
+        bail!(
+            "--duration {} is out of range: allowed (0, 600] seconds",
+            a.duration
+        );
+    }
+    if a.pipes_per_worker == 0 || a.pipes_per_worker > 4096 {
+        bail!(
+            "--pipes-per-worker {} is out of range: allowed 1..=4096",
+            a.pipes_per_worker
+        );
+    }
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let mut plan: Vec<(String, usize, ServiceMode, u32)> = Vec::new();
+    for &w in &a.workers {
+        for m in &a.modes {
+            plan.push((m.clone(), w, ServiceMode::Spin, (a.spin_us * 1000.0) as u32));
+        }
+    }
+    if a.emulated_workers > 0 {
+        for m in &a.modes {
+            plan.push((
+                m.clone(),
+                a.emulated_workers,
+                ServiceMode::Emulate,
+                (a.emulated_us * 1000.0) as u32,
+            ));
+        }
+    }
+    println!(
+        "skq pipes: {} pipes per worker, always readable; {cores} cores seen; {:.1} s per configuration",
+        a.pipes_per_worker, a.duration
+    );
+    let mut results: Vec<PipeResult> = Vec::new();
+    for (i, (mode, w, svc, ns)) in plan.iter().enumerate() {
+        eprint!("\r[{}/{}] {mode} × {w} ({svc})        ", i + 1, plan.len());
+        let r = measure(
+            mode,
+            *w,
+            *svc,
+            *ns,
+            a.pipes_per_worker,
+            Duration::from_secs_f64(a.duration),
+            a.pin,
+        )
+        .with_context(|| format!("configuration {mode} with {w} workers"))?;
+        results.push(r);
+    }
+    eprintln!();
+    let base: Vec<(usize, String, f64)> = results
+        .iter()
+        .filter(|r| r.mode == "vanilla")
+        .map(|r| (r.workers, r.service.clone(), r.events_per_s))
+        .collect();
+    for r in &mut results {
+        r.ratio_to_vanilla = base
+            .iter()
+            .find(|(w, s, _)| *w == r.workers && *s == r.service)
+            .map(|(_, _, v)| r.events_per_s / v);
+    }
+    println!(
+        "{:<14} {:>7} {:>8} {:>10} {:>14} {:>10} {:>10} {:>8}",
+        "mode", "workers", "service", "per-event", "events/s", "vs vanilla", "imbalance", "steals"
+    );
+    for r in &results {
+        let ratio = r
+            .ratio_to_vanilla
+            .map_or("-".to_string(), |x| format!("{x:.3}"));
+        println!(
+            "{:<14} {:>7} {:>8} {:>8.1}µs {:>14.0} {:>10} {:>9.1}% {:>8}",
+            r.mode,
+            r.workers,
+            r.service,
+            r.service_us,
+            r.events_per_s,
+            ratio,
+            r.imbalance * 100.0,
+            r.steals
+        );
+    }
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&results)?)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
