@@ -71,7 +71,14 @@ impl Scheduler {
         Some(self.better(a, b, now))
     }
 
-    /// The live worker serving `cpu`, preferring `home` if it runs there.
+    /// Index of a slot in the table (spreads sources over a CPU's workers).
+    fn slot_index(&self, s: &Slot) -> u32 {
+        let base = self.slots.as_ptr() as usize;
+        ((s as *const Slot as usize - base) / std::mem::size_of::<Slot>()) as u32
+    }
+
+    /// The live worker serving `cpu`, preferring `home` if it runs there,
+    /// else the `salt`-th of that CPU's workers.
     fn worker_on_cpu(&self, cpu: u32, home: u32, salt: u32) -> Option<WorkerId> {
         let list = self.cpu_map.get(cpu as usize).filter(|l| !l.is_empty());
         let list = match list {
@@ -113,17 +120,17 @@ impl Scheduler {
     ) -> Option<(WorkerId, Option<Reason>)> {
         let home = s.home.load(Ordering::Relaxed);
         let home_alive = home != NONE && self.is_alive(home as usize);
-        let salt = s as *const Slot as usize as u32 >> 6;
         let homed = s.homed.load(Ordering::Relaxed) != 0;
         let (w, reason) = match (cpu, home_alive) {
             // CPU affinity follows every hint; queue affinity takes the first
-            // one (where the source first fired) and keeps it.
+            // one (where the source first fired) and keeps it. Only a home
+            // chosen by an earlier hint is sticky within a CPU's workers; a
+            // registrar's provisional home is not.
             (Some(c), _) if follow || !homed || !home_alive => {
-                let w = self.worker_on_cpu(c, home, salt)?;
-                if !follow {
-                    s.homed.store(1, Ordering::Relaxed);
-                }
-                let moved = home_alive && w != home as usize;
+                let sticky = if homed { home } else { NONE };
+                let w = self.worker_on_cpu(c, sticky, self.slot_index(s))?;
+                s.homed.store(1, Ordering::Relaxed);
+                let moved = homed && home_alive && w != home as usize;
                 (w, moved.then_some(Reason::CpuFollow))
             }
             (_, true) => (home as usize, None),

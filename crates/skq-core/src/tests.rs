@@ -685,3 +685,17 @@ fn locality_policies_start_hintless_sources_at_their_registrar() {
         }
     }
 }
+
+#[test]
+fn cpu_affinity_spreads_a_cpus_flows_over_all_its_workers() {
+    // 4 workers on 2 CPUs: CPU 0 serves workers 0 and 2.
+    let s = sched(Policy::Cpu, 4, |c| c.worker_cpus = vec![0, 1, 0, 1]);
+    let mut rng = FastRng::new(21);
+    let mut per = [0usize; 4];
+    for i in 0..40 {
+        // All accepted (registered) by worker 0, all arriving on CPU 0.
+        let id = s.register(i, Flags::NONE, Some(0)).unwrap();
+        per[queued_on(s.activate(id, Ready::READABLE, Some(0), 0, &mut rng))] += 1;
+    }
+    assert_eq!(per, [20, 0, 20, 0]);
+}

@@ -25,20 +25,55 @@
 //!
 //! **Runtimes** ([`server::RuntimeKind`]):
 //! * `skq`: N worker threads each own a `skq_rt::Worker` of one shared `Skq`
-//!   instance and loop on `wait()`. The listener and every connection are
-//!   sources; connections are edge-triggered and live in a preallocated table
-//!   indexed by their token. See `skq_backend` for the event handling and why
-//!   the per-connection lock is never contended.
+//!   instance and loop on `wait()`. The listener is a source like any other:
+//!   whichever worker gets its event accepts until `EAGAIN`. Each connection
+//!   is registered edge-triggered (`READABLE | WRITABLE`, `TCP_NODELAY`) with
+//!   its slot in a preallocated connection table as token. On an event the
+//!   worker flushes pending replies, reads until `EAGAIN` and serves up to 32
+//!   requests, calling `still_ready` if more remain; on EOF or error it
+//!   deregisters, then closes. Each slot has a mutex, but it is uncontended:
+//!   the core never hands a source to a second worker while one is
+//!   processing it, so the lock only orders the acceptor's registration
+//!   against a first event that fires on another worker. The stats count
+//!   both (`accept_races`, and `ownership_violations`, which must stay 0). A
+//!   connection's first class-1 request re-flags it `HIGH_PRIORITY`.
 //! * `tokio`: the same protocol code, one task per connection on tokio's
-//!   multi-thread runtime with N worker threads (see `tokio_backend` for
-//!   why service blocks the worker thread).
+//!   multi-thread runtime with N worker threads. Service runs inside the task
+//!   and blocks its worker thread in both modes, as real CPU work would:
+//!   `tokio::time::sleep` would free the thread (and has 1 ms granularity),
+//!   and `block_in_place` would silently add threads beyond N.
 //!
 //! **Process** ([`cli`]): prints exactly `listening on ADDR` once ready, stops on
 //! SIGINT/SIGTERM or after `--duration`, writes `--stats-json` (per-worker
 //! counters, imbalance, connection and protocol-error counts, the scheduler's
 //! own statistics) and exits 0.
 //!
-//! Use it as a library through [`RpcServer::start`]; the tests do.
+//! Use it as a library through [`RpcServer::start`]; the tests do:
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use skq_proto::wire::{self, Header};
+//! use skq_servers::{RpcConfig, RpcServer, RuntimeKind};
+//!
+//! let mut cfg = RpcConfig::new(RuntimeKind::Skq, 2); // 127.0.0.1, free port
+//! cfg.sched.mode = "best2+steal".into();
+//! let server = RpcServer::start(cfg).unwrap();
+//!
+//! let mut conn = std::net::TcpStream::connect(server.local_addr()).unwrap();
+//! let mut frames = Vec::new();
+//! Header::request(1, 50_000, 0).encode(&mut frames); // two pipelined requests
+//! Header::request(2, 0, 0).encode(&mut frames);
+//! conn.write_all(&frames).unwrap();
+//! let mut buf = [0u8; 2 * wire::HEADER_LEN];
+//! conn.read_exact(&mut buf).unwrap();
+//! let first = wire::decode_reply(&buf).unwrap().unwrap();
+//! assert_eq!(first.id, 1);
+//! assert!(first.service_ns >= 50_000); // delivered, not requested
+//! assert_eq!(wire::decode_reply(&buf[wire::HEADER_LEN..]).unwrap().unwrap().id, 2);
+//!
+//! let stats = server.shutdown();
+//! assert_eq!(stats.requests, 2);
+//! ```
 //!
 //! # The pipe benchmark
 //!

@@ -1,0 +1,134 @@
+//! `skq serve rpc`: command-line flags and the process around the server
+//! (file-descriptor limit, readiness line, signals, stats file).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::server::{RpcConfig, RpcServer, RuntimeKind, SchedOptions};
+use crate::service::ServiceMode;
+use crate::sys;
+
+/// Flags of `skq serve rpc` (the bench harness relies on these names).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RpcArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub addr: SocketAddr,
+    /// Worker threads (1..=64).
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+    /// skq scheduling mode: vanilla|shared|queue|cpu|best2|hybrid, optionally with +steal.
+    #[arg(long, default_value = "hybrid")]
+    pub mode: String,
+    /// Runtime: skq or tokio.
+    #[arg(long, default_value = "skq")]
+    pub runtime: RuntimeKind,
+    /// Service: spin (busy CPU) or emulate (absolute-deadline sleep).
+    #[arg(long, default_value = "emulate")]
+    pub service: ServiceMode,
+    /// Pin worker threads to CPUs (skq: the CPU the runtime assigns worker i,
+    /// spread over the topology; tokio: thread i on CPU i % ncpus).
+    #[arg(long)]
+    pub pin: bool,
+    /// Events taken per steal (1..=8).
+    #[arg(long)]
+    pub steal_k: Option<usize>,
+    /// Idle worker's steal retry period in µs.
+    #[arg(long)]
+    pub steal_retry_us: Option<u64>,
+    /// Percent of a batch high-priority events may fill (1..=100).
+    #[arg(long)]
+    pub rtshare: Option<u32>,
+    /// Target waits per second per worker (0 = off).
+    #[arg(long)]
+    pub rtfreq: Option<u32>,
+    /// Hybrid's cache-miss penalty in ns.
+    #[arg(long)]
+    pub penalty_ns: Option<u64>,
+    /// Most connections served at once.
+    #[arg(long, default_value_t = 65_536)]
+    pub max_conns: usize,
+    /// Write final statistics (JSON) here at shutdown.
+    #[arg(long)]
+    pub stats_json: Option<PathBuf>,
+    /// Stop by itself after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+}
+
+impl RpcArgs {
+    /// The server configuration these flags describe.
+    pub fn to_config(&self) -> RpcConfig {
+        RpcConfig {
+            addr: self.addr,
+            runtime: self.runtime,
+            workers: self.workers,
+            sched: SchedOptions {
+                mode: self.mode.clone(),
+                steal_k: self.steal_k,
+                steal_retry_us: self.steal_retry_us,
+                rtshare: self.rtshare,
+                rtfreq: self.rtfreq,
+                penalty_ns: self.penalty_ns,
+            },
+            service: self.service,
+            pin: self.pin,
+            max_conns: self.max_conns,
+        }
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM (or `--duration`), then writes the
+/// stats file and returns.
+pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
+    let run_for = match args.duration {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
+        Some(s) => anyhow::bail!("--duration: {s} is not a positive number of seconds"),
+    };
+    if let Err(e) = sys::raise_nofile_limit() {
+        eprintln!("warning: could not raise the open-file limit: {e}");
+    }
+    // Before any thread exists, so every worker inherits the mask and the
+    // signals are collected here, not delivered to a random worker.
+    sys::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
+    let server = RpcServer::start(args.to_config()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
+            anyhow::anyhow!("{e}")
+        }
+        _ => anyhow::anyhow!("--addr {}: {e}", args.addr),
+    })?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on {}", server.local_addr())?;
+    out.flush()?;
+    drop(out);
+
+    let started = Instant::now();
+    loop {
+        let slice = match run_for {
+            None => Duration::from_secs(3600),
+            Some(d) => match d.checked_sub(started.elapsed()) {
+                Some(left) if !left.is_zero() => left,
+                _ => break,
+            },
+        };
+        if sys::wait_for_termination(slice) {
+            break;
+        }
+    }
+    let stats = server.shutdown();
+    eprintln!(
+        "skq serve rpc: {} requests on {} connections ({} protocol errors, {} aborted, {} rejected), imbalance {:.3}",
+        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.rejected, stats.imbalance
+    );
+    if let Some(path) = &args.stats_json {
+        let json = serde_json::to_string_pretty(&stats)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("--stats-json {}", path.display()))?;
+    }
+    Ok(())
+}

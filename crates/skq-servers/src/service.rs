@@ -1,0 +1,115 @@
+//! Synthetic service: how a worker "does" the work a request asks for.
+//!
+//! * [`ServiceMode::Spin`] busy-waits on the CPU until `service_ns` have
+//!   passed on the monotonic clock: real CPU work, only meaningful when the
+//!   server has as many cores as workers.
+//! * [`ServiceMode::Emulate`] sleeps until an absolute deadline
+//!   (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`) with the thread's timer
+//!   slack at 1 ns (BRIEF §8, "time dilation"). The worker thread is blocked
+//!   for the whole service time exactly as if it were computing, but the CPU
+//!   stays free, so 8–16 workers on 2 cores show the queueing of a larger
+//!   machine. Sleeps overshoot (tens of µs on the development VMs), which is why
+//!   every reply reports the time *delivered*, measured on the same clock.
+//!
+//! In both modes delivered ≥ requested: the deadline is computed before the
+//! work starts and the worker does not return before it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::sys;
+
+/// How requested service time is delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceMode {
+    /// Busy-wait on the CPU.
+    Spin,
+    /// Absolute-deadline sleep (time dilation).
+    Emulate,
+}
+
+impl FromStr for ServiceMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spin" => Ok(ServiceMode::Spin),
+            "emulate" => Ok(ServiceMode::Emulate),
+            other => Err(format!(
+                "unknown service mode `{other}`: expected spin or emulate"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ServiceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServiceMode::Spin => "spin",
+            ServiceMode::Emulate => "emulate",
+        })
+    }
+}
+
+impl ServiceMode {
+    /// Per-thread setup; call once on every thread that will call [`Self::serve`].
+    /// Emulation lowers the thread's timer slack to 1 ns.
+    pub fn prepare_thread(self) {
+        if self == ServiceMode::Emulate {
+            // Failure only costs precision (the default 50 µs slack), and the
+            // delivered time is measured anyway, so it is not fatal.
+            if let Err(e) = sys::set_min_timer_slack() {
+                eprintln!(
+                    "warning: PR_SET_TIMERSLACK failed ({e}); emulated service will overshoot more"
+                );
+            }
+        }
+    }
+
+    /// Delivers `service_ns` of service on the calling thread and returns the
+    /// nanoseconds actually delivered (saturated to `u32`).
+    pub fn serve(self, service_ns: u32) -> u32 {
+        let start = sys::monotonic_ns();
+        if service_ns == 0 {
+            return 0;
+        }
+        let deadline = start + u64::from(service_ns);
+        match self {
+            ServiceMode::Spin => {
+                while sys::monotonic_ns() < deadline {
+                    std::hint::spin_loop();
+                }
+            }
+            ServiceMode::Emulate => sys::sleep_until_ns(deadline),
+        }
+        let delivered = sys::monotonic_ns() - start;
+        u32::try_from(delivered).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivered_is_at_least_requested() {
+        for mode in [ServiceMode::Spin, ServiceMode::Emulate] {
+            mode.prepare_thread();
+            assert_eq!(mode.serve(0), 0);
+            for ns in [1, 1_000, 30_000, 200_000] {
+                assert!(mode.serve(ns) >= ns, "{mode} {ns}");
+            }
+        }
+    }
+
+    #[test]
+    fn parses_and_prints() {
+        for m in [ServiceMode::Spin, ServiceMode::Emulate] {
+            assert_eq!(m.to_string().parse::<ServiceMode>(), Ok(m));
+        }
+        assert!("sleep"
+            .parse::<ServiceMode>()
+            .unwrap_err()
+            .contains("expected spin or emulate"));
+    }
+}

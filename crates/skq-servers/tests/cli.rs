@@ -1,0 +1,73 @@
+//! The `skq-rpc` process (same entry point as `skq serve rpc`): readiness
+//! line, self-stop, stats file, and one-line errors for bad flags.
+
+use std::process::{Command, Stdio};
+
+fn server() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_skq-rpc"))
+}
+
+#[test]
+fn stops_by_itself_and_writes_stats() {
+    for runtime in ["skq", "tokio"] {
+        let path =
+            std::env::temp_dir().join(format!("skq-rpc-cli-{}-{runtime}.json", std::process::id()));
+        let out = server()
+            .args([
+                "--addr",
+                "127.0.0.1:0",
+                "--workers",
+                "3",
+                "--runtime",
+                runtime,
+                "--duration",
+                "0.2",
+            ])
+            .arg("--stats-json")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{runtime}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "{stdout:?}");
+        assert!(
+            lines[0].starts_with("listening on 127.0.0.1:"),
+            "{stdout:?}"
+        );
+        let stats: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(stats["runtime"], runtime);
+        assert_eq!(stats["workers"], 3);
+        assert_eq!(stats["per_worker"].as_array().unwrap().len(), 3);
+        assert_eq!(stats.get("scheduler").is_some(), runtime == "skq");
+    }
+}
+
+#[test]
+fn bad_values_fail_with_one_line_naming_the_option() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--mode", "fastest"], "--mode"),
+        (&["--mode", "shared+steal"], "--mode"),
+        (&["--workers", "0"], "--workers"),
+        (&["--rtshare", "101"], "--rtshare"),
+        (&["--runtime", "tokio", "--max-conns", "0"], "--max-conns"),
+    ];
+    for (args, option) in cases {
+        let out = server()
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(option), "{args:?}: {stderr}");
+    }
+}
