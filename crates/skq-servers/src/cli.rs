@@ -49,6 +49,11 @@ pub struct RpcArgs {
     /// Hybrid's cache-miss penalty in ns.
     #[arg(long)]
     pub penalty_ns: Option<u64>,
+    /// Most events one wait() returns (skq runtime; 1..=1024). Batched events
+    /// are processing and cannot be stolen: 1 keeps every queued event
+    /// stealable (best tail latency), larger values save waits.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub batch: u16,
     /// Most connections served at once.
     #[arg(long, default_value_t = 65_536)]
     pub max_conns: usize,
@@ -74,6 +79,7 @@ impl RpcArgs {
                 rtshare: self.rtshare,
                 rtfreq: self.rtfreq,
                 penalty_ns: self.penalty_ns,
+                batch: self.batch as usize,
             },
             service: self.service,
             pin: self.pin,

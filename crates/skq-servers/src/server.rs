@@ -59,6 +59,10 @@ pub struct SchedOptions {
     pub rtfreq: Option<u32>,
     /// Hybrid's cache-miss penalty (ns).
     pub penalty_ns: Option<u64>,
+    /// Most events one `wait()` returns (1..=1024). Events in a worker's
+    /// batch are processing and cannot be stolen, so large batches trade
+    /// tail latency (head-of-line blocking) for fewer waits.
+    pub batch: usize,
 }
 
 impl Default for SchedOptions {
@@ -70,6 +74,7 @@ impl Default for SchedOptions {
             rtshare: None,
             rtfreq: None,
             penalty_ns: None,
+            batch: 1,
         }
     }
 }

@@ -59,8 +59,6 @@ use crate::sys;
 
 /// Token of the listening socket (connection tokens are table slots).
 const LISTENER: u64 = u64::MAX;
-/// Events taken per `wait()`.
-const BATCH: usize = 64;
 /// Per-worker read buffer.
 const SCRATCH: usize = 64 * 1024;
 /// How often a waiting worker looks at its retire flag.
@@ -89,6 +87,8 @@ struct Shared {
     accept_races: AtomicU64,
     ownership_violations: AtomicU64,
     service: ServiceMode,
+    /// Most events per `wait()`.
+    batch: usize,
 }
 
 /// A running skq server.
@@ -132,6 +132,7 @@ impl SkqServer {
             accept_races: AtomicU64::new(0),
             ownership_violations: AtomicU64::new(0),
             service: cfg.service,
+            batch: cfg.sched.batch.clamp(1, 1024),
         });
         let mut threads = Vec::with_capacity(cfg.workers);
         for w in 0..cfg.workers {
@@ -233,7 +234,7 @@ fn worker_main(shared: &Shared, w: usize, pin: bool) {
     }
     shared.service.prepare_thread();
     let mut worker = shared.skq.worker(w);
-    let mut events = Events::with_capacity(BATCH);
+    let mut events = Events::with_capacity(shared.batch);
     let mut scratch = vec![0u8; SCRATCH];
     loop {
         if shared.retire[w].load(Ordering::Relaxed) {

@@ -19,8 +19,13 @@ const PER_CONN: u64 = 80;
 const WORKERS: usize = 4;
 
 fn storm_with_retirement(runtime: RuntimeKind, mode: &str) {
+    storm_with_retirement_batch(runtime, mode, 1);
+}
+
+fn storm_with_retirement_batch(runtime: RuntimeKind, mode: &str, batch: usize) {
     let mut cfg = RpcConfig::new(runtime, WORKERS);
     cfg.sched.mode = mode.into();
+    cfg.sched.batch = batch;
     cfg.service = ServiceMode::Emulate;
     let server = RpcServer::start(cfg).unwrap_or_else(|e| panic!("{mode}: start: {e}"));
     let addr = server.local_addr();
@@ -115,6 +120,15 @@ skq_modes! {
     skq_best2_storm => "best2",
     skq_best2_steal_storm => "best2+steal",
     skq_hybrid_storm => "hybrid",
+}
+
+/// Large batches (events processing together, not stealable) keep the same
+/// exactly-once, in-order guarantees.
+#[test]
+fn skq_batched_storms() {
+    for mode in ["vanilla", "shared", "hybrid"] {
+        storm_with_retirement_batch(RuntimeKind::Skq, mode, 32);
+    }
 }
 
 #[test]
