@@ -164,7 +164,7 @@ pub enum CoreError {
 }
 
 /// Why a source moved to another worker than the one that last had it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Migrations {
     /// CPU affinity followed a flow to a new CPU.
     pub cpu_follow: u64,
@@ -177,7 +177,7 @@ pub struct Migrations {
 }
 
 /// Per-worker counters, readable at any time.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerStats {
     /// Events delivered by this worker's waits.
     pub delivered: u64,

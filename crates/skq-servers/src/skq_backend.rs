@@ -206,23 +206,7 @@ impl SkqServer {
 }
 
 fn worker_stats_json(s: &skq_core::WorkerStats) -> serde_json::Value {
-    serde_json::json!({
-        "delivered": s.delivered,
-        "steals_made": s.steals_made,
-        "steals_suffered": s.steals_suffered,
-        "migrations": {
-            "cpu_follow": s.migrations.cpu_follow,
-            "balance": s.migrations.balance,
-            "steal": s.migrations.steal,
-            "exit": s.migrations.exit,
-        },
-        "wakeups": s.wakeups,
-        "high_served": s.high_served,
-        "busy_ns": s.busy_ns,
-        "t_avg_ns": s.t_avg_ns,
-        "queued": s.queued,
-        "exited": s.exited,
-    })
+    serde_json::to_value(s).unwrap_or(serde_json::Value::Null)
 }
 
 fn worker_main(shared: &Shared, w: usize, pin: bool) {
