@@ -1,0 +1,237 @@
+//! `skq bench`: arguments and entry point.
+//!
+//! Without arguments it runs the built-in default ([`crate::config::default_file`]):
+//! the RPC server with 8 workers, emulated exponential and bimodal-1 service
+//! with S̄ = 500 µs, configurations vanilla, shared, cpu, best2+steal,
+//! hybrid and tokio, five loads each; about 2½ minutes at most on two cores,
+//! less when curves saturate early. `--config FILE` replaces the default
+//! (schema in [`crate::config`]); the other flags override either.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::config::{self, ConfigEntry, Curve, MatrixEntry, ServiceMode, Sweep, SweepFile};
+use crate::output::{self, RunInfo};
+use crate::process::{allowed_cpus, ProcessRunner};
+use crate::summary;
+use crate::sweep::{self, PlannedPoint, Progress};
+
+/// `skq bench` arguments.
+#[derive(clap::Args, Debug, Default)]
+pub struct BenchArgs {
+    /// Sweep description (TOML; schema in the skq-bench rustdoc, example in
+    /// crates/skq-bench/examples/sweep.toml). Default: the built-in sweep.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Configurations: skq policies (vanilla, shared, queue, cpu, best2,
+    /// hybrid, optionally +steal), tokio, memcached or nginx.
+    #[arg(long, value_delimiter = ',', value_name = "MODE,...")]
+    pub modes: Vec<String>,
+    /// Workloads (exponential, bimodal-1, ...), crossed with --modes.
+    #[arg(long, value_delimiter = ',', value_name = "NAME,...")]
+    pub workloads: Vec<String>,
+    /// Server worker threads.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Service mode of the skq server: spin or emulate.
+    #[arg(long, value_name = "spin|emulate")]
+    pub service: Option<ServiceMode>,
+    /// Mean service time S̄ in µs (parametric workloads).
+    #[arg(long, value_name = "US")]
+    pub mean_us: Option<f64>,
+    /// Offered loads as fractions of capacity N/S̄, e.g. 0.1,0.3,0.5.
+    #[arg(long, value_delimiter = ',', value_name = "F,...")]
+    pub loads: Vec<f64>,
+    /// Measured seconds per point.
+    #[arg(long, value_name = "S")]
+    pub point_secs: Option<f64>,
+    /// Warm-up seconds per point (discarded).
+    #[arg(long, value_name = "S")]
+    pub warmup_secs: Option<f64>,
+    /// SLO as a multiple of the mean service time.
+    #[arg(long, value_name = "K")]
+    pub slo_factor: Option<f64>,
+    /// Load fraction whose latency CDF the report plots.
+    #[arg(long, value_name = "F")]
+    pub cdf_load: Option<f64>,
+    /// Load connections per point.
+    #[arg(long)]
+    pub connections: Option<usize>,
+    /// Output folder (default `results/bench-<timestamp>`).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the plan and its worst-case duration, run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Builds the sweep from the default or the file, with flags applied over it.
+pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>)> {
+    let (mut file, file_out) = match &a.config {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("--config {}", p.display()))?;
+            let f = SweepFile::parse(&text).with_context(|| format!("--config {}", p.display()))?;
+            let out = f.sweep.out.clone();
+            (f, out)
+        }
+        None => (config::default_file(), None),
+    };
+    if !a.modes.is_empty() || !a.workloads.is_empty() {
+        let old = file.matrix.take().unwrap_or_default();
+        file.matrix = Some(MatrixEntry {
+            modes: if a.modes.is_empty() {
+                old.modes
+            } else {
+                a.modes.clone()
+            },
+            workloads: if a.workloads.is_empty() {
+                old.workloads
+            } else {
+                a.workloads.clone()
+            },
+        });
+        if file.matrix.as_ref().is_some_and(|m| m.modes.is_empty()) {
+            anyhow::bail!(
+                "--workloads needs --modes (the configuration file has no [matrix] modes)"
+            );
+        }
+    }
+    let flags = ConfigEntry {
+        workers: a.workers,
+        service: a.service,
+        mean_us: a.mean_us,
+        connections: a.connections,
+        ..Default::default()
+    };
+    file.defaults = flags.over(&file.defaults);
+    for c in &mut file.config {
+        *c = flags.over(c);
+    }
+    let sw = &mut file.sweep;
+    if !a.loads.is_empty() {
+        sw.loads = Some(a.loads.clone());
+    }
+    sw.point_secs = a.point_secs.or(sw.point_secs);
+    sw.warmup_secs = a.warmup_secs.or(sw.warmup_secs);
+    sw.slo_factor = a.slo_factor.or(sw.slo_factor);
+    sw.cdf_load = a.cdf_load.or(sw.cdf_load);
+    let what = if a.config.is_some() {
+        "--config with flags"
+    } else {
+        "flags"
+    };
+    let sweep = Sweep::from_file(&file, cpus).with_context(|| what.to_string())?;
+    Ok((sweep, a.out.clone().or(file_out)))
+}
+
+/// Progress bar on a terminal; plain lines on stderr otherwise.
+struct Bar(ProgressBar);
+
+impl Progress for Bar {
+    fn start(&mut self, curve: &Curve, p: &PlannedPoint) {
+        self.0.set_message(format!(
+            "{} · {} @ {:.2} ({:.0} req/s)",
+            curve.name, curve.workload, p.load, p.target_rps
+        ));
+    }
+    fn advance(&mut self, n: u64) {
+        self.0.inc(n);
+    }
+    fn note(&mut self, line: &str) {
+        if self.0.is_hidden() {
+            eprintln!("skq bench: {line}");
+        } else {
+            self.0.println(line);
+        }
+    }
+}
+
+/// `skq bench`.
+pub fn run(a: BenchArgs) -> Result<()> {
+    let cpus = allowed_cpus();
+    let (sweep, out) = build_sweep(&a, cpus.len())?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let started = output::utc_string(now);
+    let out = out.unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "results/bench-{}",
+            started.replace([' ', ':'], "-")
+        ))
+    });
+    let points: usize = sweep.curves.len() * sweep.settings.loads.len();
+    let est = sweep::estimate(&sweep);
+    println!(
+        "skq bench: {} configurations × {} loads = {points} points, at most {:.0} s ({} CPUs); output {}",
+        sweep.curves.len(),
+        sweep.settings.loads.len(),
+        est.as_secs_f64(),
+        cpus.len(),
+        out.display()
+    );
+    if a.dry_run {
+        for (c, pts) in sweep.curves.iter().zip(sweep::plan(&sweep)) {
+            let rates: Vec<String> = pts.iter().map(|p| format!("{:.0}", p.target_rps)).collect();
+            let sv = c
+                .nominal_service_us
+                .map_or("unknown".into(), |s| format!("{s:.1} µs"));
+            println!(
+                "  {:<14} {}  S̄ {sv}  req/s: {}",
+                c.name,
+                c.group(),
+                rates.join(" ")
+            );
+        }
+        return Ok(());
+    }
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("--out {}: cannot create it", out.display()))?;
+    let mut runner = ProcessRunner::from_current_exe(cpus.clone(), std::env::temp_dir())?;
+    let bar = ProgressBar::with_draw_target(Some(points as u64), ProgressDrawTarget::stdout());
+    if !std::io::stdout().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut progress = Bar(bar);
+    let loadavg_before = output::loadavg();
+    let t0 = Instant::now();
+    let records = sweep::run(&sweep, &out, &mut runner, &mut progress);
+    progress.0.finish_and_clear();
+    let summaries = summary::summarize(&sweep, &records);
+    let info = RunInfo {
+        started,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        cpus: cpus.len(),
+        wall_s: t0.elapsed().as_secs_f64(),
+        loadavg_before,
+        loadavg_after: output::loadavg(),
+    };
+    output::write_all(&out, &sweep, &records, &summaries, &info)?;
+    print!("{}", output::summary_table(&summaries).to_text());
+    let failed = summaries
+        .iter()
+        .filter(|s| s.self_check != summary::SelfCheck::Pass)
+        .count();
+    if failed > 0 {
+        println!("skq bench: {failed} of {} configurations did not pass their self-checks (details in the report)", summaries.len());
+    }
+    if let Some(w) = output::busy_machine_warning(&info) {
+        println!("skq bench: warning: {w}");
+    }
+    println!(
+        "skq bench: {:.0} s; report {}",
+        info.wall_s,
+        out.join("report.html").display()
+    );
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The command lines of the servers under test: `skq serve rpc` and the
+//! peers of BRIEF §10 (memcached and nginx from Debian's packages).
+//!
+//! Each function returns a [`std::process::Command`] that is ready to spawn;
+//! placement, output redirection and readiness belong to
+//! [`crate::process`].
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::config::{Curve, ServerKind};
+
+/// The command that serves `curve` on `127.0.0.1:port`. `skq` is the skq
+/// binary; `workdir` is an empty private folder for peers that need files
+/// (nginx's configuration, document root, pid file and temp paths).
+pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Result<Command> {
+    match curve.server {
+        ServerKind::Skq | ServerKind::Tokio => Ok(skq_command(curve, skq, port)),
+        ServerKind::Memcached => memcached_command(curve.workers, port),
+        ServerKind::Nginx => nginx_command(curve.workers, port, workdir),
+    }
+}
+
+/// `skq serve rpc --addr 127.0.0.1:PORT --workers N ...`.
+pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
+    let mut c = Command::new(skq);
+    c.args(["serve", "rpc", "--addr", &format!("127.0.0.1:{port}")]);
+    c.args(["--workers", &curve.workers.to_string()]);
+    match curve.server {
+        ServerKind::Tokio => {
+            c.args(["--runtime", "tokio"]);
+        }
+        _ => {
+            c.args(["--mode", &curve.mode, "--runtime", "skq"]);
+        }
+    }
+    c.args(["--service", curve.service.as_str()]);
+    if curve.pin {
+        c.arg("--pin");
+    }
+    if let Some(v) = curve.rtshare {
+        c.args(["--rtshare", &v.to_string()]);
+    }
+    if let Some(v) = curve.rtfreq {
+        c.args(["--rtfreq", &v.to_string()]);
+    }
+    if let Some(v) = curve.steal_k {
+        c.args(["--steal-k", &v.to_string()]);
+    }
+    c
+}
+
+/// Finds an executable in `PATH`, then in the sbin folders (where Debian
+/// puts nginx, and which a non-root `PATH` often lacks).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// `memcached -p PORT -t N -U 0 -l 127.0.0.1` (plus `-u nobody` as root,
+/// which memcached otherwise refuses).
+pub fn memcached_command(threads: usize, port: u16) -> Result<Command> {
+    let bin = find_program("memcached").context(
+        "memcached not found: install it with scripts/setup.sh (Debian package memcached)",
+    )?;
+    let mut c = Command::new(bin);
+    c.args([
+        "-p",
+        &port.to_string(),
+        "-t",
+        &threads.to_string(),
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+    ]);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        c.args(["-u", "nobody"]);
+    }
+    Ok(c)
+}
+
+/// The small file nginx serves at `/` (and its size, for HTTP load).
+pub const NGINX_INDEX: &str = "<!DOCTYPE html><html><body>skq bench</body></html>\n";
+
+/// Writes an nginx configuration into `workdir` (serving [`NGINX_INDEX`]
+/// at `/` on `127.0.0.1:port` with `workers` worker processes, logging
+/// errors to stderr, in the foreground) and returns the command to start it.
+pub fn nginx_command(workers: usize, port: u16, workdir: &Path) -> Result<Command> {
+    let bin = find_program("nginx").context(
+        "nginx not found: install it with scripts/setup.sh (Debian package nginx-light)",
+    )?;
+    let www = workdir.join("www");
+    std::fs::create_dir_all(&www).with_context(|| format!("creating {}", www.display()))?;
+    std::fs::write(www.join("index.html"), NGINX_INDEX)?;
+    let conf = workdir.join("nginx.conf");
+    std::fs::write(&conf, nginx_conf(workers, port, workdir))?;
+    let mut c = Command::new(bin);
+    c.arg("-p")
+        .arg(workdir)
+        .arg("-c")
+        .arg(&conf)
+        .args(["-e", "stderr"]);
+    Ok(c)
+}
+
+/// The configuration [`nginx_command`] writes.
+pub fn nginx_conf(workers: usize, port: u16, workdir: &Path) -> String {
+    let d = workdir.display();
+    format!(
+        "daemon off;\n\
+         master_process on;\n\
+         worker_processes {workers};\n\
+         pid {d}/nginx.pid;\n\
+         error_log stderr warn;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n\
+         \x20   access_log off;\n\
+         \x20   keepalive_requests 1000000;\n\
+         \x20   client_body_temp_path {d}/tmp-body;\n\
+         \x20   proxy_temp_path {d}/tmp-proxy;\n\
+         \x20   fastcgi_temp_path {d}/tmp-fastcgi;\n\
+         \x20   uwsgi_temp_path {d}/tmp-uwsgi;\n\
+         \x20   scgi_temp_path {d}/tmp-scgi;\n\
+         \x20   server {{\n\
+         \x20       listen 127.0.0.1:{port};\n\
+         \x20       location / {{ root {d}/www; }}\n\
+         \x20   }}\n\
+         }}\n"
+    )
+}
+
+/// A fresh private folder for one server instance.
+pub fn workdir(parent: &Path, tag: &str) -> Result<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = parent.join(format!("skq-bench-{}-{tag}-{n}", std::process::id()));
+    if dir.exists() {
+        bail!("{} already exists", dir.display());
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}

@@ -1,0 +1,282 @@
+//! The sweep loop: for each curve, offered load rises point by point until
+//! the curve saturates; then the next curve starts.
+//!
+//! The loop does not know how a point is measured: a [`Runner`] does that
+//! ([`crate::process::ProcessRunner`] runs real servers and the real load
+//! generator; tests use fakes that return fixture results). A runner error
+//! ends its curve (the server died or never became ready, the generator
+//! failed) and is recorded; the sweep goes on with the next curve.
+//!
+//! Saturation: after each point the loop compares it with the curve's SLO
+//! (`slo_factor × S̄`, S̄ measured so far or nominal). A point whose p99 is
+//! above `stop_p99_factor × SLO`, or whose achieved rate is below
+//! `stop_rate_ratio × target`, saturates the curve: higher loads would only
+//! take time and tell nothing new, so they are recorded as skipped.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use skq_report::result::PointResult;
+
+use crate::config::{Curve, Settings, Sweep};
+
+/// One planned load point of a curve.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannedPoint {
+    /// Index of the curve in [`Sweep::curves`].
+    pub curve: usize,
+    /// Index of the point within the curve.
+    pub index: usize,
+    /// Offered load as a fraction of the curve's capacity.
+    pub load: f64,
+    /// Offered load in requests/s.
+    pub target_rps: f64,
+}
+
+/// The points to run, curve by curve, in order.
+pub fn plan(sweep: &Sweep) -> Vec<Vec<PlannedPoint>> {
+    sweep
+        .curves
+        .iter()
+        .enumerate()
+        .map(|(ci, c)| {
+            sweep
+                .settings
+                .loads
+                .iter()
+                .enumerate()
+                .map(|(i, &load)| PlannedPoint {
+                    curve: ci,
+                    index: i,
+                    load,
+                    target_rps: load * c.capacity_rps,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Fixed cost per point beyond warm-up and measurement: server start-up,
+/// the generator's connection set-up and shutdown (an estimate).
+pub const POINT_OVERHEAD: Duration = Duration::from_millis(400);
+
+/// Upper bound of the sweep's wall time if no curve saturates early: every
+/// point runs, and one point per curve (the saturated one) waits out the
+/// generator's full drain.
+pub fn estimate(sweep: &Sweep) -> Duration {
+    let s = &sweep.settings;
+    let per_point = Duration::from_secs_f64(s.point_secs + s.warmup_secs) + POINT_OVERHEAD;
+    let curves = sweep.curves.len() as u32;
+    per_point * curves * s.loads.len() as u32 + Duration::from_secs_f64(s.drain_secs) * curves
+}
+
+/// Where a runner may write the files of one point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointFiles {
+    /// The generator's JSON result.
+    pub json: PathBuf,
+    /// The generator's HdrHistogram interval log.
+    pub hdr_log: PathBuf,
+    /// Server output (stdout and stderr).
+    pub server_log: PathBuf,
+    /// Generator output.
+    pub load_log: PathBuf,
+}
+
+impl PointFiles {
+    /// The files of point `p` of `curve` under `dir`.
+    pub fn under(dir: &std::path::Path, curve: &Curve, p: &PlannedPoint) -> PointFiles {
+        let stem = format!("{}_{:.3}", curve.slug(), p.load);
+        PointFiles {
+            json: dir.join("points").join(format!("{stem}.json")),
+            hdr_log: dir.join("hdr").join(format!("{stem}.hlog")),
+            server_log: dir.join("logs").join(format!("{stem}.server.log")),
+            load_log: dir.join("logs").join(format!("{stem}.load.log")),
+        }
+    }
+}
+
+/// Measures load points.
+pub trait Runner {
+    /// Runs one point of `curve` and returns the generator's result (with
+    /// `server_cpu` filled when measured). An error ends the curve.
+    fn run_point(
+        &mut self,
+        curve: &Curve,
+        settings: &Settings,
+        point: &PlannedPoint,
+        files: &PointFiles,
+    ) -> anyhow::Result<PointResult>;
+}
+
+/// What happened to one planned point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum Outcome {
+    /// Measured.
+    Measured {
+        /// The generator's result.
+        result: Box<PointResult>,
+        /// The interval log, when the generator wrote one.
+        hdr_log: Option<PathBuf>,
+        /// This point saturated the curve (its successors were skipped).
+        saturated: bool,
+    },
+    /// The runner failed; the curve ended here.
+    Failed {
+        /// One line: what went wrong.
+        error: String,
+    },
+    /// Not run: the curve had saturated or failed before.
+    Skipped,
+}
+
+/// A planned point and its outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointRecord {
+    /// Curve index.
+    pub curve: usize,
+    /// Curve label (repeated for readers of points.json).
+    pub config: String,
+    /// Load fraction.
+    pub load: f64,
+    /// Offered load (requests/s).
+    pub target_rps: f64,
+    /// What happened.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+impl PointRecord {
+    /// The result, when measured.
+    pub fn result(&self) -> Option<&PointResult> {
+        match &self.outcome {
+            Outcome::Measured { result, .. } => Some(result),
+            _ => None,
+        }
+    }
+}
+
+/// SLO (µs) for a curve given the points measured so far: the configured
+/// `slo_us`, else `slo_factor × S̄` with S̄ the receive-weighted mean of
+/// the measured service times, else the nominal S̄.
+pub fn slo_us(curve: &Curve, settings: &Settings, results: &[&PointResult]) -> Option<f64> {
+    if let Some(s) = curve.slo_us {
+        return Some(s);
+    }
+    service_us(curve, results).map(|(s, _)| s * settings.slo_factor)
+}
+
+/// The curve's S̄ (µs) and whether it was measured (`true`) or nominal.
+pub fn service_us(curve: &Curve, results: &[&PointResult]) -> Option<(f64, bool)> {
+    let (mut sum, mut weight) = (0.0, 0.0);
+    for r in results {
+        if let Some(s) = r.measured_service_us.filter(|s| s.is_finite() && *s > 0.0) {
+            let w = r.received.max(1) as f64;
+            sum += s * w;
+            weight += w;
+        }
+    }
+    if weight > 0.0 {
+        Some((sum / weight, true))
+    } else {
+        curve.nominal_service_us.map(|s| (s, false))
+    }
+}
+
+/// Whether a measured point saturates its curve (see the module docs).
+pub fn saturated(
+    r: &PointResult,
+    target_rps: f64,
+    slo_us: Option<f64>,
+    settings: &Settings,
+) -> bool {
+    let p99 = r.latency.p99.value;
+    let over_slo = slo_us.is_some_and(|slo| p99.is_nan() || p99 > settings.stop_p99_factor * slo);
+    let rate_short = r.achieved_rps < settings.stop_rate_ratio * target_rps;
+    over_slo || rate_short
+}
+
+/// Progress callbacks (the CLI draws a bar; tests ignore them).
+pub trait Progress {
+    /// A point is about to run.
+    fn start(&mut self, _curve: &Curve, _point: &PlannedPoint) {}
+    /// `n` planned points are done (measured, failed or skipped).
+    fn advance(&mut self, _n: u64) {}
+    /// A line worth showing above the bar (errors, saturation).
+    fn note(&mut self, _line: &str) {}
+}
+
+/// A [`Progress`] that shows nothing.
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// Runs the whole sweep and returns one record per planned point, in plan order.
+pub fn run(
+    sweep: &Sweep,
+    out_dir: &std::path::Path,
+    runner: &mut dyn Runner,
+    progress: &mut dyn Progress,
+) -> Vec<PointRecord> {
+    let mut records = Vec::new();
+    for (curve, points) in sweep.curves.iter().zip(plan(sweep)) {
+        let mut measured: Vec<PointResult> = Vec::new();
+        let mut stopped = false;
+        for p in &points {
+            let record = |outcome| PointRecord {
+                curve: p.curve,
+                config: curve.name.clone(),
+                load: p.load,
+                target_rps: p.target_rps,
+                outcome,
+            };
+            if stopped {
+                records.push(record(Outcome::Skipped));
+                progress.advance(1);
+                continue;
+            }
+            progress.start(curve, p);
+            let files = PointFiles::under(out_dir, curve, p);
+            match runner.run_point(curve, &sweep.settings, p, &files) {
+                Ok(result) => {
+                    measured.push(result.clone());
+                    let refs: Vec<&PointResult> = measured.iter().collect();
+                    let slo = slo_us(curve, &sweep.settings, &refs);
+                    let sat = saturated(&result, p.target_rps, slo, &sweep.settings);
+                    if sat {
+                        stopped = true;
+                        progress.note(&format!(
+                            "{} [{}]: saturated at load {:.2} (p99 {:.0} µs, achieved {:.0}/{:.0} req/s)",
+                            curve.name,
+                            curve.group(),
+                            p.load,
+                            result.latency.p99.value,
+                            result.achieved_rps,
+                            p.target_rps
+                        ));
+                    }
+                    let hdr_log = files.hdr_log.exists().then(|| files.hdr_log.clone());
+                    records.push(record(Outcome::Measured {
+                        result: Box::new(result),
+                        hdr_log,
+                        saturated: sat,
+                    }));
+                }
+                Err(e) => {
+                    let error = format!("{e:#}");
+                    progress.note(&format!(
+                        "{} [{}]: load {:.2}: {error}",
+                        curve.name,
+                        curve.group(),
+                        p.load
+                    ));
+                    records.push(record(Outcome::Failed { error }));
+                    stopped = true;
+                }
+            }
+            progress.advance(1);
+        }
+    }
+    records
+}

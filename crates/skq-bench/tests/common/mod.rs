@@ -1,0 +1,184 @@
+//! Fixture results: a fake [`Runner`] whose points follow a simple queueing
+//! shape, so the whole harness (plan, saturation stop, summaries, outputs)
+//! runs without servers or a load generator.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Result};
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::Histogram;
+use skq_bench::config::{Curve, Settings};
+use skq_bench::sweep::{PlannedPoint, PointFiles, Runner};
+use skq_report::result::{Checks, Estimate, Latency, Meta, PointResult};
+
+/// Emulation overshoot the fixtures add to the nominal S̄ (µs).
+pub const OVERSHOOT_US: f64 = 50.0;
+
+/// Fraction of the ideal capacity each mode reaches in the fixtures.
+pub fn efficiency(mode: &str) -> f64 {
+    match mode {
+        "vanilla" => 0.55,
+        "shared" => 0.8,
+        "hybrid" => 0.9,
+        "tokio" => 0.75,
+        _ => 0.7,
+    }
+}
+
+/// The fixture result of one point.
+pub fn fixture_result(curve: &Curve, settings: &Settings, p: &PlannedPoint) -> PointResult {
+    let s = curve.nominal_service_us.unwrap_or(100.0) + OVERSHOOT_US;
+    let rho = p.target_rps * s / (curve.workers as f64 * 1e6) / efficiency(&curve.mode);
+    let (p99, achieved) = if rho < 1.0 {
+        (s * (2.0 + 3.0 * rho / (1.0 - rho)), p.target_rps)
+    } else {
+        (s * 1000.0, p.target_rps / rho * 0.98)
+    };
+    let est = |v: f64| Estimate {
+        value: v,
+        ci_low: v * 0.95,
+        ci_high: v * 1.05,
+    };
+    let latency = Latency {
+        count: (achieved * settings.point_secs) as u64,
+        mean: p99 / 3.0,
+        p50: est(p99 / 4.0),
+        p90: est(p99 / 2.0),
+        p99: est(p99),
+        p999: est(p99 * 1.5),
+        max: p99 * 2.0,
+    };
+    let rate_error_pct = (achieved - p.target_rps) / p.target_rps * 100.0;
+    let mut checks = Checks {
+        rate_error_pct,
+        rate_ok: rate_error_pct.abs() <= 5.0,
+        ad_statistic: Some(0.4),
+        ad_ok: true,
+        lag1_rank_corr: 0.01,
+        independence_ok: true,
+        lateness_p99_us: 20.0,
+        lateness_ok: true,
+        pass: true,
+        notes: Vec::new(),
+    };
+    if !checks.rate_ok {
+        checks.pass = false;
+        checks
+            .notes
+            .push(format!("achieved rate {rate_error_pct:.1}% off target"));
+    }
+    // One deliberate failure under the SLO so reports show a FAIL.
+    if curve.mode == "cpu" && (p.load - 0.4).abs() < 1e-9 {
+        checks.independence_ok = false;
+        checks.lag1_rank_corr = 0.3;
+        checks.pass = false;
+        checks
+            .notes
+            .push("latency samples correlated (lag-1 rank 0.30)".into());
+    }
+    let sent = (p.target_rps * settings.point_secs) as u64;
+    PointResult {
+        meta: Meta {
+            protocol: curve.protocol.clone(),
+            workload: curve.workload.clone(),
+            nominal_service_us: curve.nominal_service_us,
+            scale: curve.scale,
+            service_mode: curve.service.as_str().into(),
+            connections: curve.connections,
+            threads: curve.threads,
+            cores_seen: 2,
+            duration_s: settings.point_secs,
+            warmup_s: settings.warmup_secs,
+        },
+        target_rps: p.target_rps,
+        achieved_rps: achieved,
+        sent,
+        received: (achieved * settings.point_secs) as u64,
+        raw_latency: latency.clone(),
+        latency,
+        measured_service_us: Some(s),
+        checks,
+        ..Default::default()
+    }
+}
+
+/// Writes an interval log (values in ns) shaped like the fixture latency.
+pub fn write_hdr_log(path: &Path, r: &PointResult) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut h = Histogram::<u64>::new(3).unwrap();
+    let l = &r.latency;
+    let marks = [
+        (0.0, l.p50.value / 4.0),
+        (0.5, l.p50.value),
+        (0.9, l.p90.value),
+        (0.99, l.p99.value),
+        (0.999, l.p999.value),
+    ];
+    for i in 0..2000 {
+        let q = i as f64 / 2000.0;
+        let k = marks.iter().rposition(|m| m.0 <= q).unwrap();
+        let (q0, v0) = marks[k];
+        let (q1, v1) = marks.get(k + 1).copied().unwrap_or((1.0, l.max));
+        let v = v0 + (v1 - v0) * (q - q0) / (q1 - q0);
+        h.record((v * 1000.0) as u64).unwrap();
+    }
+    let mut buf = Vec::new();
+    let mut ser = V2Serializer::new();
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .with_base_time(SystemTime::UNIX_EPOCH)
+            .begin_log_with(&mut buf, &mut ser)
+            .unwrap();
+        w.write_histogram(&h, Duration::from_secs(0), Duration::from_secs(1), None)
+            .unwrap();
+    }
+    std::fs::write(path, buf).unwrap();
+}
+
+/// A runner returning fixture results; `fail` names configurations whose
+/// server "never becomes ready" at the given load index.
+#[derive(Default)]
+pub struct FakeRunner {
+    /// (configuration name, point index) that fail.
+    pub fail: Vec<(String, usize)>,
+    /// Every call, in order: (configuration, load).
+    pub calls: Vec<(String, f64)>,
+    /// Write interval logs beside the results.
+    pub hdr: bool,
+}
+
+impl Runner for FakeRunner {
+    fn run_point(
+        &mut self,
+        curve: &Curve,
+        s: &Settings,
+        p: &PlannedPoint,
+        files: &PointFiles,
+    ) -> Result<PointResult> {
+        self.calls.push((curve.name.clone(), p.load));
+        if self
+            .fail
+            .iter()
+            .any(|(n, i)| *n == curve.name && *i == p.index)
+        {
+            bail!("server not ready on 127.0.0.1:1 after 10s (fixture)");
+        }
+        let r = fixture_result(curve, s, p);
+        if self.hdr {
+            write_hdr_log(&files.hdr_log, &r);
+        }
+        Ok(r)
+    }
+}
+
+/// A fresh, empty temporary folder.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("skq-bench-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,309 @@
+//! The real process plumbing: readiness, CPU time, SIGTERM, the generator's
+//! result, and failures, with a stand-in `skq` script (the real server and
+//! generator live in other crates) and with the real memcached and nginx.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{fixture_result, temp_dir};
+use skq_bench::config::{self, ConfigEntry, Curve, Sweep};
+use skq_bench::process::{allowed_cpus, ProcessRunner, ServerProcess};
+use skq_bench::sweep::{self, Outcome, PointFiles, Quiet};
+
+/// Writes an executable stand-in for `skq`: `serve` behaves per `server`
+/// (a shell snippet; `$4` is the address), `load` copies `result` to the
+/// path after `--json` and records its arguments.
+fn fake_skq(dir: &Path, server: &str, result: &Path) -> PathBuf {
+    let path = dir.join("skq");
+    let script = format!(
+        "#!/bin/bash\n\
+         case \"$1\" in\n\
+         serve) echo \"$@\" > '{args}.serve'; {server} ;;\n\
+         load) echo \"$@\" > '{args}.load'\n\
+         \x20     while [ $# -gt 0 ]; do [ \"$1\" = --json ] && json=\"$2\"; shift; done\n\
+         \x20     cp '{result}' \"$json\" ;;\n\
+         esac\n",
+        args = dir.join("args").display(),
+        result = result.display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn one_curve(mode: &str, loads: &[f64]) -> Sweep {
+    let mut f = config::default_file();
+    f.matrix = None;
+    f.config = vec![ConfigEntry {
+        mode: Some(mode.into()),
+        ..Default::default()
+    }];
+    f.sweep.loads = Some(loads.to_vec());
+    f.sweep.point_secs = Some(0.2);
+    f.sweep.warmup_secs = Some(0.1);
+    Sweep::from_file(&f, 2).unwrap()
+}
+
+fn runner(skq: PathBuf, scratch: &Path) -> ProcessRunner {
+    ProcessRunner {
+        skq,
+        cpus: allowed_cpus(),
+        scratch: scratch.to_path_buf(),
+        ready_timeout: Duration::from_secs(2),
+    }
+}
+
+fn write_result(dir: &Path, s: &Sweep) -> PathBuf {
+    let p = &sweep::plan(s)[0][0];
+    let r = fixture_result(&s.curves[0], &s.settings, p);
+    let path = dir.join("result.json");
+    std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn a_point_runs_server_and_generator_as_processes() {
+    let dir = temp_dir("proc-ok");
+    let s = one_curve("hybrid", &[0.3]);
+    let result = write_result(&dir, &s);
+    // A server that announces itself, then burns a little CPU until SIGTERM.
+    let pidfile = dir.join("server.pid");
+    let server = format!(
+        "echo $$ > '{}'; echo \"listening on $4\"; while :; do :; done",
+        pidfile.display()
+    );
+    let skq = fake_skq(&dir, &server, &result);
+    let records = sweep::run(&s, &dir.join("out"), &mut runner(skq, &dir), &mut Quiet);
+    let Outcome::Measured { result: r, .. } = &records[0].outcome else {
+        panic!("{:?}", records[0].outcome)
+    };
+    let cpu = r.server_cpu.expect("server CPU time measured");
+    assert!(cpu.user_s + cpu.sys_s >= 0.0);
+    let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
+    assert!(serve.starts_with("serve rpc --addr 127.0.0.1:"), "{serve}");
+    assert!(
+        serve.contains("--workers 8 --mode hybrid --runtime skq --service emulate"),
+        "{serve}"
+    );
+    let load = std::fs::read_to_string(dir.join("args.load")).unwrap();
+    for want in [
+        "load --addr 127.0.0.1:",
+        "--protocol rpc",
+        "--rate 4800.000",
+        "--duration 0.2",
+        "--warmup 0.1",
+        "--drain 1",
+        "--connections 64",
+        "--threads 1",
+        "--workload exponential",
+        "--mean-us 500",
+        "--scale 1",
+        "--hdr-log",
+        "--service-mode-label emulate",
+        "--quiet",
+    ] {
+        assert!(load.contains(want), "missing {want} in: {load}");
+    }
+    // The server was stopped (SIGTERM) and reaped after the point.
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!process_exists(pid), "server {pid} still running");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn dead_or_silent_servers_fail_their_curve_only() {
+    let dir = temp_dir("proc-bad");
+    let s = one_curve("vanilla", &[0.2, 0.4]);
+    let result = write_result(&dir, &s);
+    let dies = fake_skq(&dir, "echo 'cannot bind' >&2; exit 3", &result);
+    let recs = sweep::run(&s, &dir.join("a"), &mut runner(dies, &dir), &mut Quiet);
+    let Outcome::Failed { error } = &recs[0].outcome else {
+        panic!("{:?}", recs[0].outcome)
+    };
+    assert!(
+        error.contains("exited") && error.contains("cannot bind"),
+        "{error}"
+    );
+    assert_eq!(recs[1].outcome, Outcome::Skipped);
+
+    let silent = fake_skq(&dir, "exec sleep 30", &result);
+    let recs = sweep::run(&s, &dir.join("b"), &mut runner(silent, &dir), &mut Quiet);
+    let Outcome::Failed { error } = &recs[0].outcome else {
+        panic!("{:?}", recs[0].outcome)
+    };
+    assert!(error.contains("not ready"), "{error}");
+
+    // The generator fails: its output is in the error.
+    let path = dir.join("skq");
+    std::fs::write(&path, "#!/bin/bash\ncase \"$1\" in serve) echo \"listening on $4\"; exec sleep 30;; load) echo 'bad flag --rate' >&2; exit 2;; esac\n").unwrap();
+    let recs = sweep::run(&s, &dir.join("c"), &mut runner(path, &dir), &mut Quiet);
+    let Outcome::Failed { error } = &recs[0].outcome else {
+        panic!("{:?}", recs[0].outcome)
+    };
+    assert!(
+        error.contains("load generator exited with 2") && error.contains("bad flag --rate"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn peer_curve(mode: &str) -> Curve {
+    let e = ConfigEntry {
+        mode: Some(mode.into()),
+        workers: Some(2),
+        capacity_rps: Some(1000.0),
+        slo_us: Some(1000.0),
+        ..Default::default()
+    };
+    Curve::from_entry(&e, 2).unwrap()
+}
+
+fn exchange(addr: std::net::SocketAddr, request: &[u8], until: &str) -> String {
+    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(request).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains(until) {
+        let n = c.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "connection closed early: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+fn process_exists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn memcached_starts_answers_and_stops() {
+    let dir = temp_dir("memcached");
+    let curve = peer_curve("memcached");
+    assert_eq!(curve.protocol, "memcached");
+    let mut server = ServerProcess::start(
+        &curve,
+        Path::new("/nonexistent"),
+        None,
+        &dir.join("mc.log"),
+        &dir,
+        Duration::from_secs(10),
+    )
+    .expect("memcached must be installed (scripts/setup.sh) and start");
+    let reply = exchange(server.addr, b"set k 0 0 5\r\nhello\r\nget k\r\n", "END\r\n");
+    assert!(
+        reply.contains("STORED") && reply.contains("VALUE k 0 5\r\nhello"),
+        "{reply}"
+    );
+    let cpu = server.cpu_time().unwrap();
+    assert!(cpu.user_s >= 0.0 && cpu.sys_s >= 0.0);
+    let pid = server.pid();
+    server.stop();
+    assert!(
+        !process_exists(pid),
+        "memcached {pid} still running after stop"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn nginx_starts_serves_its_file_and_stops() {
+    let dir = temp_dir("nginx");
+    let curve = peer_curve("nginx");
+    assert_eq!(curve.protocol, "http");
+    let mut server = ServerProcess::start(
+        &curve,
+        Path::new("/nonexistent"),
+        None,
+        &dir.join("nginx.log"),
+        &dir,
+        Duration::from_secs(10),
+    )
+    .expect("nginx must be installed (scripts/setup.sh) and start");
+    let reply = exchange(server.addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "</html>");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains(skq_bench::peers::NGINX_INDEX.trim()));
+    // Two worker processes under the master, and their CPU time is counted.
+    let workers = skq_bench::process::child_pids(server.pid()).unwrap();
+    assert_eq!(workers.len(), 2, "nginx workers: {workers:?}");
+    let tree = skq_bench::process::tree_cpu_time(server.pid()).unwrap();
+    let master = skq_bench::process::proc_cpu_time(server.pid()).unwrap();
+    assert!(tree.user_s + tree.sys_s >= master.user_s + master.sys_s);
+    let pid = server.pid();
+    server.stop();
+    assert!(
+        !process_exists(pid),
+        "nginx master {pid} still running after stop"
+    );
+    for w in workers {
+        assert!(
+            !process_exists(w),
+            "nginx worker {w} still running after stop"
+        );
+    }
+    let log = std::fs::read_to_string(dir.join("nginx.log")).unwrap_or_default();
+    assert!(!log.contains("[emerg]"), "{log}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn peer_load_commands_speak_their_protocol() {
+    let dir = temp_dir("peer-cmd");
+    let s = one_curve("hybrid", &[0.5]);
+    let r = runner(PathBuf::from("/bin/skq"), &dir);
+    let p = &sweep::plan(&s)[0][0];
+    let files = PointFiles::under(&dir, &s.curves[0], p);
+    let addr: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let args = |c: &Curve| -> Vec<String> {
+        r.load_command(c, &s.settings, p, addr, &files)
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    };
+    let mc = args(&peer_curve("memcached"));
+    let pos = mc
+        .iter()
+        .position(|a| a == "--kv-workload")
+        .expect("--kv-workload");
+    assert_eq!(mc[pos + 1], "etc");
+    assert!(
+        !mc.contains(&"--workload".to_string()) && !mc.contains(&"--mean-us".to_string()),
+        "{mc:?}"
+    );
+    assert!(mc.windows(2).any(|w| w == ["--protocol", "memcached"]));
+    assert!(mc.windows(2).any(|w| w == ["--service-mode-label", "spin"]));
+    let http = args(&peer_curve("nginx"));
+    assert!(http.windows(2).any(|w| w == ["--protocol", "http"]));
+    assert!(!http.iter().any(|a| a.contains("workload")), "{http:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn point_files_are_distinct_per_point() {
+    let s = one_curve("hybrid", &[0.2, 0.4]);
+    let plan = sweep::plan(&s);
+    let a = PointFiles::under(Path::new("/o"), &s.curves[0], &plan[0][0]);
+    let b = PointFiles::under(Path::new("/o"), &s.curves[0], &plan[0][1]);
+    assert_ne!(a.json, b.json);
+    assert_eq!(
+        a.json,
+        Path::new("/o/points/hybrid_exponential_w8_emulate_0.200.json")
+    );
+    assert_eq!(
+        a.hdr_log,
+        Path::new("/o/hdr/hybrid_exponential_w8_emulate_0.200.hlog")
+    );
+}

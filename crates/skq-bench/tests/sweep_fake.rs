@@ -1,0 +1,358 @@
+//! The harness end to end with a fake runner: planning, saturation stop,
+//! failure isolation, max load at SLO, ratios, self-checks and every output
+//! file (CSV and JSON read back).
+
+mod common;
+
+use common::{temp_dir, FakeRunner};
+use skq_bench::config::{self, Sweep, SweepFile};
+use skq_bench::output::{self, RunInfo};
+use skq_bench::summary::{self, SelfCheck};
+use skq_bench::sweep::{self, Outcome, PointRecord, Quiet};
+use skq_report::result::PointResult;
+
+fn default_sweep() -> Sweep {
+    Sweep::from_file(&config::default_file(), 2).unwrap()
+}
+
+#[test]
+fn saturated_curves_stop_and_failures_do_not_stop_the_sweep() {
+    let s = default_sweep();
+    let dir = temp_dir("stop");
+    let mut runner = FakeRunner {
+        fail: vec![("shared".into(), 1)],
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(records.len(), 12 * 5, "one record per planned point");
+
+    // vanilla (55% efficient) saturates at load 0.6: 0.6 × 550/500 / 0.55 > 1.
+    let vanilla: Vec<&PointRecord> = records.iter().filter(|r| r.curve == 0).collect();
+    let kinds: Vec<&str> = vanilla.iter().map(|r| kind(&r.outcome)).collect();
+    assert_eq!(
+        kinds,
+        ["measured", "measured", "saturated", "skipped", "skipped"]
+    );
+    assert!(
+        !runner.calls.contains(&("vanilla".into(), 0.75)),
+        "no run after saturation"
+    );
+
+    // shared's server fails at the second point: that curve ends, the next one runs.
+    let shared: Vec<&str> = records
+        .iter()
+        .filter(|r| r.curve == 1)
+        .map(|r| kind(&r.outcome))
+        .collect();
+    assert_eq!(
+        shared,
+        ["measured", "failed", "skipped", "skipped", "skipped"]
+    );
+    assert!(
+        runner.calls.iter().any(|c| c.0 == "cpu"),
+        "the sweep went on after the failure"
+    );
+
+    let sums = summary::summarize(&s, &records);
+    assert!(
+        matches!(&sums[1].self_check, SelfCheck::Error(e) if e.contains("never") || e.contains("not ready"))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn kind(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Measured {
+            saturated: true, ..
+        } => "saturated",
+        Outcome::Measured { .. } => "measured",
+        Outcome::Failed { .. } => "failed",
+        Outcome::Skipped => "skipped",
+    }
+}
+
+#[test]
+fn saturation_rule() {
+    let s = default_sweep().settings;
+    let mut r = PointResult {
+        achieved_rps: 1000.0,
+        ..Default::default()
+    };
+    r.latency.p99.value = 5000.0;
+    assert!(
+        !sweep::saturated(&r, 1000.0, Some(5000.0), &s),
+        "at the SLO is not saturated"
+    );
+    r.latency.p99.value = 4.0 * 5000.0 + 1.0;
+    assert!(
+        sweep::saturated(&r, 1000.0, Some(5000.0), &s),
+        "far above the SLO"
+    );
+    r.latency.p99.value = 100.0;
+    r.achieved_rps = 850.0;
+    assert!(
+        sweep::saturated(&r, 1000.0, Some(5000.0), &s),
+        "achieved well below target"
+    );
+    r.achieved_rps = 950.0;
+    assert!(!sweep::saturated(&r, 1000.0, None, &s));
+    r.latency.p99.value = f64::NAN;
+    assert!(
+        sweep::saturated(&r, 1000.0, Some(5000.0), &s),
+        "an unmeasurable p99 is not a pass"
+    );
+}
+
+#[test]
+fn max_load_column_uses_measured_service_time() {
+    let s = default_sweep();
+    let dir = temp_dir("maxload");
+    let records = sweep::run(&s, &dir, &mut FakeRunner::default(), &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    let v = &sums[0];
+    // S̄ measured = 500 + 50 µs (fixture overshoot), SLO = 10 × 550.
+    assert_eq!(v.measured_service_us, Some(550.0));
+    assert_eq!(v.slo_us, Some(5500.0));
+    // Expected: the crossing of the fixture curve between its points, by the
+    // same interpolation rule, recomputed here from the records.
+    let pts: Vec<(f64, f64)> = records
+        .iter()
+        .filter(|r| r.curve == 0)
+        .filter_map(|r| r.result().map(|x| (r.target_rps, x.latency.p99.value)))
+        .collect();
+    let want = skq_report::slo::max_load_at_slo(&pts, 5500.0).unwrap();
+    assert_eq!(v.max_load_rps, Some(want.load));
+    assert!(!v.max_load_is_lower_bound);
+    assert!(
+        want.load > 3200.0 && want.load < 9600.0,
+        "crossing lies between the measured points"
+    );
+    // Fraction of N/S̄ with the measured S̄: 8 / 550 µs.
+    let frac = v.max_load_fraction.unwrap();
+    assert!((frac - want.load / (8e6 / 550.0)).abs() < 1e-9);
+    // Ratios to vanilla within the same workload group.
+    assert_eq!(v.vs_vanilla, Some(1.0));
+    let hybrid = &sums[4];
+    assert!(
+        hybrid.vs_vanilla.unwrap() > 1.0,
+        "fixture hybrid is more efficient"
+    );
+    let bim_hybrid = &sums[10];
+    assert_eq!(bim_hybrid.spec.workload, "bimodal-1");
+    assert_eq!(
+        bim_hybrid.vs_vanilla.unwrap(),
+        bim_hybrid.max_load_rps.unwrap() / sums[6].max_load_rps.unwrap()
+    );
+    // No bound yet, and no number invented for it.
+    assert!(sums
+        .iter()
+        .all(|x| x.bound_rps.is_none() && x.vs_bound.is_none()));
+    // Self-checks: the fixture's cpu curve fails independence at 0.4 (under the SLO).
+    assert_eq!(sums[2].self_check.label(), "FAIL");
+    assert_eq!(
+        v.self_check,
+        SelfCheck::Pass,
+        "rate failures past the SLO do not count"
+    );
+    let table = output::summary_table(&sums).to_text();
+    assert!(table.contains("missing (simulator not built)"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn outputs_round_trip() {
+    let s = default_sweep();
+    let dir = temp_dir("outputs");
+    let mut runner = FakeRunner {
+        hdr: true,
+        fail: vec![("tokio".into(), 0)],
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    let info = RunInfo {
+        started: "2026-01-01 00:00:00".into(),
+        command: "skq bench".into(),
+        cpus: 2,
+        wall_s: 1.0,
+        loadavg_before: Some(0.3),
+        loadavg_after: Some(0.5),
+    };
+    output::write_all(&dir, &s, &records, &sums, &info).unwrap();
+    for f in [
+        "summary.txt",
+        "summary.csv",
+        "summary.json",
+        "points.csv",
+        "points.json",
+        "report.html",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} written");
+    }
+    // JSON: the records come back equal (serde_json's default float parser
+    // may differ from the written value in the last bit, hence `close`).
+    let back: Vec<PointRecord> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("points.json")).unwrap()).unwrap();
+    close(
+        &serde_json::to_value(&back).unwrap(),
+        &serde_json::to_value(&records).unwrap(),
+        "points",
+    );
+    let sj: output::SummaryFile =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    close(
+        &serde_json::to_value(&sj.curves).unwrap(),
+        &serde_json::to_value(&sums).unwrap(),
+        "curves",
+    );
+    // CSV: one row per record, numbers identical after parsing.
+    let rows = output::parse_points_csv(&std::fs::read_to_string(dir.join("points.csv")).unwrap())
+        .unwrap();
+    assert_eq!(rows.len(), records.len());
+    for (row, rec) in rows.iter().zip(&records) {
+        assert_eq!(row.get("config"), rec.config);
+        assert_eq!(row.num("load"), Some(rec.load));
+        assert_eq!(row.num("target_rps"), Some(rec.target_rps));
+        match &rec.outcome {
+            Outcome::Measured {
+                result, saturated, ..
+            } => {
+                assert_eq!(row.get("status"), "measured");
+                assert_eq!(row.get("saturated"), saturated.to_string());
+                assert_eq!(row.num("p99_us"), Some(result.latency.p99.value));
+                assert_eq!(row.num("achieved_rps"), Some(result.achieved_rps));
+                assert_eq!(row.num("measured_service_us"), result.measured_service_us);
+                assert_eq!(row.get("notes"), result.checks.notes.join("; "));
+            }
+            Outcome::Failed { error } => {
+                assert_eq!(row.get("status"), "failed");
+                assert_eq!(row.get("notes"), error);
+            }
+            Outcome::Skipped => assert_eq!(row.get("status"), "skipped"),
+        }
+    }
+    // Interval logs were found and used for the CDF.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("CDF from the generator&#39;s HdrHistogram interval logs"));
+    assert!(html.contains("ERROR"), "the failed tokio curve is visible");
+    assert!(
+        !html.contains("the machine was busy"),
+        "load 0.5 on 2 CPUs is quiet"
+    );
+    // A sample of the terminal table, for the record.
+    println!(
+        "{}",
+        std::fs::read_to_string(dir.join("summary.txt")).unwrap()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_sweep_runs_with_peers_in_the_plan() {
+    let text = "[sweep]\nloads=[0.5, 1.0]\n[[config]]\nmode='memcached'\ncapacity_rps=1000\nslo_us=200\nworkers=2\n";
+    let s = Sweep::from_file(&SweepFile::parse(text).unwrap(), 2).unwrap();
+    let plan = sweep::plan(&s);
+    assert_eq!(
+        plan[0].iter().map(|p| p.target_rps).collect::<Vec<_>>(),
+        [500.0, 1000.0]
+    );
+    let dir = temp_dir("peer-plan");
+    let records = sweep::run(&s, &dir, &mut FakeRunner::default(), &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    assert_eq!(sums[0].slo_us, Some(200.0), "fixed SLO for a peer");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// JSON values equal up to a relative 1e-12 on numbers.
+fn close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+    use serde_json::Value as V;
+    match (a, b) {
+        (V::Number(x), V::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!(
+                (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+                "{at}: {x} != {y}"
+            );
+        }
+        (V::Array(x), V::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}: lengths");
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                close(x, y, &format!("{at}[{i}]"));
+            }
+        }
+        (V::Object(x), V::Object(y)) => {
+            assert_eq!(
+                x.keys().collect::<Vec<_>>(),
+                y.keys().collect::<Vec<_>>(),
+                "{at}: keys"
+            );
+            for (k, v) in x {
+                close(v, &y[k], &format!("{at}.{k}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{at}"),
+    }
+}
+
+#[test]
+fn self_check_judges_points_under_the_slo_and_the_crossing() {
+    let s = default_sweep();
+    let dir = temp_dir("selfcheck");
+    let records = sweep::run(&s, &dir, &mut FakeRunner::default(), &mut Quiet);
+    let verdict = |recs: &[PointRecord]| summary::summarize(&s, recs)[0].self_check.label();
+    assert_eq!(verdict(&records), "PASS");
+    // vanilla: point 0 is under the SLO, point 1 is the crossing (p99 7700
+    // µs > 5500), point 2 is saturated beyond it.
+    let with = |i: usize, f: &dyn Fn(&mut PointResult)| {
+        let mut recs = records.clone();
+        let idx = recs.iter().position(|r| r.curve == 0).unwrap() + i;
+        let Outcome::Measured { result, .. } = &mut recs[idx].outcome else {
+            panic!()
+        };
+        f(result);
+        recs
+    };
+    let late = |x: &mut PointResult| {
+        x.checks.lateness_ok = false;
+        x.checks.pass = false;
+        x.checks
+            .notes
+            .push("lateness: p99 send lateness 4905 us exceeds 50 us".into());
+    };
+    let correlated = |x: &mut PointResult| {
+        x.checks.independence_ok = false;
+        x.checks.pass = false;
+    };
+    assert_eq!(
+        verdict(&with(0, &late)),
+        "FAIL",
+        "under the SLO every check counts"
+    );
+    assert_eq!(verdict(&with(0, &correlated)), "FAIL");
+    assert_eq!(
+        verdict(&with(1, &late)),
+        "FAIL",
+        "the crossing must be on schedule"
+    );
+    assert_eq!(
+        verdict(&with(1, &correlated)),
+        "PASS",
+        "correlation past the knee is expected"
+    );
+    assert_eq!(verdict(&with(1, &|x| x.errors.missing = 3)), "FAIL");
+    assert_eq!(
+        verdict(&with(2, &late)),
+        "PASS",
+        "points beyond the crossing do not count"
+    );
+    let notes = match &summary::summarize(&s, &with(1, &late))[0].self_check {
+        SelfCheck::Fail(n) => n.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(notes.len(), 1);
+    assert!(
+        notes[0].contains("at load 0.40") && notes[0].contains("lateness"),
+        "{notes:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
