@@ -1,0 +1,438 @@
+//! `skq load`: flags, the terminal summary, `--json` and the `--validate` /
+//! `--capacity` modes.
+
+use std::fmt::Write as _;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use skq_proto::workload::{ServiceSpec, Workload};
+use skq_report::result::{Latency, PointResult};
+
+use crate::config::LoadConfig;
+use crate::protocol::memcached::KvSpec;
+use crate::protocol::Protocol;
+use crate::schedule::ScheduleKind;
+
+/// Share of the regular rate given to the high-priority client by
+/// `--workload priority` when `--high-priority-rate` is not set.
+pub const PRIORITY_DEFAULT_SHARE: f64 = 0.05;
+
+/// Flags of `skq load`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Server address (HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub addr: String,
+    /// Wire protocol: rpc, memcached or http.
+    #[arg(long, default_value = "rpc")]
+    pub protocol: Protocol,
+    /// Offered load of the regular connections, requests/s.
+    #[arg(long, required_unless_present_any = ["validate", "capacity"])]
+    pub rate: Option<f64>,
+    /// Measured seconds [default: 5; 35 per batch with --validate].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Warm-up seconds, discarded.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// Seconds to wait for outstanding replies after the last send.
+    #[arg(long, default_value_t = 2.0)]
+    pub drain: f64,
+    /// Regular connections.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Generator threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Service-time workload (BRIEF §9): fixed, exponential, bimodal-1,
+    /// bimodal-2, gis, skewed-mix, uniform-10, uniform-20, priority.
+    #[arg(long, default_value = "exponential")]
+    pub workload: String,
+    /// Mean service time S̄ in µs for fixed/exponential/bimodal workloads.
+    #[arg(long, default_value_t = 500.0)]
+    pub mean_us: f64,
+    /// Emulation scale factor applied to every service-time class.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Arrival process: poisson, fixed or trace=PATH (µs offsets, one per line).
+    #[arg(long, default_value = "poisson")]
+    pub schedule: ScheduleKind,
+    /// Dedicated latency-probe connections.
+    #[arg(long, default_value_t = 0)]
+    pub probe_connections: usize,
+    /// Total rate of the probe connections, requests/s.
+    #[arg(long)]
+    pub probe_rate: Option<f64>,
+    /// Rate of a separate high-priority client (RPC class 1); 0 = off.
+    #[arg(long, default_value_t = 0.0)]
+    pub high_priority_rate: f64,
+    /// Write the result as JSON (skq_report PointResult) to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write an HdrHistogram interval log (1 s intervals) to this file.
+    #[arg(long)]
+    pub hdr_log: Option<PathBuf>,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar and no summary on stdout (errors still go to stderr).
+    #[arg(long)]
+    pub quiet: bool,
+    /// memcached mix: etc, sphinx-ro, sphinx-wo or custom.
+    #[arg(long, default_value = "etc")]
+    pub kv_workload: String,
+    /// memcached key size in bytes (custom mix).
+    #[arg(long, default_value_t = 30)]
+    pub key_size: u32,
+    /// memcached value size in bytes (custom mix).
+    #[arg(long, default_value_t = 200)]
+    pub value_size: u32,
+    /// Fraction of gets (custom mix).
+    #[arg(long, default_value_t = 0.9)]
+    pub get_ratio: f64,
+    /// Number of distinct keys.
+    #[arg(long, default_value_t = 10_000)]
+    pub keyspace: u32,
+    /// Do not set every key before a memcached run.
+    #[arg(long)]
+    pub no_prefill: bool,
+    /// Path requested by the http protocol.
+    #[arg(long, default_value = "/")]
+    pub http_path: String,
+    /// Service mode of the server under test, copied into the report.
+    #[arg(long, default_value = "unknown")]
+    pub service_mode_label: String,
+    /// Send-lateness p99 (µs) above which the lateness check fails.
+    #[arg(long, default_value_t = 50.0)]
+    pub max_lateness_us: f64,
+    /// Spin instead of sleeping for the last µs before each send.
+    #[arg(long, default_value_t = 100)]
+    pub spin_us: u64,
+    /// Run generator threads at this SCHED_FIFO priority (1..=99; needs root
+    /// or CAP_SYS_NICE). --validate uses 20 (its servers 19) when allowed.
+    #[arg(long)]
+    pub rt_priority: Option<i32>,
+    /// Check the generator against M/M/1 and M/D/1 using a built-in server.
+    #[arg(long, conflicts_with = "capacity")]
+    pub validate: bool,
+    /// Find the highest rate one generator thread sustains on loopback.
+    #[arg(long)]
+    pub capacity: bool,
+}
+
+fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
+    addr.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| anyhow::anyhow!("--addr `{addr}` is not a HOST:PORT that resolves"))
+}
+
+impl LoadArgs {
+    /// The load point these flags describe.
+    pub fn to_config(&self) -> anyhow::Result<LoadConfig> {
+        let rate = self
+            .rate
+            .ok_or_else(|| anyhow::anyhow!("--rate is required"))?;
+        let mut cfg = LoadConfig::new(resolve(&self.addr)?, rate);
+        let secs = |v: f64, flag: &str| -> anyhow::Result<Duration> {
+            Duration::try_from_secs_f64(v)
+                .map_err(|_| anyhow::anyhow!("{flag} {v} is not a number of seconds"))
+        };
+        cfg.protocol = self.protocol;
+        cfg.duration = secs(self.duration.unwrap_or(5.0), "--duration")?;
+        cfg.warmup = secs(self.warmup, "--warmup")?;
+        cfg.drain = secs(self.drain, "--drain")?;
+        cfg.connections = self.connections;
+        cfg.threads = self.threads;
+        let (workload, priority) = match self.workload.as_str() {
+            "priority" => (Workload::Exponential, true),
+            w => (
+                w.parse::<Workload>()
+                    .map_err(|e| anyhow::anyhow!("--workload: {e}, priority"))?,
+                false,
+            ),
+        };
+        cfg.service = ServiceSpec {
+            workload,
+            mean_ns: self.mean_us * 1e3,
+            scale: self.scale,
+        };
+        cfg.workload_label = self.workload.clone();
+        cfg.schedule = self.schedule.clone();
+        cfg.probe_connections = self.probe_connections;
+        cfg.probe_rate = self.probe_rate.unwrap_or(0.0);
+        cfg.high_priority_rate = if priority && self.high_priority_rate == 0.0 {
+            rate * PRIORITY_DEFAULT_SHARE
+        } else {
+            self.high_priority_rate
+        };
+        cfg.kv = KvSpec::named(
+            &self.kv_workload,
+            self.key_size,
+            self.value_size,
+            self.get_ratio,
+            self.keyspace,
+        )
+        .map_err(anyhow::Error::msg)?;
+        cfg.prefill = !self.no_prefill;
+        cfg.http_path = self.http_path.clone();
+        cfg.service_mode_label = self.service_mode_label.clone();
+        cfg.seed = self.seed;
+        cfg.max_lateness_us = self.max_lateness_us;
+        cfg.spin_us = self.spin_us;
+        cfg.hdr_log = self.hdr_log.clone();
+        cfg.rt_priority = self.rt_priority;
+        cfg.progress = !self.quiet;
+        cfg.validate().map_err(anyhow::Error::msg)?;
+        Ok(cfg)
+    }
+}
+
+/// Entry point of `skq load`.
+pub fn run(args: LoadArgs) -> anyhow::Result<()> {
+    if args.validate {
+        let secs = args.duration.unwrap_or(35.0);
+        let d = Duration::try_from_secs_f64(secs)
+            .map_err(|_| anyhow::anyhow!("--duration {secs} is not a number of seconds"))?;
+        if !args.quiet {
+            eprintln!("skq load --validate: M/M/1 then M/D/1, rho 0.2/0.5/0.8 side by side, {secs:.0} s each + warm-up/drain ...");
+        }
+        let rows = crate::validate::validate(d, args.seed, Some(args.rt_priority.unwrap_or(20)))?;
+        print!("{}", crate::validate::render_validate(&rows));
+        let bad = rows.iter().filter(|r| !r.pass()).count();
+        if bad > 0 {
+            println!(
+                "FAILED CHECK: {bad} of {} validation points deviate more than {}% from theory",
+                rows.len(),
+                crate::validate::VALIDATE_TOLERANCE_PCT
+            );
+        } else {
+            println!(
+                "validation passed: all {} points within {}%",
+                rows.len(),
+                crate::validate::VALIDATE_TOLERANCE_PCT
+            );
+        }
+        return Ok(());
+    }
+    if args.capacity {
+        let quiet = args.quiet;
+        let (steps, best) = crate::validate::capacity(
+            args.connections,
+            args.seed,
+            args.rt_priority,
+            args.spin_us,
+            |s| {
+                if !quiet {
+                    println!(
+                    "  {:>9.0} req/s: lateness p99 {:>9.1} us, achieved {:>9.0}, errors {}, generator work {:.2} us/req -> {}",
+                    s.rate,
+                    s.lateness_p99_us,
+                    s.achieved,
+                    s.errors,
+                    s.work_us_per_request,
+                    if s.pass { "ok" } else { "fail" }
+                );
+                }
+            },
+        )?;
+        println!(
+            "capacity: {best:.0} req/s from one generator thread ({} connections, loopback echo server, send-lateness p99 < {} us)",
+            args.connections,
+            crate::validate::CAPACITY_LATENESS_US
+        );
+        // Work per request at the busiest step tried: the ceiling a thread
+        // would reach with a core to itself.
+        if let Some(s) = steps.iter().max_by(|a, b| a.rate.total_cmp(&b.rate)) {
+            println!(
+                "generator work per request {:.2} us at {:.0} req/s: ceiling ~{:.0} req/s per thread with a dedicated core",
+                s.work_us_per_request,
+                s.rate,
+                1e6 / s.work_us_per_request.max(1e-3)
+            );
+        }
+        return Ok(());
+    }
+    let cfg = args.to_config()?;
+    let result = crate::engine::run(&cfg)?;
+    if let Some(path) = &args.json {
+        let f =
+            std::fs::File::create(path).with_context(|| format!("--json {}", path.display()))?;
+        serde_json::to_writer_pretty(std::io::BufWriter::new(f), &result)
+            .with_context(|| format!("--json {}", path.display()))?;
+    }
+    if !args.quiet {
+        print!("{}", render_summary(&cfg, &result));
+    } else {
+        for n in result
+            .checks
+            .notes
+            .iter()
+            .filter(|n| !n.starts_with("info"))
+        {
+            eprintln!("FAILED CHECK: {n}");
+        }
+    }
+    Ok(())
+}
+
+fn latency_line(name: &str, l: &Latency) -> String {
+    let e = |x: &skq_report::result::Estimate| {
+        format!("{:.1} [{:.1}, {:.1}]", x.value, x.ci_low, x.ci_high)
+    };
+    format!(
+        "{name:<28} n={:<8} mean {:.1}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {:.1}\n",
+        l.count,
+        l.mean,
+        e(&l.p50),
+        e(&l.p90),
+        e(&l.p99),
+        e(&l.p999),
+        l.max
+    )
+}
+
+/// The terminal summary of one point, with a FAILED CHECK line per failed check.
+pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
+    let mut s = String::new();
+    let m = &r.meta;
+    let _ = writeln!(
+        s,
+        "skq load: {} {} (S = {}, scale {}) -> {}, {} conns, {} thread(s), {:?}, service mode {}",
+        m.protocol,
+        m.workload,
+        m.nominal_service_us
+            .map_or("-".into(), |v| format!("{v:.1} us")),
+        m.scale,
+        cfg.addr,
+        m.connections,
+        m.threads,
+        cfg.schedule,
+        m.service_mode
+    );
+    let _ = writeln!(
+        s,
+        "target {:.0} req/s, achieved {:.0} req/s ({:+.2}%), sent {}, received {} in {:.1} s after {:.1} s warm-up",
+        r.target_rps, r.achieved_rps, r.checks.rate_error_pct, r.sent, r.received, m.duration_s, m.warmup_s
+    );
+    s += &latency_line("latency from schedule (us)", &r.latency);
+    s += &latency_line("latency from send (us)", &r.raw_latency);
+    if let Some(p) = &r.probe_latency {
+        s += &latency_line("probe latency (us)", p);
+    }
+    if let Some(p) = &r.high_priority_latency {
+        s += &latency_line("high-priority latency (us)", p);
+    }
+    if let Some(sv) = r.measured_service_us {
+        let _ = writeln!(s, "service delivered (server-reported mean): {sv:.1} us");
+    }
+    let e = &r.errors;
+    let _ = writeln!(
+        s,
+        "errors: missing {}, duplicate {}, out-of-order {}, bad reply {}, connection failures {}",
+        e.missing, e.duplicate, e.out_of_order, e.bad_reply, e.connection_failures
+    );
+    let c = &r.checks;
+    let ok = |b: bool| if b { "ok" } else { "FAIL" };
+    let _ = writeln!(
+        s,
+        "checks: rate {:+.2}% {}; AD A2 {} {}; lag-1 rank corr {:.3} {}; lateness p99 {:.1} us {}",
+        c.rate_error_pct,
+        ok(c.rate_ok),
+        c.ad_statistic.map_or("n/a".into(), |a| format!("{a:.2}")),
+        ok(c.ad_ok),
+        c.lag1_rank_corr,
+        ok(c.independence_ok),
+        c.lateness_p99_us,
+        ok(c.lateness_ok)
+    );
+    let _ = writeln!(
+        s,
+        "client cpu: user {:.2} s, sys {:.2} s; cores seen {}",
+        r.client_cpu.user_s, r.client_cpu.sys_s, m.cores_seen
+    );
+    for n in &c.notes {
+        if n.starts_with("info") {
+            let _ = writeln!(s, "{n}");
+        } else {
+            let _ = writeln!(s, "FAILED CHECK: {n}");
+        }
+    }
+    if c.pass {
+        s += "all checks passed\n";
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LoadArgs,
+    }
+
+    fn parse(line: &str) -> Result<LoadArgs, String> {
+        Cli::try_parse_from(std::iter::once("skq-load").chain(line.split_whitespace()))
+            .map(|c| c.args)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Every flag the bench harness passes, spelled as it spells them.
+    #[test]
+    fn harness_flags_parse_into_a_config() {
+        let a = parse(
+            "--addr 127.0.0.1:9000 --protocol rpc --rate 12000 --duration 3 --warmup 0.5 --connections 128 \
+             --threads 2 --workload gis --mean-us 20 --scale 10 --schedule fixed --probe-connections 2 \
+             --probe-rate 100 --high-priority-rate 50 --json /tmp/x.json --hdr-log /tmp/x.hlog --seed 9 \
+             --drain 1 --quiet --kv-workload sphinx-wo --key-size 30 --value-size 200 --get-ratio 0.5 \
+             --keyspace 500 --http-path /a --service-mode-label emulate",
+        )
+        .unwrap();
+        let c = a.to_config().unwrap();
+        assert_eq!(c.rate, 12000.0);
+        assert_eq!((c.connections, c.threads, c.probe_connections), (128, 2, 2));
+        assert_eq!(c.duration, Duration::from_secs(3));
+        assert_eq!(c.service.workload, Workload::Gis);
+        assert_eq!(c.service.scale, 10.0);
+        assert_eq!(c.schedule, ScheduleKind::Fixed);
+        assert_eq!(c.service_mode_label, "emulate");
+        assert_eq!(c.kv.get_ratio, 0.0, "sphinx-wo is update-only");
+        assert!(!c.progress);
+    }
+
+    #[test]
+    fn priority_workload_adds_a_high_priority_client() {
+        let c = parse("--rate 1000 --workload priority")
+            .unwrap()
+            .to_config()
+            .unwrap();
+        assert_eq!(c.high_priority_rate, 1000.0 * PRIORITY_DEFAULT_SHARE);
+        assert_eq!(c.service.workload, Workload::Exponential);
+        assert_eq!(c.protocol, Protocol::Rpc);
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        assert!(parse("--duration 1").unwrap_err().contains("--rate"));
+        assert!(parse("--validate").is_ok() && parse("--capacity").is_ok());
+        assert!(parse("--rate 10 --protocol smtp")
+            .unwrap_err()
+            .contains("smtp"));
+        assert!(parse("--rate 10 --schedule bursty")
+            .unwrap_err()
+            .contains("bursty"));
+        let err = |l: &str| parse(l).unwrap().to_config().unwrap_err().to_string();
+        assert!(err("--rate 10 --workload nope").contains("--workload"));
+        assert!(err("--rate 0").contains("--rate"));
+        assert!(err("--rate 10 --addr nowhere").contains("--addr"));
+        assert!(err("--rate 10 --probe-connections 2").contains("--probe-rate"));
+        assert!(err("--rate 10 --kv-workload zipf").contains("--kv-workload"));
+        assert!(err("--rate 10 --duration=-1").contains("--duration"));
+    }
+}

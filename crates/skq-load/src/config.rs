@@ -1,0 +1,163 @@
+//! What one load point is: [`LoadConfig`], the library form of `skq load`'s flags.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use skq_proto::workload::{ServiceSpec, Workload};
+
+use crate::protocol::memcached::KvSpec;
+use crate::protocol::Protocol;
+use crate::schedule::ScheduleKind;
+
+/// Fault injection for tests: the sending thread sleeps `pause` after every
+/// `every` sends, so the schedule is deliberately missed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stall {
+    /// Sends between pauses.
+    pub every: u64,
+    /// Length of each pause.
+    pub pause: Duration,
+}
+
+/// Everything that defines one measured load point.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Offered load of the regular connections (requests/s).
+    pub rate: f64,
+    /// Measured seconds.
+    pub duration: Duration,
+    /// Warm-up, discarded.
+    pub warmup: Duration,
+    /// How long to wait for outstanding replies after the last send.
+    pub drain: Duration,
+    /// Regular connections.
+    pub connections: usize,
+    /// Generator threads.
+    pub threads: usize,
+    /// Service-time distribution requested in RPC headers.
+    pub service: ServiceSpec,
+    /// Workload name for the report (`priority` adds a high-priority client).
+    pub workload_label: String,
+    /// Arrival process.
+    pub schedule: ScheduleKind,
+    /// Dedicated latency-probe connections (0 = none).
+    pub probe_connections: usize,
+    /// Total probe rate (requests/s).
+    pub probe_rate: f64,
+    /// Rate of the high-priority client (0 = none).
+    pub high_priority_rate: f64,
+    /// Key-value mix (memcached).
+    pub kv: KvSpec,
+    /// Set every key once before the run so gets hit (memcached).
+    pub prefill: bool,
+    /// Path GET by the HTTP protocol.
+    pub http_path: String,
+    /// What the server does for service (`spin`, `emulate`, ...), for the report.
+    pub service_mode_label: String,
+    /// Random seed.
+    pub seed: u64,
+    /// Send-lateness p99 above which the lateness check fails (µs).
+    pub max_lateness_us: f64,
+    /// Spin (instead of sleeping) this long before each send (µs).
+    pub spin_us: u64,
+    /// HdrHistogram interval log of the regular latency (1 s intervals).
+    pub hdr_log: Option<PathBuf>,
+    /// Show a progress bar (only drawn on a terminal).
+    pub progress: bool,
+    /// Test hook: deliberately stall the sender.
+    pub stall: Option<Stall>,
+    /// Run generator threads at this `SCHED_FIFO` priority (needs root or
+    /// CAP_SYS_NICE); keeps a busy machine from delaying sends.
+    pub rt_priority: Option<i32>,
+    /// Keep a record of every regular request (for `--validate`'s replay).
+    pub keep_requests: bool,
+}
+
+impl LoadConfig {
+    /// Defaults matching the CLI: RPC, exponential S̄ = 500 µs, 64
+    /// connections, 1 thread, 5 s after 1 s warm-up, Poisson.
+    pub fn new(addr: SocketAddr, rate: f64) -> LoadConfig {
+        LoadConfig {
+            addr,
+            protocol: Protocol::Rpc,
+            rate,
+            duration: Duration::from_secs(5),
+            warmup: Duration::from_secs(1),
+            drain: Duration::from_secs(2),
+            connections: 64,
+            threads: 1,
+            service: ServiceSpec::new(Workload::Exponential, 500_000.0),
+            workload_label: "exponential".into(),
+            schedule: ScheduleKind::Poisson,
+            probe_connections: 0,
+            probe_rate: 0.0,
+            high_priority_rate: 0.0,
+            kv: KvSpec::named("sphinx-ro", 30, 200, 1.0, 10_000).expect("valid default"),
+            prefill: true,
+            http_path: "/".into(),
+            service_mode_label: "unknown".into(),
+            seed: 1,
+            max_lateness_us: 50.0,
+            spin_us: 100,
+            hdr_log: None,
+            progress: false,
+            stall: None,
+            rt_priority: None,
+            keep_requests: false,
+        }
+    }
+
+    /// Checks the values that the type system does not; the error names the flag.
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |v: f64, flag: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{flag} must be a positive number, got {v}"))
+            }
+        };
+        pos(self.rate, "--rate")?;
+        pos(self.duration.as_secs_f64(), "--duration")?;
+        if self.connections == 0 {
+            return Err("--connections must be at least 1".into());
+        }
+        if self.threads == 0 || self.threads > 1024 {
+            return Err(format!("--threads must be 1..=1024, got {}", self.threads));
+        }
+        if self.probe_connections > 0 {
+            pos(
+                self.probe_rate,
+                "--probe-rate (required with --probe-connections)",
+            )?;
+        }
+        if !(self.high_priority_rate.is_finite() && self.high_priority_rate >= 0.0) {
+            return Err(format!(
+                "--high-priority-rate must be >= 0, got {}",
+                self.high_priority_rate
+            ));
+        }
+        if let Some(p) = self.rt_priority {
+            if !(1..=99).contains(&p) {
+                return Err(format!("--rt-priority must be 1..=99, got {p}"));
+            }
+        }
+        if !(self.service.scale.is_finite() && self.service.scale > 0.0) {
+            return Err(format!(
+                "--scale must be a positive number, got {}",
+                self.service.scale
+            ));
+        }
+        if !(self.service.mean_ns.is_finite() && self.service.mean_ns >= 0.0) {
+            return Err(format!(
+                "--mean-us must be >= 0, got {}",
+                self.service.mean_ns / 1e3
+            ));
+        }
+        Ok(())
+    }
+}

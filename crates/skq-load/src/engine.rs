@@ -1,0 +1,392 @@
+//! Running one load point: connect, spread connections over threads, run the
+//! workers against one shared start time, merge what they measured, and judge
+//! it with the self-checks.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context};
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::V2Serializer;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use skq_report::result::{CpuTime, Errors, Meta, PointResult};
+
+use crate::checks::{self, CheckInput};
+use crate::config::LoadConfig;
+use crate::protocol::http::Http;
+use crate::protocol::memcached::Memcached;
+use crate::protocol::rpc::Rpc;
+use crate::protocol::{Codec, Protocol};
+use crate::schedule::{ConnSchedule, ScheduleKind, Trace};
+use crate::stats::Hist;
+use crate::sys;
+use crate::worker::{ConnSetup, Role, Worker, WorkerOut, WorkerParams};
+
+/// Target number of samples for the AD and independence checks.
+const CHECK_SAMPLES: f64 = 2000.0;
+/// Delay between connecting and the first scheduled send.
+const START_DELAY: Duration = Duration::from_millis(50);
+
+fn codec(cfg: &LoadConfig) -> Box<dyn Codec> {
+    match cfg.protocol {
+        Protocol::Rpc => Box::new(Rpc),
+        Protocol::Memcached => Box::new(Memcached {
+            spec: cfg.kv.clone(),
+        }),
+        Protocol::Http => Box::new(Http::new(&cfg.addr.to_string(), &cfg.http_path)),
+    }
+}
+
+/// Sets every key of the keyspace once, pipelined on one blocking connection.
+fn prefill(cfg: &LoadConfig) -> anyhow::Result<()> {
+    let mc = Memcached {
+        spec: cfg.kv.clone(),
+    };
+    let mut s = TcpStream::connect(cfg.addr)
+        .with_context(|| format!("prefill: connecting to {}", cfg.addr))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut r = BufReader::new(s.try_clone()?);
+    let mut rng = SmallRng::seed_from_u64(cfg.seed);
+    let mut line = String::new();
+    for chunk in (0..cfg.kv.keyspace).collect::<Vec<_>>().chunks(256) {
+        let mut buf = Vec::new();
+        for &k in chunk {
+            let mut req = crate::protocol::Request::new(0);
+            cfg.kv.draw(&mut rng, &mut req);
+            req.key = k;
+            req.op = crate::protocol::Op::Set;
+            mc.encode(&req, &mut buf);
+        }
+        s.write_all(&buf)?;
+        for _ in chunk {
+            line.clear();
+            r.read_line(&mut line).context("prefill: reading reply")?;
+            if line.trim_end() != "STORED" {
+                bail!("prefill: server answered `{}` to a set", line.trim_end());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Generator-side costs of a run, beside its [`PointResult`].
+#[derive(Clone, Debug, Default)]
+pub struct RunCost {
+    /// Requests sent by all threads over the whole run.
+    pub sent_total: u64,
+    /// Time the threads spent sending and handling replies (ns), excluding
+    /// sleeping and spinning.
+    pub work_ns: u64,
+    /// Every regular request, when [`LoadConfig::keep_requests`] is set.
+    pub requests: Vec<RequestRecord>,
+}
+
+pub use crate::worker::RequestRecord;
+
+impl RunCost {
+    /// Generator work per request (µs).
+    pub fn us_per_request(&self) -> f64 {
+        self.work_ns as f64 / 1e3 / self.sent_total.max(1) as f64
+    }
+}
+
+/// Connects the `n`-th connection. The first failure is final (nothing is
+/// listening); later ones are retried for a while, because a server flooded
+/// with connects refuses some while its accept backlog is full.
+fn connect_retrying(cfg: &LoadConfig, n: usize) -> std::io::Result<TcpStream> {
+    let mut tries = 0;
+    loop {
+        match sys::connect(cfg.addr) {
+            Err(e) if n > 0 && tries < 200 => {
+                tries += 1;
+                if tries == 200 {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Runs one load point and returns its result.
+pub fn run(cfg: &LoadConfig) -> anyhow::Result<PointResult> {
+    run_with_cost(cfg).map(|(r, _)| r)
+}
+
+/// Like [`run`], also returning the generator's own costs.
+pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)> {
+    cfg.validate().map_err(anyhow::Error::msg)?;
+    let trace = match &cfg.schedule {
+        ScheduleKind::Trace(p) => Some(Arc::new(
+            Trace::load(p, cfg.rate).map_err(anyhow::Error::msg)?,
+        )),
+        _ => None,
+    };
+    sys::raise_nofile_limit();
+    if cfg.protocol == Protocol::Memcached && cfg.prefill && cfg.kv.get_ratio > 0.0 {
+        prefill(cfg)?;
+    }
+    // (role, index within role, connections in role, role rate)
+    let mut plan = Vec::new();
+    plan.extend((0..cfg.connections).map(|i| (Role::Load, i, cfg.connections, cfg.rate)));
+    plan.extend(
+        (0..cfg.probe_connections).map(|i| (Role::Probe, i, cfg.probe_connections, cfg.probe_rate)),
+    );
+    if cfg.high_priority_rate > 0.0 {
+        plan.push((Role::High, 0, 1, cfg.high_priority_rate));
+    }
+    let mut per_thread: Vec<Vec<ConnSetup>> = (0..cfg.threads).map(|_| Vec::new()).collect();
+    let mut class_rng = SmallRng::seed_from_u64(cfg.seed ^ 0xC1A5_5000);
+    for (n, &(role, i, count, rate)) in plan.iter().enumerate() {
+        let stream = connect_retrying(cfg, n).with_context(|| {
+            format!(
+                "--addr {}: connection {} of {}",
+                cfg.addr,
+                n + 1,
+                plan.len()
+            )
+        })?;
+        let kind = if role == Role::Load {
+            cfg.schedule.clone()
+        } else {
+            ScheduleKind::Poisson
+        };
+        let seed = cfg.seed.wrapping_add((role as u64) << 40);
+        let schedule = ConnSchedule::new(&kind, trace.as_ref(), rate, i, count, seed);
+        let class = cfg.service.conn_class(&mut class_rng);
+        per_thread[n % cfg.threads].push(ConnSetup {
+            stream,
+            role,
+            class,
+            schedule,
+        });
+    }
+
+    let expected = (cfg.rate * cfg.duration.as_secs_f64()).max(1.0);
+    let sample_p = (CHECK_SAMPLES / expected).min(1.0);
+    let kv = (cfg.protocol == Protocol::Memcached).then_some(&cfg.kv);
+    let mut workers = Vec::with_capacity(cfg.threads);
+    for (t, setups) in per_thread.into_iter().enumerate() {
+        let params = WorkerParams {
+            start: 0,
+            warm_end: 0,
+            end: 0,
+            drain_end: 0,
+            spin_ns: cfg.spin_us * 1000,
+            service: cfg.service,
+            kv,
+            sample_p,
+            interval_ns: cfg.hdr_log.as_ref().map(|_| 1_000_000_000),
+            stall: cfg.stall.map(|s| (s.every, s.pause)),
+            seed: cfg.seed.wrapping_mul(31).wrapping_add(t as u64),
+            rt_priority: cfg.rt_priority,
+            keep_requests: cfg.keep_requests,
+        };
+        workers.push(Worker::new(params, codec(cfg), setups)?);
+    }
+    let cpu0 = sys::cpu_time();
+    let start = sys::now_ns() + START_DELAY.as_nanos() as u64;
+    let warm_end = start + cfg.warmup.as_nanos() as u64;
+    let end = warm_end + cfg.duration.as_nanos() as u64;
+    let drain_end = end + cfg.drain.as_nanos() as u64;
+    let window_start =
+        SystemTime::now() + Duration::from_nanos(warm_end.saturating_sub(sys::now_ns()));
+    for w in &mut workers {
+        w.set_times(start, warm_end, end, drain_end);
+    }
+    let mut outs: Vec<WorkerOut> = std::thread::scope(|scope| -> anyhow::Result<Vec<WorkerOut>> {
+        let mut handles = Vec::new();
+        for (t, worker) in workers.into_iter().enumerate() {
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("skq-load-{t}"))
+                    .spawn_scoped(scope, move || worker.run())?,
+            );
+        }
+        let bar = progress_bar(cfg, end - start);
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(100));
+            if let Some(b) = &bar {
+                b.set_position(sys::now_ns().saturating_sub(start).min(end - start) / 1_000_000);
+            }
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a generator thread panicked"))?
+                    .map_err(Into::into)
+            })
+            .collect()
+    })?;
+    let cpu1 = sys::cpu_time();
+    let cost = RunCost {
+        sent_total: outs.iter().map(|o| o.sent_total).sum(),
+        work_ns: outs.iter().map(|o| o.work_ns).sum(),
+        requests: outs
+            .iter_mut()
+            .flat_map(|o| std::mem::take(&mut o.requests))
+            .collect(),
+    };
+    let result = assemble(cfg, outs, (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1), window_start)?;
+    Ok((result, cost))
+}
+
+fn progress_bar(cfg: &LoadConfig, total_ns: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !cfg.progress || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(total_ns / 1_000_000);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {elapsed_precise} [{bar:40}] {percent}% of warm-up + run",
+        )
+        .expect("valid template"),
+    );
+    Some(b)
+}
+
+/// Merges the workers' measurements into a [`PointResult`].
+fn assemble(
+    cfg: &LoadConfig,
+    outs: Vec<WorkerOut>,
+    cpu: (f64, f64),
+    window_start: SystemTime,
+) -> anyhow::Result<PointResult> {
+    let mut lat: [Hist; 3] = Default::default();
+    let mut raw: [Hist; 3] = Default::default();
+    let mut lateness = Hist::new();
+    let mut intervals: Vec<Hist> = Vec::new();
+    let mut errors = Errors::default();
+    let (mut sent, mut recv_window, mut received, mut misses) = (0, 0, 0, 0);
+    let (mut service_sum, mut service_n) = (0.0, 0);
+    let mut gaps = Vec::new();
+    let mut series = Vec::new();
+    let mut rt_refused = None;
+    for o in outs {
+        rt_refused = rt_refused.or(o.rt_refused);
+        for r in 0..3 {
+            lat[r].merge(&o.lat[r]);
+            raw[r].merge(&o.raw[r]);
+        }
+        lateness.merge(&o.lateness);
+        for (k, h) in o.intervals.iter().enumerate() {
+            if intervals.len() <= k {
+                intervals.resize_with(k + 1, Hist::new);
+            }
+            intervals[k].merge(h);
+        }
+        errors.missing += o.errors.missing;
+        errors.duplicate += o.errors.duplicate;
+        errors.out_of_order += o.errors.out_of_order;
+        errors.bad_reply += o.errors.bad_reply;
+        errors.connection_failures += o.errors.connection_failures;
+        sent += o.sent_window;
+        recv_window += o.recv_window;
+        received += o.received_measured;
+        misses += o.misses;
+        service_sum += o.service_sum;
+        service_n += o.service_n;
+        gaps.extend(o.gaps);
+        series.extend(o.series);
+    }
+    let secs = cfg.duration.as_secs_f64();
+    series.sort_unstable();
+    let latency_series: Vec<f64> = series.iter().map(|&(_, l)| l as f64).collect();
+    let lateness_p99_us = lateness.quantile_ci(0.99).1 as f64 / 1e3;
+    let achieved_rps = recv_window as f64 / secs;
+    let mut checks = checks::evaluate(&CheckInput {
+        target_rps: cfg.rate,
+        achieved_rps,
+        sent_rps: sent as f64 / secs,
+        poisson_gaps: (cfg.schedule == ScheduleKind::Poisson).then_some(gaps),
+        latency_series,
+        lateness_p99_us,
+        max_lateness_us: cfg.max_lateness_us,
+        errors: errors.total(),
+    });
+    if cfg.protocol == Protocol::Memcached && received > 0 && misses > 0 {
+        checks.notes.push(format!(
+            "info: {misses} of {received} gets missed in the cache (not an error)"
+        ));
+    }
+    if let Some(e) = rt_refused {
+        checks.notes.push(format!(
+            "info: --rt-priority refused ({e}); ran at normal priority"
+        ));
+    }
+    if let Some(path) = &cfg.hdr_log {
+        write_hdr_log(path, &intervals, window_start)
+            .with_context(|| format!("--hdr-log {}", path.display()))?;
+    }
+    let [lat_load, lat_probe, lat_high] = lat;
+    let nominal = cfg.service.workload.takes_mean() || cfg.service.mean() > 0.0;
+    Ok(PointResult {
+        meta: Meta {
+            protocol: cfg.protocol.name().into(),
+            workload: match cfg.protocol {
+                Protocol::Rpc => cfg.workload_label.clone(),
+                Protocol::Memcached => format!("kv:{}", cfg.kv.name),
+                Protocol::Http => format!("http GET {}", cfg.http_path),
+            },
+            nominal_service_us: (cfg.protocol == Protocol::Rpc && nominal)
+                .then(|| cfg.service.mean() / 1e3),
+            scale: cfg.service.scale,
+            service_mode: cfg.service_mode_label.clone(),
+            connections: cfg.connections,
+            threads: cfg.threads,
+            cores_seen: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            duration_s: secs,
+            warmup_s: cfg.warmup.as_secs_f64(),
+        },
+        target_rps: cfg.rate,
+        achieved_rps,
+        sent,
+        received,
+        latency: lat_load.summary(),
+        raw_latency: raw[0].summary(),
+        probe_latency: (cfg.probe_connections > 0).then(|| lat_probe.summary()),
+        high_priority_latency: (cfg.high_priority_rate > 0.0).then(|| lat_high.summary()),
+        measured_service_us: (service_n > 0).then(|| service_sum / service_n as f64 / 1e3),
+        errors,
+        checks,
+        client_cpu: CpuTime {
+            user_s: cpu.0,
+            sys_s: cpu.1,
+        },
+        server_cpu: None,
+    })
+}
+
+fn write_hdr_log(
+    path: &std::path::Path,
+    intervals: &[Hist],
+    window_start: SystemTime,
+) -> anyhow::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut ser = V2Serializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment("skq load: latency from scheduled send time, nanoseconds, 1 s intervals")
+        .with_start_time(window_start)
+        .begin_log_with(&mut file, &mut ser)?;
+    for (k, h) in intervals.iter().enumerate() {
+        w.write_histogram(
+            &h.0,
+            Duration::from_secs(k as u64),
+            Duration::from_secs(1),
+            None,
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    drop(w);
+    file.flush()?;
+    Ok(())
+}

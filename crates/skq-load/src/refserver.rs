@@ -1,0 +1,283 @@
+//! The built-in reference server for `--validate` and `--capacity`: an
+//! in-process skq RPC server on loopback with ONE worker serving FCFS.
+//!
+//! **Emulated service without drift.** A receiver thread takes each request's
+//! arrival time from the kernel's receive timestamp (`SO_TIMESTAMPNS`, so its
+//! own wake-up delay does not count) and keeps a virtual busy-until clock:
+//! `start = max(arrival, busy_until)`, `finish = start + S`,
+//! `busy_until = finish`. A sender thread sleeps until each `finish` with an
+//! absolute `clock_nanosleep` (timer slack 1 ns) and writes the reply. Because
+//! the next job's start comes from the virtual clock and not from when the
+//! sender woke up, sleep overshoot (~40–80 µs on the dev VMs, BRIEF §8) delays
+//! individual replies but never accumulates into the queue: the server is an
+//! exact FCFS single server with service times `S`, plus a small independent
+//! reply delay, which the sender shrinks by sleeping until 150 µs before
+//! `finish` and spinning the rest. Replies report the delivered service `S`.
+//!
+//! In [`RefMode::Echo`] the receiver answers at once (zero service) and
+//! busy-polls epoll while requests keep coming (blocking after 200 µs of
+//! silence); that is what `--capacity` measures against.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use skq_proto::wire::{self, Header, HEADER_LEN};
+
+use crate::sys::{self, Epoll};
+
+/// How the reference server serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefMode {
+    /// Answer immediately (zero service).
+    Echo,
+    /// One FCFS worker emulating each request's `service_ns` exactly.
+    Emulate,
+}
+
+/// A running reference server; stopped on drop.
+pub struct RefServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    served: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+struct Job {
+    finish: u64,
+    stream: Arc<TcpStream>,
+    header: Header,
+}
+
+const LISTENER: u64 = u64::MAX;
+/// How long the echo server keeps polling after the last request.
+const ECHO_POLL_NS: u64 = 200_000;
+/// The reply thread spins (instead of sleeping) this long before each reply,
+/// so the reply leaves at its virtual finish time and not ~50 µs later.
+const REPLY_SPIN_NS: u64 = 150_000;
+
+impl RefServer {
+    /// Binds 127.0.0.1 on an ephemeral port and starts serving.
+    pub fn start(mode: RefMode) -> io::Result<RefServer> {
+        RefServer::start_with(mode, None)
+    }
+
+    /// Like [`RefServer::start`]; with `rt = Some(p)` its threads try to run
+    /// at `SCHED_FIFO` priority `p` (silently staying normal if not allowed).
+    pub fn start_with(mode: RefMode, rt: Option<i32>) -> io::Result<RefServer> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = mpsc::channel::<Job>();
+        let mut threads = Vec::new();
+        let (st, sv) = (stop.clone(), served.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .name("skq-ref-recv".into())
+                .spawn(move || receive(listener, mode, tx, st, sv, rt))?,
+        );
+        if mode == RefMode::Emulate {
+            let sv = served.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("skq-ref-send".into())
+                    .spawn(move || reply(rx, sv, rt))?,
+            );
+        }
+        Ok(RefServer {
+            addr,
+            stop,
+            served,
+            threads,
+        })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Replies sent so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RefServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Writes all of `buf` to a non-blocking stream, yielding while it is full.
+fn write_all(mut s: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match s.write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+struct RConn {
+    stream: Arc<TcpStream>,
+    buf: Vec<u8>,
+}
+
+fn receive(
+    listener: TcpListener,
+    mode: RefMode,
+    tx: mpsc::Sender<Job>,
+    stop: Arc<AtomicBool>,
+    served: Arc<AtomicU64>,
+    rt: Option<i32>,
+) {
+    if let Some(p) = rt {
+        let _ = sys::set_realtime(p);
+    }
+    let Ok(mut ep) = Epoll::new(256) else { return };
+    if ep.add(listener.as_raw_fd(), sys::IN, LISTENER).is_err() {
+        return;
+    }
+    let mut conns: HashMap<u64, RConn> = HashMap::new();
+    let mut next_token = 0u64;
+    let mut busy_until = 0u64;
+    let mut last_activity = 0u64;
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(64 * 1024);
+    while !stop.load(Ordering::Relaxed) {
+        // Echo busy-polls while requests keep coming: a sleeping receiver must
+        // be woken by an IPI for every request, which in these VMs costs the
+        // *sender* tens of µs per write. After ECHO_POLL_NS of silence it blocks.
+        let busy = mode == RefMode::Echo && sys::now_ns() < last_activity + ECHO_POLL_NS;
+        let Ok(events) = ep.wait(if busy { 0 } else { 20_000_000 }) else {
+            return;
+        };
+        let events: Vec<(u64, u32)> = events.collect();
+        let now = sys::now_ns();
+        if !events.is_empty() {
+            last_activity = now;
+        }
+        // Offset between the clocks, for converting receive timestamps.
+        let mono_minus_real = now.wrapping_sub(sys::realtime_ns());
+        for (token, _) in events {
+            if token == LISTENER {
+                while let Ok((s, _)) = listener.accept() {
+                    if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
+                        continue;
+                    }
+                    let _ = sys::enable_rx_timestamps(s.as_raw_fd());
+                    if ep.add(s.as_raw_fd(), sys::IN, next_token).is_ok() {
+                        conns.insert(
+                            next_token,
+                            RConn {
+                                stream: Arc::new(s),
+                                buf: Vec::new(),
+                            },
+                        );
+                    }
+                    next_token += 1;
+                }
+                continue;
+            }
+            let Some(c) = conns.get_mut(&token) else {
+                continue;
+            };
+            let mut closed = false;
+            // Arrival = the kernel's receive timestamp of the data, so a late
+            // wake-up of this thread does not delay the emulated service start.
+            let mut arrival = now;
+            loop {
+                match sys::recv_timestamped(c.stream.as_raw_fd(), &mut chunk) {
+                    Ok((0, _)) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok((n, stamp)) => {
+                        c.buf.extend_from_slice(&chunk[..n]);
+                        if let Some(rt) = stamp {
+                            // Realtime → monotonic, never later than now.
+                            let mono = rt.wrapping_add(mono_minus_real).min(now);
+                            arrival = arrival.min(mono);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            let mut pos = 0;
+            out.clear();
+            loop {
+                match wire::decode_request(&c.buf[pos..]) {
+                    Ok(Some(h)) => {
+                        pos += h.frame_len();
+                        match mode {
+                            RefMode::Echo => {
+                                h.reply(0).encode(&mut out);
+                                served.fetch_add(1, Ordering::Relaxed);
+                            }
+                            RefMode::Emulate => {
+                                let start = arrival.max(busy_until);
+                                busy_until = start + h.service_ns as u64;
+                                let job = Job {
+                                    finish: busy_until,
+                                    stream: c.stream.clone(),
+                                    header: h,
+                                };
+                                if tx.send(job).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            c.buf.drain(..pos);
+            if !out.is_empty() && write_all(&c.stream, &out).is_err() {
+                closed = true;
+            }
+            if closed {
+                let _ = ep.delete(c.stream.as_raw_fd());
+                conns.remove(&token);
+            }
+        }
+    }
+}
+
+fn reply(rx: mpsc::Receiver<Job>, served: Arc<AtomicU64>, rt: Option<i32>) {
+    sys::min_timer_slack();
+    if let Some(p) = rt {
+        let _ = sys::set_realtime(p);
+    }
+    let mut b = [0u8; HEADER_LEN];
+    while let Ok(job) = rx.recv() {
+        sys::sleep_then_spin_until(job.finish, REPLY_SPIN_NS);
+        job.header.reply(job.header.service_ns).write_to(&mut b);
+        // A client that went away just loses its reply.
+        let _ = write_all(&job.stream, &b);
+        served.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,365 @@
+//! `skq load --validate` and `skq load --capacity`: the generator measured
+//! against a server whose behaviour is known exactly.
+//!
+//! **Validate.** Six points, each against its own in-process
+//! [`RefServer`] in emulate mode (one FCFS worker, exact emulated service,
+//! S̄ = 2 ms): exponential service (M/M/1) and fixed service (M/D/1), each at
+//! ρ = 0.2, 0.5 and 0.8, Poisson arrivals over 16 connections. Measured p50
+//! and p99 (latency from the scheduled send) are compared with the closed
+//! forms of [`crate::queueing`] evaluated at the *measured* arrival rate; a
+//! point passes when both are within 10%. The points are light (≤ 400 req/s
+//! each); three run at a time, so `--validate` takes about 80 s.
+//!
+//! **Capacity.** One generator thread against an echo server (zero service):
+//! the rate starts at 10k req/s and is raised ×1.5 per step until a point
+//! fails twice in a row (send-lateness p99 ≥ 20 µs, achieved rate off by more
+//! than 5%, or any correctness error), then bisected twice; the highest
+//! passing rate is reported, with the generator's own work per request (time
+//! spent sending and handling replies, excluding waiting), whose inverse is
+//! the ceiling on a core the generator has to itself.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use skq_proto::workload::{ServiceSpec, Workload};
+use skq_report::result::PointResult;
+
+use crate::config::LoadConfig;
+use crate::queueing::{md1_sojourn_quantile, mm1_sojourn_quantile};
+use crate::refserver::{RefMode, RefServer};
+
+/// Mean service time of the validation server (ns).
+pub const VALIDATE_SERVICE_NS: f64 = 2_000_000.0;
+/// Loads validated.
+pub const VALIDATE_LOADS: [f64; 3] = [0.2, 0.5, 0.8];
+/// Largest accepted deviation from theory, percent.
+pub const VALIDATE_TOLERANCE_PCT: f64 = 10.0;
+/// Lateness bound of the capacity search (µs).
+pub const CAPACITY_LATENESS_US: f64 = 20.0;
+
+/// One validated point.
+#[derive(Clone, Debug)]
+pub struct ValidateRow {
+    /// `M/M/1` or `M/D/1`.
+    pub model: &'static str,
+    /// Target load.
+    pub rho_target: f64,
+    /// Load from the measured arrival rate.
+    pub rho: f64,
+    /// Measured and theoretical p50 (µs).
+    pub p50: (f64, f64),
+    /// Measured and theoretical p99 (µs).
+    pub p99: (f64, f64),
+    /// p50 and p99 (µs) of an ideal FCFS server replaying this run's own
+    /// arrivals and service times ([`replay_fcfs`]).
+    pub replay: (f64, f64),
+    /// The full measurement.
+    pub result: PointResult,
+}
+
+impl ValidateRow {
+    /// Deviation of measured from theory, percent, for p50 and p99.
+    pub fn deviations(&self) -> (f64, f64) {
+        let d = |(m, t): (f64, f64)| (m - t) / t * 100.0;
+        (d(self.p50), d(self.p99))
+    }
+
+    /// Both deviations within tolerance and the run itself clean.
+    pub fn pass(&self) -> bool {
+        let (a, b) = self.deviations();
+        a.abs() <= VALIDATE_TOLERANCE_PCT
+            && b.abs() <= VALIDATE_TOLERANCE_PCT
+            && self.result.errors.total() == 0
+    }
+}
+
+/// Measures one validation point against its own emulating reference server.
+fn validate_point(
+    model: &'static str,
+    workload: Workload,
+    rho: f64,
+    duration: Duration,
+    seed: u64,
+    rt: Option<i32>,
+) -> anyhow::Result<ValidateRow> {
+    // The server's threads run one level below the generator, so a reply
+    // thread's final spin never delays a send.
+    let server = RefServer::start_with(RefMode::Emulate, rt.map(|p| (p - 1).max(1)))?;
+    let mu = 1e9 / VALIDATE_SERVICE_NS;
+    let mut cfg = LoadConfig::new(server.addr(), rho * mu);
+    cfg.service = ServiceSpec::new(workload, VALIDATE_SERVICE_NS);
+    cfg.workload_label = workload.name().into();
+    cfg.connections = 16;
+    cfg.duration = duration;
+    cfg.warmup = Duration::from_secs(2);
+    cfg.drain = Duration::from_secs(3);
+    cfg.service_mode_label = "emulate (reference server)".into();
+    cfg.seed = seed;
+    cfg.rt_priority = rt;
+    cfg.keep_requests = true;
+    let (result, cost) = crate::engine::run_with_cost(&cfg)?;
+    let replay = replay_fcfs(&cost.requests);
+    let lambda = result.sent as f64 / result.meta.duration_s;
+    let rho_m = lambda / mu;
+    let s_us = VALIDATE_SERVICE_NS / 1e3;
+    let theory = |q: f64| match workload {
+        Workload::Exponential => mm1_sojourn_quantile(lambda, mu, q).map(|v| v * 1e6),
+        _ => md1_sojourn_quantile(rho_m, s_us, q),
+    };
+    let unstable = || anyhow::anyhow!("{model} at rho {rho_m:.3}: unstable");
+    let t50 = theory(0.5).ok_or_else(unstable)?;
+    let t99 = theory(0.99).ok_or_else(unstable)?;
+    Ok(ValidateRow {
+        model,
+        rho_target: rho,
+        rho: rho_m,
+        p50: (result.latency.p50.value, t50),
+        p99: (result.latency.p99.value, t99),
+        replay,
+        result,
+    })
+}
+
+/// Replays the run's own requests (scheduled times, requested service times)
+/// through an ideal zero-overhead FCFS single server and returns the p50 and
+/// p99 (µs) of its sojourn times over the measured requests. Compared with the
+/// measured latencies, this isolates the measurement error of the generator
+/// and server from the sampling noise of a finite run.
+pub fn replay_fcfs(requests: &[crate::engine::RequestRecord]) -> (f64, f64) {
+    let mut reqs = requests.to_vec();
+    reqs.sort_by_key(|r| r.sched);
+    let mut busy_until = 0u64;
+    let mut h = crate::stats::Hist::new();
+    for r in &reqs {
+        let finish = r.sched.max(busy_until) + r.service_ns as u64;
+        busy_until = finish;
+        if r.latency.is_some() {
+            h.record(finish - r.sched);
+        }
+    }
+    let q = |x: f64| h.quantile_ci(x).1 as f64 / 1e3;
+    (q(0.5), q(0.99))
+}
+
+/// Runs the six validation points, each measured for `duration`, in two
+/// batches of three concurrent points (M/M/1, then M/D/1): concurrency keeps
+/// the total time down, batching keeps the points from disturbing each other
+/// on a 2-core machine. With `rt = Some(p)` the generator and server threads
+/// ask for `SCHED_FIFO` priority `p`, so a busy machine does not delay their
+/// wake-ups.
+pub fn validate(
+    duration: Duration,
+    seed: u64,
+    rt: Option<i32>,
+) -> anyhow::Result<Vec<ValidateRow>> {
+    let mut plans = Vec::new();
+    for (model, workload) in [("M/M/1", Workload::Exponential), ("M/D/1", Workload::Fixed)] {
+        for &rho in &VALIDATE_LOADS {
+            plans.push((model, workload, rho));
+        }
+    }
+    let mut rows = Vec::new();
+    for (b, batch) in plans.chunks(VALIDATE_LOADS.len()).enumerate() {
+        let results: Vec<anyhow::Result<ValidateRow>> = std::thread::scope(|s| {
+            let handles: Vec<_> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, &(model, workload, rho))| {
+                    let seed = seed.wrapping_add((b * 3 + i) as u64 * 7919);
+                    s.spawn(move || validate_point(model, workload, rho, duration, seed, rt))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("validation thread panicked")))
+                })
+                .collect()
+        });
+        for r in results {
+            rows.push(r?);
+        }
+    }
+    Ok(rows)
+}
+
+/// The deviations table printed by `--validate`.
+pub fn render_validate(rows: &[ValidateRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "model  rho(target) rho(meas)     n | p50 meas   theory   dev% | p99 meas [95% CI]            theory   dev% | same-path replay: p50 dev%  p99 dev% | verdict"
+    );
+    for r in rows {
+        let (d50, d99) = r.deviations();
+        let p99 = &r.result.latency.p99;
+        let rd = |m: f64, t: f64| (m - t) / t * 100.0;
+        let errors = r.result.errors.total();
+        let _ = writeln!(
+            s,
+            "{:<6} {:>11.2} {:>9.3} {:>6} | {:>6.0}us {:>6.0}us {:>+6.1} | {:>6.0}us [{:>6.0}, {:>6.0}] {:>7.0}us {:>+6.1} | {:>25.1} {:>9.1} | {}{}",
+            r.model,
+            r.rho_target,
+            r.rho,
+            r.result.latency.count,
+            r.p50.0,
+            r.p50.1,
+            d50,
+            r.p99.0,
+            p99.ci_low,
+            p99.ci_high,
+            r.p99.1,
+            d99,
+            rd(r.p50.0, r.replay.0),
+            rd(r.p99.0, r.replay.1),
+            if r.pass() { "ok" } else { "OFF" },
+            if errors > 0 { format!(" ({errors} errors)") } else { String::new() },
+        );
+    }
+    let _ = writeln!(
+        s,
+        "S = {:.0} us emulated by one FCFS worker (virtual busy-until clock, absolute clock_nanosleep); theory at the measured arrival rate; tolerance {VALIDATE_TOLERANCE_PCT}%",
+        VALIDATE_SERVICE_NS / 1e3
+    );
+    let _ = writeln!(s, "M/M/1 sojourn ~ Exp(mu - lambda); M/D/1 waiting time from the Erlang/Crommelin formula, sojourn = wait + S");
+    let _ = writeln!(
+        s,
+        "same-path replay: the run's own arrivals and service times through an ideal FCFS server (measurement error without sampling noise)"
+    );
+    if let Some(n) = rows
+        .iter()
+        .flat_map(|r| &r.result.checks.notes)
+        .find(|n| n.contains("rt-priority"))
+    {
+        let _ = writeln!(s, "{n}");
+    }
+    for r in rows {
+        for n in r
+            .result
+            .checks
+            .notes
+            .iter()
+            .filter(|n| !n.starts_with("info"))
+        {
+            let _ = writeln!(s, "note ({} rho {:.1}): {n}", r.model, r.rho_target);
+        }
+    }
+    s
+}
+
+/// One step of the capacity search.
+#[derive(Clone, Debug)]
+pub struct CapacityStep {
+    /// Offered rate.
+    pub rate: f64,
+    /// Send-lateness p99 (µs).
+    pub lateness_p99_us: f64,
+    /// Achieved rate.
+    pub achieved: f64,
+    /// Correctness errors.
+    pub errors: u64,
+    /// Generator work (sending + handling replies, no waiting) per request, µs.
+    pub work_us_per_request: f64,
+    /// Whether it met the bounds.
+    pub pass: bool,
+}
+
+/// Finds the highest rate one generator thread sustains (see module docs).
+/// Returns the steps tried and the best passing rate (0 if none passed).
+///
+/// With `rt = Some(p)` the generator runs at `SCHED_FIFO` priority `p` and the
+/// echo server one below, so other load on the machine does not decide the
+/// answer.
+pub fn capacity(
+    connections: usize,
+    seed: u64,
+    rt: Option<i32>,
+    spin_us: u64,
+    mut on_step: impl FnMut(&CapacityStep),
+) -> anyhow::Result<(Vec<CapacityStep>, f64)> {
+    // The echo server busy-polls, so it stays at normal priority: a spinning
+    // SCHED_FIFO thread would exhaust the RT budget and get throttled.
+    let server = RefServer::start_with(RefMode::Echo, None)?;
+    let mut steps = Vec::new();
+    let mut trial = |rate: f64| -> anyhow::Result<bool> {
+        let mut cfg = LoadConfig::new(server.addr(), rate);
+        cfg.service = ServiceSpec::new(Workload::Fixed, 0.0);
+        cfg.workload_label = "fixed (0 us)".into();
+        cfg.connections = connections;
+        cfg.duration = Duration::from_millis(1500);
+        cfg.warmup = Duration::from_millis(300);
+        cfg.drain = Duration::from_millis(500);
+        cfg.seed = seed;
+        cfg.rt_priority = rt;
+        cfg.spin_us = spin_us;
+        let (r, cost) = crate::engine::run_with_cost(&cfg)?;
+        let step = CapacityStep {
+            work_us_per_request: cost.us_per_request(),
+            rate,
+            lateness_p99_us: r.checks.lateness_p99_us,
+            achieved: r.achieved_rps,
+            errors: r.errors.total(),
+            pass: r.checks.lateness_p99_us < CAPACITY_LATENESS_US
+                && r.checks.rate_ok
+                && r.errors.total() == 0,
+        };
+        on_step(&step);
+        let pass = step.pass;
+        steps.push(step);
+        Ok(pass)
+    };
+    // A rate passes if either of two attempts passes, so one hiccup of a
+    // shared machine does not end the search.
+    let mut passes = |rate: f64| -> anyhow::Result<bool> { Ok(trial(rate)? || trial(rate)?) };
+    let (mut good, mut bad) = (0.0, None);
+    let mut rate = 10_000.0;
+    while rate <= 4_000_000.0 {
+        if passes(rate)? {
+            good = rate;
+            rate *= 1.5;
+        } else {
+            bad = Some(rate);
+            break;
+        }
+    }
+    if let Some(mut hi) = bad {
+        let mut lo = good;
+        for _ in 0..2 {
+            let mid = if lo > 0.0 { (lo + hi) / 2.0 } else { hi / 2.0 };
+            if passes(mid)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        good = lo;
+    }
+    Ok((steps, good))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::RequestRecord;
+
+    #[test]
+    fn replay_is_an_ideal_fcfs_queue() {
+        let r = |sched: u64, service_ns: u32, measured: bool| RequestRecord {
+            sched,
+            service_ns,
+            latency: measured.then_some(0),
+        };
+        // Arrivals at 0, 1, 2 ms (given out of order), 1.5 ms service each:
+        // finishes 1.5, 3.0, 4.5 ms; sojourns 1.5, 2.0, 2.5 ms. The first is
+        // warm-up (not measured) but still occupies the server.
+        let reqs = [
+            r(2_000_000, 1_500_000, true),
+            r(0, 1_500_000, false),
+            r(1_000_000, 1_500_000, true),
+        ];
+        let (p50, p99) = replay_fcfs(&reqs);
+        assert!((p50 - 2000.0).abs() < 3.0, "p50 {p50}");
+        assert!((p99 - 2500.0).abs() < 3.0, "p99 {p99}");
+    }
+}

@@ -1,0 +1,589 @@
+//! One generator thread: its connections, their schedules, and the checker.
+//!
+//! The thread owns a set of non-blocking connections registered in its own
+//! epoll instance and a min-heap of their next send times. Its loop:
+//!
+//! 1. send every request whose scheduled time has come (open loop: replies are
+//!    never waited for), stamping the actual send time;
+//! 2. sleep in epoll until `spin` before the next send time (or poll when that
+//!    is nearer), so the hrtimer's overshoot is absorbed by a short spin;
+//! 3. read replies and match each against the connection's FIFO of
+//!    outstanding requests.
+//!
+//! **Checker invariant.** Per connection, `pending` holds the requests with
+//! sequence numbers `base .. seq`, in order, each flagged when answered; the
+//! front is always unanswered (answered fronts are popped at once). A reply
+//! naming an id below `base`, or an already-flagged entry, is a *duplicate*;
+//! an id at or beyond `seq` is a *bad reply*; an answer to a request older
+//! than one already answered is *out of order* (it still counts as the
+//! answer), so a swapped pair counts once and a dropped reply counts only as
+//! missing. Protocols without
+//! ids (memcached, HTTP) answer the front by position and a mismatching reply
+//! is a bad reply that consumes the front. Whatever is still pending when the
+//! drain period ends is *missing*.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use skq_proto::workload::{ConnClass, ServiceSpec};
+use skq_report::result::Errors;
+
+use crate::protocol::memcached::KvSpec;
+use crate::protocol::{Answers, Codec, Parsed, Request};
+use crate::schedule::ConnSchedule;
+use crate::stats::Hist;
+use crate::sys::{self, Epoll};
+
+/// What a connection is for; results are kept apart per role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Regular load.
+    Load = 0,
+    /// Latency probe.
+    Probe = 1,
+    /// High-priority client (RPC class 1).
+    High = 2,
+}
+
+/// One connection as handed to a worker.
+pub struct ConnSetup {
+    /// The connected, non-blocking stream.
+    pub stream: TcpStream,
+    /// Its role.
+    pub role: Role,
+    /// Its service class (gis keeps one per connection).
+    pub class: ConnClass,
+    /// Its send schedule.
+    pub schedule: ConnSchedule,
+}
+
+/// Most requests sent back to back before replies are read again.
+const MAX_BURST: u32 = 64;
+
+/// Parameters shared by all workers of a run (absolute times in ns; the four
+/// times are set by [`Worker::set_times`]).
+pub struct WorkerParams<'a> {
+    /// First scheduled send.
+    pub start: u64,
+    /// End of warm-up.
+    pub warm_end: u64,
+    /// End of sending.
+    pub end: u64,
+    /// Give up waiting for replies.
+    pub drain_end: u64,
+    /// Spin this long before a send instead of sleeping.
+    pub spin_ns: u64,
+    /// Service-time distribution (RPC).
+    pub service: ServiceSpec,
+    /// Key-value mix (memcached).
+    pub kv: Option<&'a KvSpec>,
+    /// Probability of keeping a latency sample / inter-arrival gap.
+    pub sample_p: f64,
+    /// Interval length of the HdrHistogram log (None = no log).
+    pub interval_ns: Option<u64>,
+    /// Fault injection: sleep this long after every `n` sends.
+    pub stall: Option<(u64, std::time::Duration)>,
+    /// RNG seed of this thread.
+    pub seed: u64,
+    /// `SCHED_FIFO` priority to run at, if any.
+    pub rt_priority: Option<i32>,
+    /// Record every regular request in [`WorkerOut::requests`].
+    pub keep_requests: bool,
+}
+
+/// One regular request, as scheduled and as answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// Scheduled send time (absolute ns).
+    pub sched: u64,
+    /// Requested service time (ns).
+    pub service_ns: u32,
+    /// Latency from the scheduled time, if answered and in the measured window.
+    pub latency: Option<u64>,
+}
+
+/// What a worker measured.
+#[derive(Default)]
+pub struct WorkerOut {
+    /// Latency from scheduled send, per role.
+    pub lat: [Hist; 3],
+    /// Latency from actual send, per role.
+    pub raw: [Hist; 3],
+    /// Send lateness of measured requests (all roles).
+    pub lateness: Hist,
+    /// Load-role latency per log interval.
+    pub intervals: Vec<Hist>,
+    /// Load requests sent in the measured window.
+    pub sent_window: u64,
+    /// Load replies received in the measured window.
+    pub recv_window: u64,
+    /// Load replies to measured requests (whenever received).
+    pub received_measured: u64,
+    /// Correctness counters.
+    pub errors: Errors,
+    /// Time spent sending and handling replies (not waiting or spinning), ns.
+    pub work_ns: u64,
+    /// Requests sent (all roles, whole run).
+    pub sent_total: u64,
+    /// Every regular request, if asked for (warm-up included).
+    pub requests: Vec<RequestRecord>,
+    /// Set when `rt_priority` was asked for but refused by the kernel.
+    pub rt_refused: Option<String>,
+    /// Sum and count of reported service times (ns).
+    pub service_sum: f64,
+    /// Number of replies that reported a service time.
+    pub service_n: u64,
+    /// memcached GET misses.
+    pub misses: u64,
+    /// Sampled inter-send gaps, divided by this thread's mean gap.
+    pub gaps: Vec<f64>,
+    /// Sampled (scheduled time, latency ns) of load requests.
+    pub series: Vec<(u64, u64)>,
+}
+
+struct Pend {
+    req: Request,
+    sched: u64,
+    sent: u64,
+    answered: bool,
+    /// Index into `WorkerOut::requests`, when recording.
+    record: u32,
+}
+
+struct Conn {
+    stream: TcpStream,
+    role: Role,
+    class: ConnClass,
+    schedule: ConnSchedule,
+    seq: u64,
+    base: u64,
+    /// Highest sequence number answered so far (+1; 0 = none).
+    max_answered: u64,
+    pending: VecDeque<Pend>,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    rbuf: Vec<u8>,
+    rlen: usize,
+    alive: bool,
+    want_out: bool,
+}
+
+/// The generator thread's state.
+pub struct Worker<'a> {
+    p: WorkerParams<'a>,
+    codec: Box<dyn Codec>,
+    conns: Vec<Conn>,
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    epoll: Epoll,
+    events: Vec<(u64, u32)>,
+    /// Draws requests (service times, keys); kept apart from `sample_rng` so a
+    /// seed always yields the same requests, whatever the timing.
+    rng: SmallRng,
+    /// Decides which gaps and latencies are sampled for the checks.
+    sample_rng: SmallRng,
+    out: WorkerOut,
+    outstanding: u64,
+    /// Sends since the last injected stall.
+    sends: u64,
+    last_send: Option<u64>,
+}
+
+impl<'a> Worker<'a> {
+    /// Registers the connections and computes their first send times.
+    pub fn new(
+        p: WorkerParams<'a>,
+        codec: Box<dyn Codec>,
+        setups: Vec<ConnSetup>,
+    ) -> io::Result<Worker<'a>> {
+        let epoll = Epoll::new(256)?;
+        let heap = BinaryHeap::with_capacity(setups.len());
+        let mut conns = Vec::with_capacity(setups.len());
+        for (i, s) in setups.into_iter().enumerate() {
+            epoll.add(s.stream.as_raw_fd(), sys::IN, i as u64)?;
+            conns.push(Conn {
+                stream: s.stream,
+                role: s.role,
+                class: s.class,
+                schedule: s.schedule,
+                seq: 0,
+                base: 0,
+                max_answered: 0,
+                pending: VecDeque::new(),
+                wbuf: Vec::with_capacity(256),
+                wpos: 0,
+                rbuf: vec![0; 4096],
+                rlen: 0,
+                alive: true,
+                want_out: false,
+            });
+        }
+        let rng = SmallRng::seed_from_u64(p.seed);
+        let sample_rng = SmallRng::seed_from_u64(p.seed ^ 0x5A3D_1E5E);
+        Ok(Worker {
+            p,
+            codec,
+            conns,
+            heap,
+            epoll,
+            events: Vec::with_capacity(256),
+            rng,
+            sample_rng,
+            out: WorkerOut::default(),
+            outstanding: 0,
+            sends: 0,
+            last_send: None,
+        })
+    }
+
+    /// Sets the run's clock (absolute ns) once every worker is built, and
+    /// computes each connection's first send time.
+    pub fn set_times(&mut self, start: u64, warm_end: u64, end: u64, drain_end: u64) {
+        (self.p.start, self.p.warm_end, self.p.end, self.p.drain_end) =
+            (start, warm_end, end, drain_end);
+        self.heap.clear();
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            self.heap
+                .push(Reverse((start + c.schedule.next(None), i as u32)));
+        }
+    }
+
+    /// Runs the schedule to its end, drains, and returns the measurements.
+    /// [`Worker::set_times`] must have been called.
+    pub fn run(mut self) -> io::Result<WorkerOut> {
+        sys::min_timer_slack();
+        if let Some(p) = self.p.rt_priority {
+            if let Err(e) = sys::set_realtime(p) {
+                self.out.rt_refused = Some(e.to_string());
+            }
+        }
+        let mut sending = true;
+        let mut drain_end = self.p.drain_end;
+        loop {
+            let mut now = sys::now_ns();
+            if sending {
+                let mut burst = 0;
+                while let Some(&Reverse((t, ci))) = self.heap.peek() {
+                    if t >= self.p.end {
+                        sending = false;
+                        break;
+                    }
+                    // Stop to read replies now and then even when behind schedule.
+                    if t > now || burst == MAX_BURST {
+                        break;
+                    }
+                    burst += 1;
+                    self.heap.pop();
+                    let t0 = now;
+                    self.send(ci as usize, t);
+                    self.out.sent_total += 1;
+                    let c = &mut self.conns[ci as usize];
+                    if c.alive {
+                        let next = self.p.start + c.schedule.next(Some(t - self.p.start));
+                        self.heap.push(Reverse((next, ci)));
+                    }
+                    now = sys::now_ns();
+                    self.out.work_ns += now - t0;
+                }
+                if self.heap.is_empty() {
+                    sending = false;
+                }
+                if !sending {
+                    // A generator that fell behind still gets the full drain.
+                    drain_end = drain_end.max(now + (self.p.drain_end - self.p.end));
+                }
+            }
+            if !sending && (self.outstanding == 0 || now >= drain_end) {
+                break;
+            }
+            let next = match (sending, self.heap.peek()) {
+                (true, Some(&Reverse((t, _)))) => t.min(self.p.end),
+                _ => drain_end,
+            };
+            let timeout = next.saturating_sub(now).saturating_sub(self.p.spin_ns);
+            self.events.clear();
+            self.events.extend(self.epoll.wait(timeout)?);
+            if !self.events.is_empty() {
+                // A poll that found events is work; one that slept or found
+                // nothing is waiting.
+                let t0 = if timeout == 0 { now } else { sys::now_ns() };
+                for i in 0..self.events.len() {
+                    let (token, ev) = self.events[i];
+                    self.on_event(token as usize, ev);
+                }
+                self.out.work_ns += sys::now_ns() - t0;
+            }
+        }
+        let missing: u64 = self
+            .conns
+            .iter()
+            .map(|c| c.pending.iter().filter(|p| !p.answered).count() as u64)
+            .sum();
+        self.out.errors.missing += missing;
+        let mean = self.out.gaps.iter().sum::<f64>() / self.out.gaps.len().max(1) as f64;
+        if mean > 0.0 {
+            self.out.gaps.iter_mut().for_each(|g| *g /= mean);
+        }
+        Ok(self.out)
+    }
+
+    fn measured(&self, sched: u64) -> bool {
+        sched >= self.p.warm_end && sched < self.p.end
+    }
+
+    fn send(&mut self, ci: usize, sched: u64) {
+        if !self.conns[ci].alive {
+            return;
+        }
+        let c = &mut self.conns[ci];
+        let mut req = Request::new(c.seq);
+        c.seq += 1;
+        req.service_ns = self
+            .p
+            .service
+            .sample(c.class, &mut self.rng)
+            .min(u32::MAX as u64) as u32;
+        req.class = u8::from(c.role == Role::High);
+        if let Some(kv) = self.p.kv {
+            kv.draw(&mut self.rng, &mut req);
+        }
+        let was_idle = c.wpos == c.wbuf.len();
+        self.codec.encode(&req, &mut c.wbuf);
+        let now = sys::now_ns();
+        let mut record = u32::MAX;
+        if self.p.keep_requests && c.role == Role::Load {
+            record = self.out.requests.len() as u32;
+            let r = RequestRecord {
+                sched,
+                service_ns: req.service_ns,
+                latency: None,
+            };
+            self.out.requests.push(r);
+        }
+        c.pending.push_back(Pend {
+            req,
+            sched,
+            sent: now,
+            answered: false,
+            record,
+        });
+        self.outstanding += 1;
+        let role = c.role;
+        if was_idle {
+            self.flush(ci);
+        }
+        if self.measured(sched) {
+            self.out.lateness.record(now.saturating_sub(sched));
+            if role == Role::Load {
+                self.out.sent_window += 1;
+                if let Some(prev) = self.last_send {
+                    if self.sample_rng.gen::<f64>() < self.p.sample_p {
+                        self.out.gaps.push(now.saturating_sub(prev) as f64);
+                    }
+                }
+            }
+        }
+        if role == Role::Load {
+            self.last_send = Some(now);
+        }
+        self.sends += 1;
+        if let Some((every, pause)) = self.p.stall {
+            if self.sends >= every {
+                self.sends = 0;
+                std::thread::sleep(pause);
+            }
+        }
+    }
+
+    /// Writes what is buffered; arms EPOLLOUT while the socket is full.
+    fn flush(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        while c.wpos < c.wbuf.len() {
+            match sys::write(c.stream.as_raw_fd(), &c.wbuf[c.wpos..]) {
+                Ok(n) => c.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !c.want_out {
+                        c.want_out = true;
+                        let _ =
+                            self.epoll
+                                .modify(c.stream.as_raw_fd(), sys::IN | sys::OUT, ci as u64);
+                    }
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.fail(ci),
+            }
+        }
+        c.wbuf.clear();
+        c.wpos = 0;
+        if c.want_out {
+            c.want_out = false;
+            let _ = self.epoll.modify(c.stream.as_raw_fd(), sys::IN, ci as u64);
+        }
+    }
+
+    fn fail(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        if !c.alive {
+            return;
+        }
+        c.alive = false;
+        let _ = self.epoll.delete(c.stream.as_raw_fd());
+        self.outstanding -= c.pending.iter().filter(|p| !p.answered).count() as u64;
+        self.out.errors.connection_failures += 1;
+    }
+
+    fn on_event(&mut self, ci: usize, ev: u32) {
+        if !self.conns[ci].alive {
+            return;
+        }
+        if ev & sys::OUT != 0 {
+            self.flush(ci);
+        }
+        if ev & (sys::IN | sys::ERR) != 0 {
+            self.read(ci);
+        }
+    }
+
+    fn read(&mut self, ci: usize) {
+        loop {
+            let c = &mut self.conns[ci];
+            if c.rlen == c.rbuf.len() {
+                let grow = c.rbuf.len();
+                c.rbuf.resize(grow * 2, 0);
+            }
+            let (fd, start) = (c.stream.as_raw_fd(), c.rlen);
+            match sys::read(fd, &mut c.rbuf[start..]) {
+                Ok(0) => return self.fail(ci),
+                Ok(n) => {
+                    c.rlen += n;
+                    let full = c.rlen == c.rbuf.len();
+                    if !self.parse(ci) || !full {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.fail(ci),
+            }
+        }
+    }
+
+    /// Consumes every whole reply in the buffer; false if the connection died.
+    fn parse(&mut self, ci: usize) -> bool {
+        let now = sys::now_ns();
+        let mut pos = 0;
+        loop {
+            let c = &self.conns[ci];
+            let head = c.pending.front().map(|p| &p.req);
+            match self.codec.parse(&c.rbuf[pos..c.rlen], head) {
+                Parsed::Incomplete => break,
+                Parsed::Reply {
+                    len,
+                    answers,
+                    service_ns,
+                    miss,
+                } => {
+                    pos += len;
+                    self.on_reply(ci, answers, service_ns, miss, now);
+                }
+                Parsed::Fatal(_) => {
+                    self.out.errors.bad_reply += 1;
+                    self.fail(ci);
+                    return false;
+                }
+            }
+        }
+        let c = &mut self.conns[ci];
+        c.rbuf.copy_within(pos..c.rlen, 0);
+        c.rlen -= pos;
+        true
+    }
+
+    fn on_reply(
+        &mut self,
+        ci: usize,
+        answers: Answers,
+        service_ns: Option<u32>,
+        miss: bool,
+        now: u64,
+    ) {
+        let (warm_end, end) = (self.p.warm_end, self.p.end);
+        let c = &mut self.conns[ci];
+        let idx = match answers {
+            Answers::Id(id) if id < c.base => {
+                self.out.errors.duplicate += 1;
+                return;
+            }
+            Answers::Id(id) if id >= c.seq => {
+                self.out.errors.bad_reply += 1;
+                return;
+            }
+            Answers::Id(id) => (id - c.base) as usize,
+            Answers::Head(_) if c.pending.is_empty() => {
+                self.out.errors.bad_reply += 1;
+                return;
+            }
+            Answers::Head(false) => {
+                self.out.errors.bad_reply += 1;
+                c.pending.pop_front();
+                c.base += 1;
+                self.outstanding -= 1;
+                return;
+            }
+            Answers::Head(true) => 0,
+        };
+        let p = &mut c.pending[idx];
+        if p.answered {
+            self.out.errors.duplicate += 1;
+            return;
+        }
+        p.answered = true;
+        self.outstanding -= 1;
+        let seq = c.base + idx as u64;
+        if seq + 1 < c.max_answered {
+            self.out.errors.out_of_order += 1;
+        }
+        c.max_answered = c.max_answered.max(seq + 1);
+        let (sched, sent, role, record) = (p.sched, p.sent, c.role, p.record);
+        while c.pending.front().is_some_and(|p| p.answered) {
+            c.pending.pop_front();
+            c.base += 1;
+        }
+        if role == Role::Load && now >= warm_end && now < end {
+            self.out.recv_window += 1;
+        }
+        if !(sched >= warm_end && sched < end) {
+            return;
+        }
+        let lat = now.saturating_sub(sched);
+        if let Some(r) = self.out.requests.get_mut(record as usize) {
+            r.latency = Some(lat);
+        }
+        self.out.lat[role as usize].record(lat);
+        self.out.raw[role as usize].record(now.saturating_sub(sent));
+        if role != Role::Load {
+            return;
+        }
+        self.out.received_measured += 1;
+        self.out.misses += u64::from(miss);
+        if let Some(s) = service_ns {
+            self.out.service_sum += s as f64;
+            self.out.service_n += 1;
+        }
+        if self.sample_rng.gen::<f64>() < self.p.sample_p {
+            self.out.series.push((sched, lat));
+        }
+        if let Some(iv) = self.p.interval_ns {
+            let k = ((sched - warm_end) / iv) as usize;
+            if self.out.intervals.len() <= k {
+                self.out.intervals.resize_with(k + 1, Hist::new);
+            }
+            self.out.intervals[k].record(lat);
+        }
+    }
+}

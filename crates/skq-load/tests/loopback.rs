@@ -1,0 +1,393 @@
+//! Loopback tests of the whole generator: behaviour, never timing.
+//!
+//! * a faulty RPC server that drops, duplicates, reorders and invents replies,
+//!   and the checker counting each exactly;
+//! * a clean run against the reference echo server: every request answered
+//!   exactly once, probes and the high-priority client reported apart;
+//! * a sender deliberately stalled by the test hook: the lateness check fails;
+//! * memcached against a tiny in-test cache, including a wrong-key reply.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use skq_load::protocol::Protocol;
+use skq_load::refserver::{RefMode, RefServer};
+use skq_load::{LoadConfig, ScheduleKind, Stall};
+use skq_proto::wire::{self, Header, HEADER_LEN};
+use skq_proto::workload::{ServiceSpec, Workload};
+
+fn short(addr: SocketAddr, rate: f64, conns: usize) -> LoadConfig {
+    let mut c = LoadConfig::new(addr, rate);
+    c.connections = conns;
+    c.duration = Duration::from_millis(600);
+    c.warmup = Duration::from_millis(200);
+    // Generous: a run ends as soon as nothing is outstanding, so only the
+    // tests with deliberately dropped replies wait this long.
+    c.drain = Duration::from_secs(3);
+    c.service = ServiceSpec::new(Workload::Fixed, 0.0);
+    c.schedule = ScheduleKind::Fixed;
+    c
+}
+
+/// Serves each connection on its own thread, misbehaving on chosen ids:
+/// 3 → also a reply for an id never sent; 5 → dropped; 7 → answered twice;
+/// 10 and 11 → answered as 11, 10.
+fn faulty_rpc_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut held: Option<Header> = None;
+                let mut frame = [0u8; HEADER_LEN];
+                while s.read_exact(&mut frame).is_ok() {
+                    let h = wire::decode_request(&frame).unwrap().unwrap();
+                    let mut out = Vec::new();
+                    match h.id {
+                        3 => {
+                            h.reply(0).encode(&mut out);
+                            Header::request(1_000_000, 0, 0).reply(0).encode(&mut out);
+                        }
+                        5 => {}
+                        7 => {
+                            h.reply(0).encode(&mut out);
+                            h.reply(0).encode(&mut out);
+                        }
+                        10 => held = Some(h),
+                        11 => {
+                            h.reply(0).encode(&mut out);
+                            held.take().unwrap().reply(0).encode(&mut out);
+                        }
+                        _ => h.reply(0).encode(&mut out),
+                    }
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn checker_counts_each_fault_exactly() {
+    let addr = faulty_rpc_server();
+    let conns = 4;
+    let cfg = short(addr, 400.0, conns); // 100 req/s per connection: ids up to ~80
+    let r = skq_load::run(&cfg).unwrap();
+    let e = r.errors;
+    let n = conns as u64;
+    assert_eq!(e.missing, n, "{e:?}");
+    assert_eq!(e.duplicate, n, "{e:?}");
+    assert_eq!(e.out_of_order, n, "{e:?}");
+    assert_eq!(e.bad_reply, n, "{e:?}");
+    assert_eq!(e.connection_failures, 0);
+    assert!(!r.checks.pass);
+    assert!(r.checks.notes.iter().any(|l| l.starts_with("correctness")));
+}
+
+#[test]
+fn clean_run_answers_everything_once_and_reports_roles_apart() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 2000.0, 8);
+    cfg.threads = 2;
+    cfg.schedule = ScheduleKind::Poisson;
+    cfg.probe_connections = 2;
+    cfg.probe_rate = 200.0;
+    cfg.high_priority_rate = 100.0;
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert!(r.sent > 0);
+    assert_eq!(r.received, r.sent, "every measured request answered once");
+    assert_eq!(r.latency.count, r.sent);
+    assert!(
+        r.latency.p50.ci_low <= r.latency.p50.value && r.latency.p50.value <= r.latency.p50.ci_high
+    );
+    assert!(r.latency.p99.value >= r.raw_latency.p99.value * 0.999);
+    let probe = r.probe_latency.as_ref().expect("probes enabled");
+    let high = r
+        .high_priority_latency
+        .as_ref()
+        .expect("high-priority client enabled");
+    assert!(probe.count > 0 && high.count > 0);
+    assert_eq!(r.meta.threads, 2);
+    assert_eq!(r.measured_service_us, Some(0.0));
+    // The JSON schema round-trips.
+    let json = serde_json::to_string(&r).unwrap();
+    let back: skq_report::result::PointResult = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (back.sent, back.errors, back.checks.pass),
+        (r.sent, r.errors, r.checks.pass)
+    );
+}
+
+#[test]
+fn a_stalled_sender_fails_the_lateness_check() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 2000.0, 4);
+    cfg.stall = Some(Stall {
+        every: 20,
+        pause: Duration::from_millis(30),
+    });
+    let r = skq_load::run(&cfg).unwrap();
+    assert!(
+        !r.checks.lateness_ok,
+        "lateness p99 {}",
+        r.checks.lateness_p99_us
+    );
+    assert!(r.checks.lateness_p99_us > 1000.0);
+    assert!(!r.checks.pass);
+    assert!(
+        r.checks.notes.iter().any(|n| n.starts_with("lateness")),
+        "{:?}",
+        r.checks.notes
+    );
+    // Latency counted from the schedule exposes the stall; from the send it hides it.
+    assert!(
+        r.latency.p50.value > r.raw_latency.p50.value + 1000.0,
+        "sched p50 {} raw p50 {}",
+        r.latency.p50.value,
+        r.raw_latency.p50.value
+    );
+    assert_eq!(r.errors.total(), 0);
+}
+
+/// A minimal in-order memcached: `get` and `set`; answers the get of key
+/// `wrong` with a VALUE for a different key.
+fn tiny_memcached(wrong: &'static str) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let store = std::sync::Arc::new(std::sync::Mutex::new(HashMap::<String, Vec<u8>>::new()));
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut w = s.try_clone().unwrap();
+                let mut r = BufReader::new(s);
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let parts: Vec<&str> = line.split_whitespace().collect();
+                    let out = match parts.as_slice() {
+                        ["get", key] => match store.lock().unwrap().get(*key) {
+                            Some(v) => {
+                                let name = if *key == wrong { "zzz" } else { key };
+                                let mut o = format!("VALUE {name} 0 {}\r\n", v.len()).into_bytes();
+                                o.extend_from_slice(v);
+                                o.extend_from_slice(b"\r\nEND\r\n");
+                                o
+                            }
+                            None => b"END\r\n".to_vec(),
+                        },
+                        ["set", key, _, _, len] => {
+                            let mut v = vec![0; len.parse::<usize>().unwrap() + 2];
+                            r.read_exact(&mut v).unwrap();
+                            v.truncate(v.len() - 2);
+                            store.lock().unwrap().insert(key.to_string(), v);
+                            b"STORED\r\n".to_vec()
+                        }
+                        _ => b"ERROR\r\n".to_vec(),
+                    };
+                    if w.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn memcached_replies_are_checked_against_the_head_request() {
+    // Keyspace of one: every get asks for key 0, which the server answers wrongly.
+    let kv = skq_load::protocol::memcached::KvSpec::named("custom", 30, 100, 0.5, 1).unwrap();
+    let mut key0 = Vec::new();
+    kv.write_key(0, &mut key0);
+    let addr = tiny_memcached(String::from_utf8(key0).unwrap().leak());
+    let mut cfg = short(addr, 500.0, 2);
+    cfg.protocol = Protocol::Memcached;
+    cfg.kv = kv;
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(
+        r.errors.missing
+            + r.errors.duplicate
+            + r.errors.out_of_order
+            + r.errors.connection_failures,
+        0
+    );
+    assert!(
+        r.errors.bad_reply > 0,
+        "wrong-key VALUE lines must be flagged"
+    );
+    assert!(r.received > 0, "sets are answered STORED and counted");
+
+    // The same against an honest server: clean.
+    let addr = tiny_memcached("never");
+    let mut cfg = short(addr, 500.0, 2);
+    cfg.protocol = Protocol::Memcached;
+    cfg.kv = skq_load::protocol::memcached::KvSpec::named("sphinx-ro", 30, 200, 1.0, 100).unwrap();
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert_eq!(r.received, r.sent);
+    assert!(
+        r.checks.notes.iter().all(|n| !n.contains("missed")),
+        "prefill makes every get hit: {:?}",
+        r.checks.notes
+    );
+}
+
+#[test]
+fn a_closed_connection_is_a_failure_and_its_requests_are_missing() {
+    // Accepts, reads one request, then closes.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut f = [0u8; HEADER_LEN];
+            let _ = s.read_exact(&mut f);
+            drop(s);
+        }
+    });
+    let cfg = short(addr, 200.0, 2);
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.connection_failures, 2);
+    assert!(r.errors.missing >= 2);
+    assert!(!r.checks.pass);
+}
+
+#[test]
+fn bad_configuration_names_the_flag() {
+    let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let mut cfg = LoadConfig::new(addr, -1.0);
+    assert!(skq_load::run(&cfg)
+        .unwrap_err()
+        .to_string()
+        .contains("--rate"));
+    cfg.rate = 10.0;
+    cfg.connections = 0;
+    assert!(skq_load::run(&cfg)
+        .unwrap_err()
+        .to_string()
+        .contains("--connections"));
+}
+
+#[test]
+fn trace_schedule_and_hdr_log() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let dir = std::env::temp_dir().join(format!("skq-load-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.txt");
+    // A bursty trace: 10 sends 10 us apart, then a 900 us pause.
+    let text: String = (0..10).map(|i| format!("{}\n", i * 10)).collect();
+    std::fs::write(&trace, text).unwrap();
+    let log = dir.join("lat.hlog");
+    let mut cfg = short(server.addr(), 1000.0, 4);
+    cfg.schedule = ScheduleKind::Trace(trace);
+    cfg.hdr_log = Some(log.clone());
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert_eq!(
+        r.checks.ad_statistic, None,
+        "AD applies to Poisson schedules only"
+    );
+    // The trace is scaled to 1000 req/s: 600 ms measured -> 600 sends (+- edges).
+    assert!((550..=650).contains(&r.sent), "sent {}", r.sent);
+    let bytes = std::fs::read(&log).unwrap();
+    let hists: Vec<_> = hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&bytes)
+        .filter_map(|e| match e {
+            Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(h)) => Some(h),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hists.len(), 1, "one 1 s interval for a 0.6 s run");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn http_keep_alive_gets() {
+    // Answers each GET on a connection in order; the 5th request gets a 404.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || {
+                let mut w = s.try_clone().unwrap();
+                let mut r = BufReader::new(s);
+                let mut n = 0;
+                let mut line = String::new();
+                loop {
+                    // Read one request head.
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    n += 1;
+                    let reply: &[u8] = if n == 5 {
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+                    } else {
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+                    };
+                    if w.write_all(reply).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut cfg = short(addr, 400.0, 2);
+    cfg.protocol = Protocol::Http;
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(
+        r.errors.bad_reply, 2,
+        "one 404 per connection: {:?}",
+        r.errors
+    );
+    assert_eq!(
+        r.errors.missing
+            + r.errors.duplicate
+            + r.errors.out_of_order
+            + r.errors.connection_failures,
+        0
+    );
+    assert!(r.received > 0);
+}
+
+#[test]
+fn a_seed_fixes_the_requests_whatever_the_timing() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 1000.0, 4);
+    cfg.schedule = ScheduleKind::Poisson;
+    cfg.service = ServiceSpec::new(Workload::Exponential, 1000.0);
+    cfg.keep_requests = true;
+    cfg.seed = 77;
+    let key = |c: &skq_load::engine::RunCost| {
+        let mut v: Vec<(u64, u32)> = c.requests.iter().map(|r| (r.sched, r.service_ns)).collect();
+        v.sort_unstable();
+        // Relative to the first send: runs start at different clock times.
+        let t0 = v[0].0;
+        v.iter().map(|&(t, s)| (t - t0, s)).collect::<Vec<_>>()
+    };
+    let (_, a) = skq_load::engine::run_with_cost(&cfg).unwrap();
+    let (_, b) = skq_load::engine::run_with_cost(&cfg).unwrap();
+    assert!(!a.requests.is_empty());
+    assert_eq!(key(&a), key(&b));
+    cfg.seed = 78;
+    let (_, c) = skq_load::engine::run_with_cost(&cfg).unwrap();
+    assert_ne!(key(&a), key(&c));
+}
