@@ -9,7 +9,6 @@
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Turns a `-1/errno` return into an `io::Error`.
@@ -21,43 +20,12 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// Nanoseconds of CLOCK_MONOTONIC.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn timespec(ns: u64) -> libc::timespec {
-    libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as _,
-        tv_nsec: (ns % 1_000_000_000) as _,
-    }
-}
+/// Nanoseconds of CLOCK_MONOTONIC (the runtime's one clock).
+pub use skq_rt::sys::cpu::monotonic_ns as now_ns;
 
 /// Sleeps until the monotonic clock reads `deadline_ns` (absolute, so a late
 /// wake-up is never carried into the next deadline).
-pub fn sleep_until(deadline_ns: u64) {
-    let ts = timespec(deadline_ns);
-    loop {
-        // SAFETY: `ts` is a valid timespec; the remain pointer may be null with TIMER_ABSTIME.
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if r != libc::EINTR {
-            return;
-        }
-    }
-}
+pub use skq_rt::sys::cpu::sleep_until;
 
 /// Sleeps until `deadline_ns − spin_ns`, then spins on the clock until
 /// `deadline_ns`: the sleep's overshoot (tens of µs) is absorbed by the spin.
@@ -81,10 +49,9 @@ pub fn set_realtime(priority: i32) -> io::Result<()> {
 }
 
 /// Sets this thread's timer slack to 1 ns so timed waits overshoot as little
-/// as the kernel allows (BRIEF §8).
+/// as the kernel allows (BRIEF §8). Best effort.
 pub fn min_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no memory.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    let _ = skq_rt::sys::cpu::set_timer_slack(1);
 }
 
 /// User and system CPU time of the whole process so far, seconds.
@@ -128,82 +95,44 @@ pub const OUT: u32 = libc::EPOLLOUT as u32;
 /// Error / hang-up bits reported without being asked for.
 pub const ERR: u32 = (libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32;
 
-static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
-
-/// An epoll instance, closed on drop. Tokens are caller-chosen `u64`s.
+/// An epoll instance (skq-rt's, level-triggered here) with its own event
+/// buffer. Tokens are caller-chosen `u64`s.
 pub struct Epoll {
-    fd: RawFd,
+    inner: skq_rt::sys::epoll::Epoll,
     events: Vec<libc::epoll_event>,
 }
 
 impl Epoll {
     /// A new epoll instance with room for `capacity` events per wait.
     pub fn new(capacity: usize) -> io::Result<Epoll> {
-        // SAFETY: plain syscall, no pointers.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        let events = vec![libc::epoll_event { events: 0, u64: 0 }; capacity.max(1)];
-        Ok(Epoll { fd, events })
+        Ok(Epoll {
+            inner: skq_rt::sys::epoll::Epoll::new()?,
+            events: Vec::with_capacity(capacity.max(1)),
+        })
     }
 
-    fn ctl(&self, op: libc::c_int, fd: RawFd, interest: u32, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: interest | libc::EPOLLRDHUP as u32,
-            u64: token,
-        };
-        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        cvt(unsafe { libc::epoll_ctl(self.fd, op, fd, &mut ev) })?;
-        Ok(())
-    }
-
-    /// Registers `fd` (level-triggered).
+    /// Registers `fd` (level-triggered; hang-ups always reported).
     pub fn add(&self, fd: RawFd, interest: u32, token: u64) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, interest, token)
+        self.inner
+            .add(fd, interest | libc::EPOLLRDHUP as u32, token)
     }
 
     /// Changes the interest of a registered `fd`.
     pub fn modify(&self, fd: RawFd, interest: u32, token: u64) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_MOD, fd, interest, token)
+        self.inner
+            .modify(fd, interest | libc::EPOLLRDHUP as u32, token)
     }
 
     /// Removes `fd`.
     pub fn delete(&self, fd: RawFd) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
+        self.inner.delete(fd)
     }
 
     /// Waits at most `timeout_ns` (0 = poll) and returns the ready
     /// `(token, events)` pairs.
     pub fn wait(&mut self, timeout_ns: u64) -> io::Result<impl Iterator<Item = (u64, u32)> + '_> {
-        let cap = self.events.len() as libc::c_int;
-        let ptr = self.events.as_mut_ptr();
-        let mut n = -1;
-        if timeout_ns > 0 && !NO_PWAIT2.load(Ordering::Relaxed) {
-            let ts = timespec(timeout_ns);
-            // SAFETY: `ptr` points at `cap` writable epoll_events; `ts` outlives the call.
-            n = unsafe { libc::epoll_pwait2(self.fd, ptr, cap, &ts, std::ptr::null()) };
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-                NO_PWAIT2.store(true, Ordering::Relaxed);
-            }
-        }
-        if n < 0 && (timeout_ns == 0 || NO_PWAIT2.load(Ordering::Relaxed)) {
-            let ms = (timeout_ns / 1_000_000) as libc::c_int;
-            // SAFETY: as above.
-            n = unsafe { libc::epoll_wait(self.fd, ptr, cap, ms) };
-        }
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-            n = 0;
-        }
-        Ok(self.events[..n as usize].iter().map(|e| (e.u64, e.events)))
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        // SAFETY: we own `fd` and close it exactly once.
-        unsafe { libc::close(self.fd) };
+        self.inner.wait_ns(&mut self.events, Some(timeout_ns))?;
+        Ok(self.events.iter().map(|e| (e.u64, e.events)))
     }
 }
 

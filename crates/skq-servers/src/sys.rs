@@ -21,47 +21,16 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the clock the emulated sleep uses).
-pub fn monotonic_ns() -> u64 {
-    let mut ts = MaybeUninit::<libc::timespec>::uninit();
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists
-    // on Linux, so the call cannot fail and fully initialises `ts`.
-    let ts = unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, ts.as_mut_ptr());
-        ts.assume_init()
-    };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use skq_rt::sys::cpu::monotonic_ns;
 
 /// Sleeps until `CLOCK_MONOTONIC` reads at least `deadline_ns`
 /// (`clock_nanosleep` with `TIMER_ABSTIME`, restarted after signals).
-pub fn sleep_until_ns(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
-    loop {
-        // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be
-        // null for an absolute sleep.
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        // clock_nanosleep returns the error number instead of setting errno.
-        if r != libc::EINTR {
-            return;
-        }
-    }
-}
+pub use skq_rt::sys::cpu::sleep_until as sleep_until_ns;
 
 /// Sets the calling thread's timer slack to 1 ns so absolute sleeps wake as
 /// close to their deadline as the kernel allows (BRIEF §8).
 pub fn set_min_timer_slack() -> io::Result<()> {
-    // SAFETY: PR_SET_TIMERSLACK takes one unsigned long and touches no memory.
-    check(unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) }).map(drop)
+    skq_rt::sys::cpu::set_timer_slack(1)
 }
 
 /// Number of CPUs this process may run on.
@@ -71,13 +40,7 @@ pub fn cpu_count() -> usize {
 
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes one bit inside `set`; it bounds-checks `cpu`.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 = this thread.
-    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
-        .map(drop)
+    skq_rt::sys::cpu::pin_current_thread(cpu as u32)
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the new soft limit.
