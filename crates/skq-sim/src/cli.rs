@@ -1,0 +1,551 @@
+//! The `skq sim` subcommand.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use skq_proto::workload::{ServiceSpec, Workload};
+
+use crate::bounds::{slo_bounds_with, BoundsOpts};
+use crate::compare::{compare, overlay_csv, read_bench_path, CompareOpts};
+use crate::headline::{self, HeadlineOpts};
+use crate::model::{run_point, CoreOpts, Model, Overheads};
+use crate::output::{html, p99_svg, table, to_csv, to_json};
+use crate::sweep::{max_load, progress, KneeSearch, Sweep};
+use crate::workload::{Arrivals, Scenario, Service, Trace};
+
+/// Arguments of `skq sim`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    about = "Discrete-event simulator driving the real scheduling core in virtual time",
+    long_about = "Simulates open-loop Poisson (or trace) arrivals over many connections, served either by \
+the real skq-core scheduler under a runtime mode (vanilla, shared, queue, cpu, best2, hybrid, +steal) \
+with configurable overheads, or by zero-overhead reference models (centralized-fcfs = M/G/n, \
+partitioned-fcfs = n×M/G/1, partitioned-fcfs-conn, centralized-ps, partitioned-ps). \
+Prints p50/p99/p99.9 against load and the maximum load at SLO. The same --seed gives identical output."
+)]
+pub struct SimArgs {
+    /// Models to run, comma-separated: reference models and/or runtime modes (`best2+steal`, ...).
+    #[arg(
+        long,
+        short = 'm',
+        value_delimiter = ',',
+        default_value = "centralized-fcfs,partitioned-fcfs,vanilla,shared,hybrid"
+    )]
+    pub model: Vec<String>,
+    /// Service-time workload (BRIEF §9): fixed, exponential, bimodal-1, bimodal-2, gis, skewed-mix, uniform-10, uniform-20.
+    #[arg(long, default_value = "exponential")]
+    pub workload: String,
+    /// Mean service time S̄ in µs for the parametric workloads.
+    #[arg(long, default_value_t = 10.0)]
+    pub mean_us: f64,
+    /// Scale factor applied to every service class.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Resample service times (µs, one per line) from this file instead of --workload.
+    #[arg(long, value_name = "FILE")]
+    pub service_samples: Option<PathBuf>,
+    /// Replay arrivals from a CSV trace (`arrival_us,connection[,service_us]`), time-scaled to each load.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Worker threads of the simulated server.
+    #[arg(long, default_value_t = 16)]
+    pub workers: usize,
+    /// Client connections (each one source in the core).
+    #[arg(long, default_value_t = 256)]
+    pub connections: usize,
+    /// Offered loads as fractions of capacity n/S̄: `from:to:step` or a comma list.
+    #[arg(long, default_value = "0.1:0.95:0.05")]
+    pub loads: String,
+    /// Requests per load point, warm-up included.
+    #[arg(long, default_value_t = 200_000)]
+    pub requests: usize,
+    /// Fraction of each point's requests discarded as warm-up.
+    #[arg(long, default_value_t = 0.1)]
+    pub warmup: f64,
+    /// Seed of every random draw; same seed, same output.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Threads for independent points (default: all CPUs). Does not change results.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// SLO on p99 in µs (default 10 × S̄).
+    #[arg(long)]
+    pub slo_us: Option<f64>,
+    /// Overhead: cost per event a worker processes (ns).
+    #[arg(long, default_value_t = Overheads::default().event_ns)]
+    pub event_ns: u64,
+    /// Overhead: extra cost per stolen event (ns).
+    #[arg(long, default_value_t = Overheads::default().steal_ns)]
+    pub steal_ns: u64,
+    /// Overhead: wake-up latency of an idle worker (ns).
+    #[arg(long, default_value_t = Overheads::default().wake_ns)]
+    pub wake_ns: u64,
+    /// Overhead: cache-miss penalty when a connection is served off its home worker (ns).
+    #[arg(long, default_value_t = Overheads::default().miss_ns)]
+    pub miss_ns: u64,
+    /// Events per wait() (as `skq serve rpc --batch`, default 1).
+    #[arg(long, default_value_t = 1)]
+    pub max_events: usize,
+    /// Requests read per event before still_ready().
+    #[arg(long, default_value_t = 32)]
+    pub max_reads: usize,
+    /// Probability that an arrival moves its connection's incoming CPU.
+    #[arg(long, default_value_t = 0.0)]
+    pub migrate_prob: f64,
+    /// When readiness reaches the core: `immediate` (at arrival) or `runtime`
+    /// (harvested by skq-rt's poller or by workers entering wait()).
+    #[arg(long, default_value = "immediate")]
+    pub harvest: String,
+    /// Connections 0..K form a high-priority client (registered HIGH_PRIORITY;
+    /// traffic share K/connections); reported apart as high_priority_latency.
+    #[arg(long, default_value_t = 0)]
+    pub high_conns: usize,
+    /// Core tunable: events taken per steal (1..=8).
+    #[arg(long)]
+    pub steal_k: Option<usize>,
+    /// Core tunable: idle worker's steal retry interval (µs).
+    #[arg(long)]
+    pub steal_retry_us: Option<f64>,
+    /// Core tunable: hybrid cache-miss penalty (ns).
+    #[arg(long)]
+    pub penalty_ns: Option<u64>,
+    /// Core tunable: high-priority share of a wait's batch (1..=100 %).
+    #[arg(long)]
+    pub rtshare: Option<u32>,
+    /// Core tunable: target waits per second per worker (0 = off).
+    #[arg(long)]
+    pub rtfreq: Option<u32>,
+    /// Write every point as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write every point as JSON (records of `config` + PointResult).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the p99-against-load plot as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Write a self-contained HTML report (table, plot, points).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the headline table (max load at SLO of every mode × workload at --workers, default 16).
+    #[arg(long)]
+    pub headline: bool,
+    /// Print centralized/partitioned FCFS max load at SLO for the workload (the bounds API).
+    #[arg(long)]
+    pub bounds: bool,
+    /// Measure simulated events per second on one thread.
+    #[arg(long)]
+    pub bench_speed: bool,
+    /// Compare with measured `skq bench` results: its result directory or a points.json-style file (exits non-zero if a clear measured ordering is contradicted).
+    #[arg(long, value_name = "FILE")]
+    pub compare: Option<PathBuf>,
+    /// With --compare: relative gap above which a measured ordering is clear.
+    #[arg(long, default_value_t = 0.1)]
+    pub clear_gap: f64,
+}
+
+impl SimArgs {
+    fn overheads(&self) -> Overheads {
+        Overheads {
+            event_ns: self.event_ns,
+            steal_ns: self.steal_ns,
+            wake_ns: self.wake_ns,
+            miss_ns: self.miss_ns,
+        }
+    }
+
+    fn core_opts(&self) -> anyhow::Result<CoreOpts> {
+        if !(0.0..=1.0).contains(&self.migrate_prob) {
+            bail!("--migrate-prob must be in 0..=1, got {}", self.migrate_prob);
+        }
+        if self.max_events == 0 || self.max_reads == 0 {
+            bail!("--max-events and --max-reads must be at least 1");
+        }
+        Ok(CoreOpts {
+            max_events: self.max_events,
+            max_reads: self.max_reads,
+            migrate_prob: self.migrate_prob,
+            plain_wait: false,
+            harvest: self
+                .harvest
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--harvest: {e}"))?,
+        })
+    }
+
+    fn threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
+    }
+
+    fn service(&self) -> anyhow::Result<Service> {
+        if let Some(p) = &self.service_samples {
+            let text = read(p)?;
+            let mut v = Vec::new();
+            for (i, l) in text.lines().enumerate() {
+                let l = l.trim();
+                if l.is_empty() || l.starts_with('#') {
+                    continue;
+                }
+                let us: f64 = l
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                    .with_context(|| {
+                        format!(
+                            "--service-samples {}: line {}: `{l}` is not a service time in µs",
+                            p.display(),
+                            i + 1
+                        )
+                    })?;
+                v.push((us * 1000.0).round() as u64);
+            }
+            if v.is_empty() {
+                bail!("--service-samples {}: no samples", p.display());
+            }
+            return Ok(Service::Samples(v.into()));
+        }
+        let workload: Workload = self
+            .workload
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--workload: {e}"))?;
+        if !(self.mean_us.is_finite() && self.mean_us > 0.0) {
+            bail!("--mean-us must be positive, got {}", self.mean_us);
+        }
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            bail!("--scale must be positive, got {}", self.scale);
+        }
+        Ok(Service::Spec(ServiceSpec {
+            workload,
+            mean_ns: self.mean_us * 1000.0,
+            scale: self.scale,
+        }))
+    }
+
+    fn models(&self) -> anyhow::Result<Vec<Model>> {
+        let mut out = Vec::new();
+        for name in &self.model {
+            let mut m =
+                Model::parse(name.trim(), self.workers).with_context(|| "--model".to_string())?;
+            self.tune(&mut m)?;
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    /// Applies the core tunables given on the command line.
+    fn tune(&self, m: &mut Model) -> anyhow::Result<()> {
+        if let Model::Core(cfg) = m {
+            if let Some(k) = self.steal_k {
+                cfg.steal_k = k;
+            }
+            if let Some(us) = self.steal_retry_us {
+                cfg.steal_retry_ns = (us * 1000.0).round() as u64;
+            }
+            if let Some(p) = self.penalty_ns {
+                cfg.penalty_ns = p;
+            }
+            if let Some(s) = self.rtshare {
+                cfg.rtshare = s;
+            }
+            if let Some(f) = self.rtfreq {
+                cfg.rtfreq = f;
+            }
+            cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        Ok(())
+    }
+
+    fn scenario(&self) -> anyhow::Result<Scenario> {
+        let service = self.service()?;
+        if !(0.0..1.0).contains(&self.warmup) {
+            bail!("--warmup must be in 0..1, got {}", self.warmup);
+        }
+        let mut sc = Scenario::at_load(
+            service,
+            self.workers,
+            self.connections,
+            0.5,
+            self.requests,
+            self.seed,
+        );
+        sc.warmup = (self.requests as f64 * self.warmup) as usize;
+        sc.high_conns = self.high_conns;
+        if let Some(p) = &self.trace {
+            let t = Trace::parse(&read(p)?).with_context(|| format!("--trace {}", p.display()))?;
+            sc.arrivals = Arrivals::Trace(Arc::new(t));
+        }
+        sc.validate()?;
+        Ok(sc)
+    }
+}
+
+fn read(p: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+}
+
+fn write(p: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))
+}
+
+/// Parses `from:to:step` or `a,b,c` into loads.
+pub fn parse_loads(s: &str) -> anyhow::Result<Vec<f64>> {
+    let bad = || {
+        format!("--loads `{s}`: expected `from:to:step` or a comma list of fractions of capacity")
+    };
+    let loads: Vec<f64> = if s.contains(':') {
+        let p: Vec<f64> = s
+            .split(':')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .with_context(bad)?;
+        let [a, b, step] = p[..] else { bail!(bad()) };
+        if !(step > 0.0 && b >= a) {
+            bail!(bad());
+        }
+        let n = ((b - a) / step + 1e-9).floor() as usize + 1;
+        (0..n).map(|i| a + step * i as f64).collect()
+    } else {
+        s.split(',')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .with_context(bad)?
+    };
+    if loads.is_empty() || loads.iter().any(|&l| !(l > 0.0 && l < 10.0)) {
+        bail!("--loads `{s}`: every load must be in (0, 10) (fractions of capacity)");
+    }
+    Ok(loads)
+}
+
+/// Entry point of `skq sim`.
+pub fn run(a: SimArgs) -> anyhow::Result<()> {
+    if a.workers == 0 || a.workers > 64 {
+        bail!("--workers must be in 1..=64, got {}", a.workers);
+    }
+    if a.headline {
+        return run_headline(&a);
+    }
+    if a.bench_speed {
+        return bench_speed(&a);
+    }
+    if let Some(p) = &a.compare {
+        return run_compare(&a, p);
+    }
+    let sc = a.scenario()?;
+    let slo_us = a.slo_us.unwrap_or(10.0 * sc.service.mean_ns() / 1000.0);
+    if a.bounds {
+        let o = BoundsOpts {
+            requests: a.requests,
+            seed: a.seed,
+            threads: a.threads(),
+            connections: a.connections,
+        };
+        let b = slo_bounds_with(&sc.service, a.workers, slo_us, &o)?;
+        let f = |m: Option<skq_report::slo::MaxLoad>| {
+            m.map_or("SLO missed at 5% load".into(), |m| {
+                format!(
+                    "{:.0} req/s ({:.3} of capacity)",
+                    m.load,
+                    m.load / b.capacity_rps
+                )
+            })
+        };
+        println!(
+            "{} workers, {}, SLO p99 ≤ {slo_us:.1} µs",
+            a.workers,
+            sc.service.name()
+        );
+        println!("centralized FCFS (M/G/n):   {}", f(b.centralized));
+        println!("partitioned FCFS (n×M/G/1): {}", f(b.partitioned));
+        return Ok(());
+    }
+    let sweep = Sweep {
+        models: a.models()?,
+        base: sc,
+        loads: parse_loads(&a.loads)?,
+        overheads: a.overheads(),
+        opts: a.core_opts()?,
+    };
+    let n = sweep.models.len() * sweep.loads.len();
+    let bar = progress(n, "sim");
+    let points = sweep.run(a.threads(), Some(&bar))?;
+    bar.finish_and_clear();
+    println!(
+        "skq sim: {} workers, {} connections, workload {} (S̄ = {:.2} µs), SLO p99 ≤ {slo_us:.1} µs, {} requests/point, seed {}",
+        a.workers,
+        a.connections,
+        sweep.base.service.name(),
+        sweep.base.service.mean_ns() / 1000.0,
+        a.requests,
+        a.seed
+    );
+    println!(
+        "overheads of runtime modes: {} (reference models: none)",
+        sweep.overheads
+    );
+    let cap = a.workers as f64 * 1e9 / sweep.base.service.mean_ns();
+    for m in &sweep.models {
+        let name = m.name();
+        let pts: Vec<_> = points.iter().filter(|p| p.model == name).collect();
+        println!("\n== {name}");
+        print!("{}", table(&pts));
+        match max_load(&pts, slo_us) {
+            None => println!("max load at SLO: none (SLO missed at the lowest load)"),
+            Some(k) => println!(
+                "max load at SLO: {}{:.0} req/s ({:.3} of capacity)",
+                if k.lower_bound { "≥ " } else { "" },
+                k.load,
+                k.load / cap
+            ),
+        }
+    }
+    if let Some(p) = &a.csv {
+        write(p, &to_csv(&points))?;
+    }
+    if let Some(p) = &a.json {
+        write(p, &to_json(&points)?)?;
+    }
+    let title = format!(
+        "skq sim: {} workers, {}",
+        a.workers,
+        sweep.base.service.name()
+    );
+    if let Some(p) = &a.svg {
+        write(p, &p99_svg(&title, &points, slo_us))?;
+    }
+    if let Some(p) = &a.html {
+        let params = vec![
+            ("service mode".to_string(), "simulated".to_string()),
+            ("workers".to_string(), a.workers.to_string()),
+            ("connections".to_string(), a.connections.to_string()),
+            (
+                "workload".to_string(),
+                format!(
+                    "{} (S̄ = {:.2} µs)",
+                    sweep.base.service.name(),
+                    sweep.base.service.mean_ns() / 1000.0
+                ),
+            ),
+            ("SLO".to_string(), format!("p99 ≤ {slo_us:.1} µs")),
+            ("requests per point".to_string(), a.requests.to_string()),
+            ("seed".to_string(), a.seed.to_string()),
+            (
+                "overheads (runtime modes)".to_string(),
+                sweep.overheads.to_string(),
+            ),
+        ];
+        write(p, &html(&title, &params, &points, slo_us))?;
+    }
+    Ok(())
+}
+
+fn run_headline(a: &SimArgs) -> anyhow::Result<()> {
+    let rows = headline::POLICIES
+        .iter()
+        .chain(headline::REFERENCES.iter())
+        .map(|s| s.to_string())
+        .collect();
+    let o = HeadlineOpts {
+        workers: a.workers,
+        connections: a.connections,
+        mean_ns: a.mean_us * 1000.0,
+        requests: a.requests,
+        seed: a.seed,
+        threads: a.threads(),
+        overheads: a.overheads(),
+        opts: a.core_opts()?,
+        search: KneeSearch {
+            lo: 0.05,
+            hi: 0.995,
+            coarse: 14,
+            fine: 8,
+        },
+        rows,
+    };
+    let t = Instant::now();
+    let h = headline::compute(&o)?;
+    print!("{}", h.markdown());
+    eprintln!(
+        "(computed in {:.1} s on {} threads)",
+        t.elapsed().as_secs_f64(),
+        o.threads
+    );
+    Ok(())
+}
+
+fn bench_speed(a: &SimArgs) -> anyhow::Result<()> {
+    let mut sc = a.scenario()?;
+    sc.rate_rps = 0.8 * sc.workers as f64 * 1e9 / sc.service.mean_ns();
+    println!(
+        "one thread, load 0.8, {} requests, {} workers, workload {}",
+        sc.requests,
+        sc.workers,
+        sc.service.name()
+    );
+    for m in a.models()? {
+        // One untimed run to warm caches and the allocator, then the best of three.
+        run_point(&m, &sc, &a.overheads(), &a.core_opts()?)?;
+        let mut best = f64::INFINITY;
+        let mut events = 0;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let p = run_point(&m, &sc, &a.overheads(), &a.core_opts()?)?;
+            best = best.min(t.elapsed().as_secs_f64());
+            events = p.events;
+        }
+        println!(
+            "{:24} {:>10} events in {:.3} s: {:6.2} M events/s, {:6.2} M requests/s",
+            m.name(),
+            events,
+            best,
+            events as f64 / best / 1e6,
+            sc.requests as f64 / best / 1e6
+        );
+    }
+    Ok(())
+}
+
+fn run_compare(a: &SimArgs, p: &Path) -> anyhow::Result<()> {
+    let curves = read_bench_path(p).with_context(|| format!("--compare {}", p.display()))?;
+    let o = CompareOpts {
+        workers: Some(a.workers),
+        slo_us: a.slo_us,
+        clear_gap: a.clear_gap,
+        requests: a.requests,
+        seed: a.seed,
+        threads: a.threads(),
+        overheads: a.overheads(),
+        opts: a.core_opts()?,
+    };
+    let report = compare(&curves, &o)?;
+    print!("{}", report.render());
+    if let Some(c) = &a.csv {
+        write(c, &overlay_csv(&curves, &report))?;
+    }
+    if report.disagreements() > 0 {
+        bail!(
+            "the simulator orders {} clearly separated pair(s) differently from the measurements",
+            report.disagreements()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_parse() {
+        assert_eq!(parse_loads("0.1:0.3:0.1").unwrap().len(), 3);
+        assert_eq!(parse_loads("0.5, 0.9").unwrap(), vec![0.5, 0.9]);
+        assert!(parse_loads("0:1:0.1")
+            .unwrap_err()
+            .to_string()
+            .contains("--loads"));
+        assert!(parse_loads("a").is_err());
+    }
+}

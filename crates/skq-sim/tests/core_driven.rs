@@ -1,0 +1,346 @@
+//! The real core, driven by the simulator, against the references.
+//!
+//! With zero overheads and one event per `wait()`, `shared` mode is a central
+//! FIFO of connections served by any idle worker, which must behave like
+//! M/G/n (centralized FCFS); `vanilla` pins connections round-robin, so each
+//! worker sees Poisson λ/n and must behave like n × M/G/1. These are
+//! cross-checks that the core is driven correctly (wake-ups, parking, release),
+//! not tests of the policies. Tolerances: see `queueing.rs` — the same run
+//! lengths give a few percent of statistical error at ρ ≤ 0.8; a driver bug
+//! (a lost wake-up, a worker that never parks, batches served twice) changes
+//! the figures by far more than the 8–12% allowed.
+
+#![allow(clippy::too_many_arguments)] // test helper: every knob of a run spelled out at the call
+
+use skq_proto::workload::{ServiceSpec, Workload};
+use skq_sim::core_model::{CoreOpts, Harvest};
+use skq_sim::model::{run_point, Model, Overheads, PointOutcome};
+use skq_sim::workload::{Scenario, Service};
+
+const S_NS: f64 = 10_000.0;
+
+fn point(
+    model: &str,
+    w: Workload,
+    workers: usize,
+    load: f64,
+    n: usize,
+    seed: u64,
+    ov: Overheads,
+    opts: CoreOpts,
+) -> PointOutcome {
+    let svc = Service::Spec(ServiceSpec::new(w, S_NS));
+    let sc = Scenario::at_load(svc, workers, 1024, load, n, seed);
+    let m = Model::parse(model, workers).unwrap();
+    let p = run_point(&m, &sc, &ov, &opts).unwrap();
+    assert_eq!(
+        p.result.errors.missing, 0,
+        "{model} at {load}: requests never served"
+    );
+    p
+}
+
+fn one_event() -> CoreOpts {
+    CoreOpts {
+        max_events: 1,
+        ..CoreOpts::default()
+    }
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b
+}
+
+fn erlang_c(c: usize, a: f64) -> f64 {
+    let mut term = 1.0;
+    let mut sum = 0.0;
+    for k in 0..c {
+        sum += term;
+        term *= a / (k + 1) as f64;
+    }
+    let top = term / (1.0 - a / c as f64);
+    top / (sum + top)
+}
+
+#[test]
+fn shared_mode_approaches_centralized_fcfs() {
+    for (load, tol) in [(0.5, 0.08), (0.8, 0.12)] {
+        let n = 8;
+        let p = point(
+            "shared",
+            Workload::Exponential,
+            n,
+            load,
+            200_000,
+            3,
+            Overheads::ZERO,
+            one_event(),
+        );
+        let r = point(
+            "centralized-fcfs",
+            Workload::Exponential,
+            n,
+            load,
+            200_000,
+            3,
+            Overheads::ZERO,
+            one_event(),
+        );
+        // Mean sojourn of M/M/n: S̄ + Erlang C wait.
+        let want =
+            (S_NS + erlang_c(n, load * n as f64) * S_NS / (n as f64 * (1.0 - load))) / 1000.0;
+        let got = p.result.latency.mean;
+        assert!(
+            rel(got, want) < tol,
+            "shared ρ={load}: mean {got:.2} µs, M/M/{n} {want:.2} µs"
+        );
+        let (a, b) = (p.result.latency.p99.value, r.result.latency.p99.value);
+        assert!(
+            rel(a, b) < tol,
+            "shared ρ={load}: p99 {a:.1} µs vs centralized FCFS {b:.1} µs"
+        );
+    }
+}
+
+#[test]
+fn vanilla_mode_approaches_partitioned_fcfs() {
+    for (load, tol) in [(0.5, 0.08), (0.8, 0.12)] {
+        let n = 8;
+        let p = point(
+            "vanilla",
+            Workload::Exponential,
+            n,
+            load,
+            200_000,
+            4,
+            Overheads::ZERO,
+            one_event(),
+        );
+        let r = point(
+            "partitioned-fcfs",
+            Workload::Exponential,
+            n,
+            load,
+            200_000,
+            4,
+            Overheads::ZERO,
+            one_event(),
+        );
+        // Each worker is an M/M/1 at ρ: mean sojourn S̄/(1−ρ).
+        let want = S_NS / (1.0 - load) / 1000.0;
+        let got = p.result.latency.mean;
+        assert!(
+            rel(got, want) < tol,
+            "vanilla ρ={load}: mean {got:.2} µs, M/M/1 {want:.2} µs"
+        );
+        let (a, b) = (p.result.latency.p99.value, r.result.latency.p99.value);
+        assert!(
+            rel(a, b) < tol,
+            "vanilla ρ={load}: p99 {a:.1} µs vs partitioned FCFS {b:.1} µs"
+        );
+    }
+}
+
+#[test]
+fn every_mode_serves_every_request() {
+    // Batches of 64 exercise still_ready and deferred redelivery as well.
+    for (harvest, max_events) in [
+        (Harvest::Immediate, 1),
+        (Harvest::Runtime, 1),
+        (Harvest::Immediate, 64),
+    ] {
+        every_mode_serves_every_request_with(harvest, max_events);
+    }
+}
+
+fn every_mode_serves_every_request_with(harvest: Harvest, max_events: usize) {
+    let opts = CoreOpts {
+        migrate_prob: 0.01,
+        harvest,
+        max_events,
+        ..CoreOpts::default()
+    };
+    for mode in [
+        "vanilla",
+        "shared",
+        "queue",
+        "cpu",
+        "best2",
+        "best2+steal",
+        "hybrid",
+        "hybrid-steal",
+        "cpu+steal",
+        "queue+steal",
+    ] {
+        for (w, load) in [(Workload::Bimodal1, 0.3), (Workload::Gis, 0.9)] {
+            // `point` asserts that nothing was stranded.
+            let p = point(mode, w, 8, load, 15_000, 7, Overheads::default(), opts);
+            assert_eq!(p.result.received, 13_500, "{mode}");
+            assert!(p.result.latency.p50.value > 0.0);
+        }
+    }
+}
+
+#[test]
+fn same_seed_same_result() {
+    let opts = CoreOpts {
+        migrate_prob: 0.05,
+        ..CoreOpts::default()
+    };
+    let a = point(
+        "hybrid",
+        Workload::SkewedMix,
+        8,
+        0.8,
+        50_000,
+        9,
+        Overheads::default(),
+        opts,
+    );
+    let b = point(
+        "hybrid",
+        Workload::SkewedMix,
+        8,
+        0.8,
+        50_000,
+        9,
+        Overheads::default(),
+        opts,
+    );
+    assert_eq!(a.result, b.result);
+    assert_eq!(a.events, b.events);
+    let c = point(
+        "hybrid",
+        Workload::SkewedMix,
+        8,
+        0.8,
+        50_000,
+        10,
+        Overheads::default(),
+        opts,
+    );
+    assert_ne!(a.result.latency, c.result.latency);
+    let rt = CoreOpts {
+        harvest: Harvest::Runtime,
+        ..opts
+    };
+    let d = point(
+        "hybrid",
+        Workload::SkewedMix,
+        8,
+        0.8,
+        50_000,
+        9,
+        Overheads::default(),
+        rt,
+    );
+    let e = point(
+        "hybrid",
+        Workload::SkewedMix,
+        8,
+        0.8,
+        50_000,
+        9,
+        Overheads::default(),
+        rt,
+    );
+    assert_eq!(d.result, e.result);
+    assert_ne!(
+        d.result.latency, a.result.latency,
+        "harvest model had no effect"
+    );
+}
+
+#[test]
+fn balancing_beats_static_partitioning_on_imbalanced_work() {
+    // gis: 1% of connections carry 200 µs requests forever. Pinned round-robin
+    // (vanilla) traps short requests behind them; best-of-two and stealing
+    // route around. The gap at ρ = 0.7 is several-fold, far above noise.
+    let v = point(
+        "vanilla",
+        Workload::Gis,
+        8,
+        0.7,
+        100_000,
+        12,
+        Overheads::ZERO,
+        CoreOpts::default(),
+    );
+    let h = point(
+        "best2+steal",
+        Workload::Gis,
+        8,
+        0.7,
+        100_000,
+        12,
+        Overheads::ZERO,
+        CoreOpts::default(),
+    );
+    let (pv, ph) = (v.result.latency.p99.value, h.result.latency.p99.value);
+    assert!(
+        ph * 1.5 < pv,
+        "best2+steal p99 {ph:.0} µs vs vanilla {pv:.0} µs"
+    );
+}
+
+#[test]
+fn composed_wait_is_scheduler_wait() {
+    // The model composes wait() from the core's public steps to see steals;
+    // with no steal cost it must replay exactly the run of Scheduler::wait.
+    let ov = Overheads {
+        steal_ns: 0,
+        ..Overheads::default()
+    };
+    for mode in ["hybrid", "best2+steal", "queue+steal", "shared"] {
+        let composed = point(
+            mode,
+            Workload::Bimodal1,
+            8,
+            0.85,
+            40_000,
+            13,
+            ov,
+            CoreOpts::default(),
+        );
+        let plain = CoreOpts {
+            plain_wait: true,
+            ..CoreOpts::default()
+        };
+        let reference = point(mode, Workload::Bimodal1, 8, 0.85, 40_000, 13, ov, plain);
+        assert_eq!(composed.result, reference.result, "{mode}");
+        if mode != "shared" {
+            assert!(composed.core.unwrap().stolen > 0, "{mode}: no steal seen");
+        }
+    }
+}
+
+#[test]
+fn high_priority_connections_keep_a_low_tail() {
+    // 1/16 of the connections are registered HIGH_PRIORITY; at ρ = 0.9 the
+    // worker queues are long, and `wait()` takes high-priority events first,
+    // so their p99 must sit far below the regular one (a several-fold gap at
+    // this load; a core that ignored the flag would give equal tails).
+    let svc = Service::Spec(ServiceSpec::new(Workload::Exponential, S_NS));
+    let mut sc = Scenario::at_load(svc, 8, 128, 0.9, 100_000, 21);
+    sc.high_conns = 8;
+    let m = Model::parse("vanilla", 8).unwrap();
+    let p = run_point(&m, &sc, &Overheads::default(), &CoreOpts::default()).unwrap();
+    let high = p
+        .result
+        .high_priority_latency
+        .as_ref()
+        .expect("high-priority latency reported");
+    let (h, r) = (high.p99.value, p.result.latency.p99.value);
+    assert!(
+        h * 2.0 < r,
+        "high-priority p99 {h:.1} µs vs regular {r:.1} µs"
+    );
+    assert!(
+        high.count > 4_000 && high.count < 7_000,
+        "share {}",
+        high.count
+    );
+    sc.high_conns = 0;
+    let q = run_point(&m, &sc, &Overheads::default(), &CoreOpts::default()).unwrap();
+    assert!(q.result.high_priority_latency.is_none());
+}
