@@ -139,7 +139,11 @@ fn report_renders_in_chromium_without_console_errors() {
         ),
         "self-check failures are visible"
     );
-    assert!(dom.contains("missing (simulator not built)"));
+    // The simulator's bound lines are drawn beside the measured curves.
+    assert!(
+        dom.contains("centralized FCFS (M/G/n)"),
+        "bound lines missing"
+    );
     assert!(dom.contains("the machine was busy: 1-minute load average 3.50 before"));
     assert!(dom.contains("<td class=\"fail\">FAIL</td>"));
     // SKQ_BENCH_KEEP=1 keeps the fixture report for a look.
