@@ -56,7 +56,13 @@ pub struct Header {
 impl Header {
     /// A request header with an empty payload.
     pub fn request(id: u64, service_ns: u32, class: u8) -> Self {
-        Header { kind: Kind::Request, class, id, service_ns, payload_len: 0 }
+        Header {
+            kind: Kind::Request,
+            class,
+            id,
+            service_ns,
+            payload_len: 0,
+        }
     }
 
     /// The reply to `self`, reporting `delivered_ns` of service.
@@ -136,7 +142,11 @@ pub fn decode(buf: &[u8]) -> Result<Option<Header>, ProtoError> {
     if buf.len() < len as usize {
         return Ok(None);
     }
-    let kind = if buf[4] == 1 { Kind::Request } else { Kind::Reply };
+    let kind = if buf[4] == 1 {
+        Kind::Request
+    } else {
+        Kind::Reply
+    };
     Ok(Some(Header {
         kind,
         class: buf[5],
@@ -182,15 +192,24 @@ mod tests {
         r.encode(&mut rb);
         let d = decode_reply(&rb).unwrap().unwrap();
         assert_eq!((d.id, d.service_ns, d.payload_len), (42, 990, 0));
-        assert!(matches!(decode_request(&rb), Err(ProtoError::UnexpectedKind(Kind::Reply))));
+        assert!(matches!(
+            decode_request(&rb),
+            Err(ProtoError::UnexpectedKind(Kind::Reply))
+        ));
     }
 
     #[test]
     fn rejects_bad_headers_early() {
         assert_eq!(decode(&[3, 0, 0, 0]), Err(ProtoError::BadLength(3)));
         let huge = (MAX_FRAME as u32 + 1).to_le_bytes();
-        assert_eq!(decode(&huge), Err(ProtoError::BadLength(MAX_FRAME as u32 + 1)));
+        assert_eq!(
+            decode(&huge),
+            Err(ProtoError::BadLength(MAX_FRAME as u32 + 1))
+        );
         assert_eq!(decode(&[20, 0, 0, 0, 9]), Err(ProtoError::BadKind(9)));
-        assert_eq!(decode(&[20, 0, 0, 0, 1, 0, 1, 0]), Err(ProtoError::BadFlags(1)));
+        assert_eq!(
+            decode(&[20, 0, 0, 0, 1, 0, 1, 0]),
+            Err(ProtoError::BadFlags(1))
+        );
     }
 }

@@ -110,7 +110,10 @@ impl FromStr for Workload {
             .or_else(|| Workload::ALL.iter().copied().find(|w| w.name() == s))
             .ok_or_else(|| {
                 let names: Vec<_> = Workload::ALL.iter().map(|w| w.name()).collect();
-                format!("unknown workload `{s}`; expected one of {}", names.join(", "))
+                format!(
+                    "unknown workload `{s}`; expected one of {}",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -120,6 +123,20 @@ type Mixture = &'static [(f64, f64)];
 
 const GIS: Mixture = &[(0.95, 10_000.0), (0.04, 50_000.0), (0.01, 200_000.0)];
 const SKEWED: Mixture = &[(0.85, 10_000.0), (0.12, 50_000.0), (0.03, 200_000.0)];
+
+/// Up to three (probability, value) classes.
+#[derive(Clone, Copy)]
+struct Mix {
+    classes: [(f64, f64); 3],
+    len: usize,
+}
+
+impl std::ops::Deref for Mix {
+    type Target = [(f64, f64)];
+    fn deref(&self) -> &[(f64, f64)] {
+        &self.classes[..self.len]
+    }
+}
 
 /// A connection's class for per-connection workloads (index into the mixture);
 /// [`ConnClass::PER_REQUEST`] for the others.
@@ -145,20 +162,34 @@ pub struct ServiceSpec {
 impl ServiceSpec {
     /// A spec with scale 1.
     pub fn new(workload: Workload, mean_ns: f64) -> Self {
-        ServiceSpec { workload, mean_ns, scale: 1.0 }
+        ServiceSpec {
+            workload,
+            mean_ns,
+            scale: 1.0,
+        }
     }
 
-    fn mixture(&self) -> Vec<(f64, f64)> {
+    /// The distribution as a discrete mixture of (probability, ns before
+    /// scaling): at most three classes, returned by value (no allocation on
+    /// the sampling path).
+    fn mixture(&self) -> Mix {
         let s = self.mean_ns;
+        let m = |v: &[(f64, f64)]| {
+            let mut a = [(0.0, 0.0); 3];
+            a[..v.len()].copy_from_slice(v);
+            Mix {
+                classes: a,
+                len: v.len(),
+            }
+        };
         match self.workload {
-            Workload::Fixed => vec![(1.0, s)],
-            Workload::Exponential => vec![(1.0, s)],
-            Workload::Bimodal1 => vec![(0.9, 0.5 * s), (0.1, 5.5 * s)],
-            Workload::Bimodal2 => vec![(0.999, 0.5 * s), (0.001, 500.5 * s)],
-            Workload::Gis => GIS.to_vec(),
-            Workload::SkewedMix => SKEWED.to_vec(),
-            Workload::Uniform10 => vec![(1.0, 10_000.0)],
-            Workload::Uniform20 => vec![(1.0, 20_000.0)],
+            Workload::Fixed | Workload::Exponential => m(&[(1.0, s)]),
+            Workload::Bimodal1 => m(&[(0.9, 0.5 * s), (0.1, 5.5 * s)]),
+            Workload::Bimodal2 => m(&[(0.999, 0.5 * s), (0.001, 500.5 * s)]),
+            Workload::Gis => m(GIS),
+            Workload::SkewedMix => m(SKEWED),
+            Workload::Uniform10 => m(&[(1.0, 10_000.0)]),
+            Workload::Uniform20 => m(&[(1.0, 20_000.0)]),
         }
     }
 
@@ -227,7 +258,10 @@ mod tests {
         for w in Workload::ALL {
             assert_eq!(w.name().parse::<Workload>().unwrap(), w);
         }
-        assert!("nope".parse::<Workload>().unwrap_err().contains("bimodal-1"));
+        assert!("nope"
+            .parse::<Workload>()
+            .unwrap_err()
+            .contains("bimodal-1"));
     }
 
     #[test]
@@ -237,7 +271,11 @@ mod tests {
             if w == Workload::Bimodal2 {
                 continue; // 0.1% tail needs far more samples; checked by its mixture
             }
-            let spec = ServiceSpec { workload: w, mean_ns: 100_000.0, scale: 2.0 };
+            let spec = ServiceSpec {
+                workload: w,
+                mean_ns: 100_000.0,
+                scale: 2.0,
+            };
             let n = 200_000;
             let mut sum = 0.0;
             for _ in 0..n {
