@@ -6,7 +6,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "skq", version, about = "SKQ-style event scheduling for Linux servers: runtime, servers, load generator, benchmark harness and simulator")]
+#[command(
+    name = "skq",
+    version,
+    about = "SKQ-style event scheduling for Linux servers: runtime, servers, load generator, benchmark harness and simulator"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

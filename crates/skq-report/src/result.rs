@@ -55,7 +55,11 @@ pub struct Errors {
 impl Errors {
     /// Sum of all counters.
     pub fn total(&self) -> u64 {
-        self.missing + self.duplicate + self.out_of_order + self.bad_reply + self.connection_failures
+        self.missing
+            + self.duplicate
+            + self.out_of_order
+            + self.bad_reply
+            + self.connection_failures
     }
 }
 

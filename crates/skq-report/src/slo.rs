@@ -33,12 +33,22 @@ pub fn max_load_at_slo(points: &[(f64, f64)], slo: f64) -> Option<MaxLoad> {
     for w in pts.windows(2) {
         let ((l0, p0), (l1, p1)) = (w[0], w[1]);
         if p1 > slo {
-            let load = if p1 > p0 { l0 + (slo - p0) / (p1 - p0) * (l1 - l0) } else { l0 };
-            return Some(MaxLoad { load, lower_bound: false });
+            let load = if p1 > p0 {
+                l0 + (slo - p0) / (p1 - p0) * (l1 - l0)
+            } else {
+                l0
+            };
+            return Some(MaxLoad {
+                load,
+                lower_bound: false,
+            });
         }
     }
     let last = pts.last().expect("non-empty");
-    Some(MaxLoad { load: last.0, lower_bound: true })
+    Some(MaxLoad {
+        load: last.0,
+        lower_bound: true,
+    })
 }
 
 #[cfg(test)]
@@ -58,6 +68,12 @@ mod tests {
         assert_eq!(max_load_at_slo(&[], 1.0), None);
         assert_eq!(max_load_at_slo(&[(0.1, 5.0)], 1.0), None);
         let m = max_load_at_slo(&[(0.5, 1.0), (0.1, 0.5)], 2.0).unwrap();
-        assert_eq!(m, MaxLoad { load: 0.5, lower_bound: true });
+        assert_eq!(
+            m,
+            MaxLoad {
+                load: 0.5,
+                lower_bound: true
+            }
+        );
     }
 }
