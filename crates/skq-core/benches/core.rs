@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use skq_core::{Config, Flags, Ready, Scheduler};
+use skq_core::{Config, FastRng, Flags, Ready, Scheduler};
 
 const MODES: [&str; 7] = [
     "vanilla",
@@ -25,15 +25,14 @@ const MODES: [&str; 7] = [
 fn cycle(
     s: &Scheduler,
     ctx: &mut skq_core::WorkerCtx,
+    rng: &mut FastRng,
     id: skq_core::SourceId,
     cpu: u32,
     now: &mut u64,
     ev: &mut Vec<skq_core::Event>,
 ) {
     *now += 100;
-    let mut rng = std::mem::replace(ctx.rng(), skq_core::FastRng::new(0));
-    let _ = s.activate(id, Ready::READABLE, Some(cpu), *now, &mut rng);
-    *ctx.rng() = rng;
+    let _ = s.activate(id, Ready::READABLE, Some(cpu), *now, rng);
     black_box(s.wait(ctx, *now + 50, ev, 8));
 }
 
@@ -55,7 +54,8 @@ fn bench(c: &mut Criterion) {
             let mut ctx = s.worker(0);
             let id = s.register(1, Flags::NONE, Some(0)).unwrap();
             let (mut now, mut ev) = (0u64, Vec::with_capacity(8));
-            b.iter(|| cycle(&s, &mut ctx, id, 0, &mut now, &mut ev));
+            let mut rng = FastRng::new(1);
+            b.iter(|| cycle(&s, &mut ctx, &mut rng, id, 0, &mut now, &mut ev));
         });
         g.bench_function(format!("{mode}/contended-2-threads"), |b| {
             let s = Arc::new(Scheduler::new(Config::parse_mode(mode, 2).unwrap()).unwrap());
@@ -66,15 +66,17 @@ fn bench(c: &mut Criterion) {
                     let mut ctx = s.worker(1);
                     let id = s.register(2, Flags::NONE, Some(1)).unwrap();
                     let (mut now, mut ev) = (0u64, Vec::with_capacity(8));
+                    let mut rng = FastRng::new(2);
                     while !stop.load(Ordering::Relaxed) {
-                        cycle(&s, &mut ctx, id, 1, &mut now, &mut ev);
+                        cycle(&s, &mut ctx, &mut rng, id, 1, &mut now, &mut ev);
                     }
                 })
             };
             let mut ctx = s.worker(0);
             let id = s.register(1, Flags::NONE, Some(0)).unwrap();
             let (mut now, mut ev) = (0u64, Vec::with_capacity(8));
-            b.iter(|| cycle(&s, &mut ctx, id, 0, &mut now, &mut ev));
+            let mut rng = FastRng::new(1);
+            b.iter(|| cycle(&s, &mut ctx, &mut rng, id, 0, &mut now, &mut ev));
             stop.store(true, Ordering::Relaxed);
             other.join().unwrap();
         });

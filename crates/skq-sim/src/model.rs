@@ -42,11 +42,21 @@ impl Overheads {
     };
 }
 
+/// Defaults calibrated from the runtime's own benchmarks on the 2-core
+/// development VM (2026-11-22):
+/// * `event_ns` 250: `skq pipes` with 1 worker and 5 µs spun service ran
+///   190,636 events/s, i.e. 5.246 µs per event, 246 ns of it the runtime
+///   (harvest, scheduling, queue, release);
+/// * `steal_ns` 400: criterion `cycle/best2+steal/contended-2-threads`
+///   (508 ns) minus `cycle/best2/contended-2-threads` (106 ns);
+/// * `miss_ns` 500: SKQ's cache-miss penalty (1000 cycles ≈ 0.5 µs);
+/// * `wake_ns` 5000: not yet measured on this runtime (a futex wake-up on a
+///   VM takes a few µs); an assumption, stated in every output.
 impl Default for Overheads {
     fn default() -> Self {
         Overheads {
-            event_ns: 500,
-            steal_ns: 500,
+            event_ns: 250,
+            steal_ns: 400,
             wake_ns: 5_000,
             miss_ns: 500,
         }
