@@ -94,6 +94,13 @@ pub struct SimArgs {
     /// Probability that an arrival moves its connection's incoming CPU.
     #[arg(long, default_value_t = 0.0)]
     pub migrate_prob: f64,
+    /// CPUs of the simulated machine: worker w on CPU w % N (default: one per worker).
+    #[arg(long)]
+    pub cpus: Option<u32>,
+    /// Every connection's packets arrive on this CPU (loopback with a
+    /// one-thread generator); default: spread over the workers' CPUs.
+    #[arg(long)]
+    pub client_cpu: Option<u32>,
     /// When readiness reaches the core: `immediate` (at arrival) or `runtime`
     /// (harvested by skq-rt's poller or by workers entering wait()).
     #[arg(long, default_value = "immediate")]
@@ -172,6 +179,8 @@ impl SimArgs {
                 .harvest
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--harvest: {e}"))?,
+            cpus: self.cpus,
+            client_cpu: self.client_cpu,
         })
     }
 

@@ -68,6 +68,14 @@ pub struct CoreOpts {
     pub plain_wait: bool,
     /// When readiness reaches the core (see [`Harvest`]).
     pub harvest: Harvest,
+    /// CPUs of the simulated machine: worker `w` runs on CPU `w % cpus`, as
+    /// skq-rt places more workers than CPUs (None: one CPU per worker).
+    pub cpus: Option<u32>,
+    /// Every connection's packets arrive on this CPU (None: connection `i`
+    /// on worker `i % n`'s CPU). On loopback `SO_INCOMING_CPU` is the
+    /// sender's CPU, so a one-thread load generator puts every flow on one
+    /// CPU; this reproduces that for CPU and queue affinity.
+    pub client_cpu: Option<u32>,
 }
 
 /// When an arrival's readiness reaches the core.
@@ -106,6 +114,8 @@ impl Default for CoreOpts {
             migrate_prob: 0.0,
             plain_wait: false,
             harvest: Harvest::Immediate,
+            cpus: None,
+            client_cpu: None,
         }
     }
 }
@@ -141,6 +151,8 @@ struct Conn {
     id: SourceId,
     /// Worker whose CPU sees this connection's packets (its locality home).
     home: usize,
+    /// The CPU its packets arrive on, when fixed by [`CoreOpts::client_cpu`].
+    cpu: Option<u32>,
     pending: VecDeque<Pending>,
 }
 
@@ -202,6 +214,18 @@ pub fn run(
     if opts.max_events == 0 || opts.max_reads == 0 {
         bail!("--max-events and --max-reads must be at least 1");
     }
+    if let Some(n) = opts.cpus {
+        if n == 0 {
+            bail!("--cpus must be at least 1");
+        }
+        cfg.worker_cpus = (0..sc.workers as u32).map(|w| w % n).collect();
+    }
+    if let Some(c) = opts.client_cpu {
+        let n = opts.cpus.unwrap_or(sc.workers as u32);
+        if c >= n {
+            bail!("--client-cpu {c} is out of range: the machine has CPUs 0..{n}");
+        }
+    }
     let cpus: Vec<u32> = (0..sc.workers)
         .map(|w| cfg.worker_cpus.get(w).copied().unwrap_or(w as u32))
         .collect();
@@ -220,6 +244,7 @@ pub fn run(
         conns.push(Conn {
             id,
             home: i % sc.workers,
+            cpu: opts.client_cpu,
             pending: VecDeque::new(),
         });
     }
@@ -362,6 +387,7 @@ impl Sim {
         let conn = &mut self.conns[r.conn as usize];
         if self.opts.migrate_prob > 0.0 && mrng.gen::<f64>() < self.opts.migrate_prob {
             conn.home = mrng.gen_range(0..n);
+            conn.cpu = None;
         }
         conn.pending.push_back(Pending {
             idx: r.idx,
@@ -386,7 +412,7 @@ impl Sim {
     /// the worker doing it (it needs no wake-up).
     fn activate(&mut self, c: usize, t: u64, harvester: Option<usize>) -> anyhow::Result<()> {
         let conn = &self.conns[c];
-        let cpu = self.cpus[conn.home];
+        let cpu = conn.cpu.unwrap_or(self.cpus[conn.home]);
         match self
             .sched
             .activate(conn.id, Ready::READABLE, Some(cpu), t, &mut self.rng)
