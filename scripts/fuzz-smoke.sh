@@ -17,5 +17,5 @@ fi
 
 echo "fuzz-smoke: cargo-fuzz or nightly missing: running the fuzz body as a seeded randomized test instead (not coverage-guided)"
 cd "$root"
-SKQ_FUZZ_ITERS="${SKQ_FUZZ_ITERS:-20000}" timeout "$((secs * 4))" \
+SKQ_FUZZ_ITERS="${SKQ_FUZZ_ITERS:-500000}" timeout "$((secs * 4))" \
     cargo test --release -p skq-kv --test fuzz_random -- --nocapture

@@ -21,13 +21,18 @@
 
 pub mod arena;
 pub mod cli;
+pub mod doorbell;
 pub mod exec;
+pub mod fuzzing;
 pub mod murmur3;
 pub mod protocol;
 pub mod ring;
 pub mod server;
 pub mod session;
 pub mod shared;
+pub mod shared_epoll;
+#[cfg(feature = "runtime")]
+pub mod shared_rt;
 pub mod stats;
 pub mod store;
 pub mod sys;

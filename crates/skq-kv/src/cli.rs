@@ -1,0 +1,175 @@
+//! `skq serve kv`: command-line arguments and entry point.
+
+use std::io::Write;
+use std::net::SocketAddr;
+
+use crate::protocol::Limits;
+use crate::server::{self, Arch, ServerConfig};
+
+/// Arguments of `skq serve kv`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KvArgs {
+    /// Architecture: one store shared by all workers, or thread-per-core partitions.
+    #[arg(long, value_enum, default_value = "shared")]
+    pub arch: Arch,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:11311")]
+    pub addr: SocketAddr,
+    /// Worker threads.
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Scheduling of the shared architecture: an skq runtime mode (vanilla, shared, queue,
+    /// cpu, best2, hybrid, with +steal/-steal), or `epoll` (plain shared epoll, no runtime).
+    #[arg(long, default_value = "hybrid")]
+    pub mode: String,
+    /// Item memory limit in MiB (item data never exceeds it; the index is extra).
+    #[arg(short = 'm', long = "memory-limit", default_value_t = 64)]
+    pub memory_mb: usize,
+    /// Largest value accepted, in bytes (suffix k or m allowed), 1k..=1m.
+    #[arg(long, default_value = "1m")]
+    pub max_item_size: String,
+    /// Maximum simultaneous connections.
+    #[arg(long, default_value_t = 1024)]
+    pub max_conns: usize,
+    /// Pin worker threads to CPUs.
+    #[arg(long)]
+    pub pin: bool,
+}
+
+/// Parses `1048576`, `512k`, `1m`.
+fn parse_size(s: &str) -> Option<usize> {
+    let (digits, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 1 << 20),
+        _ => (s, 1),
+    };
+    digits.parse::<usize>().ok()?.checked_mul(mult)
+}
+
+impl KvArgs {
+    /// Validates the arguments into a server configuration; errors name the flag.
+    pub fn config(&self) -> anyhow::Result<ServerConfig> {
+        anyhow::ensure!(
+            (1..=64).contains(&self.workers),
+            "--workers {}: must be 1..=64",
+            self.workers
+        );
+        anyhow::ensure!(
+            self.max_conns >= 1,
+            "--max-conns {}: must be at least 1",
+            self.max_conns
+        );
+        let max_item = parse_size(&self.max_item_size)
+            .filter(|s| (1 << 10..=1 << 20).contains(s))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--max-item-size {}: must be 1k..=1m bytes (e.g. 1048576, 512k, 1m)",
+                    self.max_item_size
+                )
+            })?;
+        let limit_bytes = self
+            .memory_mb
+            .checked_mul(1 << 20)
+            .filter(|&b| b >= crate::shared::MIN_SHARD_BYTES)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "-m {}: must be at least 4 (MiB; two 2 MiB segments)",
+                    self.memory_mb
+                )
+            })?;
+        #[cfg(feature = "runtime")]
+        if self.arch == Arch::Shared && self.mode != crate::shared::EPOLL_MODE {
+            crate::shared_rt::runtime_config(&self.mode, self.workers, self.max_conns)?;
+        }
+        let mode = if self.arch == Arch::Tpc {
+            "tpc".to_string()
+        } else {
+            self.mode.clone()
+        };
+        Ok(ServerConfig {
+            arch: self.arch,
+            addr: self.addr,
+            workers: self.workers,
+            mode,
+            limit_bytes,
+            limits: Limits {
+                max_item_size: max_item,
+                ..Limits::default()
+            },
+            max_conns: self.max_conns,
+            pin: self.pin,
+        })
+    }
+}
+
+/// Runs the cache until SIGTERM or SIGINT, then stops every worker and returns.
+pub fn run_kv(args: KvArgs) -> anyhow::Result<()> {
+    let cfg = args.config()?;
+    // Block the termination signals before any worker thread exists, so they inherit the
+    // mask and the signal is taken synchronously below.
+    crate::sys::block_termination_signals()?;
+    let running = server::start(cfg)?;
+    println!("listening on {}", running.addr);
+    std::io::stdout().flush()?;
+    let sig = crate::sys::wait_for_termination()?;
+    eprintln!("skq kv: signal {sig}, shutting down");
+    running.stop();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        kv: KvArgs,
+    }
+
+    fn cfg(args: &[&str]) -> anyhow::Result<ServerConfig> {
+        let mut v = vec!["kv"];
+        v.extend_from_slice(args);
+        Wrap::try_parse_from(v)?.kv.config()
+    }
+
+    #[test]
+    fn defaults_and_errors_name_the_flag() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(
+            (
+                c.workers,
+                c.limit_bytes,
+                c.limits.max_item_size,
+                c.max_conns
+            ),
+            (4, 64 << 20, 1 << 20, 1024)
+        );
+        assert_eq!(
+            cfg(&["--max-item-size", "512k"])
+                .unwrap()
+                .limits
+                .max_item_size,
+            512 << 10
+        );
+        assert!(cfg(&["--max-item-size", "2m"])
+            .unwrap_err()
+            .to_string()
+            .starts_with("--max-item-size 2m"));
+        assert!(cfg(&["-m", "1"])
+            .unwrap_err()
+            .to_string()
+            .starts_with("-m 1"));
+        assert!(cfg(&["--workers", "0"])
+            .unwrap_err()
+            .to_string()
+            .starts_with("--workers 0"));
+        let err = cfg(&["--mode", "fastest"]).unwrap_err().to_string();
+        assert!(err.starts_with("--mode fastest"), "{err}");
+        assert_eq!(cfg(&["--mode", "best2+steal"]).unwrap().mode, "best2+steal");
+        assert_eq!(cfg(&["--mode", "epoll"]).unwrap().mode, "epoll");
+        assert_eq!(cfg(&[]).unwrap().mode, "hybrid");
+        assert_eq!(cfg(&["--arch", "tpc"]).unwrap().mode, "tpc");
+    }
+}

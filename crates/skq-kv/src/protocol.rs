@@ -1,0 +1,508 @@
+//! Sans-I/O parser for the memcached text protocol.
+//!
+//! [`Parser::parse`] takes the bytes received so far on one connection and returns how many
+//! it consumed plus one [`Step`]. It never touches a socket or a clock, so both server
+//! architectures, the unit tests and the fuzz target drive exactly the same code.
+//!
+//! Decisions (the wording of every error string follows memcached 1.6):
+//! - unknown command or wrong argument count → `ERROR` (memcached dispatches on the token
+//!   count, so `set k 0 0` is an unknown command to it too);
+//! - malformed numbers or a key over 250 bytes → `CLIENT_ERROR bad command line format`
+//!   (incr/decr delta: `CLIENT_ERROR invalid numeric delta argument`, touch/gat exptime:
+//!   `CLIENT_ERROR invalid exptime argument`); like memcached, a rejected storage line does
+//!   not skip its data block, which is then read as a command line (usually `ERROR`) —
+//!   tests/clients.rs checks these replies against memcached byte for byte;
+//! - a value over the item size limit → `SERVER_ERROR object too large for cache` and the
+//!   data block is swallowed without buffering it (memcached does the same);
+//! - fatal, the connection must be closed ([`Step::Close`]): a data block whose announced
+//!   length is not followed by `\r\n` (`CLIENT_ERROR bad data chunk` is sent first), a line
+//!   longer than [`Limits::max_line`] (retrieval lines may reach [`Limits::max_get_line`]),
+//!   control bytes in a command line, or the binary protocol's magic byte 0x80.
+
+/// Longest key memcached accepts.
+pub const MAX_KEY_LEN: usize = 250;
+/// Relative exptimes up to this many seconds are offsets; larger ones are unix times.
+pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
+
+/// Size limits the parser enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest value accepted by storage commands (memcached's `-I`, default 1 MiB).
+    pub max_item_size: usize,
+    /// Longest command line without a newline before the connection is closed.
+    pub max_line: usize,
+    /// Longest `get`/`gets`/`gat`/`gats` line (multi-key retrievals).
+    pub max_get_line: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_item_size: 1 << 20,
+            max_line: 2048,
+            max_get_line: 256 << 10,
+        }
+    }
+}
+
+/// How a storage command combines with an existing item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreMode {
+    /// Store unconditionally.
+    Set,
+    /// Store only if absent.
+    Add,
+    /// Store only if present.
+    Replace,
+    /// Append data to an existing item.
+    Append,
+    /// Prepend data to an existing item.
+    Prepend,
+    /// Store only if the item's CAS unique still equals this value.
+    Cas(u64),
+}
+
+/// One parsed request. Keys and values are owned so a command can travel to another thread.
+/// Field meanings: `key`/`keys` as sent (≤ 250 bytes each); `exptime` as sent (see
+/// [`crate::store::exp_at`]); `noreply` suppresses the success reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `get`/`gets` (`cas` = true for gets), `gat`/`gats` (`touch` = the new exptime).
+    Get {
+        /// Keys in request order.
+        keys: Vec<Vec<u8>>,
+        /// Include CAS uniques (gets, gats).
+        cas: bool,
+        /// New exptime (gat, gats).
+        touch: Option<i64>,
+    },
+    /// `set`, `add`, `replace`, `append`, `prepend`, `cas`.
+    Store {
+        /// Which storage command.
+        mode: StoreMode,
+        /// The key.
+        key: Vec<u8>,
+        /// Opaque client flags.
+        flags: u32,
+        /// Expiry as sent.
+        exptime: i64,
+        /// The value.
+        data: Vec<u8>,
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// `delete <key> [0] [noreply]`.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// `incr`/`decr`.
+    Arith {
+        /// The key.
+        key: Vec<u8>,
+        /// incr (true) or decr.
+        incr: bool,
+        /// The amount.
+        delta: u64,
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// `touch <key> <exptime> [noreply]`.
+    Touch {
+        /// The key.
+        key: Vec<u8>,
+        /// New expiry as sent.
+        exptime: i64,
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// `flush_all [delay] [noreply]`.
+    FlushAll {
+        /// Seconds until the flush takes effect (0 = now).
+        delay: i64,
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// `stats [group]`.
+    Stats {
+        /// The group asked for (`settings`, ...), if any.
+        group: Option<Vec<u8>>,
+    },
+    /// `version`.
+    Version,
+    /// `verbosity <n> [noreply]` (accepted and ignored).
+    Verbosity {
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// `quit`: close the connection.
+    Quit,
+}
+
+impl Command {
+    /// The key a single-key command addresses (`None` for multi-key and keyless commands).
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            Command::Store { key, .. }
+            | Command::Delete { key, .. }
+            | Command::Arith { key, .. }
+            | Command::Touch { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// Why a connection must be closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// No newline within the line limit.
+    LineTooLong,
+    /// The data block was not terminated by `\r\n` where its length said.
+    BadDataChunk,
+    /// Control bytes in a command line, or the binary protocol's magic byte.
+    Garbage,
+}
+
+impl CloseReason {
+    /// The line sent to the client before closing.
+    pub fn message(self) -> &'static [u8] {
+        match self {
+            CloseReason::LineTooLong => b"CLIENT_ERROR line too long\r\n",
+            CloseReason::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
+            CloseReason::Garbage => b"CLIENT_ERROR binary data in command line\r\n",
+        }
+    }
+}
+
+/// Outcome of one [`Parser::parse`] call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A complete command.
+    Command(Command),
+    /// Send this error line and keep reading.
+    Reply(&'static [u8]),
+    /// Bytes were consumed (a swallowed data block, a suppressed `noreply` error); go on.
+    Skip,
+    /// Not enough bytes for a complete command; read more.
+    NeedMore,
+    /// Send [`CloseReason::message`] and close the connection.
+    Close(CloseReason),
+}
+
+const ERROR: &[u8] = b"ERROR\r\n";
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+const BAD_DELETE: &[u8] =
+    b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
+const BAD_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
+const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
+const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+
+/// Incremental parser state for one connection.
+#[derive(Debug)]
+pub struct Parser {
+    limits: Limits,
+    /// Bytes of a rejected data block still to discard.
+    swallow: usize,
+}
+
+impl Parser {
+    /// A parser enforcing `limits`.
+    pub fn new(limits: Limits) -> Parser {
+        Parser { limits, swallow: 0 }
+    }
+
+    /// The limits this parser enforces.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Parses the front of `buf`. Returns the number of bytes consumed and what to do.
+    /// The caller drops the consumed bytes and calls again until [`Step::NeedMore`].
+    pub fn parse(&mut self, buf: &[u8]) -> (usize, Step) {
+        if self.swallow > 0 {
+            let n = self.swallow.min(buf.len());
+            self.swallow -= n;
+            return if n == 0 {
+                (0, Step::NeedMore)
+            } else {
+                (n, Step::Skip)
+            };
+        }
+        if buf.is_empty() {
+            return (0, Step::NeedMore);
+        }
+        if buf[0] == 0x80 {
+            return (0, Step::Close(CloseReason::Garbage));
+        }
+        let limit = if is_retrieval(buf) {
+            self.limits.max_get_line
+        } else {
+            self.limits.max_line
+        };
+        let window = &buf[..buf.len().min(limit + 1)];
+        let Some(nl) = window.iter().position(|&b| b == b'\n') else {
+            if has_garbage(window, false) {
+                return (0, Step::Close(CloseReason::Garbage));
+            }
+            return if buf.len() > limit {
+                (0, Step::Close(CloseReason::LineTooLong))
+            } else {
+                (0, Step::NeedMore)
+            };
+        };
+        let mut line = &buf[..nl];
+        if let [rest @ .., b'\r'] = line {
+            line = rest;
+        }
+        if has_garbage(line, true) {
+            return (0, Step::Close(CloseReason::Garbage));
+        }
+        let line_len = nl + 1;
+        let tokens: Vec<&[u8]> = line
+            .split(|&b| b == b' ')
+            .filter(|t| !t.is_empty())
+            .collect();
+        let Some((&name, args)) = tokens.split_first() else {
+            return (line_len, Step::Reply(ERROR));
+        };
+        match name {
+            b"get" | b"gets" => retrieval(line_len, args, name == b"gets", None),
+            b"gat" | b"gats" => match args.split_first() {
+                None => (line_len, Step::Reply(ERROR)),
+                Some((exp, keys)) => match parse_i64(exp) {
+                    None => (line_len, Step::Reply(BAD_EXPTIME)),
+                    Some(e) => retrieval(line_len, keys, name == b"gats", Some(e)),
+                },
+            },
+            b"set" => self.storage(buf, line_len, args, StoreMode::Set),
+            b"add" => self.storage(buf, line_len, args, StoreMode::Add),
+            b"replace" => self.storage(buf, line_len, args, StoreMode::Replace),
+            b"append" => self.storage(buf, line_len, args, StoreMode::Append),
+            b"prepend" => self.storage(buf, line_len, args, StoreMode::Prepend),
+            b"cas" => self.storage(buf, line_len, args, StoreMode::Cas(0)),
+            b"delete" => (line_len, delete(args)),
+            b"incr" | b"decr" => (line_len, arith(args, name == b"incr")),
+            b"touch" => (line_len, touch(args)),
+            b"flush_all" => (line_len, flush_all(args)),
+            b"version" if args.is_empty() => (line_len, Step::Command(Command::Version)),
+            b"quit" if args.is_empty() => (line_len, Step::Command(Command::Quit)),
+            b"stats" if args.len() <= 1 => {
+                let group = args.first().map(|g| g.to_vec());
+                (line_len, Step::Command(Command::Stats { group }))
+            }
+            b"verbosity" if (1..=2).contains(&args.len()) => {
+                let noreply = args.len() == 2 && args[1] == b"noreply";
+                (line_len, Step::Command(Command::Verbosity { noreply }))
+            }
+            _ => (line_len, Step::Reply(ERROR)),
+        }
+    }
+
+    /// `<cmd> <key> <flags> <exptime> <bytes> [cas] [noreply]` followed by the data block.
+    fn storage(
+        &mut self,
+        buf: &[u8],
+        line_len: usize,
+        args: &[&[u8]],
+        mode: StoreMode,
+    ) -> (usize, Step) {
+        let fixed = if matches!(mode, StoreMode::Cas(_)) {
+            5
+        } else {
+            4
+        };
+        if args.len() != fixed && args.len() != fixed + 1 {
+            return (line_len, Step::Reply(ERROR));
+        }
+        let noreply = args.len() == fixed + 1 && args[fixed] == b"noreply";
+        let Some(bytes) = parse_u64(args[3])
+            .and_then(|b| usize::try_from(b).ok())
+            .filter(|&b| b < i32::MAX as usize)
+        else {
+            return (line_len, Step::Reply(BAD_FORMAT));
+        };
+        let key = args[0];
+        let flags = parse_u64(args[1]).and_then(|f| u32::try_from(f).ok());
+        let exptime = parse_i64(args[2]);
+        let cas = if fixed == 5 {
+            parse_u64(args[4])
+        } else {
+            Some(0)
+        };
+        let (Some(flags), Some(exptime), Some(cas)) = (flags, exptime, cas) else {
+            return (line_len, Step::Reply(BAD_FORMAT));
+        };
+        if key.len() > MAX_KEY_LEN {
+            return (line_len, Step::Reply(BAD_FORMAT));
+        }
+        if bytes > self.limits.max_item_size {
+            // Swallow the data block without buffering it; noreply suppresses the error.
+            self.swallow = bytes + 2;
+            return (
+                line_len,
+                if noreply {
+                    Step::Skip
+                } else {
+                    Step::Reply(TOO_LARGE)
+                },
+            );
+        }
+        let need = line_len + bytes + 2;
+        if buf.len() < need {
+            return (0, Step::NeedMore);
+        }
+        if &buf[line_len + bytes..need] != b"\r\n" {
+            return (0, Step::Close(CloseReason::BadDataChunk));
+        }
+        let mode = if let StoreMode::Cas(_) = mode {
+            StoreMode::Cas(cas)
+        } else {
+            mode
+        };
+        let data = buf[line_len..line_len + bytes].to_vec();
+        (
+            need,
+            Step::Command(Command::Store {
+                mode,
+                key: key.to_vec(),
+                flags,
+                exptime,
+                data,
+                noreply,
+            }),
+        )
+    }
+}
+
+/// Whether the (possibly incomplete) line starts a multi-key retrieval command.
+fn is_retrieval(buf: &[u8]) -> bool {
+    let start = buf.iter().position(|&b| b != b' ').unwrap_or(buf.len());
+    let head = &buf[start..];
+    [&b"get "[..], b"gets ", b"gat ", b"gats "]
+        .iter()
+        .any(|p| head.starts_with(p))
+}
+
+/// Control bytes (anything below 0x20 but the line's own terminator, and DEL).
+fn has_garbage(line: &[u8], complete: bool) -> bool {
+    let body = if complete {
+        line
+    } else {
+        line.strip_suffix(b"\r").unwrap_or(line)
+    };
+    body.iter().any(|&b| b < 0x20 || b == 0x7f)
+}
+
+fn retrieval(line_len: usize, keys: &[&[u8]], cas: bool, touch: Option<i64>) -> (usize, Step) {
+    if keys.is_empty() {
+        return (line_len, Step::Reply(ERROR));
+    }
+    if keys.iter().any(|k| k.len() > MAX_KEY_LEN) {
+        return (line_len, Step::Reply(BAD_FORMAT));
+    }
+    let keys = keys.iter().map(|k| k.to_vec()).collect();
+    (line_len, Step::Command(Command::Get { keys, cas, touch }))
+}
+
+fn delete(args: &[&[u8]]) -> Step {
+    let Some((key, rest)) = args.split_first() else {
+        return Step::Reply(ERROR);
+    };
+    let valid = match rest {
+        [] => true,
+        [a] => *a == b"0" || *a == b"noreply",
+        [a, b] => *a == b"0" && *b == b"noreply",
+        _ => return Step::Reply(ERROR),
+    };
+    if !valid {
+        return Step::Reply(BAD_DELETE);
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Step::Reply(BAD_FORMAT);
+    }
+    let noreply = rest.last() == Some(&&b"noreply"[..]);
+    Step::Command(Command::Delete {
+        key: key.to_vec(),
+        noreply,
+    })
+}
+
+fn arith(args: &[&[u8]], incr: bool) -> Step {
+    if args.len() != 2 && args.len() != 3 {
+        return Step::Reply(ERROR);
+    }
+    if args[0].len() > MAX_KEY_LEN {
+        return Step::Reply(BAD_FORMAT);
+    }
+    let Some(delta) = parse_u64(args[1]) else {
+        return Step::Reply(BAD_DELTA);
+    };
+    let noreply = args.len() == 3 && args[2] == b"noreply";
+    Step::Command(Command::Arith {
+        key: args[0].to_vec(),
+        incr,
+        delta,
+        noreply,
+    })
+}
+
+fn touch(args: &[&[u8]]) -> Step {
+    if args.len() != 2 && args.len() != 3 {
+        return Step::Reply(ERROR);
+    }
+    if args[0].len() > MAX_KEY_LEN {
+        return Step::Reply(BAD_FORMAT);
+    }
+    let Some(exptime) = parse_i64(args[1]) else {
+        return Step::Reply(BAD_EXPTIME);
+    };
+    let noreply = args.len() == 3 && args[2] == b"noreply";
+    Step::Command(Command::Touch {
+        key: args[0].to_vec(),
+        exptime,
+        noreply,
+    })
+}
+
+fn flush_all(args: &[&[u8]]) -> Step {
+    let (delay, noreply) = match args {
+        [] => (Some(0), false),
+        [a] if *a == b"noreply" => (Some(0), true),
+        [a] => (parse_i64(a), false),
+        [a, b] if *b == b"noreply" => (parse_i64(a), true),
+        _ => return Step::Reply(ERROR),
+    };
+    match delay {
+        Some(delay) if delay >= 0 => Step::Command(Command::FlushAll { delay, noreply }),
+        _ => Step::Reply(BAD_EXPTIME),
+    }
+}
+
+/// Strict unsigned decimal (no sign, no spaces), as memcached's `safe_strtoull`.
+pub fn parse_u64(t: &[u8]) -> Option<u64> {
+    if t.is_empty() || t.len() > 20 || !t.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    t.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// Strict signed decimal fitting an `i32` (memcached stores exptimes in 32 bits).
+pub fn parse_i64(t: &[u8]) -> Option<i64> {
+    let (neg, digits) = match t.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, t),
+    };
+    let v = i64::try_from(parse_u64(digits)?).ok()?;
+    let v = if neg { -v } else { v };
+    (i64::from(i32::MIN)..=i64::from(i32::MAX))
+        .contains(&v)
+        .then_some(v)
+}
+
+#[cfg(test)]
+#[path = "protocol_tests.rs"]
+mod tests;

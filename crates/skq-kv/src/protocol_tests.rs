@@ -1,0 +1,405 @@
+//! Parser unit tests: every command, every error string, incremental feeding.
+use super::*;
+
+fn p() -> Parser {
+    Parser::new(Limits {
+        max_item_size: 100,
+        ..Limits::default()
+    })
+}
+
+/// Parses one step from a complete buffer.
+fn one(input: &[u8]) -> (usize, Step) {
+    p().parse(input)
+}
+
+fn cmd(input: &[u8]) -> Command {
+    match one(input) {
+        (n, Step::Command(c)) => {
+            assert_eq!(n, input.len(), "whole input consumed for {input:?}");
+            c
+        }
+        other => panic!("{input:?}: expected a command, got {other:?}"),
+    }
+}
+
+fn reply(input: &[u8]) -> &'static [u8] {
+    match one(input) {
+        (_, Step::Reply(r)) => r,
+        other => panic!("{input:?}: expected an error reply, got {other:?}"),
+    }
+}
+
+fn k(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+#[test]
+fn retrievals() {
+    assert_eq!(
+        cmd(b"get a\r\n"),
+        Command::Get {
+            keys: vec![k("a")],
+            cas: false,
+            touch: None
+        }
+    );
+    assert_eq!(
+        cmd(b"gets a  b c\r\n"),
+        Command::Get {
+            keys: vec![k("a"), k("b"), k("c")],
+            cas: true,
+            touch: None
+        }
+    );
+    assert_eq!(
+        cmd(b"gat 10 a b\r\n"),
+        Command::Get {
+            keys: vec![k("a"), k("b")],
+            cas: false,
+            touch: Some(10)
+        }
+    );
+    assert_eq!(
+        cmd(b"gats -1 a\n"),
+        Command::Get {
+            keys: vec![k("a")],
+            cas: true,
+            touch: Some(-1)
+        }
+    );
+    assert_eq!(reply(b"get\r\n"), b"ERROR\r\n");
+    assert_eq!(reply(b"gat 10\r\n"), b"ERROR\r\n");
+    assert_eq!(
+        reply(b"gat x a\r\n"),
+        b"CLIENT_ERROR invalid exptime argument\r\n"
+    );
+    let long = format!("get {}\r\n", "x".repeat(251));
+    assert_eq!(
+        reply(long.as_bytes()),
+        b"CLIENT_ERROR bad command line format\r\n"
+    );
+    let ok = format!("get {}\r\n", "x".repeat(250));
+    assert!(matches!(cmd(ok.as_bytes()), Command::Get { .. }));
+}
+
+#[test]
+fn storage_commands() {
+    let set = cmd(b"set k 5 100 3\r\nabc\r\n");
+    assert_eq!(
+        set,
+        Command::Store {
+            mode: StoreMode::Set,
+            key: k("k"),
+            flags: 5,
+            exptime: 100,
+            data: k("abc"),
+            noreply: false
+        }
+    );
+    for (name, mode) in [
+        ("add", StoreMode::Add),
+        ("replace", StoreMode::Replace),
+        ("append", StoreMode::Append),
+        ("prepend", StoreMode::Prepend),
+    ] {
+        let line = format!("{name} k 0 0 2 noreply\r\nhi\r\n");
+        assert_eq!(
+            cmd(line.as_bytes()),
+            Command::Store {
+                mode,
+                key: k("k"),
+                flags: 0,
+                exptime: 0,
+                data: k("hi"),
+                noreply: true
+            }
+        );
+    }
+    assert_eq!(
+        cmd(b"cas k 1 -1 0 42\r\n\r\n"),
+        Command::Store {
+            mode: StoreMode::Cas(42),
+            key: k("k"),
+            flags: 1,
+            exptime: -1,
+            data: vec![],
+            noreply: false
+        }
+    );
+    // The data block may contain anything, including \r\n and control bytes.
+    assert!(
+        matches!(cmd(b"set k 0 0 4\r\n\r\n\x00\x01\r\n"), Command::Store { data, .. } if data == b"\r\n\x00\x01")
+    );
+    // Flags are 32-bit unsigned.
+    assert!(matches!(
+        cmd(b"set k 4294967295 0 1\r\nx\r\n"),
+        Command::Store {
+            flags: u32::MAX,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn storage_errors() {
+    assert_eq!(reply(b"set k 0 0\r\n"), b"ERROR\r\n");
+    assert_eq!(reply(b"set k 0 0 1 noreply extra\r\n"), b"ERROR\r\n");
+    assert_eq!(reply(b"cas k 0 0 1\r\n"), b"ERROR\r\n");
+    assert_eq!(
+        reply(b"set k 0 0 -1\r\n"),
+        b"CLIENT_ERROR bad command line format\r\n"
+    );
+    assert_eq!(
+        reply(b"set k 0 0 x\r\n"),
+        b"CLIENT_ERROR bad command line format\r\n"
+    );
+    // As in memcached, the data block of a rejected line is read as the next command.
+    let mut parser = p();
+    let input = b"set k 4294967296 0 1\r\nx\r\nget a\r\n";
+    let (n, step) = parser.parse(input);
+    assert_eq!(
+        step,
+        Step::Reply(b"CLIENT_ERROR bad command line format\r\n")
+    );
+    let (m, step) = parser.parse(&input[n..]);
+    assert_eq!((m, step), (3, Step::Reply(b"ERROR\r\n")));
+    assert!(matches!(
+        parser.parse(&input[n + m..]).1,
+        Step::Command(Command::Get { .. })
+    ));
+    let long_key = format!("set {} 0 0 1\r\nx\r\n", "k".repeat(251));
+    assert_eq!(
+        reply(long_key.as_bytes()),
+        b"CLIENT_ERROR bad command line format\r\n"
+    );
+    assert_eq!(
+        reply(b"cas k 0 0 1 x\r\nx\r\n"),
+        b"CLIENT_ERROR bad command line format\r\n"
+    );
+}
+
+#[test]
+fn too_large_is_swallowed_without_buffering() {
+    let mut parser = p();
+    let (n, step) = parser.parse(b"set big 0 0 1000\r\n");
+    assert_eq!(
+        (n, step),
+        (
+            18,
+            Step::Reply(b"SERVER_ERROR object too large for cache\r\n")
+        )
+    );
+    // The 1002 bytes (data + \r\n) arrive in pieces and are dropped as they come.
+    let mut left = 1002;
+    while left > 0 {
+        let chunk = vec![b'z'; left.min(300)];
+        let (m, step) = parser.parse(&chunk);
+        assert_eq!((m, step), (chunk.len(), Step::Skip));
+        left -= m;
+    }
+    assert_eq!(
+        parser.parse(b"version\r\n").1,
+        Step::Command(Command::Version)
+    );
+    // With noreply the error is suppressed, as memcached does.
+    let mut parser = p();
+    assert_eq!(parser.parse(b"set big 0 0 101 noreply\r\n").1, Step::Skip);
+}
+
+#[test]
+fn bad_data_chunk_closes() {
+    assert_eq!(
+        one(b"set k 0 0 3\r\nabcd\r\n").1,
+        Step::Close(CloseReason::BadDataChunk)
+    );
+    assert_eq!(
+        CloseReason::BadDataChunk.message(),
+        b"CLIENT_ERROR bad data chunk\r\n"
+    );
+}
+
+#[test]
+fn incremental_feeding_gives_the_same_command() {
+    let input = b"set key 3 0 10\r\n0123456789\r\n";
+    for cut in 0..input.len() {
+        let mut parser = p();
+        assert_eq!(
+            parser.parse(&input[..cut]),
+            (0, Step::NeedMore),
+            "cut at {cut}"
+        );
+        assert!(
+            matches!(parser.parse(input), (n, Step::Command(Command::Store { .. })) if n == input.len())
+        );
+    }
+}
+
+#[test]
+fn delete_incr_touch() {
+    assert_eq!(
+        cmd(b"delete k\r\n"),
+        Command::Delete {
+            key: k("k"),
+            noreply: false
+        }
+    );
+    assert_eq!(
+        cmd(b"delete k 0\r\n"),
+        Command::Delete {
+            key: k("k"),
+            noreply: false
+        }
+    );
+    assert_eq!(
+        cmd(b"delete k noreply\r\n"),
+        Command::Delete {
+            key: k("k"),
+            noreply: true
+        }
+    );
+    assert_eq!(
+        cmd(b"delete k 0 noreply\r\n"),
+        Command::Delete {
+            key: k("k"),
+            noreply: true
+        }
+    );
+    assert_eq!(
+        reply(b"delete k 5\r\n"),
+        b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
+    );
+    assert_eq!(reply(b"delete\r\n"), b"ERROR\r\n");
+    assert_eq!(
+        cmd(b"incr n 5\r\n"),
+        Command::Arith {
+            key: k("n"),
+            incr: true,
+            delta: 5,
+            noreply: false
+        }
+    );
+    assert_eq!(
+        cmd(b"decr n 18446744073709551615 noreply\r\n"),
+        Command::Arith {
+            key: k("n"),
+            incr: false,
+            delta: u64::MAX,
+            noreply: true
+        }
+    );
+    assert_eq!(
+        reply(b"incr n -1\r\n"),
+        b"CLIENT_ERROR invalid numeric delta argument\r\n"
+    );
+    assert_eq!(
+        reply(b"incr n 18446744073709551616\r\n"),
+        b"CLIENT_ERROR invalid numeric delta argument\r\n"
+    );
+    assert_eq!(reply(b"incr n\r\n"), b"ERROR\r\n");
+    assert_eq!(
+        cmd(b"touch k 10\r\n"),
+        Command::Touch {
+            key: k("k"),
+            exptime: 10,
+            noreply: false
+        }
+    );
+    assert_eq!(
+        reply(b"touch k ten\r\n"),
+        b"CLIENT_ERROR invalid exptime argument\r\n"
+    );
+}
+
+#[test]
+fn keyless_commands() {
+    assert_eq!(
+        cmd(b"flush_all\r\n"),
+        Command::FlushAll {
+            delay: 0,
+            noreply: false
+        }
+    );
+    assert_eq!(
+        cmd(b"flush_all 30\r\n"),
+        Command::FlushAll {
+            delay: 30,
+            noreply: false
+        }
+    );
+    assert_eq!(
+        cmd(b"flush_all noreply\r\n"),
+        Command::FlushAll {
+            delay: 0,
+            noreply: true
+        }
+    );
+    assert_eq!(
+        cmd(b"flush_all 5 noreply\r\n"),
+        Command::FlushAll {
+            delay: 5,
+            noreply: true
+        }
+    );
+    assert_eq!(
+        reply(b"flush_all soon\r\n"),
+        b"CLIENT_ERROR invalid exptime argument\r\n"
+    );
+    assert_eq!(cmd(b"version\r\n"), Command::Version);
+    assert_eq!(cmd(b"quit\r\n"), Command::Quit);
+    assert_eq!(cmd(b"stats\r\n"), Command::Stats { group: None });
+    assert_eq!(
+        cmd(b"stats settings\r\n"),
+        Command::Stats {
+            group: Some(k("settings"))
+        }
+    );
+    assert_eq!(
+        cmd(b"verbosity 1\r\n"),
+        Command::Verbosity { noreply: false }
+    );
+    assert_eq!(
+        cmd(b"verbosity 1 noreply\r\n"),
+        Command::Verbosity { noreply: true }
+    );
+    assert_eq!(reply(b"verbosity\r\n"), b"ERROR\r\n");
+    assert_eq!(reply(b"bogus\r\n"), b"ERROR\r\n");
+    assert_eq!(reply(b"\r\n"), b"ERROR\r\n");
+    assert_eq!(reply(b"mg k v\r\n"), b"ERROR\r\n");
+}
+
+#[test]
+fn fatal_input_closes() {
+    assert_eq!(
+        one(&[0x80, 0x00, 0x00, 0x05]).1,
+        Step::Close(CloseReason::Garbage)
+    );
+    assert_eq!(one(b"get a\x00b\r\n").1, Step::Close(CloseReason::Garbage));
+    assert_eq!(
+        one(b"ge\x01").1,
+        Step::Close(CloseReason::Garbage),
+        "garbage is caught before the newline"
+    );
+    let long = vec![b'a'; 2049];
+    assert_eq!(one(&long).1, Step::Close(CloseReason::LineTooLong));
+    assert_eq!(one(&long[..2048]).1, Step::NeedMore);
+    // Multi-key retrievals may be longer than 2048 bytes.
+    let mut multi = b"get".to_vec();
+    for i in 0..500 {
+        multi.extend_from_slice(format!(" key{i}").as_bytes());
+    }
+    assert_eq!(p().parse(&multi).1, Step::NeedMore);
+    multi.extend_from_slice(b"\r\n");
+    assert!(matches!(cmd(&multi), Command::Get { keys, .. } if keys.len() == 500));
+}
+
+#[test]
+fn numbers_are_strict() {
+    assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+    assert_eq!(parse_u64(b"18446744073709551616"), None);
+    assert_eq!(parse_u64(b"+1"), None);
+    assert_eq!(parse_u64(b""), None);
+    assert_eq!(parse_i64(b"-2147483648"), Some(-2147483648));
+    assert_eq!(parse_i64(b"2147483648"), None);
+    assert_eq!(parse_i64(b"-"), None);
+}

@@ -1,0 +1,306 @@
+//! Per-connection protocol state shared by both architectures: read buffer, parser, reply
+//! ordering, backpressure. No socket here except in [`Session::fill`] / [`Session::flush`],
+//! which take any `Read`/`Write`, so tests drive sessions from memory.
+//!
+//! Reply order: replies leave in request order. A reply is either written at once into the
+//! output buffer or, when another worker computes it (thread-per-core), reserved as a
+//! pending *part* with a sequence number; everything after a pending part queues behind it
+//! and is released when [`Session::complete`] fills it.
+//!
+//! Backpressure: the session stops parsing while more than [`OUT_HIGH`] bytes wait to be
+//! written, while [`MAX_PARTS`] parts are queued, or while a command is stalled (the
+//! handler could not forward it); the driver then stops reading the socket.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+
+use crate::protocol::{CloseReason, Command, Limits, Parser, Step};
+
+/// Stop parsing while this many output bytes are unsent.
+pub const OUT_HIGH: usize = 4 << 20;
+/// Stop parsing while this many reply parts are queued.
+pub const MAX_PARTS: usize = 4096;
+const READ_CHUNK: usize = 64 << 10;
+
+/// What a handler did with a command.
+#[must_use]
+#[derive(Debug)]
+pub enum Dispatch {
+    /// Handled (reply written or reserved).
+    Done,
+    /// Could not be forwarded now (ring full): retry later, parse nothing else meanwhile.
+    Stalled(Command),
+}
+
+/// Executes commands for a session (one implementation per architecture).
+pub trait Handler {
+    /// Handles one command (never `Quit`, which the session handles).
+    fn handle(&mut self, s: &mut Session, cmd: Command) -> Dispatch;
+}
+
+struct Part {
+    data: Vec<u8>,
+    ready: bool,
+}
+
+/// Protocol state of one connection.
+pub struct Session {
+    /// Receive buffer; `rbuf[rpos..rend]` is unparsed input, the rest is initialized spare
+    /// room (zeroed once when the buffer grows, not on every read).
+    rbuf: Vec<u8>,
+    rpos: usize,
+    rend: usize,
+    parser: Parser,
+    out: Vec<u8>,
+    written: usize,
+    parts: VecDeque<Part>,
+    /// Sequence number of `parts.front()`.
+    base_seq: u64,
+    stalled: Option<Command>,
+    closing: bool,
+    eof: bool,
+    /// Set when the connection is closed for a protocol violation.
+    pub violation: Option<CloseReason>,
+}
+
+/// Result of [`Session::fill`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// Read this many bytes, then the socket would block.
+    Read(usize),
+    /// Read this many bytes and stopped because the buffer is full: the socket may hold
+    /// more (an edge-triggered driver must ask to be called again).
+    Full(usize),
+    /// The peer closed its side.
+    Eof,
+}
+
+impl Session {
+    /// A fresh session enforcing `limits`.
+    pub fn new(limits: Limits) -> Session {
+        Session {
+            rbuf: Vec::new(),
+            rpos: 0,
+            rend: 0,
+            parser: Parser::new(limits),
+            out: Vec::new(),
+            written: 0,
+            parts: VecDeque::new(),
+            base_seq: 0,
+            stalled: None,
+            closing: false,
+            eof: false,
+            violation: None,
+        }
+    }
+
+    /// Appends a reply (behind any pending part).
+    pub fn reply(&mut self, bytes: &[u8]) {
+        match self.parts.back_mut() {
+            Some(p) if p.ready => p.data.extend_from_slice(bytes),
+            Some(_) => self.parts.push_back(Part {
+                data: bytes.to_vec(),
+                ready: true,
+            }),
+            None => self.out.extend_from_slice(bytes),
+        }
+    }
+
+    /// Gives direct access to the output buffer when nothing is pending (the common case),
+    /// so replies can be built in place; otherwise to a new ready part.
+    pub fn reply_buf(&mut self) -> &mut Vec<u8> {
+        if self.parts.is_empty() {
+            return &mut self.out;
+        }
+        if !self.parts.back().is_some_and(|p| p.ready) {
+            self.parts.push_back(Part {
+                data: Vec::new(),
+                ready: true,
+            });
+        }
+        &mut self.parts.back_mut().expect("just ensured").data
+    }
+
+    /// Reserves a reply slot filled later by [`complete`](Self::complete); returns its sequence.
+    pub fn reserve(&mut self) -> u64 {
+        self.parts.push_back(Part {
+            data: Vec::new(),
+            ready: false,
+        });
+        self.base_seq + self.parts.len() as u64 - 1
+    }
+
+    /// Fills a reserved slot. Unknown sequence numbers are ignored.
+    pub fn complete(&mut self, seq: u64, data: Vec<u8>) {
+        let Some(idx) = seq.checked_sub(self.base_seq) else {
+            return;
+        };
+        if let Some(p) = self.parts.get_mut(idx as usize) {
+            p.data = data;
+            p.ready = true;
+        }
+        while self.parts.front().is_some_and(|p| p.ready) {
+            let p = self.parts.pop_front().expect("front exists");
+            self.out.extend_from_slice(&p.data);
+            self.base_seq += 1;
+        }
+    }
+
+    /// Whether output is waiting to be written.
+    pub fn wants_write(&self) -> bool {
+        self.written < self.out.len()
+    }
+
+    /// Whether a command is parked waiting for ring space.
+    pub fn is_parked(&self) -> bool {
+        self.stalled.is_some()
+    }
+
+    /// Whether the session wants more input (not blocked, not closing).
+    pub fn wants_read(&self) -> bool {
+        !self.closing && !self.eof && !self.blocked()
+    }
+
+    fn blocked(&self) -> bool {
+        self.stalled.is_some()
+            || self.out.len() - self.written > OUT_HIGH
+            || self.parts.len() >= MAX_PARTS
+    }
+
+    /// Whether the connection should be closed now: it is closing (quit, violation) or the
+    /// peer hung up, and every reply that can still be written has been.
+    pub fn finished(&self) -> bool {
+        (self.closing || self.eof)
+            && !self.wants_write()
+            && (self.parts.is_empty() || self.violation.is_some())
+    }
+
+    /// Reads what the socket has (until it would block, or the buffer is large enough).
+    pub fn fill(&mut self, r: &mut impl Read) -> io::Result<Fill> {
+        let cap =
+            self.parser.limits().max_item_size + self.parser.limits().max_get_line + READ_CHUNK;
+        let mut total = 0;
+        while self.rend - self.rpos < cap {
+            if self.rbuf.len() - self.rend < READ_CHUNK / 4 {
+                self.make_room();
+            }
+            match r.read(&mut self.rbuf[self.rend..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(if total == 0 {
+                        Fill::Eof
+                    } else {
+                        Fill::Read(total)
+                    });
+                }
+                Ok(n) => {
+                    self.rend += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Fill::Read(total)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Fill::Full(total))
+    }
+
+    /// Moves unparsed input to the front, growing the buffer if that is not enough.
+    fn make_room(&mut self) {
+        self.rbuf.copy_within(self.rpos..self.rend, 0);
+        self.rend -= self.rpos;
+        self.rpos = 0;
+        if self.rbuf.len() - self.rend < READ_CHUNK / 4 {
+            self.rbuf.resize(self.rend + READ_CHUNK, 0);
+        }
+    }
+
+    /// Writes pending output; returns the bytes written.
+    pub fn flush(&mut self, w: &mut impl Write) -> io::Result<usize> {
+        let mut total = 0;
+        while self.written < self.out.len() {
+            match w.write(&self.out[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.written += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.written == self.out.len() {
+            self.out.clear();
+            self.written = 0;
+        }
+        Ok(total)
+    }
+
+    /// Takes everything written so far (tests and in-memory drivers).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        let out = self.out.split_off(self.written);
+        self.out.clear();
+        self.written = 0;
+        out
+    }
+
+    /// Processes, writes, and repeats while writing unblocked parsing (a session that
+    /// stopped parsing because of unsent output may hold complete commands that no new
+    /// socket readiness would ever trigger). Returns the bytes written.
+    pub fn pump(&mut self, h: &mut impl Handler, w: &mut impl Write) -> io::Result<usize> {
+        let mut total = 0;
+        loop {
+            self.process(h);
+            let stopped_for_output = self.blocked_for_output();
+            total += self.flush(w)?;
+            if !(stopped_for_output && !self.blocked_for_output() && self.rpos < self.rend) {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Parses and dispatches buffered commands until input runs out or the session blocks.
+    pub fn process(&mut self, h: &mut impl Handler) {
+        while !self.closing && !self.blocked_for_output() {
+            if let Some(cmd) = self.stalled.take() {
+                if let Dispatch::Stalled(c) = h.handle(self, cmd) {
+                    self.stalled = Some(c);
+                    break;
+                }
+                continue;
+            }
+            let (n, step) = self.parser.parse(&self.rbuf[self.rpos..self.rend]);
+            self.rpos += n;
+            match step {
+                Step::NeedMore => break,
+                Step::Skip => {}
+                Step::Reply(msg) => self.reply(msg),
+                Step::Close(reason) => {
+                    self.reply(reason.message());
+                    self.violation = Some(reason);
+                    self.closing = true;
+                }
+                Step::Command(Command::Quit) => self.closing = true,
+                Step::Command(cmd) => {
+                    if let Dispatch::Stalled(c) = h.handle(self, cmd) {
+                        self.stalled = Some(c);
+                        break;
+                    }
+                }
+            }
+        }
+        if self.rpos == self.rend {
+            self.rpos = 0;
+            self.rend = 0;
+            if self.rbuf.len() > 4 * READ_CHUNK {
+                // Release what a large value needed once.
+                self.rbuf = Vec::new();
+            }
+        }
+    }
+
+    fn blocked_for_output(&self) -> bool {
+        self.out.len() - self.written > OUT_HIGH || self.parts.len() >= MAX_PARTS
+    }
+}

@@ -1,0 +1,410 @@
+//! One partition of the cache: a hash index over a log-structured [`Arena`], with
+//! memcached's item semantics (CAS, add/replace/append/prepend, incr/decr, touch, expiry,
+//! flush_all). Single-threaded: the shared architecture puts each partition behind its own
+//! lock, the thread-per-core architecture gives each worker one.
+//!
+//! Time is an argument (`now`, server-relative seconds, always ≥ 1), never read here.
+//! An item is dead when its `exp_at` is non-zero and `now >= exp_at`, or when it was
+//! written before a `flush_all` took effect (its CAS is at most the flush mark).
+//! Dead items are dropped lazily, on access or when their segment is evicted.
+//!
+//! The index maps a 64-bit hash of the key to the record's [`Loc`]; the key itself lives
+//! only in the arena, so a lookup compares the stored key (hash collisions chain in a
+//! small vector).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::arena::{record_len, Arena, Loc, Meta, Record, HEADER, SEGMENT_SIZE};
+use crate::protocol::{StoreMode, REALTIME_MAXDELTA};
+
+/// Outcome of a storage command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreOutcome {
+    /// `STORED`.
+    Stored,
+    /// `NOT_STORED` (add on present, replace/append/prepend on absent).
+    NotStored,
+    /// `EXISTS` (cas mismatch).
+    Exists,
+    /// `NOT_FOUND` (cas on absent).
+    NotFound,
+    /// `SERVER_ERROR object too large for cache` (record larger than a segment).
+    TooLarge,
+}
+
+impl StoreOutcome {
+    /// The reply line.
+    pub fn reply(self) -> &'static [u8] {
+        match self {
+            StoreOutcome::Stored => b"STORED\r\n",
+            StoreOutcome::NotStored => b"NOT_STORED\r\n",
+            StoreOutcome::Exists => b"EXISTS\r\n",
+            StoreOutcome::NotFound => b"NOT_FOUND\r\n",
+            StoreOutcome::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
+        }
+    }
+}
+
+/// Outcome of incr/decr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithOutcome {
+    /// The new value.
+    Value(u64),
+    /// No such item.
+    NotFound,
+    /// The item's value is not a decimal number.
+    NonNumeric,
+}
+
+/// Counters a partition keeps about its items.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartStats {
+    /// Live items in the index (some may be expired but not yet dropped).
+    pub curr_items: u64,
+    /// Items stored since start.
+    pub total_items: u64,
+    /// Bytes of live records (header + key + value).
+    pub bytes: u64,
+    /// Unexpired items dropped because their segment was evicted.
+    pub evictions: u64,
+    /// Segment memory allocated.
+    pub allocated: u64,
+}
+
+/// Identity hasher: index keys are already 64-bit hashes.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys are hashed");
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Index slot: almost always one location; full 64-bit hash collisions share a vector.
+#[derive(Debug)]
+enum Slot {
+    One(Loc),
+    Many(Vec<Loc>),
+}
+
+/// 64-bit key hash for the index (FNV-1a with a murmur-style finalizer).
+pub fn key_hash(key: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// Converts a protocol exptime into a server-relative expiry second, as memcached does:
+/// 0 = never; negative = already expired; up to 30 days = offset from `now`; larger =
+/// unix time, which is in the past (expired) if not after the server's start.
+/// `started_unix` is the unix second at which server-relative time was 1.
+pub fn exp_at(exptime: i64, now: u32, started_unix: i64) -> u32 {
+    const EXPIRED: u32 = 1;
+    if exptime == 0 {
+        0
+    } else if exptime < 0 {
+        EXPIRED
+    } else if exptime > REALTIME_MAXDELTA {
+        if exptime <= started_unix {
+            EXPIRED
+        } else {
+            u32::try_from(exptime - started_unix + 1).unwrap_or(u32::MAX)
+        }
+    } else {
+        now.saturating_add(exptime as u32)
+    }
+}
+
+/// One partition.
+pub struct Partition {
+    index: HashMap<u64, Slot, BuildHasherDefault<IdHasher>>,
+    arena: Arena,
+    next_cas: u64,
+    /// Items with a CAS at most this were written before the last effective flush.
+    flushed_below: u64,
+    /// A delayed `flush_all` taking effect at this second.
+    pending_flush: Option<u32>,
+    stats: PartStats,
+}
+
+impl Partition {
+    /// A partition whose item data never exceeds `limit_bytes` (rounded down to whole
+    /// segments; at least one segment).
+    pub fn new(limit_bytes: usize) -> Partition {
+        Partition {
+            index: HashMap::default(),
+            arena: Arena::new((limit_bytes / SEGMENT_SIZE).max(1)),
+            next_cas: 1,
+            flushed_below: 0,
+            pending_flush: None,
+            stats: PartStats::default(),
+        }
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> PartStats {
+        PartStats {
+            allocated: self.arena.allocated() as u64,
+            ..self.stats
+        }
+    }
+
+    /// Estimated index bytes per stored item (hash table entry + control byte at the
+    /// table's current load) plus the record header.
+    pub fn overhead_per_item(&self) -> f64 {
+        let entry = std::mem::size_of::<(u64, Slot)>() + 1;
+        let items = self.index.len().max(1) as f64;
+        (self.index.capacity() as f64 * entry as f64) / items + HEADER as f64
+    }
+
+    /// Applies a pending delayed flush once its second has come.
+    fn tick(&mut self, now: u32) {
+        if self.pending_flush.is_some_and(|at| now >= at) {
+            self.pending_flush = None;
+            self.flushed_below = self.next_cas - 1;
+        }
+    }
+
+    /// `flush_all [delay]`: invalidate every item now, or at `now + delay`.
+    pub fn flush_all(&mut self, delay: u32, now: u32) {
+        self.tick(now);
+        if delay == 0 {
+            self.flushed_below = self.next_cas - 1;
+            self.pending_flush = None;
+        } else {
+            self.pending_flush = Some(now.saturating_add(delay));
+        }
+    }
+
+    fn is_live(&self, meta: &Meta, now: u32) -> bool {
+        meta.cas > self.flushed_below && (meta.exp_at == 0 || now < meta.exp_at)
+    }
+
+    /// Finds the live record for `key`, dropping it from the index if it is dead.
+    fn find(&mut self, key: &[u8], now: u32) -> Option<Loc> {
+        self.tick(now);
+        let h = key_hash(key);
+        let loc = self.lookup(h, key)?;
+        let meta = self.arena.get(loc).meta;
+        if self.is_live(&meta, now) {
+            Some(loc)
+        } else {
+            self.unlink(h, loc);
+            None
+        }
+    }
+
+    fn lookup(&self, h: u64, key: &[u8]) -> Option<Loc> {
+        match self.index.get(&h)? {
+            Slot::One(l) => (self.arena.get(*l).key == key).then_some(*l),
+            Slot::Many(v) => v.iter().copied().find(|l| self.arena.get(*l).key == key),
+        }
+    }
+
+    /// Removes the index entry `h → loc` if present; the counters are the caller's job.
+    fn remove_entry(&mut self, h: u64, loc: Loc) -> bool {
+        match self.index.get_mut(&h) {
+            Some(Slot::One(l)) if *l == loc => {
+                self.index.remove(&h);
+                true
+            }
+            Some(Slot::Many(v)) => {
+                let before = v.len();
+                v.retain(|l| *l != loc);
+                let removed = v.len() < before;
+                if v.len() == 1 {
+                    let only = v[0];
+                    self.index.insert(h, Slot::One(only));
+                }
+                removed
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes the index entry `h → loc` (if present) and updates the counters.
+    fn unlink(&mut self, h: u64, loc: Loc) -> bool {
+        let len = {
+            let r = self.arena.get(loc);
+            record_len(r.key.len(), r.value.len())
+        };
+        let removed = self.remove_entry(h, loc);
+        if removed {
+            self.stats.curr_items -= 1;
+            self.stats.bytes -= len as u64;
+        }
+        removed
+    }
+
+    /// Reads a live item.
+    pub fn get(&mut self, key: &[u8], now: u32) -> Option<Record<'_>> {
+        let loc = self.find(key, now)?;
+        Some(self.arena.get(loc))
+    }
+
+    /// `gat`: sets a new expiry on a live item and reads it.
+    pub fn get_and_touch(&mut self, key: &[u8], exp_at: u32, now: u32) -> Option<Record<'_>> {
+        let loc = self.find(key, now)?;
+        self.arena.set_exp(loc, exp_at);
+        Some(self.arena.get(loc))
+    }
+
+    /// `touch`: sets a new expiry on a live item.
+    pub fn touch(&mut self, key: &[u8], exp_at: u32, now: u32) -> bool {
+        self.get_and_touch(key, exp_at, now).is_some()
+    }
+
+    /// `delete`.
+    pub fn delete(&mut self, key: &[u8], now: u32) -> bool {
+        match self.find(key, now) {
+            Some(loc) => self.unlink(key_hash(key), loc),
+            None => false,
+        }
+    }
+
+    /// Storage commands. `exp_at` is already server-relative (see [`exp_at`]).
+    pub fn store(
+        &mut self,
+        mode: StoreMode,
+        key: &[u8],
+        flags: u32,
+        exp_at: u32,
+        data: &[u8],
+        now: u32,
+    ) -> StoreOutcome {
+        let old = self.find(key, now);
+        let old_rec = old.map(|l| self.arena.get(l));
+        match (mode, old_rec) {
+            (StoreMode::Add, Some(_)) => return StoreOutcome::NotStored,
+            (StoreMode::Replace | StoreMode::Append | StoreMode::Prepend, None) => {
+                return StoreOutcome::NotStored
+            }
+            (StoreMode::Cas(_), None) => return StoreOutcome::NotFound,
+            (StoreMode::Cas(c), Some(r)) if r.meta.cas != c => return StoreOutcome::Exists,
+            _ => {}
+        }
+        match (mode, old_rec) {
+            (StoreMode::Append, Some(r)) => {
+                let (old_value, meta) = (r.value.to_vec(), r.meta);
+                self.write(key, meta.flags, meta.exp_at, &[&old_value, data])
+            }
+            (StoreMode::Prepend, Some(r)) => {
+                let (old_value, meta) = (r.value.to_vec(), r.meta);
+                self.write(key, meta.flags, meta.exp_at, &[data, &old_value])
+            }
+            _ => self.write(key, flags, exp_at, &[data]),
+        }
+    }
+
+    /// `incr`/`decr`: incr wraps at 2^64, decr stops at 0 (memcached semantics).
+    pub fn arith(&mut self, key: &[u8], incr: bool, delta: u64, now: u32) -> ArithOutcome {
+        let Some(loc) = self.find(key, now) else {
+            return ArithOutcome::NotFound;
+        };
+        let r = self.arena.get(loc);
+        let Some(cur) = parse_counter(r.value) else {
+            return ArithOutcome::NonNumeric;
+        };
+        let new = if incr {
+            cur.wrapping_add(delta)
+        } else {
+            cur.saturating_sub(delta)
+        };
+        let meta = r.meta;
+        let text = new.to_string();
+        match self.write(key, meta.flags, meta.exp_at, &[text.as_bytes()]) {
+            StoreOutcome::Stored => ArithOutcome::Value(new),
+            // A counter always fits in a segment.
+            _ => unreachable!("a 20-byte value always fits"),
+        }
+    }
+
+    /// Appends a new version of `key` and points the index at it.
+    fn write(&mut self, key: &[u8], flags: u32, exp_at: u32, parts: &[&[u8]]) -> StoreOutcome {
+        let vlen: usize = parts.iter().map(|p| p.len()).sum();
+        let len = record_len(key.len(), vlen);
+        if len > SEGMENT_SIZE {
+            return StoreOutcome::TooLarge;
+        }
+        // Parts may borrow the old record (append/prepend copied it already): evict first.
+        while self.arena.needs_eviction(len) {
+            self.evict_segment();
+        }
+        let h = key_hash(key);
+        if let Some(old) = self.lookup(h, key) {
+            self.unlink(h, old);
+        }
+        let cas = self.next_cas;
+        self.next_cas += 1;
+        let loc = self.arena.append(Meta { flags, exp_at, cas }, key, parts);
+        match self.index.get_mut(&h) {
+            None => {
+                self.index.insert(h, Slot::One(loc));
+            }
+            Some(Slot::One(other)) => {
+                let other = *other;
+                self.index.insert(h, Slot::Many(vec![other, loc]));
+            }
+            Some(Slot::Many(v)) => v.push(loc),
+        }
+        self.stats.curr_items += 1;
+        self.stats.total_items += 1;
+        self.stats.bytes += len as u64;
+        StoreOutcome::Stored
+    }
+
+    /// Evicts the oldest segment, dropping the index entries that still point into it.
+    /// Items already flushed are not counted as evictions (memcached counts only valid ones;
+    /// expiry is not checked here because the arena has no clock).
+    fn evict_segment(&mut self) {
+        let mut dead: Vec<(u64, Loc, usize, bool)> = Vec::new();
+        let (index, flushed_below) = (&self.index, self.flushed_below);
+        self.arena.evict_oldest(|loc, rec| {
+            let h = key_hash(rec.key);
+            let points_here = match index.get(&h) {
+                Some(Slot::One(l)) => *l == loc,
+                Some(Slot::Many(v)) => v.contains(&loc),
+                None => false,
+            };
+            if points_here {
+                dead.push((
+                    h,
+                    loc,
+                    record_len(rec.key.len(), rec.value.len()),
+                    rec.meta.cas > flushed_below,
+                ));
+            }
+        });
+        for (h, loc, len, valid) in dead {
+            if self.remove_entry(h, loc) {
+                self.stats.curr_items -= 1;
+                self.stats.bytes -= len as u64;
+                self.stats.evictions += u64::from(valid);
+            }
+        }
+    }
+}
+
+/// Parses a stored counter: decimal digits, optionally padded with trailing spaces.
+fn parse_counter(v: &[u8]) -> Option<u64> {
+    let end = v.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1);
+    crate::protocol::parse_u64(&v[..end])
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

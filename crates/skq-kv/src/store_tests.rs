@@ -1,0 +1,271 @@
+//! Store semantics against memcached's documented behaviour.
+use super::*;
+use crate::arena::SEGMENT_SIZE;
+
+fn part() -> Partition {
+    Partition::new(4 * SEGMENT_SIZE)
+}
+
+fn val(p: &mut Partition, key: &str, now: u32) -> Option<Vec<u8>> {
+    p.get(key.as_bytes(), now).map(|r| r.value.to_vec())
+}
+
+fn set(p: &mut Partition, key: &str, v: &str, now: u32) -> StoreOutcome {
+    p.store(StoreMode::Set, key.as_bytes(), 0, 0, v.as_bytes(), now)
+}
+
+#[test]
+fn set_add_replace() {
+    let mut p = part();
+    assert_eq!(
+        p.store(StoreMode::Replace, b"k", 0, 0, b"x", 1),
+        StoreOutcome::NotStored
+    );
+    assert_eq!(
+        p.store(StoreMode::Add, b"k", 3, 0, b"a", 1),
+        StoreOutcome::Stored
+    );
+    assert_eq!(
+        p.store(StoreMode::Add, b"k", 0, 0, b"b", 1),
+        StoreOutcome::NotStored
+    );
+    assert_eq!(val(&mut p, "k", 1).unwrap(), b"a");
+    assert_eq!(p.get(b"k", 1).unwrap().meta.flags, 3);
+    assert_eq!(
+        p.store(StoreMode::Replace, b"k", 0, 0, b"c", 1),
+        StoreOutcome::Stored
+    );
+    assert_eq!(val(&mut p, "k", 1).unwrap(), b"c");
+    assert_eq!(p.stats().curr_items, 1);
+    assert_eq!(p.stats().total_items, 2);
+    assert_eq!(p.stats().bytes as usize, record_len(1, 1));
+}
+
+#[test]
+fn append_prepend_keep_flags_and_expiry() {
+    let mut p = part();
+    assert_eq!(
+        p.store(StoreMode::Append, b"k", 0, 0, b"x", 1),
+        StoreOutcome::NotStored
+    );
+    assert_eq!(
+        p.store(StoreMode::Prepend, b"k", 0, 0, b"x", 1),
+        StoreOutcome::NotStored
+    );
+    p.store(StoreMode::Set, b"k", 9, 50, b"mid", 1);
+    assert_eq!(
+        p.store(StoreMode::Append, b"k", 1, 0, b">>", 1),
+        StoreOutcome::Stored
+    );
+    assert_eq!(
+        p.store(StoreMode::Prepend, b"k", 1, 0, b"<<", 1),
+        StoreOutcome::Stored
+    );
+    let r = p.get(b"k", 1).unwrap();
+    assert_eq!(
+        (r.value, r.meta.flags, r.meta.exp_at),
+        (&b"<<mid>>"[..], 9, 50)
+    );
+}
+
+#[test]
+fn cas_semantics() {
+    let mut p = part();
+    assert_eq!(
+        p.store(StoreMode::Cas(1), b"k", 0, 0, b"x", 1),
+        StoreOutcome::NotFound
+    );
+    set(&mut p, "k", "v1", 1);
+    let c1 = p.get(b"k", 1).unwrap().meta.cas;
+    assert_eq!(
+        p.store(StoreMode::Cas(c1 + 1), b"k", 0, 0, b"no", 1),
+        StoreOutcome::Exists
+    );
+    assert_eq!(
+        p.store(StoreMode::Cas(c1), b"k", 0, 0, b"v2", 1),
+        StoreOutcome::Stored
+    );
+    let c2 = p.get(b"k", 1).unwrap().meta.cas;
+    assert_ne!(c1, c2, "every write gets a new unique");
+    assert_eq!(
+        p.store(StoreMode::Cas(c1), b"k", 0, 0, b"v3", 1),
+        StoreOutcome::Exists
+    );
+    assert_eq!(val(&mut p, "k", 1).unwrap(), b"v2");
+    // touch keeps the unique, as in memcached.
+    assert!(p.touch(b"k", 100, 1));
+    assert_eq!(p.get(b"k", 1).unwrap().meta.cas, c2);
+}
+
+#[test]
+fn incr_decr_wrap_and_floor() {
+    let mut p = part();
+    assert_eq!(p.arith(b"n", true, 1, 1), ArithOutcome::NotFound);
+    set(&mut p, "n", "18446744073709551614", 1);
+    assert_eq!(p.arith(b"n", true, 1, 1), ArithOutcome::Value(u64::MAX));
+    assert_eq!(
+        p.arith(b"n", true, 2, 1),
+        ArithOutcome::Value(1),
+        "incr wraps at 2^64"
+    );
+    assert_eq!(
+        p.arith(b"n", false, 5, 1),
+        ArithOutcome::Value(0),
+        "decr stops at 0"
+    );
+    set(&mut p, "n", "100", 1);
+    assert_eq!(p.arith(b"n", false, 1, 1), ArithOutcome::Value(99));
+    assert_eq!(val(&mut p, "n", 1).unwrap(), b"99");
+    set(&mut p, "s", "12a", 1);
+    assert_eq!(p.arith(b"s", true, 1, 1), ArithOutcome::NonNumeric);
+    set(&mut p, "pad", "7  ", 1);
+    assert_eq!(
+        p.arith(b"pad", true, 1, 1),
+        ArithOutcome::Value(8),
+        "trailing spaces (memcached's padding) accepted"
+    );
+}
+
+#[test]
+fn expiry_relative_absolute_negative() {
+    let started = 1_700_000_000;
+    assert_eq!(exp_at(0, 5, started), 0);
+    assert_eq!(exp_at(10, 5, started), 15);
+    assert_eq!(exp_at(-1, 5, started), 1);
+    assert_eq!(
+        exp_at(REALTIME_MAXDELTA, 5, started),
+        5 + REALTIME_MAXDELTA as u32
+    );
+    assert_eq!(exp_at(started + 100, 5, started), 101, "absolute unix time");
+    assert_eq!(
+        exp_at(started - 100, 5, started),
+        1,
+        "absolute time in the past"
+    );
+    let mut p = part();
+    p.store(StoreMode::Set, b"k", 0, exp_at(10, 5, started), b"v", 5);
+    assert!(val(&mut p, "k", 14).is_some());
+    assert!(
+        val(&mut p, "k", 15).is_none(),
+        "dead at exactly now + exptime"
+    );
+    assert_eq!(p.stats().curr_items, 0, "dropped on access");
+    p.store(StoreMode::Set, b"neg", 0, exp_at(-1, 5, started), b"v", 5);
+    assert!(val(&mut p, "neg", 5).is_none());
+    // gat extends, touch on missing fails.
+    p.store(StoreMode::Set, b"t", 0, 10, b"v", 5);
+    assert!(p.get_and_touch(b"t", 100, 5).is_some());
+    assert!(val(&mut p, "t", 50).is_some());
+    assert!(!p.touch(b"missing", 100, 5));
+}
+
+#[test]
+fn flush_all_now_and_delayed() {
+    let mut p = part();
+    set(&mut p, "a", "1", 1);
+    p.flush_all(0, 1);
+    assert!(val(&mut p, "a", 1).is_none());
+    set(&mut p, "b", "2", 1);
+    assert_eq!(
+        val(&mut p, "b", 1).unwrap(),
+        b"2",
+        "items set after the flush live"
+    );
+    p.flush_all(10, 2);
+    assert!(
+        val(&mut p, "b", 11).is_some(),
+        "delayed flush not yet effective"
+    );
+    set(&mut p, "c", "3", 11);
+    assert!(val(&mut p, "b", 12).is_none());
+    assert!(
+        val(&mut p, "c", 12).is_none(),
+        "set before the flush time: flushed too"
+    );
+    set(&mut p, "d", "4", 12);
+    assert!(val(&mut p, "d", 12).is_some());
+}
+
+#[test]
+fn delete_and_replace_free_bytes() {
+    let mut p = part();
+    set(&mut p, "a", "1234", 1);
+    assert!(p.delete(b"a", 1));
+    assert!(!p.delete(b"a", 1));
+    assert_eq!((p.stats().curr_items, p.stats().bytes), (0, 0));
+}
+
+#[test]
+fn eviction_keeps_memory_under_limit_and_serving() {
+    let limit = 3 * SEGMENT_SIZE;
+    let mut p = Partition::new(limit);
+    let value = vec![b'v'; 10_000];
+    let n = 2000; // ~20 MB written into a 6 MiB partition
+    for i in 0..n {
+        assert_eq!(
+            p.store(
+                StoreMode::Set,
+                format!("key{i}").as_bytes(),
+                0,
+                0,
+                &value,
+                1
+            ),
+            StoreOutcome::Stored
+        );
+        assert!(p.stats().allocated as usize <= limit);
+        assert!(p.stats().bytes as usize <= limit);
+    }
+    let s = p.stats();
+    assert!(s.evictions > 0);
+    assert_eq!(
+        s.curr_items + s.evictions,
+        n as u64,
+        "every item is either live or was evicted"
+    );
+    // FIFO: the newest items survive, the oldest are gone.
+    assert!(p.get(format!("key{}", n - 1).as_bytes(), 1).is_some());
+    assert!(p.get(b"key0", 1).is_none());
+    // The index agrees with the arena: every counted item can be read.
+    let live = (0..n)
+        .filter(|i| p.get(format!("key{i}").as_bytes(), 1).is_some())
+        .count();
+    assert_eq!(live as u64, p.stats().curr_items);
+}
+
+#[test]
+fn record_larger_than_segment_is_refused() {
+    let mut p = part();
+    let huge = vec![0u8; SEGMENT_SIZE];
+    assert_eq!(
+        p.store(StoreMode::Set, b"k", 0, 0, &huge, 1),
+        StoreOutcome::TooLarge
+    );
+    let big = vec![0u8; 1 << 20];
+    assert_eq!(
+        p.store(StoreMode::Set, b"k", 0, 0, &big, 1),
+        StoreOutcome::Stored
+    );
+}
+
+#[test]
+fn hash_collisions_chain() {
+    // Force two keys into one slot by inserting a fake colliding entry.
+    let mut p = part();
+    set(&mut p, "a", "1", 1);
+    set(&mut p, "b", "2", 1);
+    let loc_b = match p.index.remove(&key_hash(b"b")).unwrap() {
+        Slot::One(l) => l,
+        Slot::Many(_) => unreachable!(),
+    };
+    let ha = key_hash(b"a");
+    let loc_a = match p.index.remove(&ha).unwrap() {
+        Slot::One(l) => l,
+        Slot::Many(_) => unreachable!(),
+    };
+    p.index.insert(ha, Slot::Many(vec![loc_a, loc_b]));
+    assert_eq!(p.lookup(ha, b"a"), Some(loc_a));
+    assert_eq!(p.lookup(ha, b"b"), Some(loc_b));
+    assert!(p.remove_entry(ha, loc_a));
+    assert!(matches!(p.index.get(&ha), Some(Slot::One(l)) if *l == loc_b));
+}

@@ -1,0 +1,671 @@
+//! The thread-per-core architecture (Sphinx): shared-nothing workers.
+//!
+//! - Worker `w` owns the keys with `murmur3_x86_32(key, 0) % workers == w`, in its own
+//!   [`Partition`] (log-structured arena of 2 MiB segments, `-m / workers` bytes).
+//! - Each worker has its own listening socket on the same address (`SO_REUSEPORT`; the
+//!   kernel spreads connections), its own epoll (level-triggered) and its own connections.
+//! - A request for a key owned elsewhere is sent over the `(me → owner)` ring (see
+//!   [`crate::doorbell`] for the wake-up protocol); the owner executes it and sends the reply
+//!   bytes back over `(owner → me)`. The connection reserves a reply slot first, so replies
+//!   leave in request order; a multi-key get is split into runs of consecutive keys with the
+//!   same owner, one slot per run, and reassembles in key order.
+//! - Backpressure: a request is only sent if its ring has room; otherwise the connection
+//!   parks the command (for a multi-get, the keys not yet sent) and stops reading until the
+//!   ring drains. Replies never wait for requests: a
+//!   reply that finds its ring full goes to a local overflow queue flushed every loop, so
+//!   two workers with full rings towards each other cannot deadlock.
+//! - A worker with parked commands or overflow polls (1 ms epoll timeout) instead of sleeping.
+
+use std::collections::VecDeque;
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::exec::{apply, get_one};
+use crate::murmur3::murmur3_x86_32;
+use crate::protocol::Command;
+use crate::ring::{Doorbell, Rings};
+use crate::server::{Ctx, Running, ServerConfig};
+use crate::session::{Dispatch, Fill, Handler, Session};
+use crate::store::{PartStats, Partition};
+use crate::sys::{self, Epoll, HUP, IN, OUT, RDHUP};
+
+/// Default messages per ring.
+pub const RING_CAPACITY: usize = 1024;
+/// Messages taken from one inbound ring per loop turn (fairness between rings and sockets).
+const DRAIN_BATCH: usize = 256;
+
+/// The worker owning `key` among `workers`.
+pub fn owner(key: &[u8], workers: usize) -> usize {
+    murmur3_x86_32(key, 0) as usize % workers
+}
+
+/// A message between workers. `conn` is the requesting connection's token on `from`.
+#[derive(Debug)]
+enum Msg {
+    /// Retrieve `keys` (all owned by the receiver); reply with their VALUE blocks.
+    Get {
+        from: usize,
+        conn: u64,
+        seq: u64,
+        keys: Vec<Vec<u8>>,
+        cas: bool,
+        touch: Option<i64>,
+    },
+    /// A single-key command; reply unless `seq` is `None` (noreply).
+    Cmd {
+        from: usize,
+        conn: u64,
+        seq: Option<u64>,
+        cmd: Command,
+    },
+    /// flush_all on the receiver's partition; acknowledge with an empty reply.
+    Flush {
+        from: usize,
+        conn: u64,
+        seq: Option<u64>,
+        delay: u32,
+    },
+    /// Reply bytes for slot `seq` of connection `conn`.
+    Reply { conn: u64, seq: u64, data: Vec<u8> },
+}
+
+/// Partition counters a worker publishes for `stats` on other workers.
+#[derive(Default)]
+struct Published {
+    curr_items: AtomicU64,
+    total_items: AtomicU64,
+    bytes: AtomicU64,
+    evictions: AtomicU64,
+    allocated: AtomicU64,
+    overhead_bits: AtomicU64,
+}
+
+struct Shared {
+    ctx: Arc<Ctx>,
+    rings: Rings<Msg>,
+    bells: Vec<Doorbell>,
+    published: Vec<CachePadded<Published>>,
+    accepted: Arc<Vec<CachePadded<AtomicU64>>>,
+}
+
+impl Shared {
+    fn stats(&self) -> (Vec<PartStats>, f64) {
+        let parts: Vec<PartStats> = self
+            .published
+            .iter()
+            .map(|p| PartStats {
+                curr_items: p.curr_items.load(Relaxed),
+                total_items: p.total_items.load(Relaxed),
+                bytes: p.bytes.load(Relaxed),
+                evictions: p.evictions.load(Relaxed),
+                allocated: p.allocated.load(Relaxed),
+            })
+            .collect();
+        let overhead = self
+            .published
+            .iter()
+            .map(|p| f64::from_bits(p.overhead_bits.load(Relaxed)))
+            .sum::<f64>();
+        (parts, overhead / self.published.len() as f64)
+    }
+}
+
+/// The part of a worker command handling needs (split from the connection table so a
+/// session and the partition can be borrowed together).
+struct Core {
+    me: usize,
+    n: usize,
+    shared: Arc<Shared>,
+    part: Partition,
+    /// Replies that found their ring full, per destination.
+    overflow: Vec<VecDeque<Msg>>,
+    /// Token of the connection being handled.
+    token: u64,
+}
+
+impl Core {
+    fn send(&mut self, dst: usize, msg: Msg) {
+        let q = self.shared.rings.queue(self.me, dst);
+        let msg = if self.overflow[dst].is_empty() {
+            q.push(msg).err()
+        } else {
+            Some(msg)
+        };
+        match msg {
+            None => {
+                self.shared.bells[dst].ring_after_push();
+            }
+            Some(m) => self.overflow[dst].push_back(m),
+        }
+    }
+
+    /// Room for one more request towards `dst`, counting overflowed replies ahead of it.
+    fn room(&self, dst: usize) -> usize {
+        self.shared
+            .rings
+            .free(self.me, dst)
+            .saturating_sub(self.overflow[dst].len())
+    }
+
+    fn flush_overflow(&mut self) -> bool {
+        let mut moved = false;
+        for dst in 0..self.n {
+            let mut pushed = false;
+            while let Some(m) = self.overflow[dst].pop_front() {
+                if let Err(m) = self.shared.rings.queue(self.me, dst).push(m) {
+                    self.overflow[dst].push_front(m);
+                    break;
+                }
+                pushed = true;
+            }
+            if pushed {
+                self.shared.bells[dst].ring_after_push();
+                moved = true;
+            }
+        }
+        moved
+    }
+
+    fn publish(&self) {
+        let s = self.part.stats();
+        let p = &self.shared.published[self.me];
+        p.curr_items.store(s.curr_items, Relaxed);
+        p.total_items.store(s.total_items, Relaxed);
+        p.bytes.store(s.bytes, Relaxed);
+        p.evictions.store(s.evictions, Relaxed);
+        p.allocated.store(s.allocated, Relaxed);
+        p.overhead_bits
+            .store(self.part.overhead_per_item().to_bits(), Relaxed);
+    }
+
+    /// Executes a request from another worker and sends the reply back.
+    fn serve_remote(&mut self, msg: Msg) -> Option<(u64, u64, Vec<u8>)> {
+        let ctx = self.shared.ctx.clone();
+        let c = &ctx.counters[self.me];
+        let now = ctx.now();
+        match msg {
+            Msg::Get {
+                from,
+                conn,
+                seq,
+                keys,
+                cas,
+                touch,
+            } => {
+                let mut out = Vec::new();
+                for k in &keys {
+                    get_one(&mut self.part, k, cas, touch, now, c, &mut out);
+                }
+                self.send(
+                    from,
+                    Msg::Reply {
+                        conn,
+                        seq,
+                        data: out,
+                    },
+                );
+            }
+            Msg::Cmd {
+                from,
+                conn,
+                seq,
+                cmd,
+            } => {
+                let mut out = Vec::new();
+                apply(&mut self.part, &cmd, now, c, &mut out);
+                if let Some(seq) = seq {
+                    self.send(
+                        from,
+                        Msg::Reply {
+                            conn,
+                            seq,
+                            data: out,
+                        },
+                    );
+                }
+            }
+            Msg::Flush {
+                from,
+                conn,
+                seq,
+                delay,
+            } => {
+                self.part.flush_all(delay, now.rel);
+                if let Some(seq) = seq {
+                    self.send(
+                        from,
+                        Msg::Reply {
+                            conn,
+                            seq,
+                            data: Vec::new(),
+                        },
+                    );
+                }
+            }
+            Msg::Reply { conn, seq, data } => return Some((conn, seq, data)),
+        }
+        None
+    }
+}
+
+impl Handler for Core {
+    fn handle(&mut self, s: &mut Session, cmd: Command) -> Dispatch {
+        let ctx = self.shared.ctx.clone();
+        let c = &ctx.counters[self.me];
+        let now = ctx.now();
+        match cmd {
+            Command::Get { keys, cas, touch } => {
+                // Runs of consecutive keys with the same owner.
+                let mut runs: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+                for k in keys {
+                    let o = owner(&k, self.n);
+                    match runs.last_mut() {
+                        Some((ro, ks)) if *ro == o => ks.push(k),
+                        _ => runs.push((o, vec![k])),
+                    }
+                }
+                // Dispatch runs in order while their rings have room. When one does not, park
+                // the remaining keys: nothing else of this connection is parsed meanwhile, so
+                // the replies of the resumed remainder land right after the parts reserved
+                // now, and END is written only once, after the last run.
+                let mut runs = runs.into_iter();
+                while let Some((o, ks)) = runs.next() {
+                    if o == self.me {
+                        let out = s.reply_buf();
+                        for k in &ks {
+                            get_one(&mut self.part, k, cas, touch, now, c, out);
+                        }
+                    } else if self.room(o) == 0 {
+                        c.skq_ring_full.fetch_add(1, Relaxed);
+                        let keys = ks.into_iter().chain(runs.flat_map(|(_, ks)| ks)).collect();
+                        return Dispatch::Stalled(Command::Get { keys, cas, touch });
+                    } else {
+                        c.skq_forwarded.fetch_add(1, Relaxed);
+                        let seq = s.reserve();
+                        self.send(
+                            o,
+                            Msg::Get {
+                                from: self.me,
+                                conn: self.token,
+                                seq,
+                                keys: ks,
+                                cas,
+                                touch,
+                            },
+                        );
+                    }
+                }
+                s.reply(b"END\r\n");
+            }
+            Command::FlushAll { delay, noreply } => {
+                if (0..self.n).any(|d| d != self.me && self.room(d) == 0) {
+                    c.skq_ring_full.fetch_add(1, Relaxed);
+                    return Dispatch::Stalled(Command::FlushAll { delay, noreply });
+                }
+                c.cmd_flush.fetch_add(1, Relaxed);
+                let delay = delay as u32;
+                self.part.flush_all(delay, now.rel);
+                let me = self.me;
+                for d in (0..self.n).filter(|&d| d != me) {
+                    let seq = (!noreply).then(|| s.reserve());
+                    self.send(
+                        d,
+                        Msg::Flush {
+                            from: self.me,
+                            conn: self.token,
+                            seq,
+                            delay,
+                        },
+                    );
+                }
+                if !noreply {
+                    s.reply(b"OK\r\n");
+                }
+            }
+            cmd => {
+                let shared = self.shared.clone();
+                if ctx.keyless(self.me, s, &cmd, || shared.stats()) {
+                    return Dispatch::Done;
+                }
+                let o = owner(cmd.key().expect("remaining commands carry one key"), self.n);
+                if o == self.me {
+                    apply(&mut self.part, &cmd, now, c, s.reply_buf());
+                } else if self.room(o) == 0 {
+                    c.skq_ring_full.fetch_add(1, Relaxed);
+                    return Dispatch::Stalled(cmd);
+                } else {
+                    c.skq_forwarded.fetch_add(1, Relaxed);
+                    let noreply = matches!(
+                        cmd,
+                        Command::Store { noreply: true, .. }
+                            | Command::Delete { noreply: true, .. }
+                            | Command::Arith { noreply: true, .. }
+                            | Command::Touch { noreply: true, .. }
+                    );
+                    let seq = (!noreply).then(|| s.reserve());
+                    self.send(
+                        o,
+                        Msg::Cmd {
+                            from: self.me,
+                            conn: self.token,
+                            seq,
+                            cmd,
+                        },
+                    );
+                }
+            }
+        }
+        Dispatch::Done
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    session: Session,
+    gen: u32,
+    interest: u32,
+}
+
+struct Worker {
+    core: Core,
+    epoll: Epoll,
+    listener: TcpListener,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    next_gen: u32,
+    /// Connections whose session parked a command (ring full).
+    parked: Vec<u64>,
+}
+
+const LISTENER: u64 = u64::MAX;
+const BELL: u64 = u64::MAX - 1;
+
+fn token(idx: usize, gen: u32) -> u64 {
+    (u64::from(gen) << 32) | idx as u64
+}
+
+/// Starts the thread-per-core server.
+pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
+    start_with_ring(cfg, RING_CAPACITY)
+}
+
+/// Like [`start`] with a chosen ring capacity (tests use tiny rings to exercise backpressure).
+pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Result<Running> {
+    let n = cfg.workers;
+    let per_worker = cfg.limit_bytes / n;
+    anyhow::ensure!(
+        per_worker >= crate::shared::MIN_SHARD_BYTES,
+        "-m {}: thread-per-core needs at least 4 MiB (two 2 MiB segments) per worker; use -m {} or more with --workers {n}",
+        cfg.limit_bytes >> 20,
+        (crate::shared::MIN_SHARD_BYTES * n) >> 20
+    );
+    // The first listener picks the port (when 0 was asked for); the others join it.
+    let first = sys::listen(cfg.addr, true)
+        .map_err(|e| anyhow::anyhow!("--addr {}: cannot listen: {e}", cfg.addr))?;
+    let addr = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..n {
+        listeners.push(sys::listen(addr, true)?);
+    }
+    let ctx = Arc::new(Ctx::new(cfg));
+    let accepted: Arc<Vec<_>> = Arc::new(
+        (0..n)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    );
+    let shared = Arc::new(Shared {
+        ctx: ctx.clone(),
+        rings: Rings::new(n, ring_capacity),
+        bells: (0..n)
+            .map(|_| sys::EventFd::new().map(Doorbell::new))
+            .collect::<Result<_, _>>()?,
+        published: (0..n)
+            .map(|_| CachePadded::new(Published::default()))
+            .collect(),
+        accepted: accepted.clone(),
+    });
+    let mut threads = Vec::new();
+    for (me, listener) in listeners.into_iter().enumerate() {
+        let epoll = Epoll::new()?;
+        epoll.add(listener.as_raw_fd(), IN, LISTENER)?;
+        epoll.add(shared.bells[me].efd.raw(), IN, BELL)?;
+        let core = Core {
+            me,
+            n,
+            shared: shared.clone(),
+            part: Partition::new(per_worker),
+            overflow: (0..n).map(|_| VecDeque::new()).collect(),
+            token: 0,
+        };
+        core.publish();
+        let mut w = Worker {
+            core,
+            epoll,
+            listener,
+            conns: Vec::new(),
+            free: Vec::new(),
+            next_gen: 1,
+            parked: Vec::new(),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("kv-tpc-{me}"))
+                .spawn(move || w.run())?,
+        );
+    }
+    let wake = shared.clone();
+    Ok(Running {
+        addr,
+        ctx,
+        threads,
+        wake: Box::new(move || wake.bells.iter().for_each(|b| b.efd.notify())),
+        accepted,
+    })
+}
+
+impl Worker {
+    fn run(&mut self) {
+        let mut events = Vec::with_capacity(64);
+        let shared = self.core.shared.clone();
+        let me = self.core.me;
+        if shared.ctx.cfg.pin {
+            if let Err(e) = sys::pin_to_nth_allowed_cpu(me) {
+                eprintln!("skq kv: warning: could not pin worker {me}: {e}");
+            }
+        }
+        while !shared.ctx.shutdown.load(SeqCst) {
+            let mut busy = self.drain_rings();
+            busy |= self.core.flush_overflow();
+            busy |= self.retry_parked();
+            self.core.publish();
+            let waiting =
+                !self.parked.is_empty() || self.core.overflow.iter().any(|o| !o.is_empty());
+            let timeout = if busy {
+                Some(Duration::ZERO)
+            } else if waiting {
+                Some(Duration::from_millis(1))
+            } else if shared.bells[me].prepare_sleep() {
+                None
+            } else {
+                Some(Duration::ZERO)
+            };
+            let res = self.epoll.wait(&mut events, timeout);
+            if timeout.is_none() {
+                // Reset the doorbell before draining the rings (next turn of the loop).
+                shared.bells[me].woke();
+            }
+            if let Err(e) = res {
+                eprintln!("skq kv: epoll_wait failed on worker {me}: {e}");
+                return;
+            }
+            for ev in events.iter().copied() {
+                match ev.u64 {
+                    LISTENER => self.accept(),
+                    BELL => shared.bells[me].efd.drain(),
+                    t => self.serve(t, ev.events),
+                }
+            }
+        }
+    }
+
+    /// Handles messages from other workers; returns whether there were any.
+    fn drain_rings(&mut self) -> bool {
+        let mut any = false;
+        let shared = self.core.shared.clone();
+        let me = self.core.me;
+        for src in (0..self.core.n).filter(|&s| s != me) {
+            let q = shared.rings.queue(src, me);
+            for _ in 0..DRAIN_BATCH {
+                let Some(msg) = q.pop() else { break };
+                any = true;
+                if let Some((conn, seq, data)) = self.core.serve_remote(msg) {
+                    if let Some(idx) = self.lookup(conn) {
+                        self.conns[idx]
+                            .as_mut()
+                            .expect("looked up")
+                            .session
+                            .complete(seq, data);
+                        self.update(idx);
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    fn retry_parked(&mut self) -> bool {
+        let parked = std::mem::take(&mut self.parked);
+        let before = parked.len();
+        for t in parked {
+            if let Some(idx) = self.lookup(t) {
+                self.update(idx);
+            }
+        }
+        self.parked.len() < before
+    }
+
+    fn lookup(&self, t: u64) -> Option<usize> {
+        let idx = (t & 0xffff_ffff) as usize;
+        let conn = self.conns.get(idx)?.as_ref()?;
+        (token(idx, conn.gen) == t).then_some(idx)
+    }
+
+    fn accept(&mut self) {
+        let ctx = self.core.shared.ctx.clone();
+        let c = &ctx.counters[self.core.me];
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return, // WouldBlock, or EMFILE: retried on the next readiness
+            };
+            if !ctx.admit() {
+                c.rejected_connections.fetch_add(1, Relaxed);
+                let _ =
+                    std::io::Write::write_all(&mut &stream, b"ERROR Too many open connections\r\n");
+                continue;
+            }
+            let _ = stream.set_nonblocking(true);
+            let _ = stream.set_nodelay(true);
+            let idx = self.free.pop().unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+            let gen = self.next_gen;
+            self.next_gen = self.next_gen.wrapping_add(1).max(1);
+            if self
+                .epoll
+                .add(stream.as_raw_fd(), IN | RDHUP, token(idx, gen))
+                .is_err()
+            {
+                ctx.curr_conns.fetch_sub(1, Relaxed);
+                self.free.push(idx);
+                continue;
+            }
+            self.conns[idx] = Some(Conn {
+                stream,
+                session: Session::new(ctx.cfg.limits),
+                gen,
+                interest: IN | RDHUP,
+            });
+            c.total_connections.fetch_add(1, Relaxed);
+            self.core.shared.accepted[self.core.me].fetch_add(1, SeqCst);
+        }
+    }
+
+    fn serve(&mut self, t: u64, events: u32) {
+        let Some(idx) = self.lookup(t) else { return };
+        let conn = self.conns[idx].as_mut().expect("looked up");
+        if events & HUP != 0 {
+            return self.close(idx);
+        }
+        if events & (IN | RDHUP) != 0 && conn.session.wants_read() {
+            match conn.session.fill(&mut conn.stream) {
+                Ok(Fill::Read(n) | Fill::Full(n)) => {
+                    self.core.shared.ctx.counters[self.core.me]
+                        .bytes_read
+                        .fetch_add(n as u64, Relaxed);
+                }
+                Ok(Fill::Eof) => {}
+                Err(_) => return self.close(idx),
+            }
+        }
+        self.update(idx);
+    }
+
+    /// Parses what can be parsed, writes what can be written, and fixes the epoll interest
+    /// (or closes the connection).
+    fn update(&mut self, idx: usize) {
+        let Some(conn) = self.conns[idx].as_mut() else {
+            return;
+        };
+        self.core.token = token(idx, conn.gen);
+        let shared = self.core.shared.clone();
+        let c = &shared.ctx.counters[self.core.me];
+        match conn.session.pump(&mut self.core, &mut conn.stream) {
+            Ok(n) => {
+                c.bytes_written.fetch_add(n as u64, Relaxed);
+            }
+            Err(_) => return self.close(idx),
+        }
+        if conn.session.finished() {
+            if conn.session.violation.is_some() {
+                c.skq_protocol_closes.fetch_add(1, Relaxed);
+            }
+            return self.close(idx);
+        }
+        if conn.session.is_parked() {
+            self.parked.push(self.core.token);
+        }
+        let mut interest = 0;
+        if conn.session.wants_read() {
+            interest |= IN | RDHUP;
+        }
+        if conn.session.wants_write() {
+            interest |= OUT;
+        }
+        if interest != conn.interest {
+            if self
+                .epoll
+                .modify(conn.stream.as_raw_fd(), interest, self.core.token)
+                .is_err()
+            {
+                return self.close(idx);
+            }
+            conn.interest = interest;
+        }
+    }
+
+    fn close(&mut self, idx: usize) {
+        if let Some(conn) = self.conns[idx].take() {
+            let _ = self.epoll.delete(conn.stream.as_raw_fd());
+            self.core.shared.ctx.curr_conns.fetch_sub(1, Relaxed);
+            self.free.push(idx);
+        }
+    }
+}

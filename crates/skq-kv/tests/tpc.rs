@@ -1,0 +1,209 @@
+//! Thread-per-core specifics: routing between workers, backpressure on full rings,
+//! exactly-once execution under concurrency (also run on the shared architecture).
+
+mod common;
+
+use common::{config, Client};
+use skq_kv::server::{Arch, Running};
+use skq_kv::tpc::owner;
+
+/// Opens connections until every worker has accepted at least one; returns one client per
+/// worker (index = worker). The kernel's SO_REUSEPORT hash decides placement, so we watch
+/// the per-worker accept counters rather than guess.
+fn client_per_worker(srv: &Running, workers: usize) -> Vec<Client> {
+    let mut slots: Vec<Option<Client>> = (0..workers).map(|_| None).collect();
+    for _ in 0..2000 {
+        if slots.iter().all(Option::is_some) {
+            break;
+        }
+        let before = srv.accepted_per_worker();
+        let mut c = Client::connect(srv.addr);
+        c.expect(b"verbosity 0\r\n", b"OK\r\n"); // accepted and served: counters are final
+        let after = srv.accepted_per_worker();
+        let w = (0..workers)
+            .find(|&w| after[w] > before[w])
+            .expect("some worker accepted it");
+        if slots[w].is_none() {
+            slots[w] = Some(c);
+        }
+    }
+    slots
+        .into_iter()
+        .map(|c| c.expect("every worker got a connection within 2000 tries"))
+        .collect()
+}
+
+#[test]
+fn key_set_through_any_worker_is_read_through_every_other() {
+    let workers = 4;
+    let srv = skq_kv::server::start(config(Arch::Tpc, workers)).unwrap();
+    let mut clients = client_per_worker(&srv, workers);
+    // Keys chosen so every owner is covered, written through every worker.
+    let mut keys = Vec::new();
+    for i in 0.. {
+        let k = format!("route{i}");
+        if !keys.iter().any(|(_, o)| *o == owner(k.as_bytes(), workers)) || keys.len() < 16 {
+            keys.push((k.clone(), owner(k.as_bytes(), workers)));
+        }
+        if keys.len() >= 16 && (0..workers).all(|w| keys.iter().any(|(_, o)| *o == w)) {
+            break;
+        }
+    }
+    for (i, (k, _)) in keys.iter().enumerate() {
+        let via = i % workers;
+        clients[via].expect(
+            format!("set {k} {i} 0 {}\r\n{k}\r\n", k.len()).as_bytes(),
+            b"STORED\r\n",
+        );
+        for (r, c) in clients.iter_mut().enumerate() {
+            let want = format!("VALUE {k} {i} {}\r\n{k}\r\nEND\r\n", k.len());
+            c.expect(format!("get {k}\r\n").as_bytes(), want.as_bytes());
+            let _ = r;
+        }
+    }
+    // A delete through one worker is seen by all.
+    let (k0, _) = &keys[0];
+    clients[1].expect(format!("delete {k0}\r\n").as_bytes(), b"DELETED\r\n");
+    for c in clients.iter_mut() {
+        c.expect(format!("get {k0}\r\n").as_bytes(), b"END\r\n");
+    }
+    // flush_all through one worker empties every partition before OK is sent.
+    clients[2].expect(b"flush_all\r\n", b"OK\r\n");
+    for c in clients.iter_mut() {
+        for (k, _) in &keys {
+            c.expect(format!("get {k}\r\n").as_bytes(), b"END\r\n");
+        }
+    }
+    assert!(
+        clients[0].stat("skq_forwarded") > 0,
+        "some requests crossed workers"
+    );
+    srv.stop();
+}
+
+/// Many clients hammer keys owned everywhere through rings of capacity 1: commands must
+/// park and resume, never be lost, duplicated or reordered, and nothing may abort.
+fn hammer(srv: &Running, clients: usize, ops: usize) {
+    std::thread::scope(|s| {
+        for t in 0..clients {
+            let addr = srv.addr;
+            s.spawn(move || {
+                let mut c = Client::connect(addr);
+                // Pipeline a burst per round so rings fill up.
+                for round in 0..ops / 20 {
+                    let mut req = Vec::new();
+                    let mut want = Vec::new();
+                    for j in 0..10 {
+                        let k = format!("t{t}r{round}j{j}");
+                        req.extend_from_slice(
+                            format!("set {k} {j} 0 {}\r\n{k}\r\n", k.len()).as_bytes(),
+                        );
+                        want.extend_from_slice(b"STORED\r\n");
+                    }
+                    let keys: Vec<String> = (0..10).map(|j| format!("t{t}r{round}j{j}")).collect();
+                    req.extend_from_slice(format!("get {}\r\n", keys.join(" ")).as_bytes());
+                    for (j, k) in keys.iter().enumerate() {
+                        want.extend_from_slice(
+                            format!("VALUE {k} {j} {}\r\n{k}\r\n", k.len()).as_bytes(),
+                        );
+                    }
+                    want.extend_from_slice(b"END\r\n");
+                    for _ in 0..9 {
+                        req.extend_from_slice(b"incr shared_counter 1 noreply\r\n");
+                    }
+                    req.extend_from_slice(b"incr shared_counter 1\r\n");
+                    c.send(&req);
+                    let got = c.read_exact(want.len());
+                    assert_eq!(
+                        String::from_utf8_lossy(&got),
+                        String::from_utf8_lossy(&want)
+                    );
+                    let n = c.read_until(b"\r\n");
+                    assert!(
+                        n.iter()
+                            .all(|b| b.is_ascii_digit() || *b == b'\r' || *b == b'\n'),
+                        "{n:?}"
+                    );
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn tiny_rings_backpressure_exactly_once() {
+    let workers = 3;
+    let srv = skq_kv::tpc::start_with_ring(config(Arch::Tpc, workers), 1).unwrap();
+    let mut c = Client::connect(srv.addr);
+    c.expect(b"set shared_counter 0 0 1\r\n0\r\n", b"STORED\r\n");
+    let (clients, ops) = (6, 200);
+    hammer(&srv, clients, ops);
+    let total = clients * (ops / 20) * 10;
+    c.expect(
+        b"get shared_counter\r\n",
+        format!(
+            "VALUE shared_counter 0 {}\r\n{total}\r\nEND\r\n",
+            total.to_string().len()
+        )
+        .as_bytes(),
+    );
+    assert!(
+        c.stat("skq_ring_full") > 0,
+        "rings of one slot must have filled"
+    );
+    srv.stop();
+}
+
+#[test]
+fn shared_arch_exactly_once() {
+    let srv = skq_kv::server::start(config(Arch::Shared, 3)).unwrap();
+    let mut c = Client::connect(srv.addr);
+    c.expect(b"set shared_counter 0 0 1\r\n0\r\n", b"STORED\r\n");
+    let (clients, ops) = (6, 200);
+    hammer(&srv, clients, ops);
+    let total = clients * (ops / 20) * 10;
+    c.expect(
+        b"get shared_counter\r\n",
+        format!(
+            "VALUE shared_counter 0 {}\r\n{total}\r\nEND\r\n",
+            total.to_string().len()
+        )
+        .as_bytes(),
+    );
+    srv.stop();
+}
+
+/// A client that sends a lot and never reads must not stall other clients.
+#[test]
+fn slow_reader_does_not_block_others() {
+    for arch in [Arch::Shared, Arch::Tpc] {
+        let srv = skq_kv::server::start(config(arch, 2)).unwrap();
+        let mut c = Client::connect(srv.addr);
+        let v = vec![b'x'; 100_000];
+        let mut req = format!("set big 0 0 {}\r\n", v.len()).into_bytes();
+        req.extend_from_slice(&v);
+        req.extend_from_slice(b"\r\n");
+        c.expect(&req, b"STORED\r\n");
+        let mut hog = Client::connect(srv.addr);
+        hog.s.set_nonblocking(true).unwrap();
+        let burst = b"get big\r\n".repeat(2000); // ~200 MB of replies requested, never read
+        let mut sent = 0;
+        for _ in 0..200 {
+            match std::io::Write::write(&mut hog.s, &burst[sent..]) {
+                Ok(n) => sent += n,
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
+            if sent == burst.len() {
+                break;
+            }
+        }
+        for _ in 0..20 {
+            c.expect(
+                b"set small 0 0 1\r\n1\r\nget small\r\n",
+                b"STORED\r\nVALUE small 0 1\r\n1\r\nEND\r\n",
+            );
+        }
+        drop(hog);
+        srv.stop();
+    }
+}
