@@ -99,6 +99,11 @@ impl std::ops::BitOr for Interest {
 }
 
 const DOORBELL: u64 = u64::MAX;
+/// Token of the level-triggered shutdown eventfd: once written it stays
+/// readable, so every `epoll_wait` after shutdown returns at once, whoever
+/// harvested before (an edge could be consumed by another worker's
+/// non-blocking harvest just before a new poller blocks).
+const SHUTDOWN: u64 = u64::MAX - 1;
 const NONE: usize = usize::MAX;
 const KIND_OTHER: u8 = 0;
 const KIND_SOCKET: u8 = 1;
@@ -139,6 +144,8 @@ pub struct Skq {
     epoll: Epoll,
     /// Rung to wake the worker blocked in `epoll_wait` (the poller).
     doorbell: EventFd,
+    /// Written once by `shutdown`; level-triggered in the shared epoll.
+    shutdown_fd: EventFd,
     parkers: Box<[Parker]>,
     /// Worker currently blocked in `epoll_wait`, or NONE.
     poller: AtomicUsize,
@@ -179,10 +186,13 @@ impl Skq {
             (libc::EPOLLIN | libc::EPOLLET) as u32,
             DOORBELL,
         )?;
+        let shutdown_fd = EventFd::new()?;
+        epoll.add(shutdown_fd.as_raw_fd(), libc::EPOLLIN as u32, SHUTDOWN)?;
         Ok(Arc::new(Skq {
             core,
             epoll,
             doorbell,
+            shutdown_fd,
             parkers: (0..n)
                 .map(|_| Parker {
                     flag: Mutex::new(false),
@@ -308,6 +318,7 @@ impl Skq {
     /// Makes every current and future `wait` return `Ok(0)` at once.
     pub fn shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+        let _ = self.shutdown_fd.notify();
         let _ = self.doorbell.notify();
         for p in self.parkers.iter() {
             p.unpark();
@@ -347,6 +358,9 @@ impl Skq {
             if data == DOORBELL {
                 self.doorbell.drain();
                 continue;
+            }
+            if data == SHUTDOWN {
+                continue; // never drained: stays readable
             }
             let id = SourceId::from_u64(data);
             let bits = ev.events;

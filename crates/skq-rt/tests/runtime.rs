@@ -236,3 +236,41 @@ fn invalid_config_is_refused_with_the_option_named() {
     let err = Skq::new(cfg).err().unwrap().to_string();
     assert_eq!(err, "--rtshare 101 is out of range: allowed 1..=100");
 }
+
+/// Shutdown racing workers on their way to sleep: every `wait(None)` must
+/// return, whether the worker blocks as the poller or parks as a follower.
+/// Modes without stealing, so nothing but shutdown wakes an idle worker.
+/// (The interleaving the kv server hit, a doorbell edge consumed by another
+/// worker's harvest just before a new poller blocks, is closed by
+/// construction: the shutdown eventfd is level-triggered.)
+#[test]
+fn shutdown_wakes_every_blocked_worker() {
+    for round in 0..200u64 {
+        let mode = if round % 2 == 0 { "cpu" } else { "shared" };
+        let skq = Skq::new(Config::parse_mode(mode, 3).unwrap()).unwrap();
+        let handles: Vec<_> = (0..3)
+            .map(|w| {
+                let mut worker = skq.worker(w);
+                thread::spawn(move || {
+                    let mut ev = Events::with_capacity(4);
+                    for _ in 0..3 {
+                        worker.wait(&mut ev, None).unwrap();
+                    }
+                })
+            })
+            .collect();
+        thread::sleep(Duration::from_micros(50 * (round % 7)));
+        skq.shutdown();
+        let start = Instant::now();
+        for h in handles {
+            while !h.is_finished() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "round {round}: a worker never returned"
+                );
+                thread::sleep(Duration::from_millis(1));
+            }
+            h.join().unwrap();
+        }
+    }
+}
