@@ -66,6 +66,9 @@ pub enum ServerKind {
     Memcached,
     /// Debian's nginx.
     Nginx,
+    /// `skq serve kv`: `kv-tpc` (thread-per-core) or `kv-MODE` (shared
+    /// architecture on skq mode MODE, e.g. `kv-hybrid`, or `kv-epoll`).
+    Kv,
 }
 
 impl ServerKind {
@@ -75,6 +78,7 @@ impl ServerKind {
             "tokio" => ServerKind::Tokio,
             "memcached" => ServerKind::Memcached,
             "nginx" => ServerKind::Nginx,
+            m if m.starts_with("kv-") => ServerKind::Kv,
             _ => ServerKind::Skq,
         }
     }
@@ -83,7 +87,7 @@ impl ServerKind {
     pub fn default_protocol(self) -> &'static str {
         match self {
             ServerKind::Skq | ServerKind::Tokio => "rpc",
-            ServerKind::Memcached => "memcached",
+            ServerKind::Memcached | ServerKind::Kv => "memcached",
             ServerKind::Nginx => "http",
         }
     }
@@ -343,7 +347,7 @@ impl Curve {
         let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
         let server = ServerKind::from_mode(&mode);
         if server == ServerKind::Skq && !valid_mode(&mode) {
-            bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), tokio, memcached or nginx", ctx("mode"));
+            bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), tokio, memcached, nginx, kv-tpc or kv-MODE", ctx("mode"));
         }
         let workers = e.workers.unwrap_or(8);
         if !(1..=64).contains(&workers) {
@@ -352,7 +356,7 @@ impl Curve {
         // Peers do their real work: `service` (often inherited from
         // [defaults] or --service) does not apply to them.
         let service = match server {
-            ServerKind::Memcached | ServerKind::Nginx => ServiceMode::Spin,
+            ServerKind::Memcached | ServerKind::Nginx | ServerKind::Kv => ServiceMode::Spin,
             _ => e.service.unwrap_or(ServiceMode::Emulate),
         };
         let mean_us = e.mean_us.unwrap_or(500.0);

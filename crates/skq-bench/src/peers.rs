@@ -20,7 +20,31 @@ pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> R
         ServerKind::Skq | ServerKind::Tokio => Ok(skq_command(curve, skq, port)),
         ServerKind::Memcached => memcached_command(curve.workers, port),
         ServerKind::Nginx => nginx_command(curve.workers, port, workdir),
+        ServerKind::Kv => Ok(kv_command(curve, skq, port)),
     }
+}
+
+/// `skq serve kv --arch tpc|shared [--mode MODE] --addr 127.0.0.1:PORT
+/// --workers N` for modes `kv-tpc` and `kv-MODE`.
+pub fn kv_command(curve: &Curve, skq: &Path, port: u16) -> Command {
+    let mut c = Command::new(skq);
+    c.args(["serve", "kv", "--addr", &format!("127.0.0.1:{port}")]);
+    c.args(["--workers", &curve.workers.to_string()]);
+    match curve.mode.strip_prefix("kv-") {
+        Some("tpc") => {
+            c.args(["--arch", "tpc"]);
+        }
+        Some(mode) => {
+            c.args(["--arch", "shared", "--mode", mode]);
+        }
+        None => {
+            c.args(["--arch", "shared"]);
+        }
+    }
+    if curve.pin {
+        c.arg("--pin");
+    }
+    c
 }
 
 /// `skq serve rpc --addr 127.0.0.1:PORT --workers N ...`.

@@ -464,7 +464,7 @@ impl ProcessRunner {
             .arg(&files.hdr_log);
         let label = match curve.server {
             ServerKind::Skq | ServerKind::Tokio => curve.service.as_str(),
-            ServerKind::Memcached | ServerKind::Nginx => "spin",
+            ServerKind::Memcached | ServerKind::Nginx | ServerKind::Kv => "spin",
         };
         c.args(["--service-mode-label", label, "--quiet"]);
         c
