@@ -7,6 +7,9 @@ cargo build --workspace --bins
 cargo test --workspace
 echo "loom: model-checking the core's cross-thread state machine"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p skq-core --test loom --release
+echo "loom: model-checking the thread-per-core doorbell of skq-kv"
+LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p skq-kv --no-default-features --release --lib doorbell
 if [ -x scripts/fuzz-smoke.sh ]; then
     bash scripts/fuzz-smoke.sh
 fi

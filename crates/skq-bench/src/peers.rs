@@ -171,3 +171,58 @@ pub fn workdir(parent: &Path, tag: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ConfigEntry;
+
+    fn args_of(mode: &str) -> Vec<String> {
+        let e = ConfigEntry {
+            mode: Some(mode.into()),
+            workers: Some(2),
+            capacity_rps: Some(1000.0),
+            slo_us: Some(500.0),
+            ..ConfigEntry::default()
+        };
+        let curve = Curve::from_entry(&e, 2).unwrap();
+        assert_eq!(curve.server, ServerKind::Kv);
+        assert_eq!(curve.protocol, "memcached");
+        let c = server_command(&curve, Path::new("/bin/skq"), 4242, Path::new("/tmp")).unwrap();
+        c.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn kv_modes_map_to_skq_serve_kv() {
+        assert_eq!(
+            args_of("kv-tpc"),
+            [
+                "serve",
+                "kv",
+                "--addr",
+                "127.0.0.1:4242",
+                "--workers",
+                "2",
+                "--arch",
+                "tpc"
+            ]
+        );
+        assert_eq!(
+            args_of("kv-hybrid"),
+            [
+                "serve",
+                "kv",
+                "--addr",
+                "127.0.0.1:4242",
+                "--workers",
+                "2",
+                "--arch",
+                "shared",
+                "--mode",
+                "hybrid"
+            ]
+        );
+    }
+}
