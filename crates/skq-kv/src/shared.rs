@@ -16,7 +16,7 @@ use crate::exec::{apply, get_one};
 use crate::murmur3::murmur3_x86_32;
 use crate::protocol::Command;
 use crate::server::{Ctx, Running, ServerConfig};
-use crate::session::{Dispatch, Handler, Session};
+use crate::session::{Dispatch, Fill, Handler, Session};
 use crate::store::{PartStats, Partition};
 
 /// `--mode` value selecting the plain-epoll driver.
@@ -143,4 +143,59 @@ impl Handler for SharedHandler<'_> {
         }
         Dispatch::Done
     }
+}
+
+/// What one service step on a connection asks of its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Step {
+    /// Close the connection (EOF, I/O error or protocol violation; the
+    /// violation is already counted).
+    pub close: bool,
+    /// The read stopped because the session's input buffer was full, so
+    /// bytes may remain in the socket.
+    pub full: bool,
+}
+
+/// One service step of the shared architecture, the same for both drivers
+/// (skq runtime and plain epoll): read what the socket has if `read` and the
+/// session wants input, execute every complete command against the store,
+/// write the replies, and count bytes and protocol closes.
+pub(crate) fn serve_step(
+    ctx: &Ctx,
+    store: &SharedStore,
+    worker: usize,
+    session: &mut Session,
+    stream: &mut TcpStream,
+    read: bool,
+) -> Step {
+    let c = &ctx.counters[worker];
+    let mut ok = true;
+    let mut full = false;
+    if read && session.wants_read() {
+        match session.fill(stream) {
+            Ok(Fill::Read(n)) => {
+                c.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Ok(Fill::Full(n)) => {
+                c.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+                full = true;
+            }
+            Ok(Fill::Eof) => {}
+            Err(_) => ok = false,
+        }
+    }
+    if ok {
+        let mut h = SharedHandler { ctx, store, worker };
+        match session.pump(&mut h, stream) {
+            Ok(n) => {
+                c.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(_) => ok = false,
+        }
+    }
+    let close = !ok || session.finished();
+    if close && session.violation.is_some() {
+        c.skq_protocol_closes.fetch_add(1, Ordering::Relaxed);
+    }
+    Step { close, full }
 }

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use crossbeam_utils::CachePadded;
 
 use crate::server::{Ctx, Running, ServerConfig};
-use crate::session::{Fill, Session};
-use crate::shared::{admit, SharedHandler, SharedStore};
+use crate::session::Session;
+use crate::shared::{admit, serve_step, SharedStore};
 use crate::sys::{self, Epoll, EventFd, HUP, IN, ONESHOT, OUT, RDHUP};
 
 const LISTENER: u64 = u64::MAX;
@@ -144,34 +144,20 @@ impl Server {
     fn serve(&self, worker: usize, idx: usize, events: u32) {
         let mut slot = self.lock(idx);
         let Some(conn) = slot.as_mut() else { return };
-        let c = &self.ctx.counters[worker];
-        let mut ok = events & HUP == 0;
-        if ok && events & (IN | RDHUP) != 0 && conn.session.wants_read() {
-            match conn.session.fill(&mut conn.stream) {
-                Ok(Fill::Read(n) | Fill::Full(n)) => {
-                    c.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                Ok(Fill::Eof) => {}
-                Err(_) => ok = false,
-            }
+        if events & HUP != 0 {
+            self.close(idx, &mut slot);
+            return;
         }
-        if ok {
-            let mut h = SharedHandler {
-                ctx: &self.ctx,
-                store: &self.store,
-                worker,
-            };
-            match conn.session.pump(&mut h, &mut conn.stream) {
-                Ok(n) => {
-                    c.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                Err(_) => ok = false,
-            }
-        }
-        if !ok || conn.session.finished() {
-            if conn.session.violation.is_some() {
-                c.skq_protocol_closes.fetch_add(1, Ordering::Relaxed);
-            }
+        let read = events & (IN | RDHUP) != 0;
+        let step = serve_step(
+            &self.ctx,
+            &self.store,
+            worker,
+            &mut conn.session,
+            &mut conn.stream,
+            read,
+        );
+        if step.close {
             self.close(idx, &mut slot);
             return;
         }

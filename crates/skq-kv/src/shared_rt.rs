@@ -18,8 +18,8 @@ use crossbeam_utils::CachePadded;
 use skq_rt::{Config, Event, Events, Flags, Interest, Skq, SourceId};
 
 use crate::server::{Ctx, Running, ServerConfig};
-use crate::session::{Fill, Session};
-use crate::shared::{admit, SharedHandler, SharedStore};
+use crate::session::Session;
+use crate::shared::{admit, serve_step, SharedStore};
 
 const LISTENER: u64 = u64::MAX;
 const BATCH: usize = 64;
@@ -196,40 +196,16 @@ impl Server {
         let Some(conn) = slot.as_mut().filter(|c| c.id == ev.source) else {
             return false;
         };
-        let c = &self.ctx.counters[worker];
         // Readiness bits are not consulted: reads and writes report errors and EOF themselves.
-        let mut ok = true;
-        let mut full = false;
-        if ok && conn.session.wants_read() {
-            match conn.session.fill(&mut conn.stream) {
-                Ok(Fill::Read(n)) => {
-                    c.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                Ok(Fill::Full(n)) => {
-                    c.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
-                    full = true;
-                }
-                Ok(Fill::Eof) => {}
-                Err(_) => ok = false,
-            }
-        }
-        if ok {
-            let mut h = SharedHandler {
-                ctx: &self.ctx,
-                store: &self.store,
-                worker,
-            };
-            match conn.session.pump(&mut h, &mut conn.stream) {
-                Ok(n) => {
-                    c.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                Err(_) => ok = false,
-            }
-        }
-        if !ok || conn.session.finished() {
-            if conn.session.violation.is_some() {
-                c.skq_protocol_closes.fetch_add(1, Ordering::Relaxed);
-            }
+        let step = serve_step(
+            &self.ctx,
+            &self.store,
+            worker,
+            &mut conn.session,
+            &mut conn.stream,
+            true,
+        );
+        if step.close {
             if let Some(conn) = slot.take() {
                 let _ = self.skq.deregister(conn.id, conn.stream.as_raw_fd());
                 drop(conn);
@@ -241,6 +217,6 @@ impl Server {
             }
             return false;
         }
-        full && conn.session.wants_read()
+        step.full && conn.session.wants_read()
     }
 }
