@@ -271,14 +271,14 @@ impl Scheduler {
             // No live worker: leave it QUEUED-in-transit-nowhere? Never: put it
             // back to IDLE with its readiness so a later activation retries.
             None => {
-                self.park_orphan(id, s, ready);
+                self.park_orphan(id, s);
                 Activation::Deferred
             }
         }
     }
 
     /// With every worker gone, return a won QUEUED state to IDLE.
-    fn park_orphan(&self, id: SourceId, s: &Slot, _ready: Ready) {
+    fn park_orphan(&self, id: SourceId, s: &Slot) {
         let mut cur = s.state.load(Ordering::Acquire);
         while slot::gen_of(cur) == id.gen() && cur & PHASE == QUEUED {
             match s.cas(cur, slot::word(id.gen(), IDLE)) {
@@ -314,7 +314,10 @@ impl Scheduler {
         for _ in 0..=self.cfg.workers {
             let (w, reason) = self.choose(s, cpu, now, rng)?;
             if let Some(claimed) = self.push_claim(self.qidx(w), id, high, false) {
-                let last = s.last.swap(w as u32, Ordering::Relaxed);
+                // Accounting only: a plain load and store (no locked RMW on
+                // the activation path); a racing update just miscounts.
+                let last = s.last.load(Ordering::Relaxed);
+                s.last.store(w as u32, Ordering::Relaxed);
                 if self.cfg.policy != Policy::Shared && last != NONE && last as usize != w {
                     let c = &self.workers[w].counters;
                     match forced.or(reason) {
@@ -488,7 +491,7 @@ impl Scheduler {
             match self.route(id, s, cpu, now, &mut ctx.rng) {
                 Some((_, Some(v))) => ctx.wakes.push(v),
                 Some((_, None)) => {}
-                None => self.park_orphan(id, s, Ready::EMPTY),
+                None => self.park_orphan(id, s),
             }
         }
     }

@@ -23,7 +23,6 @@ use crate::shared::{admit, serve_step, SharedStore};
 
 const LISTENER: u64 = u64::MAX;
 const BATCH: usize = 64;
-const SHUTDOWN_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 struct Conn {
     stream: TcpStream,
@@ -112,10 +111,8 @@ impl Server {
         let mut worker = self.skq.worker(w);
         let mut events = Events::with_capacity(BATCH);
         while !self.ctx.shutdown.load(Ordering::SeqCst) && !self.skq.is_shutdown() {
-            // Bounded wait: `Skq::shutdown` can miss a worker that becomes the poller just
-            // after it (seen as a hang in `Running::stop`); re-checking every 100 ms bounds
-            // the exit time. Idle cost: ten wake-ups a second per worker.
-            if let Err(e) = worker.wait(&mut events, Some(SHUTDOWN_POLL)) {
+            // `Skq::shutdown` (called by `Running::stop`) makes every wait return.
+            if let Err(e) = worker.wait(&mut events, None) {
                 eprintln!("skq kv: wait failed on worker {w}: {e}");
                 break;
             }

@@ -95,53 +95,49 @@ impl Worker {
         &self.skq
     }
 
-    fn ctx(&mut self) -> &mut WorkerCtx {
-        self.ctx.as_mut().expect("worker used after exit")
-    }
-
-    fn flush_wakes(&mut self) {
-        let me = self.id();
+    /// The worker's parts, borrowed separately: the shared instance (no
+    /// `Arc` clone on the wait path: its reference count is one cache line
+    /// every worker would bounce), its context, epoll buffer and owed wakes.
+    fn parts(
+        &mut self,
+    ) -> (
+        &Skq,
+        &mut WorkerCtx,
+        &mut Vec<libc::epoll_event>,
+        &mut Vec<WorkerId>,
+    ) {
         let Worker {
-            skq, ctx, wakes, ..
+            skq,
+            ctx,
+            ep_buf,
+            wakes,
         } = self;
-        if let Some(c) = ctx.as_mut() {
-            c.drain_wakes_into(wakes);
-        }
-        for w in wakes.drain(..) {
-            skq.wake(w, me);
-        }
-    }
-
-    /// Non-blocking (timeout 0) or blocking harvest of the shared epoll fd.
-    fn harvest(&mut self, timeout_ns: Option<u64>) -> io::Result<()> {
-        let me = self.id();
-        let n = self.skq.epoll.wait_ns(&mut self.ep_buf, timeout_ns)?;
-        if n > 0 {
-            let skq = self.skq.clone();
-            let rng = self.ctx.as_mut().expect("live worker").rng();
-            skq.activate_all(&self.ep_buf, me, rng);
-        }
-        Ok(())
+        (
+            skq,
+            ctx.as_mut().expect("worker used after exit"),
+            ep_buf,
+            wakes,
+        )
     }
 
     /// Releases the previous batch and returns the next one (at most
     /// `events.capacity()` events). Blocks until work arrives, `timeout`
     /// passes (then `Ok(0)`), or the instance shuts down (`Ok(0)`).
     pub fn wait(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<usize> {
-        let skq = self.skq.clone();
+        let (skq, ctx, ep_buf, wakes) = self.parts();
         let core = &skq.core;
-        let me = self.id();
+        let me = ctx.id();
         let bit = 1u64 << me;
         let start = monotonic_ns();
-        core.release(self.ctx(), start);
-        self.flush_wakes();
+        core.release(ctx, start);
+        flush_wakes(skq, ctx, wakes);
         events.inner.clear();
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
         let steal = core.config().steal;
         let retry = core.config().steal_retry_ns;
         loop {
             if skq.is_shutdown() {
-                core.record_return(self.ctx(), monotonic_ns(), 0);
+                core.record_return(ctx, monotonic_ns(), 0);
                 return Ok(0);
             }
             // Nobody is blocked in epoll_wait: harvest on the way (one
@@ -149,25 +145,25 @@ impl Worker {
             if skq.poller.load(Ordering::Acquire) == NONE
                 && !skq.harvesting.swap(true, Ordering::AcqRel)
             {
-                let r = self.harvest(Some(0));
+                let r = harvest(skq, ctx, ep_buf, Some(0));
                 skq.harvesting.store(false, Ordering::Release);
                 r?;
             }
             let cap = events.cap;
-            let mut n = core.fill(self.ctx(), &mut events.inner, cap);
-            if n == 0 && steal && core.steal(self.ctx()) > 0 {
-                n = core.fill(self.ctx(), &mut events.inner, cap);
+            let mut n = core.fill(ctx, &mut events.inner, cap);
+            if n == 0 && steal && core.steal(ctx) > 0 {
+                n = core.fill(ctx, &mut events.inner, cap);
             }
             let now = monotonic_ns();
             if n > 0 {
-                core.record_return(self.ctx(), now, n);
+                core.record_return(ctx, now, n);
                 return Ok(n);
             }
             if deadline.is_some_and(|d| now >= d) {
-                core.record_return(self.ctx(), now, 0);
+                core.record_return(ctx, now, 0);
                 return Ok(0);
             }
-            if !core.prepare_park(self.ctx.as_ref().expect("live worker")) {
+            if !core.prepare_park(ctx) {
                 continue;
             }
             let mut sleep = deadline.map(|d| d - now);
@@ -179,9 +175,9 @@ impl Worker {
                 .compare_exchange(NONE, me, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
             {
-                let r = self.harvest(sleep);
+                let r = harvest(skq, ctx, ep_buf, sleep);
                 skq.poller.store(NONE, Ordering::SeqCst);
-                core.unpark(self.ctx.as_ref().expect("live worker"));
+                core.unpark(ctx);
                 r?;
                 if core.has_work(me) {
                     // Leaving to work: a parked follower takes over polling.
@@ -194,23 +190,23 @@ impl Worker {
                     skq.parkers[me].park(sleep);
                 }
                 skq.sleepers.fetch_and(!bit, Ordering::SeqCst);
-                core.unpark(self.ctx.as_ref().expect("live worker"));
+                core.unpark(ctx);
             }
         }
     }
 
     /// Releases the previous batch now (before the next `wait`).
     pub fn release(&mut self) {
-        let skq = self.skq.clone();
-        skq.core.release(self.ctx(), monotonic_ns());
-        self.flush_wakes();
+        let (skq, ctx, _, wakes) = self.parts();
+        skq.core.release(ctx, monotonic_ns());
+        flush_wakes(skq, ctx, wakes);
     }
 
     /// Says the handler of `ev` stopped before `EAGAIN`: the source is
     /// redelivered after release even if no new readiness arrives.
     pub fn still_ready(&mut self, ev: &Event) {
-        let skq = self.skq.clone();
-        skq.core.still_ready(self.ctx(), ev.source);
+        let (skq, ctx, _, _) = self.parts();
+        skq.core.still_ready(ctx, ev.source);
     }
 
     /// Leaves the pool: queued and in-flight work goes to other workers;
@@ -240,4 +236,27 @@ impl Drop for Worker {
             let _ = self.do_exit();
         }
     }
+}
+
+/// Wakes every worker `ctx` owes a wake-up (redeliveries at release).
+fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
+    let me = ctx.id();
+    ctx.drain_wakes_into(wakes);
+    for w in wakes.drain(..) {
+        skq.wake(w, me);
+    }
+}
+
+/// Non-blocking (timeout 0) or blocking harvest of the shared epoll fd.
+fn harvest(
+    skq: &Skq,
+    ctx: &mut WorkerCtx,
+    ep_buf: &mut Vec<libc::epoll_event>,
+    timeout_ns: Option<u64>,
+) -> io::Result<()> {
+    if skq.epoll.wait_ns(ep_buf, timeout_ns)? > 0 {
+        let me = ctx.id();
+        skq.activate_all(ep_buf, me, ctx.rng());
+    }
+    Ok(())
 }

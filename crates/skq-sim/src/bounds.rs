@@ -79,13 +79,8 @@ pub fn slo_bounds(service: &Service, workers: usize, slo_us: f64) -> anyhow::Res
     slo_bounds_with(service, workers, slo_us, &BoundsOpts::default())
 }
 
-/// [`slo_bounds`] with explicit sizes.
-pub fn slo_bounds_with(
-    service: &Service,
-    workers: usize,
-    slo_us: f64,
-    o: &BoundsOpts,
-) -> anyhow::Result<Bounds> {
+/// The validated scenario both bound computations start from.
+fn base_scenario(service: &Service, workers: usize, o: &BoundsOpts) -> anyhow::Result<Scenario> {
     let base = Scenario::at_load(
         service.clone(),
         workers,
@@ -95,6 +90,17 @@ pub fn slo_bounds_with(
         o.seed,
     );
     base.validate()?;
+    Ok(base)
+}
+
+/// [`slo_bounds`] with explicit sizes.
+pub fn slo_bounds_with(
+    service: &Service,
+    workers: usize,
+    slo_us: f64,
+    o: &BoundsOpts,
+) -> anyhow::Result<Bounds> {
+    let base = base_scenario(service, workers, o)?;
     if !(slo_us.is_finite() && slo_us > 0.0) {
         anyhow::bail!("SLO must be a positive number of µs, got {slo_us}");
     }
@@ -124,15 +130,7 @@ pub fn bound_curves(
     workers: usize,
     o: &BoundsOpts,
 ) -> anyhow::Result<BoundCurves> {
-    let base = Scenario::at_load(
-        service.clone(),
-        workers,
-        o.connections,
-        0.5,
-        o.requests,
-        o.seed,
-    );
-    base.validate()?;
+    let base = base_scenario(service, workers, o)?;
     let loads: Vec<f64> = (1..=19).map(|i| i as f64 * 0.05).collect();
     let sweep = Sweep {
         models: vec![
