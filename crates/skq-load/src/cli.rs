@@ -114,6 +114,10 @@ pub struct LoadArgs {
     /// or CAP_SYS_NICE). --validate uses 20 (its servers 19) when allowed.
     #[arg(long)]
     pub rt_priority: Option<i32>,
+    /// Pin generator threads to these CPUs, round-robin (comma-separated,
+    /// e.g. `0` or `2,3`); `--capacity` picks one itself when not given.
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Vec<u32>,
     /// Check the generator against M/M/1 and M/D/1 using a built-in server.
     #[arg(long, conflicts_with = "capacity")]
     pub validate: bool,
@@ -184,6 +188,7 @@ impl LoadArgs {
         cfg.spin_us = self.spin_us;
         cfg.hdr_log = self.hdr_log.clone();
         cfg.rt_priority = self.rt_priority;
+        cfg.cpus = self.cpus.clone();
         cfg.progress = !self.quiet;
         cfg.validate().map_err(anyhow::Error::msg)?;
         Ok(cfg)
@@ -218,41 +223,33 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.capacity {
-        let quiet = args.quiet;
-        let (steps, best) = crate::validate::capacity(
-            args.connections,
-            args.seed,
-            args.rt_priority,
-            args.spin_us,
-            |s| {
-                if !quiet {
-                    println!(
-                    "  {:>9.0} req/s: lateness p99 {:>9.1} us, achieved {:>9.0}, errors {}, generator work {:.2} us/req -> {}",
-                    s.rate,
-                    s.lateness_p99_us,
-                    s.achieved,
-                    s.errors,
-                    s.work_us_per_request,
-                    if s.pass { "ok" } else { "fail" }
-                );
-                }
-            },
-        )?;
-        println!(
-            "capacity: {best:.0} req/s from one generator thread ({} connections, loopback echo server, send-lateness p99 < {} us)",
-            args.connections,
-            crate::validate::CAPACITY_LATENESS_US
-        );
-        // Work per request at the busiest step tried: the ceiling a thread
-        // would reach with a core to itself.
-        if let Some(s) = steps.iter().max_by(|a, b| a.rate.total_cmp(&b.rate)) {
-            println!(
-                "generator work per request {:.2} us at {:.0} req/s: ceiling ~{:.0} req/s per thread with a dedicated core",
-                s.work_us_per_request,
-                s.rate,
-                1e6 / s.work_us_per_request.max(1e-3)
+        if args.cpus.len() > 1 {
+            anyhow::bail!(
+                "--cpus: --capacity measures one generator thread; give one CPU, got {:?}",
+                args.cpus
             );
         }
+        let opts = crate::capacity::CapacityOpts {
+            connections: args.connections,
+            seed: args.seed,
+            spin_us: args.spin_us,
+            cpu: args.cpus.first().copied(),
+            rt: args.rt_priority,
+        };
+        let quiet = args.quiet;
+        if !quiet {
+            eprintln!("skq load --capacity: 2 s floor measurement, then steps of 1.5 s from 10k req/s up (about a minute) ...");
+        }
+        let c = crate::capacity::capacity(&opts, |s| {
+            if !quiet {
+                let (u, k) = s.cpu_us_per_request;
+                eprintln!(
+                    "  {:>9.0} req/s: lateness p99 {:>9.1} us, achieved {:>9.0}, errors {}, thread CPU {:.2} us/req ({:.2} user + {:.2} kernel)",
+                    s.rate, s.lateness_p99_us, s.achieved, s.errors, u + k, u, k
+                );
+            }
+        })?;
+        print!("{}", crate::capacity::render(&c, args.connections));
         return Ok(());
     }
     let cfg = args.to_config()?;
@@ -404,6 +401,25 @@ mod tests {
         assert_eq!(c.service_mode_label, "emulate");
         assert_eq!(c.kv.get_ratio, 0.0, "sphinx-wo is update-only");
         assert!(!c.progress);
+    }
+
+    #[test]
+    fn cpus_pin_generator_threads_and_capacity_takes_one() {
+        let c = parse("--rate 1000 --cpus 0,1")
+            .unwrap()
+            .to_config()
+            .unwrap();
+        assert_eq!(c.cpus, vec![0, 1]);
+        let e = parse("--rate 1000 --cpus 99999")
+            .unwrap()
+            .to_config()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--cpus") && e.contains("99999"), "{e}");
+        let e = run(parse("--capacity --cpus 0,1").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one CPU"), "{e}");
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct LoadConfig {
     pub rt_priority: Option<i32>,
     /// Keep a record of every regular request (for `--validate`'s replay).
     pub keep_requests: bool,
+    /// Pin generator thread `t` to `cpus[t % cpus.len()]` (empty = no pinning).
+    pub cpus: Vec<u32>,
 }
 
 impl LoadConfig {
@@ -109,6 +111,7 @@ impl LoadConfig {
             stall: None,
             rt_priority: None,
             keep_requests: false,
+            cpus: Vec::new(),
         }
     }
 
@@ -145,6 +148,13 @@ impl LoadConfig {
             if !(1..=99).contains(&p) {
                 return Err(format!("--rt-priority must be 1..=99, got {p}"));
             }
+        }
+        if let Some(bad) = self
+            .cpus
+            .iter()
+            .find(|&&c| c as usize >= libc::CPU_SETSIZE as usize)
+        {
+            return Err(format!("--cpus: CPU {bad} is out of range"));
         }
         if !(self.service.scale.is_finite() && self.service.scale > 0.0) {
             return Err(format!(

@@ -82,6 +82,10 @@ pub struct RunCost {
     pub work_ns: u64,
     /// Every regular request, when [`LoadConfig::keep_requests`] is set.
     pub requests: Vec<RequestRecord>,
+    /// The generator threads' CPU time in user space and in the kernel (ns),
+    /// from `getrusage(RUSAGE_THREAD)`: unlike `work_ns` this includes
+    /// spinning, so it is the cost per request only when the threads are busy.
+    pub cpu_ns: (u64, u64),
 }
 
 pub use crate::worker::RequestRecord;
@@ -185,6 +189,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             seed: cfg.seed.wrapping_mul(31).wrapping_add(t as u64),
             rt_priority: cfg.rt_priority,
             keep_requests: cfg.keep_requests,
+            cpu: (!cfg.cpus.is_empty()).then(|| cfg.cpus[t % cfg.cpus.len()]),
         };
         workers.push(Worker::new(params, codec(cfg), setups)?);
     }
@@ -228,6 +233,9 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     })?;
     let cpu1 = sys::cpu_time();
     let cost = RunCost {
+        cpu_ns: outs
+            .iter()
+            .fold((0, 0), |a, o| (a.0 + o.cpu_ns.0, a.1 + o.cpu_ns.1)),
         sent_total: outs.iter().map(|o| o.sent_total).sum(),
         work_ns: outs.iter().map(|o| o.work_ns).sum(),
         requests: outs
@@ -271,8 +279,10 @@ fn assemble(
     let mut gaps = Vec::new();
     let mut series = Vec::new();
     let mut rt_refused = None;
+    let mut pin_refused = None;
     for o in outs {
         rt_refused = rt_refused.or(o.rt_refused);
+        pin_refused = pin_refused.or(o.pin_refused);
         for r in 0..3 {
             lat[r].merge(&o.lat[r]);
             raw[r].merge(&o.raw[r]);
@@ -322,6 +332,11 @@ fn assemble(
         checks.notes.push(format!(
             "info: --rt-priority refused ({e}); ran at normal priority"
         ));
+    }
+    if let Some(e) = pin_refused {
+        checks
+            .notes
+            .push(format!("info: --cpus refused ({e}); ran unpinned"));
     }
     if let Some(path) = &cfg.hdr_log {
         write_hdr_log(path, &intervals, window_start)

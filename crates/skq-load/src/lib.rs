@@ -20,12 +20,13 @@
 //! * **Ground truth** ([`refserver`], [`queueing`], [`validate`]): an
 //!   in-process FCFS server with exact emulated service, compared against the
 //!   M/M/1 and M/D/1 closed forms (`--validate`), and a capacity search
-//!   (`--capacity`).
+//!   against this machine's own timing floor ([`capacity`], `--capacity`).
 //!
 //! The library entry point is [`run`]; the CLI is [`cli`].
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod capacity;
 pub mod checks;
 pub mod cli;
 pub mod config;

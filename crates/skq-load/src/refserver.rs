@@ -16,7 +16,9 @@
 //!
 //! In [`RefMode::Echo`] the receiver answers at once (zero service) and
 //! busy-polls epoll while requests keep coming (blocking after 200 µs of
-//! silence); that is what `--capacity` measures against.
+//! silence). [`RefMode::EchoBusy`] never blocks: it costs a whole CPU, and it
+//! is what `--capacity` measures against on a CPU of its own, so that no
+//! generator write ever pays for waking it.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -36,6 +38,8 @@ use crate::sys::{self, Epoll};
 pub enum RefMode {
     /// Answer immediately (zero service).
     Echo,
+    /// Like `Echo`, but poll without ever blocking.
+    EchoBusy,
     /// One FCFS worker emulating each request's `service_ns` exactly.
     Emulate,
 }
@@ -64,12 +68,24 @@ const REPLY_SPIN_NS: u64 = 150_000;
 impl RefServer {
     /// Binds 127.0.0.1 on an ephemeral port and starts serving.
     pub fn start(mode: RefMode) -> io::Result<RefServer> {
-        RefServer::start_with(mode, None)
+        RefServer::start_with(mode, None, None)
     }
 
     /// Like [`RefServer::start`]; with `rt = Some(p)` its threads try to run
-    /// at `SCHED_FIFO` priority `p` (silently staying normal if not allowed).
-    pub fn start_with(mode: RefMode, rt: Option<i32>) -> io::Result<RefServer> {
+    /// at `SCHED_FIFO` priority `p` (silently staying normal if not allowed),
+    /// and with `cpu = Some(c)` they are pinned to CPU `c` (an error if the
+    /// kernel refuses).
+    pub fn start_with(mode: RefMode, rt: Option<i32>, cpu: Option<u32>) -> io::Result<RefServer> {
+        if let Some(c) = cpu {
+            // Fail here, in the caller's thread, rather than silently later.
+            let allowed = sys::allowed_cpus()?;
+            if !allowed.contains(&c) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("CPU {c} is not among this process's CPUs {allowed:?}"),
+                ));
+            }
+        }
         let listener = TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -81,14 +97,24 @@ impl RefServer {
         threads.push(
             std::thread::Builder::new()
                 .name("skq-ref-recv".into())
-                .spawn(move || receive(listener, mode, tx, st, sv, rt))?,
+                .spawn(move || {
+                    if let Some(c) = cpu {
+                        let _ = sys::pin_current_thread(c);
+                    }
+                    receive(listener, mode, tx, st, sv, rt)
+                })?,
         );
         if mode == RefMode::Emulate {
             let sv = served.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name("skq-ref-send".into())
-                    .spawn(move || reply(rx, sv, rt))?,
+                    .spawn(move || {
+                        if let Some(c) = cpu {
+                            let _ = sys::pin_current_thread(c);
+                        }
+                        reply(rx, sv, rt)
+                    })?,
             );
         }
         Ok(RefServer {
@@ -163,7 +189,8 @@ fn receive(
         // Echo busy-polls while requests keep coming: a sleeping receiver must
         // be woken by an IPI for every request, which in these VMs costs the
         // *sender* tens of µs per write. After ECHO_POLL_NS of silence it blocks.
-        let busy = mode == RefMode::Echo && sys::now_ns() < last_activity + ECHO_POLL_NS;
+        let busy = mode == RefMode::EchoBusy
+            || (mode == RefMode::Echo && sys::now_ns() < last_activity + ECHO_POLL_NS);
         let Ok(events) = ep.wait(if busy { 0 } else { 20_000_000 }) else {
             return;
         };
@@ -230,7 +257,7 @@ fn receive(
                     Ok(Some(h)) => {
                         pos += h.frame_len();
                         match mode {
-                            RefMode::Echo => {
+                            RefMode::Echo | RefMode::EchoBusy => {
                                 h.reply(0).encode(&mut out);
                                 served.fetch_add(1, Ordering::Relaxed);
                             }

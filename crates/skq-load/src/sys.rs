@@ -26,6 +26,7 @@ pub use skq_rt::sys::cpu::monotonic_ns as now_ns;
 /// Sleeps until the monotonic clock reads `deadline_ns` (absolute, so a late
 /// wake-up is never carried into the next deadline).
 pub use skq_rt::sys::cpu::sleep_until;
+pub use skq_rt::sys::cpu::{allowed_cpus, pin_current_thread};
 
 /// Sleeps until `deadline_ns − spin_ns`, then spins on the clock until
 /// `deadline_ns`: the sleep's overshoot (tens of µs) is absorbed by the spin.
@@ -62,6 +63,16 @@ pub fn cpu_time() -> (f64, f64) {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// User and kernel CPU time of the calling thread so far (ns).
+pub fn thread_cpu_ns() -> (u64, u64) {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is valid and writable; RUSAGE_THREAD exists on Linux.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
 /// Raises the soft open-file limit to the hard limit (thousands of

@@ -1,5 +1,5 @@
-//! `skq load --validate` and `skq load --capacity`: the generator measured
-//! against a server whose behaviour is known exactly.
+//! `skq load --validate`: the generator measured against a server whose
+//! behaviour is known exactly (`--capacity` is in [`crate::capacity`]).
 //!
 //! **Validate.** Six points, each against its own in-process
 //! [`RefServer`] in emulate mode (one FCFS worker, exact emulated service,
@@ -9,14 +9,6 @@
 //! forms of [`crate::queueing`] evaluated at the *measured* arrival rate; a
 //! point passes when both are within 10%. The points are light (≤ 400 req/s
 //! each); three run at a time, so `--validate` takes about 80 s.
-//!
-//! **Capacity.** One generator thread against an echo server (zero service):
-//! the rate starts at 10k req/s and is raised ×1.5 per step until a point
-//! fails twice in a row (send-lateness p99 ≥ 20 µs, achieved rate off by more
-//! than 5%, or any correctness error), then bisected twice; the highest
-//! passing rate is reported, with the generator's own work per request (time
-//! spent sending and handling replies, excluding waiting), whose inverse is
-//! the ceiling on a core the generator has to itself.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -34,8 +26,6 @@ pub const VALIDATE_SERVICE_NS: f64 = 2_000_000.0;
 pub const VALIDATE_LOADS: [f64; 3] = [0.2, 0.5, 0.8];
 /// Largest accepted deviation from theory, percent.
 pub const VALIDATE_TOLERANCE_PCT: f64 = 10.0;
-/// Lateness bound of the capacity search (µs).
-pub const CAPACITY_LATENESS_US: f64 = 20.0;
 
 /// One validated point.
 #[derive(Clone, Debug)]
@@ -84,7 +74,7 @@ fn validate_point(
 ) -> anyhow::Result<ValidateRow> {
     // The server's threads run one level below the generator, so a reply
     // thread's final spin never delays a send.
-    let server = RefServer::start_with(RefMode::Emulate, rt.map(|p| (p - 1).max(1)))?;
+    let server = RefServer::start_with(RefMode::Emulate, rt.map(|p| (p - 1).max(1)), None)?;
     let mu = 1e9 / VALIDATE_SERVICE_NS;
     let mut cfg = LoadConfig::new(server.addr(), rho * mu);
     cfg.service = ServiceSpec::new(workload, VALIDATE_SERVICE_NS);
@@ -246,96 +236,6 @@ pub fn render_validate(rows: &[ValidateRow]) -> String {
         }
     }
     s
-}
-
-/// One step of the capacity search.
-#[derive(Clone, Debug)]
-pub struct CapacityStep {
-    /// Offered rate.
-    pub rate: f64,
-    /// Send-lateness p99 (µs).
-    pub lateness_p99_us: f64,
-    /// Achieved rate.
-    pub achieved: f64,
-    /// Correctness errors.
-    pub errors: u64,
-    /// Generator work (sending + handling replies, no waiting) per request, µs.
-    pub work_us_per_request: f64,
-    /// Whether it met the bounds.
-    pub pass: bool,
-}
-
-/// Finds the highest rate one generator thread sustains (see module docs).
-/// Returns the steps tried and the best passing rate (0 if none passed).
-///
-/// With `rt = Some(p)` the generator runs at `SCHED_FIFO` priority `p` and the
-/// echo server one below, so other load on the machine does not decide the
-/// answer.
-pub fn capacity(
-    connections: usize,
-    seed: u64,
-    rt: Option<i32>,
-    spin_us: u64,
-    mut on_step: impl FnMut(&CapacityStep),
-) -> anyhow::Result<(Vec<CapacityStep>, f64)> {
-    // The echo server busy-polls, so it stays at normal priority: a spinning
-    // SCHED_FIFO thread would exhaust the RT budget and get throttled.
-    let server = RefServer::start_with(RefMode::Echo, None)?;
-    let mut steps = Vec::new();
-    let mut trial = |rate: f64| -> anyhow::Result<bool> {
-        let mut cfg = LoadConfig::new(server.addr(), rate);
-        cfg.service = ServiceSpec::new(Workload::Fixed, 0.0);
-        cfg.workload_label = "fixed (0 us)".into();
-        cfg.connections = connections;
-        cfg.duration = Duration::from_millis(1500);
-        cfg.warmup = Duration::from_millis(300);
-        cfg.drain = Duration::from_millis(500);
-        cfg.seed = seed;
-        cfg.rt_priority = rt;
-        cfg.spin_us = spin_us;
-        let (r, cost) = crate::engine::run_with_cost(&cfg)?;
-        let step = CapacityStep {
-            work_us_per_request: cost.us_per_request(),
-            rate,
-            lateness_p99_us: r.checks.lateness_p99_us,
-            achieved: r.achieved_rps,
-            errors: r.errors.total(),
-            pass: r.checks.lateness_p99_us < CAPACITY_LATENESS_US
-                && r.checks.rate_ok
-                && r.errors.total() == 0,
-        };
-        on_step(&step);
-        let pass = step.pass;
-        steps.push(step);
-        Ok(pass)
-    };
-    // A rate passes if either of two attempts passes, so one hiccup of a
-    // shared machine does not end the search.
-    let mut passes = |rate: f64| -> anyhow::Result<bool> { Ok(trial(rate)? || trial(rate)?) };
-    let (mut good, mut bad) = (0.0, None);
-    let mut rate = 10_000.0;
-    while rate <= 4_000_000.0 {
-        if passes(rate)? {
-            good = rate;
-            rate *= 1.5;
-        } else {
-            bad = Some(rate);
-            break;
-        }
-    }
-    if let Some(mut hi) = bad {
-        let mut lo = good;
-        for _ in 0..2 {
-            let mid = if lo > 0.0 { (lo + hi) / 2.0 } else { hi / 2.0 };
-            if passes(mid)? {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        good = lo;
-    }
-    Ok((steps, good))
 }
 
 #[cfg(test)]

@@ -94,6 +94,8 @@ pub struct WorkerParams<'a> {
     pub rt_priority: Option<i32>,
     /// Record every regular request in [`WorkerOut::requests`].
     pub keep_requests: bool,
+    /// CPU to pin this thread to, if any.
+    pub cpu: Option<u32>,
 }
 
 /// One regular request, as scheduled and as answered.
@@ -144,6 +146,10 @@ pub struct WorkerOut {
     pub gaps: Vec<f64>,
     /// Sampled (scheduled time, latency ns) of load requests.
     pub series: Vec<(u64, u64)>,
+    /// This thread's CPU time in user space and in the kernel over the run (ns).
+    pub cpu_ns: (u64, u64),
+    /// Set when pinning to [`WorkerParams::cpu`] failed.
+    pub pin_refused: Option<String>,
 }
 
 struct Pend {
@@ -256,6 +262,12 @@ impl<'a> Worker<'a> {
     /// [`Worker::set_times`] must have been called.
     pub fn run(mut self) -> io::Result<WorkerOut> {
         sys::min_timer_slack();
+        if let Some(cpu) = self.p.cpu {
+            if let Err(e) = sys::pin_current_thread(cpu) {
+                self.out.pin_refused = Some(format!("CPU {cpu}: {e}"));
+            }
+        }
+        let cpu_start = sys::thread_cpu_ns();
         if let Some(p) = self.p.rt_priority {
             if let Err(e) = sys::set_realtime(p) {
                 self.out.rt_refused = Some(e.to_string());
@@ -324,6 +336,8 @@ impl<'a> Worker<'a> {
             .map(|c| c.pending.iter().filter(|p| !p.answered).count() as u64)
             .sum();
         self.out.errors.missing += missing;
+        let cpu_end = sys::thread_cpu_ns();
+        self.out.cpu_ns = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
         let mean = self.out.gaps.iter().sum::<f64>() / self.out.gaps.len().max(1) as f64;
         if mean > 0.0 {
             self.out.gaps.iter_mut().for_each(|g| *g /= mean);

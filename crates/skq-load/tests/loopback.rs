@@ -391,3 +391,26 @@ fn a_seed_fixes_the_requests_whatever_the_timing() {
     let (_, c) = skq_load::engine::run_with_cost(&cfg).unwrap();
     assert_ne!(key(&a), key(&c));
 }
+
+#[test]
+fn pinned_generator_threads_run_or_say_why_not() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let allowed = skq_load::sys::allowed_cpus().unwrap();
+    let mut cfg = short(server.addr(), 1000.0, 4);
+    cfg.threads = 2;
+    cfg.cpus = vec![allowed[0]];
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert!(!r.checks.notes.iter().any(|n| n.contains("--cpus")));
+    // A CPU this process may not use: the run still completes, unpinned, and
+    // says so instead of failing silently or aborting.
+    let outside = (0..1000).find(|c| !allowed.contains(c)).unwrap();
+    cfg.cpus = vec![outside];
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert!(
+        r.checks.notes.iter().any(|n| n.contains("--cpus refused")),
+        "{:?}",
+        r.checks.notes
+    );
+}

@@ -1,0 +1,379 @@
+//! `skq load --capacity`: how fast one generator thread can keep its schedule.
+//!
+//! **The machine's floor.** No generator can send closer to schedule than the
+//! CPU it runs on lets it: in a VM, interrupts, timer ticks and the host take
+//! the CPU away for tens of µs at a time. [`spin_floor`] measures that first:
+//! a thread pinned to the generator's CPU reads the clock in a tight loop and
+//! records every gap. A send scheduled at a uniformly random instant is late
+//! by the rest of the gap it falls in, so the floor's lateness p99 is the `x`
+//! at which the gaps' total excess over `x` is 1% of the time. A generator
+//! cannot do better than that, whatever its code. The floor is measured while
+//! the echo server already polls on its CPU, as during the steps.
+//!
+//! **The search.** One generator thread (pinned to one CPU) sends fixed,
+//! zero-service RPC requests over `connections` connections to the built-in
+//! echo server, which busy-polls on another CPU when there is one (so no
+//! send pays for waking it). The offered rate
+//! starts at 10k req/s and grows ×1.5 per step; a step passes a lateness bound
+//! when its send-lateness p99 is under the bound, its achieved rate is within
+//! 5% of the offered one, and it has no correctness error (a failed step is
+//! tried once more, so one hiccup does not end the search). The capacity at a
+//! bound is the highest rate below the first rate that fails it. It is
+//! reported at the fixed bound [`CAPACITY_LATENESS_US`] and, because on a
+//! noisy machine the floor alone can exceed that, also at the floor plus the
+//! same margin. Finally one step offers far more than the thread can send:
+//! its achieved rate is the thread's ceiling, and its per-thread CPU time
+//! (`RUSAGE_THREAD`), split into user space and kernel, is the cost of one
+//! request — the generator's own code versus the kernel's TCP loopback path.
+
+use std::time::Duration;
+
+use skq_proto::workload::{ServiceSpec, Workload};
+
+use crate::config::LoadConfig;
+use crate::refserver::{RefMode, RefServer};
+use crate::sys;
+
+/// Lateness bound of the capacity search (µs).
+pub const CAPACITY_LATENESS_US: f64 = 20.0;
+/// First offered rate of the search (req/s).
+const FIRST_RATE: f64 = 10_000.0;
+/// Growth factor between steps.
+const GROWTH: f64 = 1.5;
+/// Highest rate offered in the search (req/s); also the ceiling step's rate.
+const MAX_RATE: f64 = 3_000_000.0;
+
+/// The timing floor of one CPU, from [`spin_floor`].
+#[derive(Clone, Copy, Debug)]
+pub struct Floor {
+    /// CPU measured (None: not pinned).
+    pub cpu: Option<u32>,
+    /// Seconds measured.
+    pub secs: f64,
+    /// Send-lateness p99 (µs) of an ideal generator on this CPU.
+    pub lateness_p99_us: f64,
+    /// Fraction of the time lost in gaps longer than 20 µs.
+    pub lost_over_20us: f64,
+    /// Longest gap seen (µs).
+    pub max_gap_us: f64,
+}
+
+/// Spins on the clock for `dur` on `cpu` (if given) and returns its floor.
+pub fn spin_floor(cpu: Option<u32>, dur: Duration) -> std::io::Result<Floor> {
+    std::thread::scope(|s| {
+        s.spawn(|| -> std::io::Result<Floor> {
+            if let Some(c) = cpu {
+                sys::pin_current_thread(c)?;
+            }
+            let mut gaps = Vec::new();
+            let start = sys::now_ns();
+            let end = start + dur.as_nanos() as u64;
+            let mut prev = start;
+            while prev < end {
+                let t = sys::now_ns();
+                // Gaps under 1 µs are the loop itself; they cannot move a p99
+                // that is measured in µs.
+                if t - prev > 1_000 {
+                    gaps.push(t - prev);
+                }
+                prev = t;
+            }
+            let total = (prev - start) as f64;
+            Ok(floor_from_gaps(cpu, &gaps, total))
+        })
+        .join()
+        .expect("spin thread does not panic")
+    })
+}
+
+/// The floor statistics of a list of gaps (ns) over `total` ns of spinning.
+pub fn floor_from_gaps(cpu: Option<u32>, gaps: &[u64], total: f64) -> Floor {
+    // Share of uniformly random instants whose residual gap exceeds x.
+    let late_share =
+        |x: f64| -> f64 { gaps.iter().map(|&g| (g as f64 - x).max(0.0)).sum::<f64>() / total };
+    let max_gap = gaps.iter().copied().max().unwrap_or(0) as f64;
+    // late_share falls monotonically from (share of time in gaps) at x = 0 to
+    // 0 at the longest gap: bisect for the 1% point.
+    let p99 = if late_share(0.0) <= 0.01 {
+        0.0
+    } else {
+        let (mut lo, mut hi) = (0.0, max_gap);
+        for _ in 0..60 {
+            let mid = (lo + hi) / 2.0;
+            if late_share(mid) > 0.01 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    };
+    let lost = gaps.iter().filter(|&&g| g > 20_000).sum::<u64>() as f64 / total;
+    Floor {
+        cpu,
+        secs: total / 1e9,
+        lateness_p99_us: p99 / 1e3,
+        lost_over_20us: lost,
+        max_gap_us: max_gap / 1e3,
+    }
+}
+
+/// One step of the capacity search.
+#[derive(Clone, Debug)]
+pub struct CapacityStep {
+    /// Offered rate.
+    pub rate: f64,
+    /// Send-lateness p99 (µs).
+    pub lateness_p99_us: f64,
+    /// Achieved rate.
+    pub achieved: f64,
+    /// Whether the achieved rate was within 5% of the offered one.
+    pub rate_ok: bool,
+    /// Correctness errors.
+    pub errors: u64,
+    /// Generator thread CPU per request sent, user space and kernel (µs).
+    pub cpu_us_per_request: (f64, f64),
+}
+
+impl CapacityStep {
+    /// Whether the step meets a lateness bound (µs) with the right rate and
+    /// no errors.
+    pub fn passes(&self, bound_us: f64) -> bool {
+        self.lateness_p99_us < bound_us && self.rate_ok && self.errors == 0
+    }
+}
+
+/// Everything `--capacity` found.
+#[derive(Clone, Debug)]
+pub struct Capacity {
+    /// The generator CPU's floor.
+    pub floor: Floor,
+    /// CPU of the echo server (None: unpinned).
+    pub server_cpu: Option<u32>,
+    /// Steps of the search, in the order run.
+    pub steps: Vec<CapacityStep>,
+    /// Capacity at [`CAPACITY_LATENESS_US`] (0: not even the first rate).
+    pub at_bound: f64,
+    /// The relative bound: floor p99 + [`CAPACITY_LATENESS_US`] (µs).
+    pub relative_bound_us: f64,
+    /// Capacity at the relative bound.
+    pub at_relative_bound: f64,
+    /// The saturated step: achieved rate and CPU per request.
+    pub ceiling: CapacityStep,
+}
+
+/// Settings of the search.
+#[derive(Clone, Debug)]
+pub struct CapacityOpts {
+    /// Connections of the generator thread.
+    pub connections: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Spin before sends (µs).
+    pub spin_us: u64,
+    /// CPU for the generator (None: the first allowed CPU).
+    pub cpu: Option<u32>,
+    /// `SCHED_FIFO` priority of the generator, if any.
+    pub rt: Option<i32>,
+}
+
+/// Picks the generator's and the echo server's CPUs: the generator's as
+/// asked (or the first allowed), the server's the next allowed one that
+/// differs (None on a single-CPU machine).
+pub fn pick_cpus(asked: Option<u32>, allowed: &[u32]) -> (Option<u32>, Option<u32>) {
+    let gen = asked.or_else(|| allowed.first().copied());
+    let server = allowed.iter().copied().find(|&c| Some(c) != gen);
+    (gen, server)
+}
+
+/// Runs the floor measurement and the search (see the module docs).
+/// `on_step` sees every step as it finishes.
+pub fn capacity(
+    opts: &CapacityOpts,
+    mut on_step: impl FnMut(&CapacityStep),
+) -> anyhow::Result<Capacity> {
+    let allowed = sys::allowed_cpus()?;
+    if let Some(c) = opts.cpu {
+        if !allowed.contains(&c) {
+            anyhow::bail!("--cpus: CPU {c} is not among this process's CPUs {allowed:?}");
+        }
+    }
+    let (gen_cpu, server_cpu) = pick_cpus(opts.cpu, &allowed);
+    // The server polls on its own CPU from the start, so the floor is measured
+    // under the same conditions as the steps.
+    let server = RefServer::start_with(RefMode::EchoBusy, None, server_cpu)?;
+    let floor = spin_floor(gen_cpu, Duration::from_secs(2))?;
+    let mut steps = Vec::new();
+    let mut trial = |rate: f64, secs: f64| -> anyhow::Result<CapacityStep> {
+        let mut cfg = LoadConfig::new(server.addr(), rate);
+        cfg.service = ServiceSpec::new(Workload::Fixed, 0.0);
+        cfg.workload_label = "fixed (0 us)".into();
+        cfg.connections = opts.connections;
+        cfg.duration = Duration::from_secs_f64(secs);
+        cfg.warmup = Duration::from_millis(300);
+        cfg.drain = Duration::from_millis(500);
+        cfg.seed = opts.seed;
+        cfg.rt_priority = opts.rt;
+        cfg.spin_us = opts.spin_us;
+        cfg.cpus = gen_cpu.into_iter().collect();
+        let (r, cost) = crate::engine::run_with_cost(&cfg)?;
+        let per = |ns: u64| ns as f64 / 1e3 / cost.sent_total.max(1) as f64;
+        let step = CapacityStep {
+            rate,
+            lateness_p99_us: r.checks.lateness_p99_us,
+            achieved: r.achieved_rps,
+            rate_ok: r.checks.rate_ok,
+            errors: r.errors.total(),
+            cpu_us_per_request: (per(cost.cpu_ns.0), per(cost.cpu_ns.1)),
+        };
+        on_step(&step);
+        steps.push(step.clone());
+        Ok(step)
+    };
+    let relative_bound_us = floor.lateness_p99_us + CAPACITY_LATENESS_US;
+    let loose = relative_bound_us.max(CAPACITY_LATENESS_US);
+    let (mut at_bound, mut at_relative_bound) = (0.0, 0.0);
+    let (mut strict_open, mut relative_open) = (true, true);
+    let mut rate = FIRST_RATE;
+    while rate <= MAX_RATE && (strict_open || relative_open) {
+        let mut s = trial(rate, 1.5)?;
+        // One more try for a step that fails a bound still open, so a single
+        // hiccup of a shared machine does not end the search.
+        let wanted = |s: &CapacityStep| {
+            (strict_open && !s.passes(CAPACITY_LATENESS_US))
+                || (relative_open && !s.passes(relative_bound_us))
+        };
+        if wanted(&s) {
+            let again = trial(rate, 1.5)?;
+            if again.lateness_p99_us < s.lateness_p99_us || !s.rate_ok {
+                s = again;
+            }
+        }
+        if strict_open {
+            if s.passes(CAPACITY_LATENESS_US) {
+                at_bound = rate;
+            } else {
+                strict_open = false;
+            }
+        }
+        if relative_open {
+            if s.passes(relative_bound_us) {
+                at_relative_bound = rate;
+            } else {
+                relative_open = false;
+            }
+        }
+        if !s.passes(loose) && !s.rate_ok {
+            break;
+        }
+        rate *= GROWTH;
+    }
+    let ceiling = trial(MAX_RATE, 1.0)?;
+    Ok(Capacity {
+        floor,
+        server_cpu,
+        steps,
+        at_bound,
+        relative_bound_us,
+        at_relative_bound,
+        ceiling,
+    })
+}
+
+/// The report `--capacity` prints.
+pub fn render(c: &Capacity, connections: usize) -> String {
+    let cpu = |c: Option<u32>| c.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
+    let f = &c.floor;
+    let mut s = String::new();
+    s.push_str(&format!(
+        "machine floor ({}, {:.0} s spin): an ideal generator's lateness p99 {:.1} us; {:.2}% of the time lost in gaps > 20 us; longest gap {:.0} us\n",
+        cpu(f.cpu),
+        f.secs,
+        f.lateness_p99_us,
+        f.lost_over_20us * 100.0,
+        f.max_gap_us
+    ));
+    s.push_str(&format!(
+        "capacity at lateness p99 < {CAPACITY_LATENESS_US:.0} us: {:.0} req/s from one generator thread ({} connections, {}; echo server on {})\n",
+        c.at_bound,
+        connections,
+        cpu(f.cpu),
+        cpu(c.server_cpu)
+    ));
+    if c.at_bound == 0.0 && f.lateness_p99_us >= CAPACITY_LATENESS_US {
+        s.push_str(&format!(
+            "  (this machine's floor alone is {:.1} us, above the bound: no generator can pass it here)\n",
+            f.lateness_p99_us
+        ));
+    }
+    s.push_str(&format!(
+        "capacity at lateness p99 < floor + {CAPACITY_LATENESS_US:.0} us = {:.1} us: {:.0} req/s\n",
+        c.relative_bound_us, c.at_relative_bound
+    ));
+    let (u, k) = c.ceiling.cpu_us_per_request;
+    s.push_str(&format!(
+        "ceiling (offered {:.0} req/s): {:.0} req/s achieved; generator thread CPU {:.2} us/request = {:.2} user + {:.2} kernel\n",
+        c.ceiling.rate,
+        c.ceiling.achieved,
+        u + k,
+        u,
+        k
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_of_a_quiet_cpu_is_zero() {
+        // 10 gaps of 5 µs in 1 s: 0.005% of the time, far below 1%.
+        let f = floor_from_gaps(None, &[5_000; 10], 1e9);
+        assert_eq!(f.lateness_p99_us, 0.0);
+        assert_eq!(f.lost_over_20us, 0.0);
+    }
+
+    #[test]
+    fn floor_is_the_one_percent_residual() {
+        // 1000 gaps of 50 µs in 1 s: 5% of the time in gaps. A random instant
+        // is late by more than x with probability 1000·(50 µs − x)/1 s; that
+        // is 1% at x = 40 µs.
+        let f = floor_from_gaps(Some(3), &[50_000; 1000], 1e9);
+        assert!((f.lateness_p99_us - 40.0).abs() < 0.01, "{f:?}");
+        assert!((f.lost_over_20us - 0.05).abs() < 1e-9);
+        assert_eq!(f.max_gap_us, 50.0);
+        assert_eq!(f.cpu, Some(3));
+    }
+
+    #[test]
+    fn cpus_are_split_when_there_are_two() {
+        assert_eq!(pick_cpus(None, &[0, 1]), (Some(0), Some(1)));
+        assert_eq!(pick_cpus(Some(1), &[0, 1]), (Some(1), Some(0)));
+        assert_eq!(pick_cpus(None, &[4]), (Some(4), None));
+    }
+
+    #[test]
+    fn a_step_passes_only_on_time_at_rate_and_without_errors() {
+        let s = CapacityStep {
+            rate: 1e5,
+            lateness_p99_us: 15.0,
+            achieved: 1e5,
+            rate_ok: true,
+            errors: 0,
+            cpu_us_per_request: (0.5, 3.0),
+        };
+        assert!(s.passes(20.0));
+        assert!(!s.passes(10.0));
+        assert!(!CapacityStep {
+            errors: 1,
+            ..s.clone()
+        }
+        .passes(20.0));
+        assert!(!CapacityStep {
+            rate_ok: false,
+            ..s
+        }
+        .passes(20.0));
+    }
+}
