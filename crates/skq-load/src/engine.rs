@@ -27,6 +27,9 @@ use crate::worker::{ConnSetup, Role, Worker, WorkerOut, WorkerParams};
 
 /// Target number of samples for the AD and independence checks.
 const CHECK_SAMPLES: f64 = 2000.0;
+/// Most latency samples kept for the independence check and its thinning;
+/// runs with fewer requests keep every one.
+const SERIES_SAMPLES: f64 = 1_000_000.0;
 /// Delay between connecting and the first scheduled send.
 const START_DELAY: Duration = Duration::from_millis(50);
 
@@ -172,6 +175,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
 
     let expected = (cfg.rate * cfg.duration.as_secs_f64()).max(1.0);
     let sample_p = (CHECK_SAMPLES / expected).min(1.0);
+    let series_p = (SERIES_SAMPLES / expected).min(1.0);
     let kv = (cfg.protocol == Protocol::Memcached).then_some(&cfg.kv);
     let mut workers = Vec::with_capacity(cfg.threads);
     for (t, setups) in per_thread.into_iter().enumerate() {
@@ -184,6 +188,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             service: cfg.service,
             kv,
             sample_p,
+            series_p,
             interval_ns: cfg.hdr_log.as_ref().map(|_| 1_000_000_000),
             stall: cfg.stall.map(|s| (s.every, s.pause)),
             seed: cfg.seed.wrapping_mul(31).wrapping_add(t as u64),
@@ -277,6 +282,8 @@ fn assemble(
     let (mut sent, mut recv_window, mut received, mut misses) = (0, 0, 0, 0);
     let (mut service_sum, mut service_n) = (0.0, 0);
     let mut gaps = Vec::new();
+    let mut sched_gaps = Vec::new();
+    let mut gap_threshold_ns = 0;
     let mut series = Vec::new();
     let mut rt_refused = None;
     let mut pin_refused = None;
@@ -306,6 +313,8 @@ fn assemble(
         service_sum += o.service_sum;
         service_n += o.service_n;
         gaps.extend(o.gaps);
+        sched_gaps.extend(o.sched_gaps);
+        gap_threshold_ns = gap_threshold_ns.max(o.gap_threshold_ns);
         series.extend(o.series);
     }
     let secs = cfg.duration.as_secs_f64();
@@ -313,12 +322,18 @@ fn assemble(
     let latency_series: Vec<f64> = series.iter().map(|&(_, l)| l as f64).collect();
     let lateness_p99_us = lateness.quantile_ci(0.99).1 as f64 / 1e3;
     let achieved_rps = recv_window as f64 / secs;
+    let expected = (cfg.rate * secs).max(1.0);
+    let poisson = cfg.schedule == ScheduleKind::Poisson;
     let mut checks = checks::evaluate(&CheckInput {
         target_rps: cfg.rate,
         achieved_rps,
         sent_rps: sent as f64 / secs,
-        poisson_gaps: (cfg.schedule == ScheduleKind::Poisson).then_some(gaps),
+        poisson_gaps: poisson.then_some(gaps),
+        scheduled_gaps: poisson.then_some(sched_gaps),
+        gap_threshold_us: gap_threshold_ns as f64 / 1e3,
         latency_series,
+        series_spacing: (expected / SERIES_SAMPLES).max(1.0),
+        latency_count: lat[0].count(),
         lateness_p99_us,
         max_lateness_us: cfg.max_lateness_us,
         errors: errors.total(),
@@ -343,6 +358,7 @@ fn assemble(
             .with_context(|| format!("--hdr-log {}", path.display()))?;
     }
     let [lat_load, lat_probe, lat_high] = lat;
+    let checks = checks;
     let nominal = cfg.service.workload.takes_mean() || cfg.service.mean() > 0.0;
     Ok(PointResult {
         meta: Meta {
@@ -366,8 +382,8 @@ fn assemble(
         achieved_rps,
         sent,
         received,
-        latency: lat_load.summary(),
-        raw_latency: raw[0].summary(),
+        latency: lat_load.summary_with(checks.effective_n),
+        raw_latency: raw[0].summary_with(checks.effective_n),
         probe_latency: (cfg.probe_connections > 0).then(|| lat_probe.summary()),
         high_priority_latency: (cfg.high_priority_rate > 0.0).then(|| lat_high.summary()),
         measured_service_us: (service_n > 0).then(|| service_sum / service_n as f64 / 1e3),

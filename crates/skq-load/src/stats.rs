@@ -65,8 +65,24 @@ impl Hist {
 
     /// Point estimate and 95% confidence interval of the `q`-quantile (ns).
     pub fn quantile_ci(&self, q: f64) -> (u64, u64, u64) {
+        self.quantile_ci_with(q, self.count())
+    }
+
+    /// Like [`Hist::quantile_ci`], with the interval as wide as `n_eff`
+    /// independent samples allow (`n_eff` below the count when consecutive
+    /// samples are correlated; 0 or above the count means the count).
+    pub fn quantile_ci_with(&self, q: f64, n_eff: u64) -> (u64, u64, u64) {
         let n = self.count();
-        let (lo, mid, hi) = quantile_ranks(n, q);
+        let (_, mid, _) = quantile_ranks(n, q);
+        let n_eff = if n_eff == 0 { n } else { n_eff.min(n) };
+        let (lo, _, hi) = quantile_ranks(n_eff, q);
+        // Ranks among n_eff samples, as fractions, mapped onto the n recorded.
+        let scale = |r: u64| ((r as f64 / n_eff.max(1) as f64) * n as f64).round() as u64;
+        let (lo, hi) = if n_eff == n {
+            (lo, hi)
+        } else {
+            (scale(lo.saturating_sub(1)).max(1), scale(hi))
+        };
         (
             self.value_at_rank(lo),
             self.value_at_rank(mid),
@@ -76,8 +92,14 @@ impl Hist {
 
     /// The summary written into results, in microseconds.
     pub fn summary(&self) -> Latency {
+        self.summary_with(self.count())
+    }
+
+    /// Like [`Hist::summary`], with confidence intervals for `n_eff`
+    /// independent samples (see [`Hist::quantile_ci_with`]).
+    pub fn summary_with(&self, n_eff: u64) -> Latency {
         let est = |q: f64| {
-            let (lo, v, hi) = self.quantile_ci(q);
+            let (lo, v, hi) = self.quantile_ci_with(q, n_eff);
             Estimate {
                 value: v as f64 / 1e3,
                 ci_low: lo as f64 / 1e3,
@@ -162,6 +184,42 @@ mod tests {
 
     /// Over many independent sample sets the interval covers the true
     /// quantile about 95% of the time, and always brackets the point estimate.
+    #[test]
+    fn effective_n_restores_coverage_of_correlated_samples() {
+        // Every draw recorded 10 times: 20,000 samples but only 2,000
+        // independent ones. Intervals computed as if all were independent are
+        // too narrow; with n_eff = 2,000 they cover the truth about 95% of
+        // the time again.
+        let mean = 100_000.0;
+        let exp = Exp::new(1.0 / mean).unwrap();
+        let q = 0.99;
+        let truth = -mean * (1.0f64 - q).ln();
+        let (mut naive, mut eff) = (0, 0);
+        let trials = 200;
+        for seed in 0..trials {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut h = Hist::new();
+            for _ in 0..2_000 {
+                let v = exp.sample(&mut rng) as u64;
+                (0..10).for_each(|_| h.record(v));
+            }
+            let covers = |(lo, v, hi): (u64, u64, u64)| {
+                assert!(lo <= v && v <= hi);
+                lo as f64 <= truth * 1.001 && truth * 0.999 <= hi as f64
+            };
+            naive += u32::from(covers(h.quantile_ci(q)));
+            eff += u32::from(covers(h.quantile_ci_with(q, 2_000)));
+        }
+        let (naive, eff) = (naive as f64 / 200.0, eff as f64 / 200.0);
+        assert!(naive < 0.7, "naive coverage {naive}");
+        assert!((0.88..=1.0).contains(&eff), "effective-n coverage {eff}");
+        // n_eff at or above the count changes nothing.
+        let mut h = Hist::new();
+        (1..=1000u64).for_each(|v| h.record(v * 1000));
+        assert_eq!(h.quantile_ci_with(0.5, 0), h.quantile_ci(0.5));
+        assert_eq!(h.quantile_ci_with(0.5, 5000), h.quantile_ci(0.5));
+    }
+
     #[test]
     fn ci_covers_true_quantile_about_95_percent() {
         let mean = 100_000.0;

@@ -62,6 +62,32 @@ pub struct ConnSetup {
     pub schedule: ConnSchedule,
 }
 
+/// Smallest threshold of the actual-gap test (ns): gaps shorter than a send
+/// takes cannot be realised, so they are left out of the test.
+pub const MIN_GAP_THRESHOLD_NS: u64 = 20_000;
+
+/// The gaps longer than `threshold`, less `threshold`, divided by their
+/// mean. For a Poisson process these excesses are exponential again
+/// (memorylessness), so an exponentiality test on them checks the actual
+/// arrival process above the resolution a generator can deliver.
+pub fn excess_gaps(gaps: &[f64], threshold: f64) -> Vec<f64> {
+    let mut ex: Vec<f64> = gaps
+        .iter()
+        .filter(|&&g| g > threshold)
+        .map(|&g| g - threshold)
+        .collect();
+    normalise(&mut ex);
+    ex
+}
+
+/// Divides `v` by its mean (left alone when the mean is not positive).
+fn normalise(v: &mut [f64]) {
+    let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+    if mean > 0.0 {
+        v.iter_mut().for_each(|g| *g /= mean);
+    }
+}
+
 /// Most requests sent back to back before replies are read again.
 const MAX_BURST: u32 = 64;
 
@@ -82,8 +108,10 @@ pub struct WorkerParams<'a> {
     pub service: ServiceSpec,
     /// Key-value mix (memcached).
     pub kv: Option<&'a KvSpec>,
-    /// Probability of keeping a latency sample / inter-arrival gap.
+    /// Probability of keeping an inter-arrival gap.
     pub sample_p: f64,
+    /// Probability of keeping a latency sample for the independence check.
+    pub series_p: f64,
     /// Interval length of the HdrHistogram log (None = no log).
     pub interval_ns: Option<u64>,
     /// Fault injection: sleep this long after every `n` sends.
@@ -142,8 +170,14 @@ pub struct WorkerOut {
     pub service_n: u64,
     /// memcached GET misses.
     pub misses: u64,
-    /// Sampled inter-send gaps, divided by this thread's mean gap.
+    /// Sampled actual inter-send gaps longer than `gap_threshold_ns`, less
+    /// that threshold, divided by their mean (see [`excess_gaps`]).
     pub gaps: Vec<f64>,
+    /// The scheduled gaps at the same sends, divided by their mean.
+    pub sched_gaps: Vec<f64>,
+    /// Threshold applied to `gaps`: the larger of [`MIN_GAP_THRESHOLD_NS`]
+    /// and this thread's send-lateness p99.
+    pub gap_threshold_ns: u64,
     /// Sampled (scheduled time, latency ns) of load requests.
     pub series: Vec<(u64, u64)>,
     /// This thread's CPU time in user space and in the kernel over the run (ns).
@@ -196,7 +230,8 @@ pub struct Worker<'a> {
     outstanding: u64,
     /// Sends since the last injected stall.
     sends: u64,
-    last_send: Option<u64>,
+    /// Actual and scheduled time of the last load send.
+    last_send: Option<(u64, u64)>,
 }
 
 impl<'a> Worker<'a> {
@@ -338,10 +373,10 @@ impl<'a> Worker<'a> {
         self.out.errors.missing += missing;
         let cpu_end = sys::thread_cpu_ns();
         self.out.cpu_ns = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
-        let mean = self.out.gaps.iter().sum::<f64>() / self.out.gaps.len().max(1) as f64;
-        if mean > 0.0 {
-            self.out.gaps.iter_mut().for_each(|g| *g /= mean);
-        }
+        let threshold = MIN_GAP_THRESHOLD_NS.max(self.out.lateness.quantile_ci(0.99).1);
+        self.out.gap_threshold_ns = threshold;
+        self.out.gaps = excess_gaps(&self.out.gaps, threshold as f64);
+        normalise(&mut self.out.sched_gaps);
         Ok(self.out)
     }
 
@@ -394,15 +429,18 @@ impl<'a> Worker<'a> {
             self.out.lateness.record(now.saturating_sub(sched));
             if role == Role::Load {
                 self.out.sent_window += 1;
-                if let Some(prev) = self.last_send {
+                if let Some((prev, prev_sched)) = self.last_send {
                     if self.sample_rng.gen::<f64>() < self.p.sample_p {
                         self.out.gaps.push(now.saturating_sub(prev) as f64);
+                        self.out
+                            .sched_gaps
+                            .push(sched.saturating_sub(prev_sched) as f64);
                     }
                 }
             }
         }
         if role == Role::Load {
-            self.last_send = Some(now);
+            self.last_send = Some((now, sched));
         }
         self.sends += 1;
         if let Some((every, pause)) = self.p.stall {
@@ -589,7 +627,7 @@ impl<'a> Worker<'a> {
             self.out.service_sum += s as f64;
             self.out.service_n += 1;
         }
-        if self.sample_rng.gen::<f64>() < self.p.sample_p {
+        if self.p.series_p >= 1.0 || self.sample_rng.gen::<f64>() < self.p.series_p {
             self.out.series.push((sched, lat));
         }
         if let Some(iv) = self.p.interval_ns {

@@ -71,15 +71,34 @@ pub struct Checks {
     pub rate_error_pct: f64,
     /// |rate_error_pct| ≤ 5.
     pub rate_ok: bool,
-    /// Anderson–Darling A² of sampled inter-arrival gaps against the
-    /// exponential (None for non-Poisson schedules).
+    /// Anderson–Darling A² of sampled *actual* inter-send gaps against the
+    /// exponential (None for non-Poisson schedules or too few gaps). Only
+    /// gaps longer than [`Checks::ad_threshold_us`] count, shortened by it:
+    /// for a Poisson process these excesses are again exponential
+    /// (memorylessness), while gaps shorter than the generator's own send
+    /// time cannot be realised by any generator.
     pub ad_statistic: Option<f64>,
+    /// The threshold (µs) of the gap test above.
+    #[serde(default)]
+    pub ad_threshold_us: Option<f64>,
+    /// A² of the *scheduled* gaps (the schedule generator itself).
+    #[serde(default)]
+    pub ad_scheduled: Option<f64>,
     /// A² below the 5% critical value (true when not applicable).
     pub ad_ok: bool,
     /// Lag-1 Spearman rank correlation of latency samples in send order.
     pub lag1_rank_corr: f64,
-    /// Correlation small enough to treat samples as independent.
+    /// Correlation small enough to treat samples as independent, possibly
+    /// after thinning (see `decorrelation_stride`).
     pub independence_ok: bool,
+    /// Requests between latency samples that are treated as independent
+    /// (1 = consecutive requests already are); the confidence intervals use
+    /// `effective_n` = count / stride samples.
+    #[serde(default)]
+    pub decorrelation_stride: u64,
+    /// Sample count behind the confidence intervals.
+    #[serde(default)]
+    pub effective_n: u64,
     /// p99 of (actual − scheduled) send time, µs.
     pub lateness_p99_us: f64,
     /// Lateness p99 under the threshold.
