@@ -89,6 +89,7 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
             } else {
                 a.modes.clone()
             },
+            connections: old.connections,
             workloads: if a.workloads.is_empty() {
                 old.workloads
             } else {
@@ -217,7 +218,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
         loadavg_after: output::loadavg(),
     };
     output::write_all(&out, &sweep, &records, &summaries, &info)?;
-    print!("{}", output::summary_table(&summaries).to_text());
+    print!(
+        "{}",
+        output::summary_table(&summaries, &sweep.settings.baseline).to_text()
+    );
+    println!("p99 (µs) at each offered load (* = the point failed a self-check):");
+    print!("{}", output::p99_table(&sweep, &records).to_text());
     let failed = summaries
         .iter()
         .filter(|s| s.self_check != summary::SelfCheck::Pass)

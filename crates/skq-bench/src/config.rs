@@ -14,6 +14,8 @@
 //! stop_rate_ratio = 0.9 # ... or achieved rate < stop_rate_ratio × target
 //! cdf_load = 0.5        # the load fraction whose latency CDF the report plots
 //! drain_secs = 1.0      # generator waits this long for late replies (stops early when none)
+//! baseline = "vanilla"  # the × column's reference: the curve of this mode (or
+//!                       # name) in the same group (e.g. "memcached")
 //! out = "results/my-run" # output folder (default `results/bench-<timestamp>`)
 //!
 //! # Defaults for every configuration below (same keys as [[config]]).
@@ -27,6 +29,7 @@
 //! [matrix]
 //! modes = ["vanilla", "hybrid", "tokio"]
 //! workloads = ["exponential", "bimodal-1"]
+//! connections = [24, 96, 384]   # optional third axis (default: [defaults])
 //!
 //! # Explicit configurations, each overriding [defaults]. Optional.
 //! [[config]]
@@ -223,6 +226,8 @@ pub struct SweepEntry {
     pub cdf_load: Option<f64>,
     /// Generator drain after the last send.
     pub drain_secs: Option<f64>,
+    /// Mode or name of the baseline curve (default `vanilla`).
+    pub baseline: Option<String>,
     /// Output folder.
     pub out: Option<PathBuf>,
 }
@@ -236,6 +241,9 @@ pub struct MatrixEntry {
     /// Workloads (default: the `[defaults]` workload).
     #[serde(default)]
     pub workloads: Vec<String>,
+    /// Connection counts (default: the `[defaults]` count).
+    #[serde(default)]
+    pub connections: Vec<usize>,
 }
 
 /// A whole TOML file.
@@ -279,14 +287,22 @@ impl SweepFile {
             } else {
                 m.workloads.iter().cloned().map(Some).collect()
             };
+            let conns: Vec<Option<usize>> = if m.connections.is_empty() {
+                vec![None]
+            } else {
+                m.connections.iter().copied().map(Some).collect()
+            };
             for w in &workloads {
-                for mode in &m.modes {
-                    let e = ConfigEntry {
-                        mode: Some(mode.clone()),
-                        workload: w.clone(),
-                        ..Default::default()
-                    };
-                    out.push(e.over(&self.defaults));
+                for &c in &conns {
+                    for mode in &m.modes {
+                        let e = ConfigEntry {
+                            mode: Some(mode.clone()),
+                            workload: w.clone(),
+                            connections: c,
+                            ..Default::default()
+                        };
+                        out.push(e.over(&self.defaults));
+                    }
                 }
             }
         }
@@ -453,25 +469,27 @@ impl Curve {
         })
     }
 
-    /// The key of the group of curves that share a plot and a vanilla
-    /// baseline: same workload, workers, service mode and protocol.
+    /// The key of the group of curves that share a plot and a baseline:
+    /// same workload, workers, connections, service mode and protocol.
     pub fn group(&self) -> String {
         format!(
-            "{} · {} workers · {} · {}",
+            "{} · {} workers · {} conns · {} · {}",
             self.workload,
             self.workers,
+            self.connections,
             self.service.as_str(),
             self.protocol
         )
     }
 
-    /// File-name-safe identifier (`best2-steal_bimodal-1_w8_emulate`).
+    /// File-name-safe identifier (`best2-steal_bimodal-1_w8_c64_emulate`).
     pub fn slug(&self) -> String {
         let raw = format!(
-            "{}_{}_w{}_{}",
+            "{}_{}_w{}_c{}_{}",
             self.name,
             self.workload,
             self.workers,
+            self.connections,
             self.service.as_str()
         );
         raw.chars()
@@ -515,6 +533,13 @@ pub struct Settings {
     /// Seconds the generator waits for outstanding replies after its last
     /// send (`skq load --drain`); it stops earlier once all are in.
     pub drain_secs: f64,
+    /// Mode or name of the curve each group's ratios are taken against.
+    #[serde(default = "default_baseline")]
+    pub baseline: String,
+}
+
+fn default_baseline() -> String {
+    "vanilla".into()
 }
 
 impl Default for Settings {
@@ -528,6 +553,7 @@ impl Default for Settings {
             stop_rate_ratio: 0.9,
             cdf_load: 0.5,
             drain_secs: 1.0,
+            baseline: default_baseline(),
         }
     }
 }
@@ -555,6 +581,7 @@ impl Settings {
             stop_rate_ratio: e.stop_rate_ratio.unwrap_or(d.stop_rate_ratio),
             cdf_load: e.cdf_load.unwrap_or(d.cdf_load),
             drain_secs: e.drain_secs.unwrap_or(d.drain_secs),
+            baseline: e.baseline.clone().unwrap_or(d.baseline),
         };
         let positive = |v: f64, key: &str| -> Result<()> {
             if v.is_finite() && v > 0.0 {
@@ -650,6 +677,7 @@ pub fn default_file() -> SweepFile {
         matrix: Some(MatrixEntry {
             modes: DEFAULT_MODES.iter().map(|s| s.to_string()).collect(),
             workloads: DEFAULT_WORKLOADS.iter().map(|s| s.to_string()).collect(),
+            connections: Vec::new(),
         }),
         config: Vec::new(),
     }

@@ -94,23 +94,25 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 /// The summary table (terminal, CSV and HTML).
-pub fn summary_table(summaries: &[CurveSummary]) -> Table {
+pub fn summary_table(summaries: &[CurveSummary], baseline: &str) -> Table {
+    let ratio = format!("× {baseline}");
     let mut t = Table::new([
         "config",
         "workload",
         "service",
         "workers",
+        "conns",
         "S̄ nominal µs",
         "S̄ measured µs",
         "SLO µs",
         "max load @SLO req/s",
         "of N/S̄",
-        "× vanilla",
+        ratio.as_str(),
         "× bound",
         "self-check",
         "cores",
     ]);
-    for c in [3, 4, 5, 6, 7, 8, 9, 12] {
+    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13] {
         t = t.align(c, Align::Right);
     }
     for s in summaries {
@@ -130,12 +132,13 @@ pub fn summary_table(summaries: &[CurveSummary]) -> Table {
             s.spec.workload.clone(),
             s.service_mode.clone(),
             s.spec.workers.to_string(),
+            s.spec.connections.to_string(),
             opt(s.nominal_service_us, 1),
             opt(s.measured_service_us, 1),
             opt(s.slo_us, 0),
             max,
             opt(s.max_load_fraction, 2),
-            opt(s.vs_vanilla, 2),
+            opt(s.vs_baseline, 2),
             bound,
             s.self_check.label().to_string(),
             s.cores_seen.map_or("-".into(), |c| c.to_string()),
@@ -193,6 +196,49 @@ impl PointRow {
     pub fn num(&self, col: &str) -> Option<f64> {
         self.get(col).parse().ok()
     }
+}
+
+/// p99 (µs) of every curve at each load fraction of the sweep, with the
+/// offered rate in the column header when all curves share it.
+pub fn p99_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
+    let loads = &sweep.settings.loads;
+    let rate_of = |l: f64| -> Option<f64> {
+        let rates: Vec<f64> = records
+            .iter()
+            .filter(|r| (r.load - l).abs() < 1e-9)
+            .map(|r| r.target_rps)
+            .collect();
+        let first = *rates.first()?;
+        rates
+            .iter()
+            .all(|r| (r - first).abs() < 0.5)
+            .then_some(first)
+    };
+    let mut head = vec!["config".to_string(), "group".to_string()];
+    head.extend(loads.iter().map(|&l| match rate_of(l) {
+        Some(r) => format!("{l} ({r:.0}/s)"),
+        None => format!("load {l}"),
+    }));
+    let mut t = Table::new(head.iter().map(String::as_str));
+    for c in 2..head.len() {
+        t = t.align(c, Align::Right);
+    }
+    for (i, c) in sweep.curves.iter().enumerate() {
+        let mut row = vec![c.name.clone(), c.group()];
+        for &l in loads {
+            let cell = records
+                .iter()
+                .find(|r| r.curve == i && (r.load - l).abs() < 1e-9)
+                .and_then(|r| r.result())
+                .map_or("-".to_string(), |x| {
+                    let mark = if x.checks.pass { "" } else { "*" };
+                    format!("{:.0}{mark}", x.latency.p99.value)
+                });
+            row.push(cell);
+        }
+        t.push(row);
+    }
+    t
 }
 
 /// The rows of `points.csv`. Numbers are written with Rust's shortest
@@ -319,12 +365,20 @@ pub fn report_html(
             "max load @SLO: highest throughput whose p99 stays within the SLO, interpolated between \
              the last point under and the first point over it (≥ when no point went over; \
              \"below first point\" when the lowest load already missed it). of N/S̄: that load as a \
-             fraction of workers / measured S̄. × vanilla: ratio to the vanilla configuration of the \
-             same workload, workers and service mode in this run. self-check: PASS when every point \
+             fraction of workers / measured S̄. × baseline: ratio to the baseline configuration \
+             (vanilla unless the sweep names another) of the same workload, workers, connections \
+             and service mode in this run. self-check: PASS when every point \
              under the SLO passed the load generator's checks and the first point over it kept its \
              schedule (Poisson arrivals, send lateness) with no correctness errors.",
         )
-        .table(&summary_table(summaries));
+        .table(&summary_table(summaries, &sweep.settings.baseline))
+        .heading("p99 at each offered load")
+        .paragraph(
+            "p99 latency (µs) of every configuration at each offered load, with the offered rate \
+             when all configurations share it; * marks a point that failed a self-check; - a point \
+             not run because the curve had saturated before it.",
+        )
+        .table(&p99_table(sweep, records));
     let failing = summaries
         .iter()
         .filter(|s| matches!(s.self_check, SelfCheck::Fail(_) | SelfCheck::Error(_)))
@@ -547,8 +601,15 @@ pub fn write_all(
         let p = dir.join(name);
         std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
     };
-    let table = summary_table(summaries);
-    w("summary.txt", table.to_text())?;
+    let table = summary_table(summaries, &sweep.settings.baseline);
+    w(
+        "summary.txt",
+        format!(
+            "{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}",
+            table.to_text(),
+            p99_table(sweep, records).to_text()
+        ),
+    )?;
     w("summary.csv", table.to_csv())?;
     let file = SummaryFile {
         run: run.clone(),

@@ -71,8 +71,10 @@ pub struct CurveSummary {
     pub max_load_is_lower_bound: bool,
     /// Maximum load as a fraction of capacity N/S̄ (measured S̄ when known).
     pub max_load_fraction: Option<f64>,
-    /// Ratio to the vanilla configuration of the same group in this run.
-    pub vs_vanilla: Option<f64>,
+    /// Ratio to the baseline configuration (`[sweep] baseline`, by default
+    /// vanilla) of the same group in this run.
+    #[serde(alias = "vs_vanilla")]
+    pub vs_baseline: Option<f64>,
     /// Centralized-FCFS maximum load at SLO (requests/s), when available.
     pub bound_rps: Option<f64>,
     /// Ratio to the bound.
@@ -96,11 +98,14 @@ pub fn summarize(sweep: &Sweep, records: &[PointRecord]) -> Vec<CurveSummary> {
         .map(|(i, c)| summarize_curve(i, c, &sweep.settings, records))
         .collect();
     for i in 0..out.len() {
+        let b = &sweep.settings.baseline;
         let base = out
             .iter()
-            .find(|o| o.spec.mode == "vanilla" && o.spec.group() == out[i].spec.group())
+            .find(|o| {
+                (o.spec.mode == *b || o.spec.name == *b) && o.spec.group() == out[i].spec.group()
+            })
             .and_then(|o| o.max_load_rps);
-        out[i].vs_vanilla = match (out[i].max_load_rps, base) {
+        out[i].vs_baseline = match (out[i].max_load_rps, base) {
             (Some(m), Some(b)) if b > 0.0 => Some(m / b),
             _ => None,
         };
@@ -213,7 +218,7 @@ fn summarize_curve(
         max_load_rps,
         max_load_is_lower_bound: max.is_some_and(|m| m.lower_bound),
         max_load_fraction: max_load_rps.map(|m| m / capacity),
-        vs_vanilla: None,
+        vs_baseline: None,
         bound_rps,
         vs_bound: match (max_load_rps, bound_rps) {
             (Some(m), Some(b)) if b > 0.0 => Some(m / b),

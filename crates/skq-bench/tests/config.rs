@@ -45,6 +45,27 @@ fn example_file_parses_and_expands() {
 }
 
 #[test]
+fn kv_example_crosses_connections_and_takes_memcached_as_baseline() {
+    let f = SweepFile::parse(include_str!("../examples/kv-vs-memcached.toml")).unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    // 4 modes × 3 workloads × 3 connection counts.
+    assert_eq!(s.curves.len(), 36);
+    assert_eq!(s.settings.baseline, "memcached");
+    let conns: Vec<usize> = s.curves[..12].iter().map(|c| c.connections).collect();
+    assert_eq!(conns, [24, 24, 24, 24, 96, 96, 96, 96, 384, 384, 384, 384]);
+    // Each connection count is its own group (own baseline and plot), and
+    // point files do not collide.
+    assert_ne!(s.curves[0].group(), s.curves[4].group());
+    assert_eq!(s.curves[0].group(), s.curves[1].group());
+    assert_ne!(s.curves[0].slug(), s.curves[4].slug());
+    assert_eq!(s.curves[0].server, ServerKind::Memcached);
+    assert!(s
+        .curves
+        .iter()
+        .all(|c| c.workers == 1 && c.slo_us == Some(500.0)));
+}
+
+#[test]
 fn errors_name_the_key() {
     let err = |text: &str| {
         let f = SweepFile::parse(text);

@@ -300,10 +300,10 @@ fn point_files_are_distinct_per_point() {
     assert_ne!(a.json, b.json);
     assert_eq!(
         a.json,
-        Path::new("/o/points/hybrid_exponential_w8_emulate_0.200.json")
+        Path::new("/o/points/hybrid_exponential_w8_c64_emulate_0.200.json")
     );
     assert_eq!(
         a.hdr_log,
-        Path::new("/o/hdr/hybrid_exponential_w8_emulate_0.200.hlog")
+        Path::new("/o/hdr/hybrid_exponential_w8_c64_emulate_0.200.hlog")
     );
 }

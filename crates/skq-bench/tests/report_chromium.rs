@@ -135,7 +135,7 @@ fn report_renders_in_chromium_without_console_errors() {
     assert!(dom.contains("latency CDF"));
     assert!(
         dom.contains(
-            "self-check FAILED: cpu [exponential · 8 workers · emulate · rpc] at load 0.40"
+            "self-check FAILED: cpu [exponential · 8 workers · 64 conns · emulate · rpc] at load 0.40"
         ),
         "self-check failures are visible"
     );

@@ -131,16 +131,16 @@ fn max_load_column_uses_measured_service_time() {
     let frac = v.max_load_fraction.unwrap();
     assert!((frac - want.load / (8e6 / 550.0)).abs() < 1e-9);
     // Ratios to vanilla within the same workload group.
-    assert_eq!(v.vs_vanilla, Some(1.0));
+    assert_eq!(v.vs_baseline, Some(1.0));
     let hybrid = &sums[4];
     assert!(
-        hybrid.vs_vanilla.unwrap() > 1.0,
+        hybrid.vs_baseline.unwrap() > 1.0,
         "fixture hybrid is more efficient"
     );
     let bim_hybrid = &sums[10];
     assert_eq!(bim_hybrid.spec.workload, "bimodal-1");
     assert_eq!(
-        bim_hybrid.vs_vanilla.unwrap(),
+        bim_hybrid.vs_baseline.unwrap(),
         bim_hybrid.max_load_rps.unwrap() / sums[6].max_load_rps.unwrap()
     );
     // Every catalogue workload gets the simulator's centralized-FCFS bound,
@@ -158,8 +158,38 @@ fn max_load_column_uses_measured_service_time() {
         SelfCheck::Pass,
         "rate failures past the SLO do not count"
     );
-    let table = output::summary_table(&sums).to_text();
+    let table = output::summary_table(&sums, "vanilla").to_text();
     assert!(!table.contains("missing"), "{table}");
+    assert!(table.contains("× vanilla"), "{table}");
+    // Another baseline: ratios are taken against it, within each group.
+    let mut s2 = s.clone();
+    s2.settings.baseline = "hybrid".into();
+    let sums2 = summary::summarize(&s2, &records);
+    assert_eq!(sums2[4].vs_baseline, Some(1.0));
+    assert_eq!(
+        sums2[0].vs_baseline.unwrap(),
+        sums[0].max_load_rps.unwrap() / sums[4].max_load_rps.unwrap()
+    );
+    assert!(output::summary_table(&sums2, "hybrid")
+        .to_text()
+        .contains("× hybrid"));
+    // p99 at each offered load: one row per curve, one column per load, "-"
+    // where a saturated curve skipped the point.
+    let p99 = output::p99_table(&s, &records).to_text();
+    assert_eq!(p99.lines().count(), 2 + s.curves.len(), "{p99}");
+    let first = records
+        .iter()
+        .find(|r| r.curve == 0)
+        .and_then(|r| r.result())
+        .unwrap();
+    let row0 = p99.lines().nth(2).unwrap();
+    assert!(
+        row0.contains(&format!("{:.0}", first.latency.p99.value)),
+        "{row0}"
+    );
+    if records.iter().any(|r| r.result().is_none()) {
+        assert!(p99.contains(" -"), "{p99}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
