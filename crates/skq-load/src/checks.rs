@@ -207,7 +207,7 @@ pub fn evaluate(inp: &CheckInput) -> Checks {
             "independence: lag-1 rank correlation of latency samples is {lag1:.2} (n = {n}) and stays significant however the series is thinned; confidence intervals are optimistic"
         )),
         Some(k) if k > 1 => notes.push(format!(
-            "info: latencies are correlated (lag-1 rank correlation {lag1:.2}); independent at every {requests_stride:.0}th request, so confidence intervals use n = {effective_n}"
+            "info: latencies are correlated (lag-1 rank correlation {lag1:.2}); samples {requests_stride:.0} requests apart are independent, so confidence intervals use n = {effective_n}"
         )),
         _ => {}
     }
