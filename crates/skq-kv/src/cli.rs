@@ -25,7 +25,9 @@ pub struct KvArgs {
     /// Item memory limit in MiB (item data never exceeds it; the index is extra).
     #[arg(short = 'm', long = "memory-limit", default_value_t = 64)]
     pub memory_mb: usize,
-    /// Largest value accepted, in bytes (suffix k or m allowed), 1k..=1m.
+    /// Largest item accepted, in bytes (suffix k or m allowed), 1k..=1m: memcached's `-I`,
+    /// counted like memcached 1.6 — key, value and 56–60 bytes of header, so with a 1-byte
+    /// key the largest value is this minus 60 (see `protocol::Limits::max_item_size`).
     #[arg(long, default_value = "1m")]
     pub max_item_size: String,
     /// Maximum simultaneous connections.

@@ -1,4 +1,5 @@
-//! Applies key commands to a [`Partition`] and writes memcached replies.
+//! Applies key commands (classic and meta: mg/ms/md) to a [`Partition`] and writes
+//! memcached replies.
 //!
 //! Both architectures call these functions: the shared one under the partition's lock, the
 //! thread-per-core one on the worker that owns the key.
@@ -6,6 +7,7 @@
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::meta::{base64_encode, MetaFlags, MetaTok};
 use crate::protocol::{Command, StoreMode};
 use crate::stats::Counters;
 use crate::store::{exp_at, ArithOutcome, Partition, StoreOutcome};
@@ -59,9 +61,30 @@ pub fn get_one(
     out.extend_from_slice(b"\r\n");
 }
 
-/// Applies a single-key command (store, delete, incr/decr, touch) and writes its reply
-/// unless `noreply`. Other commands are the caller's; passing one is a bug.
+/// Applies a single-key command (store, delete, incr/decr, touch, a refused `set`, the
+/// meta commands mg/ms/md) and writes its reply unless `noreply`. Other commands are the
+/// caller's; passing one is a bug.
 pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &mut Vec<u8>) {
+    match cmd {
+        Command::MetaGet { key, flags } => return meta_get(part, key, flags, now, c, out),
+        Command::MetaSet {
+            key,
+            mode,
+            data,
+            flags,
+        } => return meta_set(part, key, *mode, data, flags, now, c, out),
+        Command::MetaDelete { key, flags } => return meta_delete(part, key, flags, now, c, out),
+        Command::TooLarge { key, noreply } => {
+            // memcached unlinks the old item so that a failed set leaves no stale value.
+            part.delete(key, now.rel);
+            c.store_too_large.fetch_add(1, Relaxed);
+            if !noreply {
+                out.extend_from_slice(StoreOutcome::TooLarge.reply());
+            }
+            return;
+        }
+        _ => {}
+    }
     let (reply, noreply): (Vec<u8>, bool) = match cmd {
         Command::Store {
             mode,
@@ -155,4 +178,195 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
     if !noreply {
         out.extend_from_slice(&reply);
     }
+}
+
+/// ` k<key>`, base64-encoded and followed by ` b` when the request sent it that way.
+fn push_key(out: &mut Vec<u8>, key: &[u8], base64: bool) {
+    out.extend_from_slice(b" k");
+    if base64 {
+        base64_encode(key, out);
+        out.extend_from_slice(b" b");
+    } else {
+        out.extend_from_slice(key);
+    }
+}
+
+/// Echoes the `O` and `k` flags (and `c` with `cas`, for ms) in request order, then ends
+/// the line.
+fn echo_line(out: &mut Vec<u8>, f: &MetaFlags, key: &[u8], cas: Option<u64>) {
+    for t in &f.toks {
+        match t {
+            MetaTok::Opaque(o) => {
+                out.push(b' ');
+                out.extend_from_slice(o);
+            }
+            MetaTok::Key => push_key(out, key, f.base64),
+            MetaTok::Cas => {
+                if let Some(cas) = cas {
+                    let _ = write!(out, " c{cas}");
+                }
+            }
+            _ => {}
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `mg`: `VA <size> <flags>*` + value (with `v`) or `HD <flags>*` on a hit, `EN` on a miss
+/// (nothing with `q`). Return flags appear in request order; `T` touches where it stands.
+fn meta_get(
+    part: &mut Partition,
+    key: &[u8],
+    f: &MetaFlags,
+    now: Now,
+    c: &Counters,
+    out: &mut Vec<u8>,
+) {
+    let mut exp_before = None;
+    let rec = match f.ttl {
+        None => part.get(key, now.rel),
+        Some(t) => {
+            exp_before = part.get(key, now.rel).map(|r| r.meta.exp_at);
+            let at = exp_at(t, now.rel, now.started_unix);
+            part.get_and_touch(key, at, now.rel)
+        }
+    };
+    let Some(r) = rec else {
+        c.cmd_get.fetch_add(1, Relaxed);
+        c.get_misses.fetch_add(1, Relaxed);
+        if !f.quiet {
+            out.extend_from_slice(b"EN");
+            echo_line(out, f, key, None);
+        }
+        return;
+    };
+    if f.ttl.is_some() {
+        c.cmd_touch.fetch_add(1, Relaxed);
+        c.touch_hits.fetch_add(1, Relaxed);
+    } else {
+        c.cmd_get.fetch_add(1, Relaxed);
+        c.get_hits.fetch_add(1, Relaxed);
+    }
+    if f.value {
+        let _ = write!(out, "VA {}", r.value.len());
+    } else {
+        out.extend_from_slice(b"HD");
+    }
+    // The expiry a `t` reports: the old one until the `T` token, the new one after it.
+    let mut exp = exp_before.unwrap_or(r.meta.exp_at);
+    for t in &f.toks {
+        match t {
+            MetaTok::Touch => exp = r.meta.exp_at,
+            MetaTok::Size => {
+                let _ = write!(out, " s{}", r.value.len());
+            }
+            // memcached prints `exptime - now` as an unsigned 32-bit number.
+            MetaTok::Ttl if exp == 0 => out.extend_from_slice(b" t-1"),
+            MetaTok::Ttl => {
+                let _ = write!(out, " t{}", exp.wrapping_sub(now.rel));
+            }
+            MetaTok::Cas => {
+                let _ = write!(out, " c{}", r.meta.cas);
+            }
+            MetaTok::Flags => {
+                let _ = write!(out, " f{}", r.meta.flags);
+            }
+            MetaTok::Key => push_key(out, key, f.base64),
+            MetaTok::Opaque(o) => {
+                out.push(b' ');
+                out.extend_from_slice(o);
+            }
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    if f.value {
+        out.extend_from_slice(r.value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// `ms`: `HD` (nothing with `q`), `NS`, `EX` or `NF`, echoing `O`, `k` and `c` (the new
+/// CAS unique; 0 when nothing was stored, as memcached prints it).
+#[allow(clippy::too_many_arguments)]
+fn meta_set(
+    part: &mut Partition,
+    key: &[u8],
+    mode: StoreMode,
+    data: &[u8],
+    f: &MetaFlags,
+    now: Now,
+    c: &Counters,
+    out: &mut Vec<u8>,
+) {
+    c.cmd_set.fetch_add(1, Relaxed);
+    let exp = exp_at(f.ttl.unwrap_or(0), now.rel, now.started_unix);
+    let outcome = match (mode, f.cas) {
+        // memcached checks a compare value on append/prepend too (a miss is NS there).
+        (StoreMode::Append | StoreMode::Prepend, Some(want)) => {
+            match part.get(key, now.rel).map(|r| r.meta.cas) {
+                None => StoreOutcome::NotStored,
+                Some(have) if have != want => StoreOutcome::Exists,
+                Some(_) => part.store(mode, key, f.client_flags, exp, data, now.rel),
+            }
+        }
+        _ => part.store(mode, key, f.client_flags, exp, data, now.rel),
+    };
+    if let StoreMode::Cas(_) = mode {
+        match outcome {
+            StoreOutcome::Stored => &c.cas_hits,
+            StoreOutcome::Exists => &c.cas_badval,
+            _ => &c.cas_misses,
+        }
+        .fetch_add(1, Relaxed);
+    }
+    let code: &[u8] = match outcome {
+        StoreOutcome::Stored if f.quiet => return,
+        StoreOutcome::Stored => b"HD",
+        StoreOutcome::NotStored => b"NS",
+        StoreOutcome::Exists => b"EX",
+        StoreOutcome::NotFound => b"NF",
+        StoreOutcome::TooLarge => {
+            c.store_too_large.fetch_add(1, Relaxed);
+            out.extend_from_slice(outcome.reply());
+            return;
+        }
+    };
+    let cas = if outcome == StoreOutcome::Stored {
+        part.last_cas()
+    } else {
+        0
+    };
+    out.extend_from_slice(code);
+    echo_line(out, f, key, Some(cas));
+}
+
+/// `md`: `HD` (nothing with `q`), `NF`, or `EX` when `C` does not match; echoes `O`, `k`.
+fn meta_delete(
+    part: &mut Partition,
+    key: &[u8],
+    f: &MetaFlags,
+    now: Now,
+    c: &Counters,
+    out: &mut Vec<u8>,
+) {
+    let code: &[u8] = match part.get(key, now.rel).map(|r| r.meta.cas) {
+        None => {
+            c.delete_misses.fetch_add(1, Relaxed);
+            b"NF"
+        }
+        Some(have) if f.cas.is_some_and(|want| want != have) => {
+            c.delete_misses.fetch_add(1, Relaxed);
+            b"EX"
+        }
+        Some(_) => {
+            part.delete(key, now.rel);
+            c.delete_hits.fetch_add(1, Relaxed);
+            if f.quiet {
+                return;
+            }
+            b"HD"
+        }
+    };
+    out.extend_from_slice(code);
+    echo_line(out, f, key, None);
 }

@@ -2,7 +2,8 @@
 //! seeded randomized test (`tests/fuzz_random.rs`, what CI runs).
 //!
 //! [`check`] feeds arbitrary bytes through a [`Session`] (parser + reply ordering) executing
-//! against an in-memory [`Partition`], once in one piece and once cut into chunks chosen by
+//! every command — classic and meta (mg/ms/md/mn, including `ms` data blocks swallowed after
+//! errors and refused too-large items) — against an in-memory [`Partition`], once in one piece and once cut into chunks chosen by
 //! the input itself, and asserts:
 //! 1. nothing panics (parser, store, session);
 //! 2. the replies are identical however the input is split (the parser is truly
@@ -43,6 +44,7 @@ impl Handler for Mem {
             }
             Command::Stats { .. } => s.reply(b"END\r\n"),
             Command::Version => s.reply(b"VERSION fuzz\r\n"),
+            Command::MetaNoop => s.reply(b"MN\r\n"),
             Command::Verbosity { .. } => s.reply(b"OK\r\n"),
             Command::Quit => unreachable!("the session handles quit"),
             _ => apply(&mut self.part, &cmd, now, &self.counters, s.reply_buf()),

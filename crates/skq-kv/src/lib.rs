@@ -5,6 +5,9 @@
 //!   across workers, a listener per worker (`SO_REUSEPORT`), requests for foreign keys
 //!   forwarded over single-producer/single-consumer rings ([`ring`]).
 //!
+//! Both serve the classic text commands and the meta commands (`mg`, `ms`, `md`, `mn`;
+//! see [`meta`] and the crate README for the flags served).
+//!
 //! Both share the sans-I/O [`protocol`] parser, the per-connection [`session`] (reply
 //! ordering, backpressure) and the log-structured [`store`] ([`arena`]: 2 MiB segments,
 //! append-only, FIFO eviction of whole segments), so the comparison isolates the
@@ -24,6 +27,7 @@ pub mod cli;
 pub mod doorbell;
 pub mod exec;
 pub mod fuzzing;
+pub mod meta;
 pub mod murmur3;
 pub mod protocol;
 pub mod ring;

@@ -12,12 +12,17 @@
 //!   `CLIENT_ERROR invalid exptime argument`); like memcached, a rejected storage line does
 //!   not skip its data block, which is then read as a command line (usually `ERROR`) —
 //!   tests/clients.rs checks these replies against memcached byte for byte;
-//! - a value over the item size limit → `SERVER_ERROR object too large for cache` and the
-//!   data block is swallowed without buffering it (memcached does the same);
+//! - an item over the size limit (see [`Limits::max_item_size`]) →
+//!   `SERVER_ERROR object too large for cache` and the data block is swallowed without
+//!   buffering it; `set` and `ms` also unlink the key's old item ([`Command::TooLarge`]),
+//!   other storage commands leave it (memcached does the same);
+//! - meta commands (`mg`, `ms`, `md`, `mn`) are parsed by [`crate::meta`];
 //! - fatal, the connection must be closed ([`Step::Close`]): a data block whose announced
 //!   length is not followed by `\r\n` (`CLIENT_ERROR bad data chunk` is sent first), a line
 //!   longer than [`Limits::max_line`] (retrieval lines may reach [`Limits::max_get_line`]),
 //!   control bytes in a command line, or the binary protocol's magic byte 0x80.
+
+use crate::meta::{self, MetaFlags};
 
 /// Longest key memcached accepts.
 pub const MAX_KEY_LEN: usize = 250;
@@ -27,12 +32,32 @@ pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 /// Size limits the parser enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest value accepted by storage commands (memcached's `-I`, default 1 MiB).
+    /// Largest item accepted by storage commands (memcached's `-I`, default 1 MiB),
+    /// counted as memcached 1.6 counts it ([`item_size`]): 56 bytes of header and CAS, the
+    /// key plus one, 4 bytes of client flags unless they are 0, and the value plus 2. With
+    /// the default 1 MiB and a 1-byte key, the largest value is 1 048 516 bytes (1 048 512
+    /// with non-zero flags) — the boundary measured against memcached 1.6.18 `-I 1m`, and
+    /// at `-I 512k` (tests/clients.rs `item_size_limit_matches_memcached`).
     pub max_item_size: usize,
     /// Longest command line without a newline before the connection is closed.
     pub max_line: usize,
     /// Longest `get`/`gets`/`gat`/`gats` line (multi-key retrievals).
     pub max_get_line: usize,
+}
+
+/// The size memcached 1.6 charges an item against its `-I` limit (its `item_make_header`
+/// plus the CAS): a 48-byte item header, an 8-byte CAS, the key and its NUL, 4 bytes of
+/// client flags when they are non-zero, and the value with its trailing `\r\n`.
+pub fn item_size(key_len: usize, flags: u32, value_len: usize) -> usize {
+    let flag_bytes = if flags == 0 { 0 } else { 4 };
+    48 + 8 + key_len + 1 + flag_bytes + value_len + 2
+}
+
+impl Limits {
+    /// Whether an item with this key length, client flags and value length fits.
+    pub fn fits(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        item_size(key_len, flags, value_len) <= self.max_item_size
+    }
 }
 
 impl Default for Limits {
@@ -139,6 +164,42 @@ pub enum Command {
     },
     /// `quit`: close the connection.
     Quit,
+    /// A `set` or `ms` refused because the item is over the size limit: like memcached,
+    /// unlink the key's old item, then reply `SERVER_ERROR object too large for cache`
+    /// unless `noreply` (meta commands always show errors).
+    TooLarge {
+        /// The key.
+        key: Vec<u8>,
+        /// Suppress the reply (`set ... noreply`).
+        noreply: bool,
+    },
+    /// `mg <key> <flags>*`: meta get.
+    MetaGet {
+        /// The key (decoded when sent with `b`).
+        key: Vec<u8>,
+        /// Its flags.
+        flags: MetaFlags,
+    },
+    /// `ms <key> <datalen> <flags>*` and a data block: meta set.
+    MetaSet {
+        /// The key (decoded when sent with `b`).
+        key: Vec<u8>,
+        /// The storage mode (`M`, upgraded to [`StoreMode::Cas`] by `C` for set and replace).
+        mode: StoreMode,
+        /// The value.
+        data: Vec<u8>,
+        /// Its flags.
+        flags: MetaFlags,
+    },
+    /// `md <key> <flags>*`: meta delete.
+    MetaDelete {
+        /// The key (decoded when sent with `b`).
+        key: Vec<u8>,
+        /// Its flags.
+        flags: MetaFlags,
+    },
+    /// `mn`: meta no-op, replies `MN` (marks the end of a pipeline of quiet commands).
+    MetaNoop,
 }
 
 impl Command {
@@ -148,9 +209,26 @@ impl Command {
             Command::Store { key, .. }
             | Command::Delete { key, .. }
             | Command::Arith { key, .. }
-            | Command::Touch { key, .. } => Some(key),
+            | Command::Touch { key, .. }
+            | Command::TooLarge { key, .. }
+            | Command::MetaGet { key, .. }
+            | Command::MetaSet { key, .. }
+            | Command::MetaDelete { key, .. } => Some(key),
             _ => None,
         }
+    }
+
+    /// Whether the command never produces a reply (classic `noreply`). Quiet meta commands
+    /// may still reply (errors, misses for ms/md), so they are never silent.
+    pub fn silent(&self) -> bool {
+        matches!(
+            self,
+            Command::Store { noreply: true, .. }
+                | Command::Delete { noreply: true, .. }
+                | Command::Arith { noreply: true, .. }
+                | Command::Touch { noreply: true, .. }
+                | Command::TooLarge { noreply: true, .. }
+        )
     }
 }
 
@@ -286,6 +364,10 @@ impl Parser {
             b"incr" | b"decr" => (line_len, arith(args, name == b"incr")),
             b"touch" => (line_len, touch(args)),
             b"flush_all" => (line_len, flush_all(args)),
+            b"mg" => (line_len, meta::parse_get(args)),
+            b"md" => (line_len, meta::parse_delete(args)),
+            b"ms" => self.meta_set(buf, line_len, args),
+            b"mn" => (line_len, Step::Command(Command::MetaNoop)),
             b"version" if args.is_empty() => (line_len, Step::Command(Command::Version)),
             b"quit" if args.is_empty() => (line_len, Step::Command(Command::Quit)),
             b"stats" if args.len() <= 1 => {
@@ -337,31 +419,28 @@ impl Parser {
         if key.len() > MAX_KEY_LEN {
             return (line_len, Step::Reply(BAD_FORMAT));
         }
-        if bytes > self.limits.max_item_size {
+        if !self.limits.fits(key.len(), flags, bytes) {
             // Swallow the data block without buffering it; noreply suppresses the error.
-            self.swallow = bytes + 2;
-            return (
-                line_len,
-                if noreply {
-                    Step::Skip
-                } else {
-                    Step::Reply(TOO_LARGE)
-                },
-            );
+            // Like memcached, a refused `set` also unlinks the old item.
+            let step = match (mode, noreply) {
+                (StoreMode::Set, _) => Step::Command(Command::TooLarge {
+                    key: key.to_vec(),
+                    noreply,
+                }),
+                (_, true) => Step::Skip,
+                (_, false) => Step::Reply(TOO_LARGE),
+            };
+            return (line_len, self.swallow_block(bytes, step));
         }
-        let need = line_len + bytes + 2;
-        if buf.len() < need {
-            return (0, Step::NeedMore);
-        }
-        if &buf[line_len + bytes..need] != b"\r\n" {
-            return (0, Step::Close(CloseReason::BadDataChunk));
-        }
+        let (need, data) = match read_block(buf, line_len, bytes) {
+            Ok(block) => block,
+            Err(why) => return (0, block_step(why)),
+        };
         let mode = if let StoreMode::Cas(_) = mode {
             StoreMode::Cas(cas)
         } else {
             mode
         };
-        let data = buf[line_len..line_len + bytes].to_vec();
         (
             need,
             Step::Command(Command::Store {
@@ -374,6 +453,98 @@ impl Parser {
             }),
         )
     }
+
+    /// Discards the next `bytes` data bytes and their `\r\n`; returns `step`.
+    fn swallow_block(&mut self, bytes: usize, step: Step) -> Step {
+        self.swallow = bytes + 2;
+        step
+    }
+
+    /// `ms <key> <datalen> <flags>*` followed by the data block.
+    fn meta_set(&mut self, buf: &[u8], line_len: usize, args: &[&[u8]]) -> (usize, Step) {
+        let Some((key, rest)) = args.split_first() else {
+            return (line_len, Step::Reply(ERROR));
+        };
+        if key.len() > MAX_KEY_LEN {
+            return (line_len, Step::Reply(BAD_FORMAT));
+        }
+        let Some((len, toks)) = rest.split_first() else {
+            return (line_len, Step::Reply(BAD_FORMAT));
+        };
+        let Some(bytes) = parse_i64(len)
+            .filter(|&b| (0..=i64::from(i32::MAX) - 2).contains(&b))
+            .map(|b| b as usize)
+        else {
+            return (line_len, Step::Reply(BAD_FORMAT));
+        };
+        let (key, flags) = match meta::parse_flags(key, toks) {
+            Ok(parsed) => parsed,
+            Err(msg) => return (line_len, self.swallow_block(bytes, Step::Reply(msg))),
+        };
+        let mut error = meta::long_opaque(&flags).then_some(meta::OPAQUE_TOO_LONG);
+        let mode = match flags.mode {
+            None | Some(b'S') => StoreMode::Set,
+            Some(b'E') => StoreMode::Add,
+            Some(b'A') => StoreMode::Append,
+            Some(b'P') => StoreMode::Prepend,
+            Some(b'R') => StoreMode::Replace,
+            Some(_) => {
+                error = Some(meta::BAD_MODE);
+                StoreMode::Set
+            }
+        };
+        if let Some(msg) = error {
+            return (line_len, self.swallow_block(bytes, Step::Reply(msg)));
+        }
+        // A compare value turns set and replace into cas (memcached's NREAD_CAS); add ignores
+        // it; append/prepend check it themselves (see exec).
+        let mode = match (mode, flags.cas) {
+            (StoreMode::Set | StoreMode::Replace, Some(c)) => StoreMode::Cas(c),
+            (m, _) => m,
+        };
+        if !self.limits.fits(key.len(), flags.client_flags, bytes) {
+            let step = Step::Command(Command::TooLarge {
+                key,
+                noreply: false,
+            });
+            return (line_len, self.swallow_block(bytes, step));
+        }
+        let (need, data) = match read_block(buf, line_len, bytes) {
+            Ok(block) => block,
+            Err(why) => return (0, block_step(why)),
+        };
+        (
+            need,
+            Step::Command(Command::MetaSet {
+                key,
+                mode,
+                data,
+                flags,
+            }),
+        )
+    }
+}
+
+/// The `bytes`-long data block after a `line_len`-byte command line: (bytes consumed, the
+/// block), or why not yet: `None` = incomplete, `Some(reason)` = badly terminated.
+fn read_block(
+    buf: &[u8],
+    line_len: usize,
+    bytes: usize,
+) -> Result<(usize, Vec<u8>), Option<CloseReason>> {
+    let need = line_len + bytes + 2;
+    if buf.len() < need {
+        return Err(None);
+    }
+    if &buf[line_len + bytes..need] != b"\r\n" {
+        return Err(Some(CloseReason::BadDataChunk));
+    }
+    Ok((need, buf[line_len..line_len + bytes].to_vec()))
+}
+
+/// The step for a data block [`read_block`] could not return.
+fn block_step(why: Option<CloseReason>) -> Step {
+    why.map_or(Step::NeedMore, Step::Close)
 }
 
 /// Whether the (possibly incomplete) line starts a multi-key retrieval command.
@@ -506,3 +677,7 @@ pub fn parse_i64(t: &[u8]) -> Option<i64> {
 #[cfg(test)]
 #[path = "protocol_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "protocol_meta_tests.rs"]
+mod meta_tests;

@@ -123,6 +123,7 @@ impl Ctx {
     ) -> bool {
         match cmd {
             Command::Version => s.reply(format!("VERSION {VERSION}\r\n").as_bytes()),
+            Command::MetaNoop => s.reply(b"MN\r\n"),
             Command::Verbosity { noreply } => {
                 if !noreply {
                     s.reply(b"OK\r\n");

@@ -61,12 +61,13 @@ pub struct SharedStore {
 }
 
 impl SharedStore {
-    /// Splits `limit_bytes` into up to 16 shards of at least [`MIN_SHARD_BYTES`].
-    pub fn new(limit_bytes: usize) -> SharedStore {
+    /// Splits `limit_bytes` into up to 16 shards of at least [`MIN_SHARD_BYTES`], each
+    /// enforcing the item size limit `max_item_size` on append/prepend.
+    pub fn new(limit_bytes: usize, max_item_size: usize) -> SharedStore {
         let n = (limit_bytes / (2 * MIN_SHARD_BYTES)).clamp(1, MAX_SHARDS);
         SharedStore {
             shards: (0..n)
-                .map(|_| Mutex::new(Partition::new(limit_bytes / n)))
+                .map(|_| Mutex::new(Partition::new(limit_bytes / n).with_max_item(max_item_size)))
                 .collect(),
         }
     }

@@ -44,7 +44,7 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     let workers = cfg.workers;
     let max_conns = cfg.max_conns;
-    let store = SharedStore::new(cfg.limit_bytes);
+    let store = SharedStore::new(cfg.limit_bytes, cfg.limits.max_item_size);
     let ctx = Arc::new(Ctx::new(cfg));
     let accepted: Arc<Vec<_>> = Arc::new(
         (0..workers)

@@ -66,7 +66,7 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
         None,
     )?;
     let (workers, max_conns, pin) = (cfg.workers, cfg.max_conns, cfg.pin);
-    let store = SharedStore::new(cfg.limit_bytes);
+    let store = SharedStore::new(cfg.limit_bytes, cfg.limits.max_item_size);
     let ctx = Arc::new(Ctx::new(cfg));
     let accepted: Arc<Vec<_>> = Arc::new(
         (0..workers)

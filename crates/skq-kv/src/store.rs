@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::arena::{record_len, Arena, Loc, Meta, Record, HEADER, SEGMENT_SIZE};
-use crate::protocol::{StoreMode, REALTIME_MAXDELTA};
+use crate::protocol::{item_size, Limits, StoreMode, REALTIME_MAXDELTA};
 
 /// Outcome of a storage command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +139,9 @@ pub struct Partition {
     /// A delayed `flush_all` taking effect at this second.
     pending_flush: Option<u32>,
     stats: PartStats,
+    /// Item size limit (memcached's `-I`, counted by [`item_size`]) that append and
+    /// prepend must respect; the parser enforces it for every other write.
+    max_item: usize,
 }
 
 impl Partition {
@@ -152,7 +155,19 @@ impl Partition {
             flushed_below: 0,
             pending_flush: None,
             stats: PartStats::default(),
+            max_item: Limits::default().max_item_size,
         }
+    }
+
+    /// Sets the item size limit append and prepend respect (default: 1 MiB).
+    pub fn with_max_item(mut self, max_item_size: usize) -> Partition {
+        self.max_item = max_item_size;
+        self
+    }
+
+    /// The CAS unique given to the most recent write (0 before any).
+    pub fn last_cas(&self) -> u64 {
+        self.next_cas - 1
     }
 
     /// Current counters.
@@ -296,6 +311,12 @@ impl Partition {
             (StoreMode::Cas(_), None) => return StoreOutcome::NotFound,
             (StoreMode::Cas(c), Some(r)) if r.meta.cas != c => return StoreOutcome::Exists,
             _ => {}
+        }
+        if let (StoreMode::Append | StoreMode::Prepend, Some(r)) = (mode, old_rec) {
+            // As in memcached, growing an item past the limit is NOT_STORED.
+            if item_size(key.len(), r.meta.flags, r.value.len() + data.len()) > self.max_item {
+                return StoreOutcome::NotStored;
+            }
         }
         match (mode, old_rec) {
             (StoreMode::Append, Some(r)) => {

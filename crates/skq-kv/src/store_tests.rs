@@ -269,3 +269,24 @@ fn hash_collisions_chain() {
     assert!(p.remove_entry(ha, loc_a));
     assert!(matches!(p.index.get(&ha), Some(Slot::One(l)) if *l == loc_b));
 }
+
+#[test]
+fn append_past_the_item_limit_is_not_stored() {
+    // Limit 100 with key "k" and flags 0: 40 value bytes fit (protocol::item_size).
+    let mut p = Partition::new(8 << 20).with_max_item(100);
+    assert_eq!(
+        p.store(StoreMode::Set, b"k", 0, 0, &[b'a'; 39], 1),
+        StoreOutcome::Stored
+    );
+    let cas = p.last_cas();
+    assert_eq!(
+        p.store(StoreMode::Append, b"k", 0, 0, b"b", 1),
+        StoreOutcome::Stored
+    );
+    assert_eq!(p.last_cas(), cas + 1);
+    assert_eq!(
+        p.store(StoreMode::Prepend, b"k", 0, 0, b"c", 1),
+        StoreOutcome::NotStored
+    );
+    assert_eq!(val(&mut p, "k", 1).unwrap().len(), 40);
+}

@@ -340,14 +340,7 @@ impl Handler for Core {
                     return Dispatch::Stalled(cmd);
                 } else {
                     c.skq_forwarded.fetch_add(1, Relaxed);
-                    let noreply = matches!(
-                        cmd,
-                        Command::Store { noreply: true, .. }
-                            | Command::Delete { noreply: true, .. }
-                            | Command::Arith { noreply: true, .. }
-                            | Command::Touch { noreply: true, .. }
-                    );
-                    let seq = (!noreply).then(|| s.reserve());
+                    let seq = (!cmd.silent()).then(|| s.reserve());
                     self.send(
                         o,
                         Msg::Cmd {
@@ -412,6 +405,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
     for _ in 1..n {
         listeners.push(sys::listen(addr, true)?);
     }
+    let cfg_max_item = cfg.limits.max_item_size;
     let ctx = Arc::new(Ctx::new(cfg));
     let accepted: Arc<Vec<_>> = Arc::new(
         (0..n)
@@ -438,7 +432,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             me,
             n,
             shared: shared.clone(),
-            part: Partition::new(per_worker),
+            part: Partition::new(per_worker).with_max_item(cfg_max_item),
             overflow: (0..n).map(|_| VecDeque::new()).collect(),
             token: 0,
         };

@@ -9,8 +9,9 @@ use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{start, Client};
-use skq_kv::server::Arch;
+use common::{config, start, Client};
+use skq_kv::protocol::Limits;
+use skq_kv::server::{Arch, ServerConfig};
 
 /// Finds a libmemcached tool under its upstream name or Debian's `memc*` name.
 fn tool(name: &str) -> String {
@@ -194,7 +195,8 @@ impl Drop for Memcached {
     }
 }
 
-fn memcached(port: u16) -> Memcached {
+/// memcached 1.6 on `port` with extra arguments (e.g. `-I 512k`).
+fn memcached_with(port: u16, extra: &[&str]) -> Memcached {
     let child = Command::new("memcached")
         .args([
             "-p",
@@ -208,6 +210,7 @@ fn memcached(port: u16) -> Memcached {
             "-m",
             "64",
         ])
+        .args(extra)
         .arg("-u")
         .arg("root")
         .stdout(Stdio::null())
@@ -235,7 +238,7 @@ const LONG_GET: &[u8] = concat!("get ", include_str!("long_key.txt"), "\r\n").as
 #[test]
 fn replies_match_memcached() {
     assert_eq!(include_str!("long_key.txt").len(), 251);
-    let steps: &[&[u8]] = &[
+    let classic: &[&[u8]] = &[
         b"set a 5 0 3\r\nabc\r\n",
         b"get a b\r\n",
         b"add a 0 0 1\r\nx\r\n",
@@ -279,25 +282,38 @@ fn replies_match_memcached() {
         b"set q 0 0 1 noreply\r\nz\r\n",
         b"get q\r\n",
     ];
+    let steps: Vec<Vec<u8>> = classic.iter().map(|s| s.to_vec()).collect();
+    differential(&steps, &[], Limits::default());
+}
+
+/// Sends `steps` one at a time to a fresh memcached 1.6 (started with `mc_args`) and to both
+/// architectures (configured with `limits`), and asserts byte-identical replies.
+fn differential(steps: &[Vec<u8>], mc_args: &[&str], limits: Limits) {
     let mc_port = free_port();
-    let _mc = memcached(mc_port);
+    let _mc = memcached_with(mc_port, mc_args);
     let mut reference = Vec::new();
     let mut c = Client::connect(SocketAddr::from(([127, 0, 0, 1], mc_port)));
     for s in steps {
         reference.push(exchange(&mut c, s));
     }
-    each_arch(|arch, addr| {
-        let mut c = Client::connect(addr);
+    for arch in [Arch::Shared, Arch::Tpc] {
+        let srv = skq_kv::server::start(ServerConfig {
+            limits,
+            ..config(arch, 2)
+        })
+        .expect("server starts");
+        let mut c = Client::connect(srv.addr);
         for (s, want) in steps.iter().zip(&reference) {
             let got = exchange(&mut c, s);
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(want),
                 "{arch:?}: reply to {:?} differs from memcached's",
-                String::from_utf8_lossy(s)
+                String::from_utf8_lossy(&s[..s.len().min(120)])
             );
         }
-    });
+        srv.stop();
+    }
 }
 
 /// Sends one step followed by a `version` marker and returns everything before the marker's
@@ -313,11 +329,179 @@ fn exchange(c: &mut Client, step: &[u8]) -> Vec<u8> {
     }
     let text = String::from_utf8_lossy(&all).into_owned();
     let cut = text.find("VERSION ").unwrap();
-    // Drop the reply to `mn` (memcached: "MN", skq: "ERROR") — meta commands are not served.
-    let before = &text[..cut];
-    let before = before
+    // Drop the reply to the `mn` marker; a step must not swallow it.
+    let before = text[..cut]
         .strip_suffix("MN\r\n")
-        .or_else(|| before.strip_suffix("ERROR\r\n"))
-        .unwrap_or(before);
+        .unwrap_or_else(|| panic!("no MN before VERSION in {text:?}"));
     before.as_bytes().to_vec()
+}
+
+/// Meta commands (mg, ms, md, mn) against memcached 1.6.18, byte for byte: every flag with a
+/// deterministic reply (no CAS values, which number differently; TTLs only within one
+/// command), quiet mode, modes, compare values, base64 keys, and every error.
+#[test]
+fn meta_replies_match_memcached() {
+    let opaque33 = format!("O{}", "x".repeat(32));
+    let long_key = "k".repeat(251);
+    let lines: Vec<String> = vec![
+        "mn\r\n".into(),
+        "mn extra\r\n".into(),
+        "ms m1 3\r\nabc\r\n".into(),
+        "mg m1\r\n".into(),
+        "mg m1 v\r\n".into(),
+        "ms m1 3 F5 T0 k Oab\r\nxyz\r\n".into(),
+        "mg m1 v k f s t Oq1\r\n".into(),
+        "mg m1 s v T100 t\r\n".into(),
+        "mg m1 T0 t k\r\n".into(),
+        "mg m1 q k\r\n".into(),
+        "mg m1 v q\r\n".into(),
+        "mg m1 u P L J1 D2 F9 C9 MS\r\n".into(),
+        "mg  m1  k   s\r\n".into(),
+        "mg miss\r\n".into(),
+        "mg miss v Oo k\r\n".into(),
+        "mg miss v q\r\n".into(),
+        "mg miss v q Oo\r\nmg m1 v q\r\nmg miss k q\r\n".into(),
+        "mg m1 x\r\n".into(),
+        "mg m1 v v\r\n".into(),
+        "mg m1 Tx x\r\n".into(),
+        "mg m1 Tx v v\r\n".into(),
+        "mg m1 T\r\n".into(),
+        "mg m1 Fx\r\n".into(),
+        "mg m1 Mxx\r\n".into(),
+        "mg m1 Mxx Cx\r\n".into(),
+        "mg m1 Cx Mxx\r\n".into(),
+        "mg m1 Jx Dx\r\n".into(),
+        "mg m1 Tx Fx\r\n".into(),
+        "mg\r\n".into(),
+        format!("mg m1 {opaque33}\r\n"),
+        format!("mg miss {opaque33}\r\n"),
+        format!("mg {long_key} v\r\n"),
+        "ms m2 2 MA\r\nAA\r\n".into(),
+        "ms m1 2 MA\r\nAA\r\n".into(),
+        "ms m1 2 MP\r\nPP\r\n".into(),
+        "mg m1 v f\r\n".into(),
+        "ms m1 2 ME\r\nEE\r\n".into(),
+        "ms m2 2 ME q\r\nEE\r\n".into(),
+        "mg m2 v\r\n".into(),
+        "ms m3 2 MR\r\nRR\r\n".into(),
+        "ms m3 2 C1 MR q k\r\nRR\r\n".into(),
+        "ms m1 1 C99999 c k Ox\r\nz\r\n".into(),
+        "ms m1 1 C99999 MA\r\nz\r\n".into(),
+        "ms m1 1 C99999 MP q\r\nz\r\n".into(),
+        "ms m3 1 C99999 MA\r\nz\r\n".into(),
+        "ms m3 1 C1 ME\r\nz\r\n".into(),
+        "mg m3 v\r\n".into(),
+        "ms m1 1 ME c\r\nz\r\n".into(),
+        "ms m1 2 MS F4294967297 v t s f\r\nss\r\n".into(),
+        "mg m1 v f\r\n".into(),
+        "ms m1 2 Ms\r\nSS\r\n".into(),
+        "ms m1 2 MX\r\nSS\r\n".into(),
+        "ms m1 2 M\r\nSS\r\n".into(),
+        "ms m1 2 MSS\r\nSS\r\n".into(),
+        "ms m1 2 x\r\nSS\r\n".into(),
+        "ms m1 2 c c\r\nSS\r\n".into(),
+        "ms m1 2 Fx\r\nSS\r\n".into(),
+        "ms m1 2 F-1\r\nSS\r\n".into(),
+        "ms m1 2 Cx\r\nSS\r\n".into(),
+        "ms m1 2 T\r\nSS\r\n".into(),
+        "ms m1 2 MX Tx\r\nSS\r\n".into(),
+        "ms m1 x\r\nSS\r\n".into(),
+        "ms m1 -1\r\nSS\r\n".into(),
+        "ms m1 S1 T0\r\nSS\r\n".into(),
+        "ms m1\r\n".into(),
+        "ms\r\n".into(),
+        format!("ms m1 1 {opaque33}\r\nz\r\n"),
+        format!("ms {long_key} 1\r\nz\r\n"),
+        "ms m1 01\r\nz\r\n".into(),
+        "mg m1 v\r\n".into(),
+        "ms m4 1 T-1\r\nz\r\n".into(),
+        "mg m4 v\r\n".into(),
+        "ms m5 2 q\r\nhi\r\n".into(),
+        "mg m5 v\r\n".into(),
+        "ms YWJj 2 b k\r\nhi\r\n".into(),
+        "mg YWJj b v k\r\n".into(),
+        "mg YWJjZA== b v k\r\n".into(),
+        "mg YWJ b v\r\n".into(),
+        "mg YWJjZA b\r\n".into(),
+        "mg !!!! b\r\n".into(),
+        "md YWJj b k q\r\n".into(),
+        "md YWJj b k\r\n".into(),
+        "md m9\r\n".into(),
+        "md m9 q\r\n".into(),
+        "md m9 q Oz k\r\n".into(),
+        "md m5 C99999\r\n".into(),
+        "md m5 C99999 q\r\n".into(),
+        "md m5 k Oz\r\n".into(),
+        "md m5 x\r\n".into(),
+        "md m5 q q\r\n".into(),
+        "md m5 Cx\r\n".into(),
+        format!("md m5 {opaque33}\r\n"),
+        format!("md {long_key}\r\n"),
+        "md\r\n".into(),
+        "ms m6 1\r\nz\r\n".into(),
+        "md m6 q\r\n".into(),
+        "md m6 v T10 c f s t\r\n".into(),
+        "set m7 0 0 1\r\nz\r\n".into(),
+        "md m7 q\r\nmg m7 v\r\nms m7 1 q\r\ny\r\nmg m7 v q\r\nmn\r\n".into(),
+        "mg a \u{80}\r\n".into(),
+    ];
+    let steps: Vec<Vec<u8>> = lines.into_iter().map(String::into_bytes).collect();
+    differential(&steps, &[], Limits::default());
+}
+
+fn set_line(cmd: &str, key: &str, flags: u32, len: usize) -> Vec<u8> {
+    let mut v = format!("{cmd} {key} {flags} 0 {len}\r\n").into_bytes();
+    v.extend(std::iter::repeat_n(b'v', len));
+    v.extend_from_slice(b"\r\n");
+    v
+}
+
+fn ms_line(key: &str, flags: u32, len: usize, extra: &str) -> Vec<u8> {
+    let mut v = format!("ms {key} {len} F{flags}{extra}\r\n").into_bytes();
+    v.extend(std::iter::repeat_n(b'v', len));
+    v.extend_from_slice(b"\r\n");
+    v
+}
+
+/// The item size limit counts the whole item like memcached (header, CAS, key, flags,
+/// value): the largest accepted value and the first refused one, for short and 250-byte
+/// keys, zero and non-zero flags, set and ms; a refused set/ms unlinks the old item,
+/// refused add/append keep it; an append growing an item past the limit is NOT_STORED.
+/// Checked at the default `-I 1m` and at `-I 512k`.
+#[test]
+fn item_size_limit_matches_memcached() {
+    for (max, mc_arg) in [(1usize << 20, "1m"), (512 << 10, "512k")] {
+        let mut steps: Vec<Vec<u8>> = Vec::new();
+        for (key, flags) in [("k", 0), ("k", 7), (&*"K".repeat(250), 0), ("kk", 1)] {
+            let fixed = skq_kv::protocol::item_size(key.len(), flags, 0);
+            let largest = max - fixed;
+            steps.push(set_line("set", key, flags, largest));
+            steps.push(set_line("set", key, flags, largest + 1));
+            steps.push(format!("get {key}\r\n").into_bytes());
+            steps.push(ms_line(key, flags, largest, ""));
+            steps.push(ms_line(key, flags, largest + 1, " q"));
+            steps.push(format!("mg {key} s\r\n").into_bytes());
+        }
+        let largest = max - skq_kv::protocol::item_size(1, 0, 0);
+        steps.push(set_line("set", "a", 0, 1));
+        steps.push(set_line("add", "a", 0, largest + 1));
+        steps.push(set_line("append", "a", 0, largest + 1));
+        steps.push(b"mg a s\r\n".to_vec());
+        steps.push(set_line("append", "a", 0, largest - 1));
+        steps.push(set_line("append", "a", 0, 1));
+        steps.push(b"mg a s\r\n".to_vec());
+        steps.push(set_line("set", "a", 0, largest + 1).into_iter().collect());
+        steps.push(b"mg a s\r\n".to_vec());
+        steps.push(set_line("set", "b", 0, 1));
+        let mut noreply = format!("set b 0 0 {} noreply\r\n", largest + 1).into_bytes();
+        noreply.extend(std::iter::repeat_n(b'v', largest + 1));
+        noreply.extend_from_slice(b"\r\n");
+        steps.push(noreply);
+        steps.push(b"mg b s\r\n".to_vec());
+        let limits = Limits {
+            max_item_size: max,
+            ..Limits::default()
+        };
+        differential(&steps, &["-I", mc_arg], limits);
+    }
 }

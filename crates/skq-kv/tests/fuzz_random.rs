@@ -35,6 +35,21 @@ const PIECES: &[&[u8]] = &[
     b"bogus\r\n",
     b"\r\n",
     b"set k 0 0 3\r\nabcdef\r\n",
+    b"mg a v k f c t s Oo1\r\n",
+    b"mg a v q T30 t\r\n",
+    b"mg nope v q k\r\n",
+    b"mg YWJj b v k\r\n",
+    b"mg a x\r\n",
+    b"ms a 3 F5 T0 c k q\r\nxyz\r\n",
+    b"ms a 2 MA C1\r\nzz\r\n",
+    b"ms b 2 ME\r\nzz\r\n",
+    b"ms YWJj 2 b k MP\r\nhi\r\n",
+    b"ms a 2 Mx\r\nzz\r\n",
+    b"ms big 5000 q\r\n",
+    b"ms a x\r\nzz\r\n",
+    b"md a q C2 Oz k\r\n",
+    b"md nope\r\n",
+    b"mn\r\n",
 ];
 
 fn random_input(rng: &mut SmallRng) -> Vec<u8> {

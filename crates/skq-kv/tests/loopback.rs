@@ -89,21 +89,30 @@ fn too_large_value_is_refused_and_stream_stays_in_sync() {
     each_arch(|arch| {
         let srv = start(arch, 2);
         let mut c = Client::connect(srv.addr);
-        let big = vec![b'x'; (1 << 20) + 1];
+        // memcached counts the whole item: a value of exactly 1 MiB is too large.
+        let big = vec![b'x'; 1 << 20];
         let mut req = format!("set big 0 0 {}\r\n", big.len()).into_bytes();
         req.extend_from_slice(&big);
         req.extend_from_slice(b"\r\nget big\r\n");
         c.expect(&req, b"SERVER_ERROR object too large for cache\r\nEND\r\n");
-        let max = vec![b'y'; 1 << 20];
-        let mut req = format!("set max 0 0 {}\r\n", max.len()).into_bytes();
+        // The largest value for the 3-byte key "max" with flags 0: 1 MiB - 62 bytes.
+        let len = (1 << 20) - skq_kv::protocol::item_size(3, 0, 0);
+        let max = vec![b'y'; len];
+        let mut req = format!("set max 0 0 {len}\r\n").into_bytes();
         req.extend_from_slice(&max);
         req.extend_from_slice(b"\r\n");
         c.expect(&req, b"STORED\r\n");
         c.send(b"get max\r\n");
         assert_eq!(
             c.read_until(b"END\r\n").len(),
-            "VALUE max 0 1048576\r\n".len() + max.len() + 2 + 5
+            format!("VALUE max 0 {len}\r\n").len() + len + 2 + 5
         );
+        // One byte more is refused, and (as in memcached) the refused set unlinks the item.
+        let mut req = format!("set max 0 0 {}\r\n", len + 1).into_bytes();
+        req.extend_from_slice(&max);
+        req.extend_from_slice(b"z\r\nget max\r\n");
+        c.expect(&req, b"SERVER_ERROR object too large for cache\r\nEND\r\n");
+        assert_eq!(c.stat("store_too_large"), 2, "{arch:?}");
         srv.stop();
     });
 }
