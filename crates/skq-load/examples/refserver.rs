@@ -1,6 +1,6 @@
 //! Runs the built-in reference server on its own, for trying `skq load`
 //! without a real server: `cargo run --release -p skq-load --example refserver
-//! -- echo|emulate [SECONDS]`; prints the address it listens on.
+//! -- echo|echo-busy|emulate [SECONDS]`; prints the address it listens on.
 
 use skq_load::refserver::{RefMode, RefServer};
 
@@ -9,8 +9,9 @@ fn main() {
     let mode = match args.next().as_deref() {
         Some("emulate") => RefMode::Emulate,
         Some("echo") | None => RefMode::Echo,
+        Some("echo-busy") => RefMode::EchoBusy,
         Some(other) => {
-            eprintln!("refserver: unknown mode `{other}`; expected echo or emulate");
+            eprintln!("refserver: unknown mode `{other}`; expected echo, echo-busy or emulate");
             std::process::exit(2);
         }
     };

@@ -4,7 +4,8 @@
 //! epoll instance and a min-heap of their next send times. Its loop:
 //!
 //! 1. send every request whose scheduled time has come (open loop: replies are
-//!    never waited for), stamping the actual send time;
+//!    never waited for): encode them, then write each connection's share in
+//!    one `write`, stamping the actual send time just before it;
 //! 2. sleep in epoll until `spin` before the next send time (or poll when that
 //!    is nearer), so the hrtimer's overshoot is absorbed by a short spin;
 //! 3. read replies and match each against the connection's FIFO of
@@ -211,6 +212,10 @@ struct Conn {
     rlen: usize,
     alive: bool,
     want_out: bool,
+    /// Requests at the back of `pending` not yet stamped and written.
+    unstamped: usize,
+    /// Listed in `Worker::dirty`.
+    dirty: bool,
 }
 
 /// The generator thread's state.
@@ -232,6 +237,8 @@ pub struct Worker<'a> {
     sends: u64,
     /// Actual and scheduled time of the last load send.
     last_send: Option<(u64, u64)>,
+    /// Connections with requests encoded but not yet written.
+    dirty: Vec<u32>,
 }
 
 impl<'a> Worker<'a> {
@@ -261,6 +268,8 @@ impl<'a> Worker<'a> {
                 rlen: 0,
                 alive: true,
                 want_out: false,
+                unstamped: 0,
+                dirty: false,
             });
         }
         let rng = SmallRng::seed_from_u64(p.seed);
@@ -278,6 +287,7 @@ impl<'a> Worker<'a> {
             outstanding: 0,
             sends: 0,
             last_send: None,
+            dirty: Vec::new(),
         })
     }
 
@@ -336,6 +346,12 @@ impl<'a> Worker<'a> {
                     now = sys::now_ns();
                     self.out.work_ns += now - t0;
                 }
+                if !self.dirty.is_empty() {
+                    let t0 = now;
+                    self.flush_dirty();
+                    now = sys::now_ns();
+                    self.out.work_ns += now - t0;
+                }
                 if self.heap.is_empty() {
                     sending = false;
                 }
@@ -384,6 +400,9 @@ impl<'a> Worker<'a> {
         sched >= self.p.warm_end && sched < self.p.end
     }
 
+    /// Encodes the next request of connection `ci` into its write buffer.
+    /// It is stamped and written by [`Worker::flush_dirty`] at the end of the
+    /// burst, so requests due together on one connection share a write.
     fn send(&mut self, ci: usize, sched: u64) {
         if !self.conns[ci].alive {
             return;
@@ -400,9 +419,7 @@ impl<'a> Worker<'a> {
         if let Some(kv) = self.p.kv {
             kv.draw(&mut self.rng, &mut req);
         }
-        let was_idle = c.wpos == c.wbuf.len();
         self.codec.encode(&req, &mut c.wbuf);
-        let now = sys::now_ns();
         let mut record = u32::MAX;
         if self.p.keep_requests && c.role == Role::Load {
             record = self.out.requests.len() as u32;
@@ -416,37 +433,68 @@ impl<'a> Worker<'a> {
         c.pending.push_back(Pend {
             req,
             sched,
-            sent: now,
+            sent: 0,
             answered: false,
             record,
         });
+        c.unstamped += 1;
+        if !c.dirty {
+            c.dirty = true;
+            self.dirty.push(ci as u32);
+        }
         self.outstanding += 1;
-        let role = c.role;
-        if was_idle {
-            self.flush(ci);
-        }
-        if self.measured(sched) {
-            self.out.lateness.record(now.saturating_sub(sched));
-            if role == Role::Load {
-                self.out.sent_window += 1;
-                if let Some((prev, prev_sched)) = self.last_send {
-                    if self.sample_rng.gen::<f64>() < self.p.sample_p {
-                        self.out.gaps.push(now.saturating_sub(prev) as f64);
-                        self.out
-                            .sched_gaps
-                            .push(sched.saturating_sub(prev_sched) as f64);
-                    }
-                }
-            }
-        }
-        if role == Role::Load {
-            self.last_send = Some((now, sched));
-        }
         self.sends += 1;
         if let Some((every, pause)) = self.p.stall {
             if self.sends >= every {
                 self.sends = 0;
                 std::thread::sleep(pause);
+            }
+        }
+    }
+
+    /// Stamps and writes the requests encoded since the last call, one
+    /// write per connection.
+    fn flush_dirty(&mut self) {
+        for i in 0..self.dirty.len() {
+            let ci = self.dirty[i] as usize;
+            let now = sys::now_ns();
+            self.stamp(ci, now);
+            let c = &mut self.conns[ci];
+            c.dirty = false;
+            if c.alive && !c.want_out {
+                self.flush(ci);
+            }
+        }
+        self.dirty.clear();
+    }
+
+    /// Gives the unstamped requests of `ci` the send time `now` and records
+    /// their lateness and (sampled) inter-send gaps.
+    fn stamp(&mut self, ci: usize, now: u64) {
+        let c = &mut self.conns[ci];
+        let n = std::mem::take(&mut c.unstamped);
+        let role = c.role;
+        let first = c.pending.len() - n;
+        for k in first..first + n {
+            let c = &mut self.conns[ci];
+            c.pending[k].sent = now;
+            let sched = c.pending[k].sched;
+            if self.measured(sched) {
+                self.out.lateness.record(now.saturating_sub(sched));
+                if role == Role::Load {
+                    self.out.sent_window += 1;
+                    if let Some((prev, prev_sched)) = self.last_send {
+                        if self.sample_rng.gen::<f64>() < self.p.sample_p {
+                            self.out.gaps.push(now.saturating_sub(prev) as f64);
+                            self.out
+                                .sched_gaps
+                                .push(sched.saturating_sub(prev_sched) as f64);
+                        }
+                    }
+                }
+            }
+            if role == Role::Load {
+                self.last_send = Some((now, sched));
             }
         }
     }
