@@ -169,7 +169,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let points: usize = sweep.curves.len() * sweep.settings.loads.len();
     let est = sweep::estimate(&sweep);
     println!(
-        "skq bench: {} configurations × {} loads = {points} points, at most {:.0} s ({} CPUs); output {}",
+        "skq bench: {} configurations × {} loads = {points} points, at most {:.0} s plus re-measured points ({} CPUs); output {}",
         sweep.curves.len(),
         sweep.settings.loads.len(),
         est.as_secs_f64(),

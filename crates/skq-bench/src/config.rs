@@ -14,6 +14,7 @@
 //! stop_rate_ratio = 0.9 # ... or achieved rate < stop_rate_ratio × target
 //! cdf_load = 0.5        # the load fraction whose latency CDF the report plots
 //! drain_secs = 1.0      # generator waits this long for late replies (stops early when none)
+//! retries = 1          # re-measure a point whose generator fell behind (lateness check)
 //! baseline = "vanilla"  # the × column's reference: the curve of this mode (or
 //!                       # name) in the same group (e.g. "memcached")
 //! out = "results/my-run" # output folder (default `results/bench-<timestamp>`)
@@ -228,6 +229,8 @@ pub struct SweepEntry {
     pub drain_secs: Option<f64>,
     /// Mode or name of the baseline curve (default `vanilla`).
     pub baseline: Option<String>,
+    /// Re-measurements of a point whose generator fell behind.
+    pub retries: Option<u32>,
     /// Output folder.
     pub out: Option<PathBuf>,
 }
@@ -536,6 +539,10 @@ pub struct Settings {
     /// Mode or name of the curve each group's ratios are taken against.
     #[serde(default = "default_baseline")]
     pub baseline: String,
+    /// A point whose generator failed its lateness check is measured again
+    /// up to this many times (the least late attempt is kept).
+    #[serde(default)]
+    pub retries: u32,
 }
 
 fn default_baseline() -> String {
@@ -554,6 +561,7 @@ impl Default for Settings {
             cdf_load: 0.5,
             drain_secs: 1.0,
             baseline: default_baseline(),
+            retries: 1,
         }
     }
 }
@@ -582,7 +590,11 @@ impl Settings {
             cdf_load: e.cdf_load.unwrap_or(d.cdf_load),
             drain_secs: e.drain_secs.unwrap_or(d.drain_secs),
             baseline: e.baseline.clone().unwrap_or(d.baseline),
+            retries: e.retries.unwrap_or(d.retries),
         };
+        if s.retries > 5 {
+            bail!("`retries`: {} is too many; at most 5", s.retries);
+        }
         let positive = |v: f64, key: &str| -> Result<()> {
             if v.is_finite() && v > 0.0 {
                 Ok(())

@@ -390,3 +390,95 @@ fn self_check_judges_points_under_the_slo_and_the_crossing() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Fixture results, except that the generator is late on the first
+/// `late_first` attempts of every point.
+struct LateRunner {
+    inner: FakeRunner,
+    late_first: usize,
+    attempts: std::collections::HashMap<(String, usize), usize>,
+}
+
+impl sweep::Runner for LateRunner {
+    fn run_point(
+        &mut self,
+        curve: &config::Curve,
+        s: &config::Settings,
+        p: &sweep::PlannedPoint,
+        files: &sweep::PointFiles,
+    ) -> anyhow::Result<PointResult> {
+        let n = self
+            .attempts
+            .entry((curve.name.clone(), p.index))
+            .or_default();
+        *n += 1;
+        let mut r = self.inner.run_point(curve, s, p, files)?;
+        if *n <= self.late_first {
+            r.checks.lateness_ok = false;
+            r.checks.pass = false;
+            r.checks.lateness_p99_us = 900.0 - *n as f64;
+            // A stalled generator also inflates p99 past the saturation stop.
+            r.latency.p99.value *= 100.0;
+        }
+        Ok(r)
+    }
+}
+
+#[test]
+fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
+    let mut s = default_sweep();
+    s.curves.truncate(1);
+    s.settings.loads = vec![0.2];
+    let dir = temp_dir("retry");
+    let mut runner = LateRunner {
+        inner: FakeRunner::default(),
+        late_first: 1,
+        attempts: Default::default(),
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.inner.calls.len(), 2, "one retry");
+    let r = records[0].result().unwrap();
+    assert!(
+        r.checks.lateness_ok && r.checks.pass,
+        "{:?}",
+        r.checks.notes
+    );
+    assert!(r
+        .checks
+        .notes
+        .iter()
+        .any(|n| n.contains("measured 2 times")));
+    assert!(matches!(
+        records[0].outcome,
+        Outcome::Measured {
+            saturated: false,
+            ..
+        }
+    ));
+    // Late every time: retries run out, the least late attempt is kept and
+    // still fails (and here, saturates the curve).
+    s.settings.retries = 2;
+    let mut runner = LateRunner {
+        inner: FakeRunner::default(),
+        late_first: 10,
+        attempts: Default::default(),
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.inner.calls.len(), 3);
+    let r = records[0].result().unwrap();
+    assert!(!r.checks.lateness_ok);
+    assert_eq!(
+        r.checks.lateness_p99_us, 897.0,
+        "the third attempt was least late"
+    );
+    // retries = 0: measured once.
+    s.settings.retries = 0;
+    let mut runner = LateRunner {
+        inner: FakeRunner::default(),
+        late_first: 1,
+        attempts: Default::default(),
+    };
+    sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.inner.calls.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
