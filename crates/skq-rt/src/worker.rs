@@ -133,7 +133,9 @@ impl Worker {
         flush_wakes(skq, ctx, wakes);
         events.inner.clear();
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
-        let steal = core.config().steal;
+        // A lone worker has nobody to steal from: no steal attempts, and no
+        // retry timer waking it every `steal_retry_ns` while idle.
+        let steal = core.config().steal && core.config().workers > 1;
         let retry = core.config().steal_retry_ns;
         loop {
             if skq.is_shutdown() {
