@@ -174,7 +174,8 @@ pub struct WorkerOut {
     /// Sampled actual inter-send gaps longer than `gap_threshold_ns`, less
     /// that threshold, divided by their mean (see [`excess_gaps`]).
     pub gaps: Vec<f64>,
-    /// The scheduled gaps at the same sends, divided by their mean.
+    /// Sampled scheduled gaps of load requests (in schedule order), divided
+    /// by their mean.
     pub sched_gaps: Vec<f64>,
     /// Threshold applied to `gaps`: the larger of [`MIN_GAP_THRESHOLD_NS`]
     /// and this thread's send-lateness p99.
@@ -231,12 +232,17 @@ pub struct Worker<'a> {
     rng: SmallRng,
     /// Decides which gaps and latencies are sampled for the checks.
     sample_rng: SmallRng,
+    /// Decides which scheduled gaps are sampled: drawn in schedule order
+    /// only, so a seed fixes the sample whatever the timing.
+    sched_rng: SmallRng,
     out: WorkerOut,
     outstanding: u64,
     /// Sends since the last injected stall.
     sends: u64,
-    /// Actual and scheduled time of the last load send.
-    last_send: Option<(u64, u64)>,
+    /// Actual time of the last load send.
+    last_send: Option<u64>,
+    /// Scheduled time of the last load request encoded.
+    last_sched: Option<u64>,
     /// Connections with requests encoded but not yet written.
     dirty: Vec<u32>,
 }
@@ -274,6 +280,7 @@ impl<'a> Worker<'a> {
         }
         let rng = SmallRng::seed_from_u64(p.seed);
         let sample_rng = SmallRng::seed_from_u64(p.seed ^ 0x5A3D_1E5E);
+        let sched_rng = SmallRng::seed_from_u64(p.seed ^ 0x0D15_EA5E);
         Ok(Worker {
             p,
             codec,
@@ -283,10 +290,12 @@ impl<'a> Worker<'a> {
             events: Vec::with_capacity(256),
             rng,
             sample_rng,
+            sched_rng,
             out: WorkerOut::default(),
             outstanding: 0,
             sends: 0,
             last_send: None,
+            last_sched: None,
             dirty: Vec::new(),
         })
     }
@@ -438,9 +447,19 @@ impl<'a> Worker<'a> {
             record,
         });
         c.unstamped += 1;
+        let load = c.role == Role::Load;
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(ci as u32);
+        }
+        // Scheduled gaps in schedule order (writes are grouped per
+        // connection, so stamping order is not schedule order).
+        if load {
+            if let Some(prev) = self.last_sched.replace(sched) {
+                if self.measured(sched) && self.sched_rng.gen::<f64>() < self.p.sample_p {
+                    self.out.sched_gaps.push(sched.saturating_sub(prev) as f64);
+                }
+            }
         }
         self.outstanding += 1;
         self.sends += 1;
@@ -483,18 +502,15 @@ impl<'a> Worker<'a> {
                 self.out.lateness.record(now.saturating_sub(sched));
                 if role == Role::Load {
                     self.out.sent_window += 1;
-                    if let Some((prev, prev_sched)) = self.last_send {
+                    if let Some(prev) = self.last_send {
                         if self.sample_rng.gen::<f64>() < self.p.sample_p {
                             self.out.gaps.push(now.saturating_sub(prev) as f64);
-                            self.out
-                                .sched_gaps
-                                .push(sched.saturating_sub(prev_sched) as f64);
                         }
                     }
                 }
             }
             if role == Role::Load {
-                self.last_send = Some((now, sched));
+                self.last_send = Some(now);
             }
         }
     }

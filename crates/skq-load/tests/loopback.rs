@@ -414,3 +414,28 @@ fn pinned_generator_threads_run_or_say_why_not() {
         r.checks.notes
     );
 }
+
+#[test]
+fn a_generator_behind_schedule_still_draws_a_poisson_schedule() {
+    // Stalls make the generator fall behind, so it sends in bursts that it
+    // groups into one write per connection. The scheduled gaps it samples must
+    // still be those of the schedule (taken in schedule order), which is
+    // Poisson: with a fixed seed the sampled gaps are fixed, and they pass.
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 20_000.0, 16);
+    cfg.schedule = ScheduleKind::Poisson;
+    cfg.duration = Duration::from_millis(800);
+    cfg.seed = 7;
+    cfg.stall = Some(Stall {
+        every: 200,
+        pause: Duration::from_millis(3),
+    });
+    let r = skq_load::run(&cfg).unwrap();
+    assert!(!r.checks.lateness_ok, "the stalls made it late");
+    let a2 = r.checks.ad_scheduled.expect("Poisson schedule");
+    assert!(
+        a2 <= skq_load::checks::AD_CRITICAL_5PCT,
+        "scheduled gaps A2 {a2}"
+    );
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+}
