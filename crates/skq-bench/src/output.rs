@@ -20,6 +20,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use skq_report::html::Report;
 use skq_report::plot::{self, Labels, Series};
+use skq_report::result::PointResult;
 use skq_report::table::{Align, Table};
 
 use crate::bound;
@@ -198,9 +199,44 @@ impl PointRow {
     }
 }
 
+/// What a per-load table shows in each cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointMetric {
+    /// p99 latency (µs); `*` marks a point that failed a self-check.
+    P99,
+    /// Median latency (µs).
+    P50,
+    /// Server CPU time (user + system) per reply received, µs.
+    ServerCpuPerRequest,
+}
+
+impl PointMetric {
+    fn cell(self, x: &PointResult) -> Option<String> {
+        match self {
+            PointMetric::P99 => {
+                let mark = if x.checks.pass { "" } else { "*" };
+                Some(format!("{:.0}{mark}", x.latency.p99.value))
+            }
+            PointMetric::P50 => Some(format!("{:.0}", x.latency.p50.value)),
+            PointMetric::ServerCpuPerRequest => {
+                let cpu = x.server_cpu.as_ref()?;
+                let replies = x.achieved_rps * x.meta.duration_s;
+                (replies > 0.0).then(|| format!("{:.1}", (cpu.user_s + cpu.sys_s) * 1e6 / replies))
+            }
+        }
+    }
+}
+
 /// p99 (µs) of every curve at each load fraction of the sweep, with the
 /// offered rate in the column header when all curves share it.
 pub fn p99_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
+    load_table(sweep, records, PointMetric::P99)
+}
+
+/// `metric` of every curve at each load fraction of the sweep ("-" where the
+/// point was not measured), with the offered rate in the column header when
+/// all curves share it.
+pub fn load_table(sweep: &Sweep, records: &[PointRecord], metric: PointMetric) -> Table {
     let loads = &sweep.settings.loads;
     let rate_of = |l: f64| -> Option<f64> {
         let rates: Vec<f64> = records
@@ -230,10 +266,8 @@ pub fn p99_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
                 .iter()
                 .find(|r| r.curve == i && (r.load - l).abs() < 1e-9)
                 .and_then(|r| r.result())
-                .map_or("-".to_string(), |x| {
-                    let mark = if x.checks.pass { "" } else { "*" };
-                    format!("{:.0}{mark}", x.latency.p99.value)
-                });
+                .and_then(|x| metric.cell(x))
+                .unwrap_or_else(|| "-".to_string());
             row.push(cell);
         }
         t.push(row);
@@ -378,7 +412,17 @@ pub fn report_html(
              when all configurations share it; * marks a point that failed a self-check; - a point \
              not run because the curve had saturated before it.",
         )
-        .table(&p99_table(sweep, records));
+        .table(&p99_table(sweep, records))
+        .heading("Median latency at each offered load")
+        .paragraph("p50 latency (µs); medians are far less sensitive than p99 to stalls of a shared machine.")
+        .table(&load_table(sweep, records, PointMetric::P50))
+        .heading("Server CPU per request at each offered load")
+        .paragraph(
+            "CPU time of the server process (user + system) per reply received, µs: what each \
+             request costs the server, idle wake-ups included; - where the server's CPU time was \
+             not recorded.",
+        )
+        .table(&load_table(sweep, records, PointMetric::ServerCpuPerRequest));
     let failing = summaries
         .iter()
         .filter(|s| matches!(s.self_check, SelfCheck::Fail(_) | SelfCheck::Error(_)))
@@ -605,9 +649,11 @@ pub fn write_all(
     w(
         "summary.txt",
         format!(
-            "{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}",
+            "{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}",
             table.to_text(),
-            p99_table(sweep, records).to_text()
+            p99_table(sweep, records).to_text(),
+            load_table(sweep, records, PointMetric::P50).to_text(),
+            load_table(sweep, records, PointMetric::ServerCpuPerRequest).to_text()
         ),
     )?;
     w("summary.csv", table.to_csv())?;

@@ -190,6 +190,24 @@ fn max_load_column_uses_measured_service_time() {
     if records.iter().any(|r| r.result().is_none()) {
         assert!(p99.contains(" -"), "{p99}");
     }
+    // Server CPU per reply: user + system over the replies of the window.
+    let mut recs = records.clone();
+    let Outcome::Measured { result, .. } = &mut recs[0].outcome else {
+        panic!("first point measured")
+    };
+    result.server_cpu = Some(skq_report::result::CpuTime {
+        user_s: 0.3,
+        sys_s: 0.1,
+    });
+    let replies = result.achieved_rps * result.meta.duration_s;
+    let want = format!("{:.1}", 0.4e6 / replies);
+    let cpu = output::load_table(&s, &recs, output::PointMetric::ServerCpuPerRequest).to_text();
+    let row0 = cpu.lines().nth(2).unwrap();
+    assert!(row0.contains(&want), "{row0} lacks {want}");
+    assert!(
+        cpu.lines().nth(3).unwrap().contains(" -"),
+        "no CPU time recorded: -"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
