@@ -623,6 +623,16 @@ impl Scheduler {
         self.idle.fetch_and(!(1u64 << ctx.id), Ordering::SeqCst);
     }
 
+    /// Whether a live worker other than `me` is busy (not parked): only a
+    /// busy worker's queue can grow without waking anyone, so only then is
+    /// there reason for an idle thief to look again later. A push to a
+    /// parked worker wakes it instead.
+    pub fn others_busy(&self, me: WorkerId) -> bool {
+        let alive = self.alive.load(Ordering::Acquire);
+        let idle = self.idle.load(Ordering::Acquire);
+        alive & !idle & !(1u64 << me) != 0
+    }
+
     /// Whether worker `w`'s queue holds anything.
     pub fn has_work(&self, w: WorkerId) -> bool {
         self.queued(w) > 0

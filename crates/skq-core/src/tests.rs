@@ -699,3 +699,32 @@ fn cpu_affinity_spreads_a_cpus_flows_over_all_its_workers() {
     }
     assert_eq!(per, [20, 0, 20, 0]);
 }
+
+#[test]
+fn others_busy_sees_only_live_unparked_peers() {
+    let s = sched(Policy::Hybrid, 3, |c| c.steal = true);
+    let (w0, w1, w2) = (s.worker(0), s.worker(1), s.worker(2));
+    // Nobody parked yet: every peer counts as busy.
+    assert!(s.others_busy(0));
+    assert!(s.prepare_park(&w1));
+    assert!(s.others_busy(0), "worker 2 still runs");
+    assert!(s.prepare_park(&w2));
+    assert!(
+        !s.others_busy(0),
+        "both peers parked: nothing can pile up unseen"
+    );
+    // Our own state does not count.
+    assert!(s.prepare_park(&w0));
+    assert!(!s.others_busy(0));
+    s.unpark(&w2);
+    assert!(s.others_busy(0));
+    assert!(s.others_busy(1), "worker 2 busy");
+    // An exited worker is not busy.
+    s.exit(w2, 0);
+    assert!(s.stats()[2].exited);
+    assert!(!s.others_busy(1), "worker 0 parked, worker 2 gone");
+    assert!(!s.others_busy(0), "worker 1 parked, worker 2 gone");
+    // A lone worker never has busy peers.
+    let one = sched(Policy::Hybrid, 1, |c| c.steal = true);
+    assert!(!one.others_busy(0));
+}

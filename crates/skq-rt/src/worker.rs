@@ -169,7 +169,9 @@ impl Worker {
                 continue;
             }
             let mut sleep = deadline.map(|d| d - now);
-            if steal {
+            // Look again for work to steal only while another worker is busy:
+            // parked workers' queues stay empty (a push wakes its target).
+            if steal && core.others_busy(me) {
                 sleep = Some(sleep.map_or(retry, |s| s.min(retry)));
             }
             if skq
