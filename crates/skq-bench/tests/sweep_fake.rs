@@ -291,6 +291,19 @@ fn outputs_round_trip() {
         !html.contains("the machine was busy"),
         "load 0.5 on 2 CPUs is quiet"
     );
+    // The load after the sweep includes the sweep's own processes: only the
+    // load before it decides.
+    let own = RunInfo {
+        loadavg_after: Some(1.9),
+        ..info.clone()
+    };
+    assert_eq!(output::busy_machine_warning(&own), None);
+    let busy = RunInfo {
+        loadavg_before: Some(1.5),
+        ..info.clone()
+    };
+    let w = output::busy_machine_warning(&busy).unwrap();
+    assert!(w.contains("1.50 before the sweep on 2 CPUs"), "{w}");
     // A sample of the terminal table, for the record.
     println!(
         "{}",
