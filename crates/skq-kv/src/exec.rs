@@ -97,14 +97,7 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
             c.cmd_set.fetch_add(1, Relaxed);
             let exp = exp_at(*exptime, now.rel, now.started_unix);
             let outcome = part.store(*mode, key, *flags, exp, data, now.rel);
-            if let StoreMode::Cas(_) = mode {
-                match outcome {
-                    StoreOutcome::Stored => &c.cas_hits,
-                    StoreOutcome::Exists => &c.cas_badval,
-                    _ => &c.cas_misses,
-                }
-                .fetch_add(1, Relaxed);
-            }
+            count_cas(c, *mode, outcome);
             if outcome == StoreOutcome::TooLarge {
                 c.store_too_large.fetch_add(1, Relaxed);
             }
@@ -311,14 +304,7 @@ fn meta_set(
         }
         _ => part.store(mode, key, f.client_flags, exp, data, now.rel),
     };
-    if let StoreMode::Cas(_) = mode {
-        match outcome {
-            StoreOutcome::Stored => &c.cas_hits,
-            StoreOutcome::Exists => &c.cas_badval,
-            _ => &c.cas_misses,
-        }
-        .fetch_add(1, Relaxed);
-    }
+    count_cas(c, mode, outcome);
     let code: &[u8] = match outcome {
         StoreOutcome::Stored if f.quiet => return,
         StoreOutcome::Stored => b"HD",
@@ -369,4 +355,17 @@ fn meta_delete(
     };
     out.extend_from_slice(code);
     echo_line(out, f, key, None);
+}
+
+/// Counts a cas command's outcome in memcached's `cas_*` stats (other store
+/// modes count nothing here).
+fn count_cas(c: &Counters, mode: StoreMode, outcome: StoreOutcome) {
+    if let StoreMode::Cas(_) = mode {
+        match outcome {
+            StoreOutcome::Stored => &c.cas_hits,
+            StoreOutcome::Exists => &c.cas_badval,
+            _ => &c.cas_misses,
+        }
+        .fetch_add(1, Relaxed);
+    }
 }
