@@ -231,7 +231,6 @@ pub fn capacity(
         Ok(step)
     };
     let relative_bound_us = floor.lateness_p99_us + CAPACITY_LATENESS_US;
-    let loose = relative_bound_us.max(CAPACITY_LATENESS_US);
     let (mut at_bound, mut at_relative_bound) = (0.0, 0.0);
     let (mut strict_open, mut relative_open) = (true, true);
     let mut rate = FIRST_RATE;
@@ -263,7 +262,8 @@ pub fn capacity(
                 relative_open = false;
             }
         }
-        if !s.passes(loose) && !s.rate_ok {
+        // A rate the thread could not even send ends the search.
+        if !s.rate_ok {
             break;
         }
         rate *= GROWTH;

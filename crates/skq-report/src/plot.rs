@@ -122,16 +122,9 @@ pub fn p99_vs_load_svg(
     }
     let x_range = pad_linear(x_lo.min(0.0), x_hi);
     let y_range = (y_lo / 1.5)..(y_hi * 1.5);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        let drawn = draw_p99(&root, labels, &series, &bounds, slo, x_range, y_range);
-        if let Err(e) = drawn.and_then(|_| root.present().map_err(|e| e.to_string())) {
-            drop(root);
-            return placeholder(labels, &format!("plot failed: {e}"));
-        }
-    }
-    svg
+    render(labels, |root| {
+        draw_p99(root, labels, &series, &bounds, slo, x_range, y_range)
+    })
 }
 
 fn draw_p99(
@@ -223,16 +216,9 @@ pub fn cdf_svg(labels: &Labels, series: &[Series]) -> String {
     if !x_hi.is_finite() {
         return placeholder(labels, "no data to plot");
     }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        let drawn = draw_cdf(&root, labels, &series, pad_linear(0.0, x_hi));
-        if let Err(e) = drawn.and_then(|_| root.present().map_err(|e| e.to_string())) {
-            drop(root);
-            return placeholder(labels, &format!("plot failed: {e}"));
-        }
-    }
-    svg
+    render(labels, |root| {
+        draw_cdf(root, labels, &series, pad_linear(0.0, x_hi))
+    })
 }
 
 fn draw_cdf(
@@ -334,6 +320,23 @@ fn short_number(v: f64) -> String {
 }
 
 /// An SVG of the plot's size that states why there is no plot.
+/// Draws one chart into an SVG string; a drawing error yields the labelled
+/// placeholder instead.
+fn render(
+    labels: &Labels,
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
+) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        if let Err(e) = draw(&root).and_then(|_| root.present().map_err(|e| e.to_string())) {
+            drop(root);
+            return placeholder(labels, &format!("plot failed: {e}"));
+        }
+    }
+    svg
+}
+
 fn placeholder(labels: &Labels, why: &str) -> String {
     let (w, h) = SIZE;
     format!(
