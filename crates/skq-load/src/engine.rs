@@ -80,25 +80,15 @@ fn prefill(cfg: &LoadConfig) -> anyhow::Result<()> {
 pub struct RunCost {
     /// Requests sent by all threads over the whole run.
     pub sent_total: u64,
-    /// Time the threads spent sending and handling replies (ns), excluding
-    /// sleeping and spinning.
-    pub work_ns: u64,
     /// Every regular request, when [`LoadConfig::keep_requests`] is set.
     pub requests: Vec<RequestRecord>,
     /// The generator threads' CPU time in user space and in the kernel (ns),
-    /// from `getrusage(RUSAGE_THREAD)`: unlike `work_ns` this includes
-    /// spinning, so it is the cost per request only when the threads are busy.
+    /// from `getrusage(RUSAGE_THREAD)`. It includes spinning, so it is the
+    /// cost per request only when the threads are busy.
     pub cpu_ns: (u64, u64),
 }
 
 pub use crate::worker::RequestRecord;
-
-impl RunCost {
-    /// Generator work per request (µs).
-    pub fn us_per_request(&self) -> f64 {
-        self.work_ns as f64 / 1e3 / self.sent_total.max(1) as f64
-    }
-}
 
 /// Connects the `n`-th connection. The first failure is final (nothing is
 /// listening); later ones are retried for a while, because a server flooded
@@ -242,7 +232,6 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             .iter()
             .fold((0, 0), |a, o| (a.0 + o.cpu_ns.0, a.1 + o.cpu_ns.1)),
         sent_total: outs.iter().map(|o| o.sent_total).sum(),
-        work_ns: outs.iter().map(|o| o.work_ns).sum(),
         requests: outs
             .iter_mut()
             .flat_map(|o| std::mem::take(&mut o.requests))

@@ -157,8 +157,6 @@ pub struct WorkerOut {
     pub received_measured: u64,
     /// Correctness counters.
     pub errors: Errors,
-    /// Time spent sending and handling replies (not waiting or spinning), ns.
-    pub work_ns: u64,
     /// Requests sent (all roles, whole run).
     pub sent_total: u64,
     /// Every regular request, if asked for (warm-up included).
@@ -344,7 +342,6 @@ impl<'a> Worker<'a> {
                     }
                     burst += 1;
                     self.heap.pop();
-                    let t0 = now;
                     self.send(ci as usize, t);
                     self.out.sent_total += 1;
                     let c = &mut self.conns[ci as usize];
@@ -353,13 +350,10 @@ impl<'a> Worker<'a> {
                         self.heap.push(Reverse((next, ci)));
                     }
                     now = sys::now_ns();
-                    self.out.work_ns += now - t0;
                 }
                 if !self.dirty.is_empty() {
-                    let t0 = now;
                     self.flush_dirty();
                     now = sys::now_ns();
-                    self.out.work_ns += now - t0;
                 }
                 if self.heap.is_empty() {
                     sending = false;
@@ -379,15 +373,9 @@ impl<'a> Worker<'a> {
             let timeout = next.saturating_sub(now).saturating_sub(self.p.spin_ns);
             self.events.clear();
             self.events.extend(self.epoll.wait(timeout)?);
-            if !self.events.is_empty() {
-                // A poll that found events is work; one that slept or found
-                // nothing is waiting.
-                let t0 = if timeout == 0 { now } else { sys::now_ns() };
-                for i in 0..self.events.len() {
-                    let (token, ev) = self.events[i];
-                    self.on_event(token as usize, ev);
-                }
-                self.out.work_ns += sys::now_ns() - t0;
+            for i in 0..self.events.len() {
+                let (token, ev) = self.events[i];
+                self.on_event(token as usize, ev);
             }
         }
         let missing: u64 = self
