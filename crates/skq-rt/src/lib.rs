@@ -40,7 +40,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod sys;
+/// The OS boundary, shared by every skq crate (re-exported from `skq-sys`).
+pub use skq_sys as sys;
 pub mod topology;
 mod worker;
 
