@@ -109,12 +109,12 @@ pub fn run_kv(args: KvArgs) -> anyhow::Result<()> {
     let cfg = args.config()?;
     // Block the termination signals before any worker thread exists, so they inherit the
     // mask and the signal is taken synchronously below.
-    crate::sys::block_termination_signals()?;
+    skq_sys::signal::block_termination_signals()?;
     let running = server::start(cfg)?;
     println!("listening on {}", running.addr);
     std::io::stdout().flush()?;
-    let sig = crate::sys::wait_for_termination()?;
-    eprintln!("skq kv: signal {sig}, shutting down");
+    let sig = skq_sys::signal::wait_for_termination(None)?;
+    eprintln!("skq kv: signal {}, shutting down", sig.unwrap_or(0));
     running.stop();
     Ok(())
 }

@@ -42,14 +42,15 @@ pub trait Wake {
     fn notify(&self);
 }
 
-impl Wake for crate::sys::EventFd {
+impl Wake for skq_sys::eventfd::EventFd {
     fn notify(&self) {
-        crate::sys::EventFd::notify(self)
+        // A failed write means the counter is saturated: still readable.
+        let _ = skq_sys::eventfd::EventFd::notify(self);
     }
 }
 
 /// A worker's wake-up state.
-pub struct Doorbell<W = crate::sys::EventFd> {
+pub struct Doorbell<W = skq_sys::eventfd::EventFd> {
     /// `SLEEPING | NOTIFIED` bits. Padded: all senders write it after each push.
     state: CachePadded<AtomicU8>,
     /// The wake-up its blocking wait watches.

@@ -39,5 +39,4 @@ pub mod shared_epoll;
 pub mod shared_rt;
 pub mod stats;
 pub mod store;
-pub mod sys;
 pub mod tpc;

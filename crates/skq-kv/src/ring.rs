@@ -57,7 +57,7 @@ mod tests {
     /// the receiver blocks in a real poll on the eventfd, with no timeout.
     #[test]
     fn no_lost_wakeup() {
-        let bell = Arc::new(Doorbell::new(crate::sys::EventFd::new().unwrap()));
+        let bell = Arc::new(Doorbell::new(skq_sys::eventfd::EventFd::new().unwrap()));
         let rings = Arc::new(Rings::<u32>::new(2, 4));
         let rounds = 2000;
         let (b2, r2) = (bell.clone(), rings.clone());
@@ -79,13 +79,8 @@ mod tests {
                 break;
             }
             if bell.prepare_sleep() {
-                let mut pfd = libc::pollfd {
-                    fd: bell.efd.raw(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one live pollfd; -1 = wait forever, which is the point of the test.
-                unsafe { libc::poll(&mut pfd, 1, -1) };
+                // Wait forever: a lost wake-up hangs the test, which is the point.
+                bell.efd.wait_readable(-1).unwrap();
                 bell.woke();
                 bell.efd.drain();
             }

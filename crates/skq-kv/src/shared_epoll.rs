@@ -16,7 +16,9 @@ use crossbeam_utils::CachePadded;
 use crate::server::{Ctx, Running, ServerConfig};
 use crate::session::Session;
 use crate::shared::{admit, serve_step, SharedStore};
-use crate::sys::{self, Epoll, EventFd, HUP, IN, ONESHOT, OUT, RDHUP};
+use skq_sys::epoll::{Epoll, HUP, IN, ONESHOT, OUT, RDHUP};
+use skq_sys::eventfd::EventFd;
+use skq_sys::net;
 
 const LISTENER: u64 = u64::MAX;
 const WAKE: u64 = u64::MAX - 1;
@@ -39,7 +41,7 @@ struct Server {
 
 /// Starts the shared-architecture server on one shared epoll.
 pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
-    let listener = sys::listen(cfg.addr, false)
+    let listener = net::listen(cfg.addr, false)
         .map_err(|e| anyhow::anyhow!("--addr {}: cannot listen: {e}", cfg.addr))?;
     let addr = listener.local_addr()?;
     let workers = cfg.workers;
@@ -64,7 +66,7 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
     server
         .epoll
         .add(server.listener.as_raw_fd(), IN | ONESHOT, LISTENER)?;
-    server.epoll.add(server.wake.raw(), IN, WAKE)?;
+    server.epoll.add(server.wake.as_raw_fd(), IN, WAKE)?;
     let mut threads = Vec::new();
     for w in 0..workers {
         let s = server.clone();
@@ -79,7 +81,9 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
         addr,
         ctx,
         threads,
-        wake: Box::new(move || wake_srv.wake.notify()),
+        wake: Box::new(move || {
+            let _ = wake_srv.wake.notify();
+        }),
         accepted,
     })
 }
@@ -88,7 +92,7 @@ impl Server {
     fn run(&self, worker: usize) {
         let mut events = Vec::with_capacity(64);
         while !self.ctx.shutdown.load(Ordering::SeqCst) {
-            if let Err(e) = self.epoll.wait(&mut events, None) {
+            if let Err(e) = self.epoll.wait_ns(&mut events, None) {
                 eprintln!("skq kv: epoll_wait failed on worker {worker}: {e}");
                 return;
             }

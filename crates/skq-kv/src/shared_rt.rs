@@ -55,7 +55,7 @@ pub fn runtime_config(mode: &str, workers: usize, max_conns: usize) -> anyhow::R
 pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
     let rc = runtime_config(&cfg.mode, cfg.workers, cfg.max_conns)?;
     let skq = Skq::new(rc).map_err(|e| anyhow::anyhow!("--mode {}: {e}", cfg.mode))?;
-    let listener = crate::sys::listen(cfg.addr, false)
+    let listener = skq_sys::net::listen(cfg.addr, false)
         .map_err(|e| anyhow::anyhow!("--addr {}: cannot listen: {e}", cfg.addr))?;
     let addr = listener.local_addr()?;
     skq.register(

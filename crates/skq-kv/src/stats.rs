@@ -171,12 +171,7 @@ pub fn write_stats(
 
 /// `rusage_user`, `rusage_system` as `seconds.micros`.
 fn rusage() -> (String, String) {
-    // SAFETY: getrusage only writes into the zeroed struct we pass; RUSAGE_SELF is valid.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let f = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
-    (f(ru.ru_utime), f(ru.ru_stime))
+    let (user, sys) = skq_sys::cpu::process_cpu_ns();
+    let f = |ns: u64| format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1_000);
+    (f(user), f(sys))
 }

@@ -32,7 +32,9 @@ use crate::ring::{Doorbell, Rings};
 use crate::server::{Ctx, Running, ServerConfig};
 use crate::session::{Dispatch, Fill, Handler, Session};
 use crate::store::{PartStats, Partition};
-use crate::sys::{self, Epoll, HUP, IN, OUT, RDHUP};
+use skq_sys::epoll::{Epoll, HUP, IN, OUT, RDHUP};
+use skq_sys::eventfd::EventFd;
+use skq_sys::{cpu, net};
 
 /// Default messages per ring.
 pub const RING_CAPACITY: usize = 1024;
@@ -398,12 +400,12 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
         (crate::shared::MIN_SHARD_BYTES * n) >> 20
     );
     // The first listener picks the port (when 0 was asked for); the others join it.
-    let first = sys::listen(cfg.addr, true)
+    let first = net::listen(cfg.addr, true)
         .map_err(|e| anyhow::anyhow!("--addr {}: cannot listen: {e}", cfg.addr))?;
     let addr = first.local_addr()?;
     let mut listeners = vec![first];
     for _ in 1..n {
-        listeners.push(sys::listen(addr, true)?);
+        listeners.push(net::listen(addr, true)?);
     }
     let cfg_max_item = cfg.limits.max_item_size;
     let ctx = Arc::new(Ctx::new(cfg));
@@ -416,7 +418,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
         ctx: ctx.clone(),
         rings: Rings::new(n, ring_capacity),
         bells: (0..n)
-            .map(|_| sys::EventFd::new().map(Doorbell::new))
+            .map(|_| EventFd::new().map(Doorbell::new))
             .collect::<Result<_, _>>()?,
         published: (0..n)
             .map(|_| CachePadded::new(Published::default()))
@@ -427,7 +429,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
     for (me, listener) in listeners.into_iter().enumerate() {
         let epoll = Epoll::new()?;
         epoll.add(listener.as_raw_fd(), IN, LISTENER)?;
-        epoll.add(shared.bells[me].efd.raw(), IN, BELL)?;
+        epoll.add(shared.bells[me].efd.as_raw_fd(), IN, BELL)?;
         let core = Core {
             me,
             n,
@@ -457,7 +459,11 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
         addr,
         ctx,
         threads,
-        wake: Box::new(move || wake.bells.iter().for_each(|b| b.efd.notify())),
+        wake: Box::new(move || {
+            wake.bells
+                .iter()
+                .for_each(|b| crate::doorbell::Wake::notify(&b.efd))
+        }),
         accepted,
     })
 }
@@ -468,7 +474,7 @@ impl Worker {
         let shared = self.core.shared.clone();
         let me = self.core.me;
         if shared.ctx.cfg.pin {
-            if let Err(e) = sys::pin_to_nth_allowed_cpu(me) {
+            if let Err(e) = cpu::pin_to_nth_allowed_cpu(me) {
                 eprintln!("skq kv: warning: could not pin worker {me}: {e}");
             }
         }
@@ -488,7 +494,9 @@ impl Worker {
             } else {
                 Some(Duration::ZERO)
             };
-            let res = self.epoll.wait(&mut events, timeout);
+            let res = self
+                .epoll
+                .wait_ns(&mut events, timeout.map(|t| t.as_nanos() as u64));
             if timeout.is_none() {
                 // Reset the doorbell before draining the rings (next turn of the loop).
                 shared.bells[me].woke();
@@ -500,7 +508,9 @@ impl Worker {
             for ev in events.iter().copied() {
                 match ev.u64 {
                     LISTENER => self.accept(),
-                    BELL => shared.bells[me].efd.drain(),
+                    BELL => {
+                        shared.bells[me].efd.drain();
+                    }
                     t => self.serve(t, ev.events),
                 }
             }

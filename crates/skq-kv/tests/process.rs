@@ -38,8 +38,8 @@ fn sigterm_stops_the_server_in_order() {
         let mut got = vec![0u8; want.len()];
         s.read_exact(&mut got).unwrap();
         assert_eq!(got, want);
-        // SAFETY: sends SIGTERM to the child we spawned (its pid is live until we wait).
-        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        // The child's pid stays live until we wait for it.
+        skq_sys::process::send_signal(child.id(), skq_sys::process::Signal::Term).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         let status = loop {
             if let Some(st) = child.try_wait().unwrap() {

@@ -32,7 +32,7 @@ use skq_proto::workload::{ServiceSpec, Workload};
 
 use crate::config::LoadConfig;
 use crate::refserver::{RefMode, RefServer};
-use crate::sys;
+use skq_sys::cpu;
 
 /// Lateness bound of the capacity search (µs).
 pub const CAPACITY_LATENESS_US: f64 = 20.0;
@@ -63,14 +63,14 @@ pub fn spin_floor(cpu: Option<u32>, dur: Duration) -> std::io::Result<Floor> {
     std::thread::scope(|s| {
         s.spawn(|| -> std::io::Result<Floor> {
             if let Some(c) = cpu {
-                sys::pin_current_thread(c)?;
+                cpu::pin_current_thread(c)?;
             }
             let mut gaps = Vec::new();
-            let start = sys::now_ns();
+            let start = cpu::monotonic_ns();
             let end = start + dur.as_nanos() as u64;
             let mut prev = start;
             while prev < end {
-                let t = sys::now_ns();
+                let t = cpu::monotonic_ns();
                 // Gaps under 1 µs are the loop itself; they cannot move a p99
                 // that is measured in µs.
                 if t - prev > 1_000 {
@@ -192,7 +192,7 @@ pub fn capacity(
     opts: &CapacityOpts,
     mut on_step: impl FnMut(&CapacityStep),
 ) -> anyhow::Result<Capacity> {
-    let allowed = sys::allowed_cpus()?;
+    let allowed = cpu::allowed_cpus()?;
     if let Some(c) = opts.cpu {
         if !allowed.contains(&c) {
             anyhow::bail!("--cpus: CPU {c} is not among this process's CPUs {allowed:?}");

@@ -149,11 +149,7 @@ impl LoadConfig {
                 return Err(format!("--rt-priority must be 1..=99, got {p}"));
             }
         }
-        if let Some(bad) = self
-            .cpus
-            .iter()
-            .find(|&&c| c as usize >= libc::CPU_SETSIZE as usize)
-        {
+        if let Some(bad) = self.cpus.iter().find(|&&c| c >= skq_sys::cpu::MAX_CPUS) {
             return Err(format!("--cpus: CPU {bad} is out of range"));
         }
         if !(self.service.scale.is_finite() && self.service.scale > 0.0) {

@@ -22,8 +22,8 @@ use crate::protocol::rpc::Rpc;
 use crate::protocol::{Codec, Protocol};
 use crate::schedule::{ConnSchedule, ScheduleKind, Trace};
 use crate::stats::Hist;
-use crate::sys;
 use crate::worker::{ConnSetup, Role, Worker, WorkerOut, WorkerParams};
+use skq_sys::{cpu, limits, net};
 
 /// Target number of samples for the AD and independence checks.
 const CHECK_SAMPLES: f64 = 2000.0;
@@ -96,7 +96,7 @@ pub use crate::worker::RequestRecord;
 fn connect_retrying(cfg: &LoadConfig, n: usize) -> std::io::Result<TcpStream> {
     let mut tries = 0;
     loop {
-        match sys::connect(cfg.addr) {
+        match net::connect(cfg.addr) {
             Err(e) if n > 0 && tries < 200 => {
                 tries += 1;
                 if tries == 200 {
@@ -123,7 +123,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         )),
         _ => None,
     };
-    sys::raise_nofile_limit();
+    let _ = limits::raise_nofile_limit();
     if cfg.protocol == Protocol::Memcached && cfg.prefill && cfg.kv.get_ratio > 0.0 {
         prefill(cfg)?;
     }
@@ -188,13 +188,13 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         };
         workers.push(Worker::new(params, codec(cfg), setups)?);
     }
-    let cpu0 = sys::cpu_time();
-    let start = sys::now_ns() + START_DELAY.as_nanos() as u64;
+    let cpu0 = cpu::process_cpu_ns();
+    let start = cpu::monotonic_ns() + START_DELAY.as_nanos() as u64;
     let warm_end = start + cfg.warmup.as_nanos() as u64;
     let end = warm_end + cfg.duration.as_nanos() as u64;
     let drain_end = end + cfg.drain.as_nanos() as u64;
     let window_start =
-        SystemTime::now() + Duration::from_nanos(warm_end.saturating_sub(sys::now_ns()));
+        SystemTime::now() + Duration::from_nanos(warm_end.saturating_sub(cpu::monotonic_ns()));
     for w in &mut workers {
         w.set_times(start, warm_end, end, drain_end);
     }
@@ -211,7 +211,9 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(Duration::from_millis(100));
             if let Some(b) = &bar {
-                b.set_position(sys::now_ns().saturating_sub(start).min(end - start) / 1_000_000);
+                b.set_position(
+                    cpu::monotonic_ns().saturating_sub(start).min(end - start) / 1_000_000,
+                );
             }
         }
         if let Some(b) = bar {
@@ -226,7 +228,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             })
             .collect()
     })?;
-    let cpu1 = sys::cpu_time();
+    let cpu1 = cpu::process_cpu_ns();
     let cost = RunCost {
         cpu_ns: outs
             .iter()
@@ -237,7 +239,15 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             .flat_map(|o| std::mem::take(&mut o.requests))
             .collect(),
     };
-    let result = assemble(cfg, outs, (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1), window_start)?;
+    let result = assemble(
+        cfg,
+        outs,
+        (
+            (cpu1.0 - cpu0.0) as f64 * 1e-9,
+            (cpu1.1 - cpu0.1) as f64 * 1e-9,
+        ),
+        window_start,
+    )?;
     Ok((result, cost))
 }
 

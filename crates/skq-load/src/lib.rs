@@ -36,7 +36,6 @@ pub mod queueing;
 pub mod refserver;
 pub mod schedule;
 pub mod stats;
-pub mod sys;
 pub mod validate;
 pub mod worker;
 

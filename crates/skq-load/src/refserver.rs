@@ -31,7 +31,8 @@ use std::thread::JoinHandle;
 
 use skq_proto::wire::{self, Header, HEADER_LEN};
 
-use crate::sys::{self, Epoll};
+use skq_sys::epoll::{self, Poller};
+use skq_sys::{cpu, net};
 
 /// How the reference server serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +79,7 @@ impl RefServer {
     pub fn start_with(mode: RefMode, rt: Option<i32>, cpu: Option<u32>) -> io::Result<RefServer> {
         if let Some(c) = cpu {
             // Fail here, in the caller's thread, rather than silently later.
-            let allowed = sys::allowed_cpus()?;
+            let allowed = cpu::allowed_cpus()?;
             if !allowed.contains(&c) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -99,7 +100,7 @@ impl RefServer {
                 .name("skq-ref-recv".into())
                 .spawn(move || {
                     if let Some(c) = cpu {
-                        let _ = sys::pin_current_thread(c);
+                        let _ = cpu::pin_current_thread(c);
                     }
                     receive(listener, mode, tx, st, sv, rt)
                 })?,
@@ -111,7 +112,7 @@ impl RefServer {
                     .name("skq-ref-send".into())
                     .spawn(move || {
                         if let Some(c) = cpu {
-                            let _ = sys::pin_current_thread(c);
+                            let _ = cpu::pin_current_thread(c);
                         }
                         reply(rx, sv, rt)
                     })?,
@@ -173,10 +174,13 @@ fn receive(
     rt: Option<i32>,
 ) {
     if let Some(p) = rt {
-        let _ = sys::set_realtime(p);
+        let _ = cpu::set_realtime(p);
     }
-    let Ok(mut ep) = Epoll::new(256) else { return };
-    if ep.add(listener.as_raw_fd(), sys::IN, LISTENER).is_err() {
+    let Ok(mut ep) = Poller::new(256) else { return };
+    if ep
+        .add(listener.as_raw_fd(), epoll::IN | epoll::RDHUP, LISTENER)
+        .is_err()
+    {
         return;
     }
     let mut conns: HashMap<u64, RConn> = HashMap::new();
@@ -190,25 +194,28 @@ fn receive(
         // be woken by an IPI for every request, which in these VMs costs the
         // *sender* tens of µs per write. After ECHO_POLL_NS of silence it blocks.
         let busy = mode == RefMode::EchoBusy
-            || (mode == RefMode::Echo && sys::now_ns() < last_activity + ECHO_POLL_NS);
-        let Ok(events) = ep.wait(if busy { 0 } else { 20_000_000 }) else {
+            || (mode == RefMode::Echo && cpu::monotonic_ns() < last_activity + ECHO_POLL_NS);
+        let Ok(events) = ep.wait(Some(if busy { 0 } else { 20_000_000 })) else {
             return;
         };
         let events: Vec<(u64, u32)> = events.collect();
-        let now = sys::now_ns();
+        let now = cpu::monotonic_ns();
         if !events.is_empty() {
             last_activity = now;
         }
         // Offset between the clocks, for converting receive timestamps.
-        let mono_minus_real = now.wrapping_sub(sys::realtime_ns());
+        let mono_minus_real = now.wrapping_sub(cpu::realtime_ns());
         for (token, _) in events {
             if token == LISTENER {
                 while let Ok((s, _)) = listener.accept() {
                     if s.set_nonblocking(true).is_err() || s.set_nodelay(true).is_err() {
                         continue;
                     }
-                    let _ = sys::enable_rx_timestamps(s.as_raw_fd());
-                    if ep.add(s.as_raw_fd(), sys::IN, next_token).is_ok() {
+                    let _ = net::enable_rx_timestamps(s.as_raw_fd());
+                    if ep
+                        .add(s.as_raw_fd(), epoll::IN | epoll::RDHUP, next_token)
+                        .is_ok()
+                    {
                         conns.insert(
                             next_token,
                             RConn {
@@ -229,7 +236,7 @@ fn receive(
             // wake-up of this thread does not delay the emulated service start.
             let mut arrival = now;
             loop {
-                match sys::recv_timestamped(c.stream.as_raw_fd(), &mut chunk) {
+                match net::recv_timestamped(c.stream.as_raw_fd(), &mut chunk) {
                     Ok((0, _)) => {
                         closed = true;
                         break;
@@ -295,13 +302,13 @@ fn receive(
 }
 
 fn reply(rx: mpsc::Receiver<Job>, served: Arc<AtomicU64>, rt: Option<i32>) {
-    sys::min_timer_slack();
+    let _ = cpu::set_timer_slack(1);
     if let Some(p) = rt {
-        let _ = sys::set_realtime(p);
+        let _ = cpu::set_realtime(p);
     }
     let mut b = [0u8; HEADER_LEN];
     while let Ok(job) = rx.recv() {
-        sys::sleep_then_spin_until(job.finish, REPLY_SPIN_NS);
+        cpu::sleep_then_spin_until(job.finish, REPLY_SPIN_NS);
         job.header.reply(job.header.service_ns).write_to(&mut b);
         // A client that went away just loses its reply.
         let _ = write_all(&job.stream, &b);

@@ -38,7 +38,8 @@ use crate::protocol::memcached::KvSpec;
 use crate::protocol::{Answers, Codec, Parsed, Request};
 use crate::schedule::ConnSchedule;
 use crate::stats::Hist;
-use crate::sys::{self, Epoll};
+use skq_sys::epoll::{self, Poller};
+use skq_sys::{cpu, net};
 
 /// What a connection is for; results are kept apart per role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,7 +224,7 @@ pub struct Worker<'a> {
     codec: Box<dyn Codec>,
     conns: Vec<Conn>,
     heap: BinaryHeap<Reverse<(u64, u32)>>,
-    epoll: Epoll,
+    epoll: Poller,
     events: Vec<(u64, u32)>,
     /// Draws requests (service times, keys); kept apart from `sample_rng` so a
     /// seed always yields the same requests, whatever the timing.
@@ -252,11 +253,11 @@ impl<'a> Worker<'a> {
         codec: Box<dyn Codec>,
         setups: Vec<ConnSetup>,
     ) -> io::Result<Worker<'a>> {
-        let epoll = Epoll::new(256)?;
+        let epoll = Poller::new(256)?;
         let heap = BinaryHeap::with_capacity(setups.len());
         let mut conns = Vec::with_capacity(setups.len());
         for (i, s) in setups.into_iter().enumerate() {
-            epoll.add(s.stream.as_raw_fd(), sys::IN, i as u64)?;
+            epoll.add(s.stream.as_raw_fd(), epoll::IN | epoll::RDHUP, i as u64)?;
             conns.push(Conn {
                 stream: s.stream,
                 role: s.role,
@@ -313,22 +314,22 @@ impl<'a> Worker<'a> {
     /// Runs the schedule to its end, drains, and returns the measurements.
     /// [`Worker::set_times`] must have been called.
     pub fn run(mut self) -> io::Result<WorkerOut> {
-        sys::min_timer_slack();
+        let _ = cpu::set_timer_slack(1);
         if let Some(cpu) = self.p.cpu {
-            if let Err(e) = sys::pin_current_thread(cpu) {
+            if let Err(e) = cpu::pin_current_thread(cpu) {
                 self.out.pin_refused = Some(format!("CPU {cpu}: {e}"));
             }
         }
-        let cpu_start = sys::thread_cpu_ns();
+        let cpu_start = cpu::thread_cpu_ns();
         if let Some(p) = self.p.rt_priority {
-            if let Err(e) = sys::set_realtime(p) {
+            if let Err(e) = cpu::set_realtime(p) {
                 self.out.rt_refused = Some(e.to_string());
             }
         }
         let mut sending = true;
         let mut drain_end = self.p.drain_end;
         loop {
-            let mut now = sys::now_ns();
+            let mut now = cpu::monotonic_ns();
             if sending {
                 let mut burst = 0;
                 while let Some(&Reverse((t, ci))) = self.heap.peek() {
@@ -349,11 +350,11 @@ impl<'a> Worker<'a> {
                         let next = self.p.start + c.schedule.next(Some(t - self.p.start));
                         self.heap.push(Reverse((next, ci)));
                     }
-                    now = sys::now_ns();
+                    now = cpu::monotonic_ns();
                 }
                 if !self.dirty.is_empty() {
                     self.flush_dirty();
-                    now = sys::now_ns();
+                    now = cpu::monotonic_ns();
                 }
                 if self.heap.is_empty() {
                     sending = false;
@@ -372,7 +373,7 @@ impl<'a> Worker<'a> {
             };
             let timeout = next.saturating_sub(now).saturating_sub(self.p.spin_ns);
             self.events.clear();
-            self.events.extend(self.epoll.wait(timeout)?);
+            self.events.extend(self.epoll.wait(Some(timeout))?);
             for i in 0..self.events.len() {
                 let (token, ev) = self.events[i];
                 self.on_event(token as usize, ev);
@@ -384,7 +385,7 @@ impl<'a> Worker<'a> {
             .map(|c| c.pending.iter().filter(|p| !p.answered).count() as u64)
             .sum();
         self.out.errors.missing += missing;
-        let cpu_end = sys::thread_cpu_ns();
+        let cpu_end = cpu::thread_cpu_ns();
         self.out.cpu_ns = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
         let threshold = MIN_GAP_THRESHOLD_NS.max(self.out.lateness.quantile_ci(0.99).1);
         self.out.gap_threshold_ns = threshold;
@@ -464,7 +465,7 @@ impl<'a> Worker<'a> {
     fn flush_dirty(&mut self) {
         for i in 0..self.dirty.len() {
             let ci = self.dirty[i] as usize;
-            let now = sys::now_ns();
+            let now = cpu::monotonic_ns();
             self.stamp(ci, now);
             let c = &mut self.conns[ci];
             c.dirty = false;
@@ -507,14 +508,16 @@ impl<'a> Worker<'a> {
     fn flush(&mut self, ci: usize) {
         let c = &mut self.conns[ci];
         while c.wpos < c.wbuf.len() {
-            match sys::write(c.stream.as_raw_fd(), &c.wbuf[c.wpos..]) {
+            match net::write(c.stream.as_raw_fd(), &c.wbuf[c.wpos..]) {
                 Ok(n) => c.wpos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !c.want_out {
                         c.want_out = true;
-                        let _ =
-                            self.epoll
-                                .modify(c.stream.as_raw_fd(), sys::IN | sys::OUT, ci as u64);
+                        let _ = self.epoll.modify(
+                            c.stream.as_raw_fd(),
+                            epoll::IN | epoll::OUT | epoll::RDHUP,
+                            ci as u64,
+                        );
                     }
                     return;
                 }
@@ -526,7 +529,9 @@ impl<'a> Worker<'a> {
         c.wpos = 0;
         if c.want_out {
             c.want_out = false;
-            let _ = self.epoll.modify(c.stream.as_raw_fd(), sys::IN, ci as u64);
+            let _ = self
+                .epoll
+                .modify(c.stream.as_raw_fd(), epoll::IN | epoll::RDHUP, ci as u64);
         }
     }
 
@@ -545,10 +550,10 @@ impl<'a> Worker<'a> {
         if !self.conns[ci].alive {
             return;
         }
-        if ev & sys::OUT != 0 {
+        if ev & epoll::OUT != 0 {
             self.flush(ci);
         }
-        if ev & (sys::IN | sys::ERR) != 0 {
+        if ev & (epoll::IN | epoll::HUP | epoll::RDHUP) != 0 {
             self.read(ci);
         }
     }
@@ -561,7 +566,7 @@ impl<'a> Worker<'a> {
                 c.rbuf.resize(grow * 2, 0);
             }
             let (fd, start) = (c.stream.as_raw_fd(), c.rlen);
-            match sys::read(fd, &mut c.rbuf[start..]) {
+            match net::read(fd, &mut c.rbuf[start..]) {
                 Ok(0) => return self.fail(ci),
                 Ok(n) => {
                     c.rlen += n;
@@ -579,7 +584,7 @@ impl<'a> Worker<'a> {
 
     /// Consumes every whole reply in the buffer; false if the connection died.
     fn parse(&mut self, ci: usize) -> bool {
-        let now = sys::now_ns();
+        let now = cpu::monotonic_ns();
         let mut pos = 0;
         loop {
             let c = &self.conns[ci];

@@ -395,7 +395,7 @@ fn a_seed_fixes_the_requests_whatever_the_timing() {
 #[test]
 fn pinned_generator_threads_run_or_say_why_not() {
     let server = RefServer::start(RefMode::Echo).unwrap();
-    let allowed = skq_load::sys::allowed_cpus().unwrap();
+    let allowed = skq_sys::cpu::allowed_cpus().unwrap();
     let mut cfg = short(server.addr(), 1000.0, 4);
     cfg.threads = 2;
     cfg.cpus = vec![allowed[0]];

@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use crate::server::{RpcConfig, RpcServer, RuntimeKind, SchedOptions};
 use crate::service::ServiceMode;
-use crate::sys;
+use skq_sys::{limits, signal};
 
 /// Flags of `skq serve rpc` (the bench harness relies on these names).
 #[derive(clap::Args, Debug, Clone)]
@@ -96,12 +96,12 @@ pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
         Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
         Some(s) => anyhow::bail!("--duration: {s} is not a positive number of seconds"),
     };
-    if let Err(e) = sys::raise_nofile_limit() {
+    if let Err(e) = limits::raise_nofile_limit() {
         eprintln!("warning: could not raise the open-file limit: {e}");
     }
     // Before any thread exists, so every worker inherits the mask and the
     // signals are collected here, not delivered to a random worker.
-    sys::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
+    signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
     let server = RpcServer::start(args.to_config()).map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
             anyhow::anyhow!("{e}")
@@ -122,7 +122,7 @@ pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
                 _ => break,
             },
         };
-        if sys::wait_for_termination(slice) {
+        if matches!(signal::wait_for_termination(Some(slice)), Ok(Some(_))) {
             break;
         }
     }

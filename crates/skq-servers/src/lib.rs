@@ -88,7 +88,6 @@ pub mod server;
 pub mod service;
 mod skq_backend;
 pub mod stats;
-pub mod sys;
 mod tokio_backend;
 
 pub use server::{RpcConfig, RpcServer, RpcServerHandle, RuntimeKind, SchedOptions};

@@ -17,7 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::sys;
+use skq_sys::cpu;
 
 /// How requested service time is delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -58,7 +58,7 @@ impl ServiceMode {
         if self == ServiceMode::Emulate {
             // Failure only costs precision (the default 50 µs slack), and the
             // delivered time is measured anyway, so it is not fatal.
-            if let Err(e) = sys::set_min_timer_slack() {
+            if let Err(e) = cpu::set_timer_slack(1) {
                 eprintln!(
                     "warning: PR_SET_TIMERSLACK failed ({e}); emulated service will overshoot more"
                 );
@@ -69,20 +69,20 @@ impl ServiceMode {
     /// Delivers `service_ns` of service on the calling thread and returns the
     /// nanoseconds actually delivered (saturated to `u32`).
     pub fn serve(self, service_ns: u32) -> u32 {
-        let start = sys::monotonic_ns();
+        let start = cpu::monotonic_ns();
         if service_ns == 0 {
             return 0;
         }
         let deadline = start + u64::from(service_ns);
         match self {
             ServiceMode::Spin => {
-                while sys::monotonic_ns() < deadline {
+                while cpu::monotonic_ns() < deadline {
                     std::hint::spin_loop();
                 }
             }
-            ServiceMode::Emulate => sys::sleep_until_ns(deadline),
+            ServiceMode::Emulate => cpu::sleep_until(deadline),
         }
-        let delivered = sys::monotonic_ns() - start;
+        let delivered = cpu::monotonic_ns() - start;
         u32::try_from(delivered).unwrap_or(u32::MAX)
     }
 }

@@ -55,7 +55,6 @@ use crate::conn::{Conn, Outcome};
 use crate::server::RpcConfig;
 use crate::service::ServiceMode;
 use crate::stats::{Counters, SchedulerStats, ServerInfo, ServerStats};
-use crate::sys;
 
 /// Token of the listening socket (connection tokens are table slots).
 const LISTENER: u64 = u64::MAX;
@@ -112,7 +111,7 @@ impl SkqServer {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let info = ServerInfo::new(cfg, core.mode_name());
         let skq = Skq::new(core).map_err(other)?;
-        let listener = sys::bind_listener(cfg.addr)?;
+        let listener = skq_sys::net::listen(cfg.addr, false)?;
         listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
         let listener_id = skq.register(

@@ -168,7 +168,7 @@ impl ServerInfo {
             mode,
             service: cfg.service,
             pinned: cfg.pin,
-            cpus: crate::sys::cpu_count(),
+            cpus: skq_sys::cpu::allowed_cpu_count(),
         }
     }
 }

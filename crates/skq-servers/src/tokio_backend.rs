@@ -29,7 +29,7 @@ use crate::conn::{Close, Conn, REQUESTS_PER_EVENT};
 use crate::server::RpcConfig;
 use crate::service::ServiceMode;
 use crate::stats::{Counters, ServerInfo, ServerStats, WorkerCounters};
-use crate::sys;
+use skq_sys::{cpu, net};
 
 /// Bytes of spare capacity made available before each read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -53,7 +53,7 @@ impl TokioServer {
         let workers = cfg.workers;
         let counters = Arc::new(Counters::new(workers));
         let next_thread = Arc::new(AtomicUsize::new(0));
-        let (service, pin, ncpus) = (cfg.service, cfg.pin, sys::cpu_count());
+        let (service, pin, ncpus) = (cfg.service, cfg.pin, cpu::allowed_cpu_count());
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .enable_io()
@@ -63,7 +63,7 @@ impl TokioServer {
                 let i = next_thread.fetch_add(1, Ordering::Relaxed);
                 WORKER_INDEX.with(|w| w.set(i % workers));
                 if pin {
-                    if let Err(e) = sys::pin_current_thread(i % ncpus) {
+                    if let Err(e) = cpu::pin_to_nth_allowed_cpu(i % ncpus) {
                         eprintln!(
                             "warning: could not pin tokio thread {i} to CPU {}: {e}",
                             i % ncpus
@@ -73,7 +73,7 @@ impl TokioServer {
                 service.prepare_thread();
             })
             .build()?;
-        let std_listener = sys::bind_listener(cfg.addr)?;
+        let std_listener = net::listen(cfg.addr, false)?;
         std_listener.set_nonblocking(true)?;
         let local_addr = std_listener.local_addr()?;
         let listener = {

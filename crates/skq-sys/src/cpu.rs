@@ -1,8 +1,11 @@
-//! CPU placement, the calling thread's CPU, and timer slack.
+//! CPU placement, the calling thread's CPU, clocks, sleeps, timer slack and CPU time.
 
 use std::io;
 
 use super::syscall;
+
+/// CPUs a CPU set can name (`CPU_SETSIZE`); CPU numbers are below it.
+pub const MAX_CPUS: u32 = libc::CPU_SETSIZE as u32;
 
 /// CPUs this process may run on (`sched_getaffinity`), ascending.
 pub fn allowed_cpus() -> io::Result<Vec<u32>> {
@@ -86,4 +89,79 @@ pub fn sleep_until(deadline_ns: u64) {
             break;
         }
     }
+}
+
+/// Nanoseconds of `CLOCK_REALTIME` (to compare with kernel receive timestamps).
+pub fn realtime_ns() -> u64 {
+    // SAFETY: a zeroed timespec is a valid out-parameter.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: CLOCK_REALTIME always exists; ts is a live out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleeps until `deadline_ns − spin_ns`, then spins on the clock until
+/// `deadline_ns`: the sleep's overshoot (tens of µs) is absorbed by the spin.
+pub fn sleep_then_spin_until(deadline_ns: u64, spin_ns: u64) {
+    sleep_until(deadline_ns.saturating_sub(spin_ns));
+    while monotonic_ns() < deadline_ns {
+        std::hint::spin_loop();
+    }
+}
+
+/// Moves the calling thread to `SCHED_FIFO` at `priority` (1..=99) so other
+/// processes on a busy machine cannot delay its wake-ups. Needs CAP_SYS_NICE
+/// (or root); fails with `EPERM` otherwise.
+pub fn set_realtime(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    syscall!(sched_setscheduler(0, libc::SCHED_FIFO, &param))?;
+    Ok(())
+}
+
+/// Pins the calling thread to the `n`-th CPU (wrapping) of those the process
+/// may run on; returns that CPU.
+pub fn pin_to_nth_allowed_cpu(n: usize) -> io::Result<u32> {
+    let allowed = allowed_cpus()?;
+    let cpu = *allowed
+        .get(n % allowed.len().max(1))
+        .ok_or_else(|| io::Error::other("no CPU is allowed"))?;
+    pin_current_thread(cpu)?;
+    Ok(cpu)
+}
+
+/// Number of CPUs this process may run on (at least 1).
+pub fn allowed_cpu_count() -> usize {
+    allowed_cpus().map_or(1, |c| c.len().max(1))
+}
+
+fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a live out-parameter; RUSAGE_SELF and RUSAGE_THREAD
+    // always exist on Linux, so the call cannot fail.
+    unsafe { libc::getrusage(who, &mut ru) };
+    ru
+}
+
+fn timeval_ns(t: libc::timeval) -> u64 {
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000
+}
+
+/// User and kernel CPU time of the whole process so far (ns).
+pub fn process_cpu_ns() -> (u64, u64) {
+    let ru = rusage(libc::RUSAGE_SELF);
+    (timeval_ns(ru.ru_utime), timeval_ns(ru.ru_stime))
+}
+
+/// User and kernel CPU time of the calling thread so far (ns).
+pub fn thread_cpu_ns() -> (u64, u64) {
+    let ru = rusage(libc::RUSAGE_THREAD);
+    (timeval_ns(ru.ru_utime), timeval_ns(ru.ru_stime))
+}
+
+/// Peak resident set size of the process (bytes).
+pub fn max_rss_bytes() -> u64 {
+    rusage(libc::RUSAGE_SELF).ru_maxrss as u64 * 1024
 }

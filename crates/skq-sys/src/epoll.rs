@@ -14,6 +14,22 @@ pub struct Epoll {
 /// Interest bits for [`Epoll::add`] (libc's `EPOLL*` values).
 pub type EpollFlags = u32;
 
+/// Readable.
+pub const IN: EpollFlags = libc::EPOLLIN as u32;
+/// Writable.
+pub const OUT: EpollFlags = libc::EPOLLOUT as u32;
+/// The peer closed its writing side (ask for it together with [`IN`]).
+pub const RDHUP: EpollFlags = libc::EPOLLRDHUP as u32;
+/// Hang-up or error (always reported, never asked for).
+pub const HUP: EpollFlags = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+/// Report once, then disable until re-armed with [`Epoll::modify`].
+pub const ONESHOT: EpollFlags = libc::EPOLLONESHOT as u32;
+/// Edge-triggered.
+pub const ET: EpollFlags = libc::EPOLLET as u32;
+/// Wake one of the epoll instances that wait on a shared fd, not all (not
+/// combinable with [`ONESHOT`]).
+pub const EXCLUSIVE: EpollFlags = libc::EPOLLEXCLUSIVE as u32;
+
 impl Epoll {
     /// `epoll_create1(EPOLL_CLOEXEC)`.
     pub fn new() -> io::Result<Epoll> {
@@ -128,5 +144,54 @@ impl Epoll {
         // SAFETY: the kernel initialised the first n entries.
         unsafe { out.set_len(n as usize) };
         Ok(n as usize)
+    }
+}
+
+/// An epoll instance with its own event buffer: waits return the ready
+/// `(token, events)` pairs. For loops that own their epoll (the load
+/// generator, thread-per-core workers, the plain-epoll baselines).
+#[derive(Debug)]
+pub struct Poller {
+    epoll: Epoll,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Poller {
+    /// A new epoll instance with room for `capacity` events per wait.
+    pub fn new(capacity: usize) -> io::Result<Poller> {
+        Ok(Poller {
+            epoll: Epoll::new()?,
+            events: Vec::with_capacity(capacity.max(1)),
+        })
+    }
+
+    /// The epoll instance, to register through (any thread may).
+    pub fn epoll(&self) -> &Epoll {
+        &self.epoll
+    }
+
+    /// [`Epoll::add`].
+    pub fn add(&self, fd: RawFd, flags: EpollFlags, data: u64) -> io::Result<()> {
+        self.epoll.add(fd, flags, data)
+    }
+
+    /// [`Epoll::modify`].
+    pub fn modify(&self, fd: RawFd, flags: EpollFlags, data: u64) -> io::Result<()> {
+        self.epoll.modify(fd, flags, data)
+    }
+
+    /// [`Epoll::delete`].
+    pub fn delete(&self, fd: RawFd) -> io::Result<()> {
+        self.epoll.delete(fd)
+    }
+
+    /// Waits up to `timeout_ns` (`None`: forever, `Some(0)`: poll) and
+    /// returns the ready `(token, events)` pairs.
+    pub fn wait(
+        &mut self,
+        timeout_ns: Option<u64>,
+    ) -> io::Result<impl Iterator<Item = (u64, EpollFlags)> + '_> {
+        self.epoll.wait_ns(&mut self.events, timeout_ns)?;
+        Ok(self.events.iter().map(|e| (e.u64, e.events)))
     }
 }

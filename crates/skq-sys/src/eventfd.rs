@@ -39,6 +39,18 @@ impl EventFd {
         }
     }
 
+    /// Blocks until the counter is non-zero (without resetting it), at most
+    /// `timeout_ms` milliseconds (-1: forever). Returns whether it is.
+    pub fn wait_readable(&self, timeout_ms: i32) -> io::Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let n = syscall!(poll(&mut pfd, 1, timeout_ms))?;
+        Ok(n > 0)
+    }
+
     /// Reads and resets the counter; 0 if it was zero.
     pub fn drain(&self) -> u64 {
         let mut v: u64 = 0;

@@ -2,9 +2,12 @@
 //!
 //! One home for the OS boundary of every skq crate (the runtime, the servers,
 //! the cache, the load generator, the bench harness). Each module wraps one
-//! kernel facility in small owned types or safe functions: [`epoll::Epoll`],
-//! [`eventfd::EventFd`], socket options ([`socket`]), CPU placement, clocks and
-//! timer slack ([`cpu`]).
+//! kernel facility in small owned types or safe functions: [`epoll::Epoll`]
+//! and [`epoll::Poller`], [`eventfd::EventFd`], socket options ([`socket`]),
+//! listeners, connections and raw socket I/O ([`net`]), CPU placement, clocks,
+//! sleeps, timer slack and CPU time ([`cpu`]), termination signals
+//! ([`signal`]), resource limits ([`limits`]) and child processes
+//! ([`process`]).
 //!
 //! **Conventions.** Every fallible call returns `std::io::Result`, built from
 //! the kernel's `-1`/errno by the crate's one `syscall!` macro (or, for the few calls
@@ -19,6 +22,10 @@
 pub mod cpu;
 pub mod epoll;
 pub mod eventfd;
+pub mod limits;
+pub mod net;
+pub mod process;
+pub mod signal;
 pub mod socket;
 
 /// Turns a libc `-1/errno` return into `io::Result`.

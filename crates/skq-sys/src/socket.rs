@@ -46,3 +46,20 @@ pub fn set_incoming_cpu(fd: RawFd, cpu: u32) -> io::Result<()> {
     ))?;
     Ok(())
 }
+
+/// Makes the next close of `fd` reset the connection (`SO_LINGER` 0): the
+/// peer sees `ECONNRESET`, as when a client vanishes.
+pub fn set_linger_zero(fd: RawFd) -> io::Result<()> {
+    let lin = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    syscall!(setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_LINGER,
+        (&lin as *const libc::linger).cast(),
+        std::mem::size_of::<libc::linger>() as libc::socklen_t
+    ))?;
+    Ok(())
+}

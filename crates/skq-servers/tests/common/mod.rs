@@ -81,21 +81,8 @@ impl Client {
 
     /// Closes with a reset (SO_LINGER 0): the peer "vanishes".
     pub fn vanish(self) {
-        let lin = libc::linger {
-            l_onoff: 1,
-            l_linger: 0,
-        };
         use std::os::fd::AsRawFd;
-        // SAFETY: valid socket fd and a correctly sized linger struct.
-        unsafe {
-            libc::setsockopt(
-                self.stream.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_LINGER,
-                &lin as *const libc::linger as *const libc::c_void,
-                std::mem::size_of::<libc::linger>() as libc::socklen_t,
-            );
-        }
+        skq_sys::socket::set_linger_zero(self.stream.as_raw_fd()).expect("SO_LINGER");
     }
 }
 
@@ -226,7 +213,7 @@ fn one_connection(
 
 /// Raises this process's soft fd limit to the hard limit.
 pub fn raise_fd_limit() {
-    skq_servers::sys::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
+    skq_sys::limits::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
 }
 
 /// The server running as a child process (`skq-rpc`).
@@ -301,7 +288,7 @@ impl ServerProcess {
     /// SIGTERM, expect exit status 0, return the stats document.
     pub fn stop(mut self) -> serde_json::Value {
         // SAFETY: kill with a valid signal number on our own child's pid.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = skq_sys::process::send_signal(self.child.id(), skq_sys::process::Signal::Term);
         let status = self.child.wait().expect("wait for server");
         assert!(status.success(), "server exited with {status}");
         let text =

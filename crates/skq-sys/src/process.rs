@@ -1,0 +1,109 @@
+//! Child processes and identity: signals, reaping with resource usage, the
+//! effective user, the clock-tick rate of /proc times.
+
+use std::io;
+
+use super::syscall;
+
+/// A signal this crate sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Asks the process to stop (servers shut down in order).
+    Term,
+    /// Stops the process at once.
+    Kill,
+    /// Interrupt (Ctrl-C).
+    Int,
+}
+
+impl Signal {
+    fn raw(self) -> libc::c_int {
+        match self {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+            Signal::Int => libc::SIGINT,
+        }
+    }
+}
+
+/// Sends `sig` to process `pid`.
+pub fn send_signal(pid: u32, sig: Signal) -> io::Result<()> {
+    syscall!(kill(pid as libc::pid_t, sig.raw()))?;
+    Ok(())
+}
+
+/// How a reaped child ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exit {
+    /// Exit code, or `None` when a signal ended it.
+    pub code: Option<i32>,
+    /// User CPU seconds it used.
+    pub user_s: f64,
+    /// Kernel CPU seconds it used.
+    pub sys_s: f64,
+}
+
+/// Reaps child `pid` with `wait4`, returning its exit and CPU use; with
+/// `block == false`, `Ok(None)` while it still runs. An interrupted wait is
+/// `Ok(None)` too. The child must not be reaped elsewhere (e.g. by
+/// `std::process::Child::wait`) afterwards.
+pub fn reap(pid: u32, block: bool) -> io::Result<Option<Exit>> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let flags = if block { 0 } else { libc::WNOHANG };
+    match syscall!(wait4(pid as libc::pid_t, &mut status, flags, &mut ru)) {
+        Ok(r) if r == pid as libc::pid_t => {
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            Ok(Some(Exit {
+                code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+                user_s: tv(ru.ru_utime),
+                sys_s: tv(ru.ru_stime),
+            }))
+        }
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Clock ticks per second of the times in /proc/PID/stat (usually 100).
+pub fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reaps_a_child_with_its_exit_code_and_a_killed_one_without() {
+        let c = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        let exit = reap(c.id(), true).unwrap().unwrap();
+        assert_eq!(exit.code, Some(3));
+
+        let c = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert_eq!(reap(c.id(), false).unwrap(), None, "still running");
+        send_signal(c.id(), Signal::Kill).unwrap();
+        let exit = reap(c.id(), true).unwrap().unwrap();
+        assert_eq!(exit.code, None, "ended by a signal");
+    }
+}
