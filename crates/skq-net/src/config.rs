@@ -1,0 +1,252 @@
+//! Which driver serves a protocol, and with what.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// Most worker threads (the scheduling core's limit, applied to every driver).
+pub const MAX_WORKERS: usize = 64;
+/// Largest connection table.
+pub const MAX_CONNS: usize = 1 << 20;
+
+/// How connections are spread over worker threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// skq: every worker shares one `Skq` instance; the scheduling mode
+    /// ([`SchedOptions::mode`]) decides which worker handles each event.
+    Skq,
+    /// One epoll per thread, each connection assigned round-robin at accept
+    /// and never moved, every thread blocking in its own `epoll_wait`: the
+    /// memcached/nginx model.
+    Epoll1to1,
+    /// One epoll set shared by every thread, all blocking in `epoll_wait`,
+    /// connections registered `EPOLLONESHOT` and re-armed after each event:
+    /// the "Linux floating" 1:N model.
+    EpollShared,
+    /// tokio's multi-thread work-stealing runtime, one task per connection.
+    Tokio,
+}
+
+impl Driver {
+    /// Every driver, in the order help texts list them.
+    pub const ALL: [Driver; 4] = [
+        Driver::Skq,
+        Driver::Epoll1to1,
+        Driver::EpollShared,
+        Driver::Tokio,
+    ];
+
+    /// The name used on command lines and in statistics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Skq => "skq",
+            Driver::Epoll1to1 => "epoll-1to1",
+            Driver::EpollShared => "epoll-shared",
+            Driver::Tokio => "tokio",
+        }
+    }
+
+    /// The driver a `--mode` value names: `epoll-1to1`, `epoll-shared` (or
+    /// its older name `epoll`), `tokio`; anything else is an skq scheduling
+    /// mode, validated later by the core.
+    pub fn of_mode(mode: &str) -> Driver {
+        match mode {
+            "epoll-1to1" => Driver::Epoll1to1,
+            "epoll-shared" | "epoll" => Driver::EpollShared,
+            "tokio" => Driver::Tokio,
+            _ => Driver::Skq,
+        }
+    }
+}
+
+impl FromStr for Driver {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Driver::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                format!("unknown runtime `{s}`: expected skq, epoll-1to1, epoll-shared or tokio")
+            })
+    }
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Scheduling options of the skq driver; `None` keeps the core's default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedOptions {
+    /// Policy with optional `+steal` (`vanilla`, `shared`, `queue`, `cpu`, `best2`, `hybrid`).
+    pub mode: String,
+    /// Events taken per steal (1..=8).
+    pub steal_k: Option<usize>,
+    /// Idle worker's steal retry period (µs).
+    pub steal_retry_us: Option<u64>,
+    /// Percent of a batch that high-priority events may fill (1..=100).
+    pub rtshare: Option<u32>,
+    /// Target waits per second per worker (0 = off).
+    pub rtfreq: Option<u32>,
+    /// Hybrid's cache-miss penalty (ns).
+    pub penalty_ns: Option<u64>,
+    /// Most events one `wait()` (skq) or `epoll_wait` (epoll drivers)
+    /// returns (1..=1024). Events in a worker's batch cannot be taken by
+    /// another worker, so large batches trade tail latency (head-of-line
+    /// blocking) for fewer waits.
+    pub batch: usize,
+}
+
+impl Default for SchedOptions {
+    fn default() -> Self {
+        SchedOptions {
+            mode: "hybrid".into(),
+            steal_k: None,
+            steal_retry_us: None,
+            rtshare: None,
+            rtfreq: None,
+            penalty_ns: None,
+            batch: 1,
+        }
+    }
+}
+
+/// Everything a driver needs besides the protocol.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Address to listen on (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// The driver.
+    pub driver: Driver,
+    /// Worker threads (1..=64).
+    pub workers: usize,
+    /// skq scheduling options (the batch size applies to the epoll drivers too).
+    pub sched: SchedOptions,
+    /// Pin worker threads (skq: to the runtime's CPU for each worker, which
+    /// its locality decisions assume; others: thread i to the i-th allowed CPU).
+    pub pin: bool,
+    /// Most connections served at once; more are accepted and closed at once.
+    pub max_conns: usize,
+    /// How the application delivers service, for the statistics (`spin`, `emulate`, `-`).
+    pub service_label: String,
+}
+
+impl ServerConfig {
+    /// Defaults: 127.0.0.1 on a free port, hybrid, 65,536 connections.
+    pub fn new(driver: Driver, workers: usize) -> Self {
+        ServerConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            driver,
+            workers,
+            sched: SchedOptions::default(),
+            pin: false,
+            max_conns: 65_536,
+            service_label: "-".into(),
+        }
+    }
+
+    /// A configuration from a `--mode` value (see [`Driver::of_mode`]).
+    pub fn with_mode(mode: &str, workers: usize) -> Self {
+        let mut c = ServerConfig::new(Driver::of_mode(mode), workers);
+        c.sched.mode = mode.to_string();
+        c
+    }
+
+    /// Checks every option; the message names the option and its range.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_WORKERS).contains(&self.workers) {
+            return Err(format!(
+                "--workers {} is out of range: allowed 1..={MAX_WORKERS}",
+                self.workers
+            ));
+        }
+        if !(1..=MAX_CONNS).contains(&self.max_conns) {
+            return Err(format!(
+                "--max-conns {} is out of range: allowed 1..={MAX_CONNS}",
+                self.max_conns
+            ));
+        }
+        if !(1..=1024).contains(&self.sched.batch) {
+            return Err(format!(
+                "--batch {} is out of range: allowed 1..=1024",
+                self.sched.batch
+            ));
+        }
+        if self.driver == Driver::Skq {
+            self.core_config().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The skq core configuration: the mode parsed by the core, the tunables
+    /// applied on top, capacity for the listener plus `max_conns`
+    /// connections. Worker CPUs are left to the runtime (topology spread
+    /// order), which `pin` then follows.
+    pub fn core_config(&self) -> Result<skq_core::Config, skq_core::ConfigError> {
+        let s = &self.sched;
+        let mut c = skq_core::Config::parse_mode(&s.mode, self.workers)?;
+        if let Some(k) = s.steal_k {
+            c.steal_k = k;
+        }
+        if let Some(us) = s.steal_retry_us {
+            c.steal_retry_ns = us.saturating_mul(1_000);
+        }
+        if let Some(v) = s.rtshare {
+            c.rtshare = v;
+        }
+        if let Some(v) = s.rtfreq {
+            c.rtfreq = v;
+        }
+        if let Some(v) = s.penalty_ns {
+            c.penalty_ns = v;
+        }
+        c.capacity = self.max_conns + 1;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The mode reported in statistics: the skq mode's canonical name, or the driver's.
+    pub fn mode_name(&self) -> String {
+        match self.driver {
+            Driver::Skq => self
+                .core_config()
+                .map_or_else(|_| self.sched.mode.clone(), |c| c.mode_name()),
+            d => d.name().to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_name_their_driver() {
+        assert_eq!(Driver::of_mode("epoll-1to1"), Driver::Epoll1to1);
+        assert_eq!(Driver::of_mode("epoll"), Driver::EpollShared);
+        assert_eq!(Driver::of_mode("tokio"), Driver::Tokio);
+        assert_eq!(Driver::of_mode("hybrid"), Driver::Skq);
+        assert_eq!("epoll-shared".parse::<Driver>(), Ok(Driver::EpollShared));
+        assert!("uring"
+            .parse::<Driver>()
+            .unwrap_err()
+            .contains("epoll-1to1"));
+    }
+
+    #[test]
+    fn bad_options_are_refused_by_name() {
+        let mut c = ServerConfig::with_mode("hybrid", 0);
+        assert!(c.validate().unwrap_err().contains("--workers 0"));
+        c.workers = 2;
+        c.sched.batch = 0;
+        assert!(c.validate().unwrap_err().contains("--batch 0"));
+        c.sched.batch = 1;
+        c.sched.mode = "fastest".into();
+        assert!(c.validate().is_err());
+        let c = ServerConfig::with_mode("epoll-1to1", 2);
+        assert_eq!(c.mode_name(), "epoll-1to1");
+        c.validate().unwrap();
+    }
+}

@@ -1,0 +1,255 @@
+//! One connection's buffers and the readiness state machine every fd-based
+//! driver runs.
+//!
+//! A [`Conn`] owns the bytes received but not yet served, the replies
+//! encoded but not yet written, and the protocol's session. [`Conn::on_ready`]
+//! handles one readiness event over any non-blocking `Read + Write` stream
+//! (a socket in the drivers, an in-memory mock in the tests):
+//! flush pending replies, read until `EAGAIN` (or the protocol's read limit),
+//! serve up to [`REQUESTS_PER_EVENT`] requests in order, write replies.
+//!
+//! Invariants:
+//! * requests are served strictly in arrival order, one `serve` call each;
+//! * output that cannot be written (the peer does not read) stops serving
+//!   ([`Outcome::Blocked`]) instead of growing without bound; the socket's
+//!   next writable edge resumes it;
+//! * buffers are allocated when bytes arrive and freed when they empty if
+//!   they grew beyond [`KEEP_CAPACITY`], so idle connections hold little.
+
+use std::io::{self, Read, Write};
+
+use crate::protocol::{Close, Cx, Protocol, Served};
+
+/// Most requests served per readiness event before the connection yields
+/// its worker (and asks for redelivery).
+pub const REQUESTS_PER_EVENT: usize = 32;
+/// Write replies out once this many bytes are pending, even when the
+/// protocol batches its flushes.
+pub const OUT_HIGH: usize = 256 * 1024;
+/// A buffer larger than this is freed rather than kept when it empties.
+pub const KEEP_CAPACITY: usize = 64 * 1024;
+
+/// What the driver should do after [`Conn::on_ready`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Outcome {
+    /// Everything readable was read and served: wait for the next edge.
+    Idle,
+    /// Stopped early (request budget): ask for redelivery.
+    More,
+    /// Replies are waiting for socket space: wait for the writable edge.
+    Blocked,
+    /// Deregister and close the connection.
+    Close(Close),
+}
+
+/// Buffers and protocol state of one connection.
+#[derive(Debug)]
+pub struct Conn<S> {
+    input: Vec<u8>,
+    in_start: usize,
+    output: Vec<u8>,
+    out_start: usize,
+    eof: bool,
+    /// The protocol's per-connection state.
+    pub session: S,
+}
+
+impl<S> Conn<S> {
+    /// A fresh connection (allocates nothing until bytes arrive).
+    pub fn new(session: S) -> Self {
+        Conn {
+            input: Vec::new(),
+            in_start: 0,
+            output: Vec::new(),
+            out_start: 0,
+            eof: false,
+            session,
+        }
+    }
+
+    /// Bytes received and not yet served.
+    pub fn buffered(&self) -> &[u8] {
+        &self.input[self.in_start..]
+    }
+
+    /// The input buffer, for drivers that read straight into spare capacity
+    /// (tokio's `try_read_buf`). Only append to it.
+    pub fn input_buf(&mut self) -> &mut Vec<u8> {
+        self.compact();
+        &mut self.input
+    }
+
+    /// Records that the peer will send nothing more.
+    pub fn set_eof(&mut self) {
+        self.eof = true;
+    }
+
+    /// Whether the peer has finished sending.
+    pub fn is_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Encoded replies not yet written.
+    pub fn pending_output(&self) -> &[u8] {
+        &self.output[self.out_start..]
+    }
+
+    /// Whether replies wait to be written.
+    pub fn wants_write(&self) -> bool {
+        self.out_start < self.output.len()
+    }
+
+    /// Marks `n` bytes of [`Self::pending_output`] as written.
+    pub fn consume_output(&mut self, n: usize) {
+        self.out_start += n;
+        debug_assert!(self.out_start <= self.output.len());
+        if self.out_start == self.output.len() {
+            self.output.clear();
+            self.out_start = 0;
+            if self.output.capacity() > KEEP_CAPACITY {
+                self.output = Vec::new();
+            }
+        }
+    }
+
+    fn consume_input(&mut self, n: usize) {
+        self.in_start += n;
+        debug_assert!(self.in_start <= self.input.len());
+        if self.in_start == self.input.len() {
+            self.input.clear();
+            self.in_start = 0;
+            if self.input.capacity() > KEEP_CAPACITY {
+                self.input = Vec::new();
+            }
+        }
+    }
+
+    /// Moves unserved bytes to the front of the buffer when that frees much room.
+    fn compact(&mut self) {
+        if self.in_start > 0 && self.in_start * 2 >= self.input.len() {
+            self.input.drain(..self.in_start);
+            self.in_start = 0;
+        }
+    }
+
+    /// Serves one request with `proto` (see [`Protocol::serve`]), consuming
+    /// its bytes; the reply is appended to the pending output.
+    pub fn serve_one<P: Protocol<Session = S>>(&mut self, proto: &P, cx: &mut Cx<'_>) -> Served {
+        let served = proto.serve(
+            &mut self.session,
+            &self.input[self.in_start..],
+            &mut self.output,
+            cx,
+        );
+        let (Served::Request { consumed }
+        | Served::NeedInput { consumed }
+        | Served::Close { consumed, .. }) = served;
+        self.consume_input(consumed);
+        if matches!(served, Served::Request { .. }) {
+            cx.count_request();
+        }
+        served
+    }
+
+    /// Writes pending output until done or the socket is full.
+    /// Returns `Ok(true)` when everything was written, `Ok(false)` on `EAGAIN`.
+    pub fn flush<T: Write>(&mut self, stream: &mut T) -> io::Result<bool> {
+        while self.wants_write() {
+            match stream.write(self.pending_output()) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.consume_output(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Handles one edge-triggered readiness event on a non-blocking stream.
+    /// `scratch` is the worker's read buffer.
+    pub fn on_ready<P, T>(
+        &mut self,
+        proto: &P,
+        stream: &mut T,
+        scratch: &mut [u8],
+        cx: &mut Cx<'_>,
+    ) -> Outcome
+    where
+        P: Protocol<Session = S>,
+        T: Read + Write,
+    {
+        match self.flush(stream) {
+            Ok(true) => {}
+            Ok(false) => return Outcome::Blocked,
+            Err(_) => return Outcome::Close(Close::Aborted),
+        }
+        let limit = proto.read_limit();
+        let flush_each = proto.flush_each();
+        let mut drained = self.eof;
+        let mut served = 0;
+        loop {
+            while !drained && self.buffered().len() < limit {
+                match stream.read(scratch) {
+                    Ok(0) => {
+                        self.eof = true;
+                        drained = true;
+                    }
+                    Ok(n) => {
+                        self.compact();
+                        self.input.extend_from_slice(&scratch[..n]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => drained = true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return Outcome::Close(Close::Aborted),
+                }
+            }
+            let need_input = loop {
+                if served == REQUESTS_PER_EVENT {
+                    break false;
+                }
+                match self.serve_one(proto, cx) {
+                    Served::Request { .. } => {
+                        served += 1;
+                        if flush_each || self.pending_output().len() >= OUT_HIGH {
+                            match self.flush(stream) {
+                                Ok(true) => {}
+                                Ok(false) => return Outcome::Blocked,
+                                Err(_) => return Outcome::Close(Close::Aborted),
+                            }
+                        }
+                    }
+                    Served::NeedInput { .. } => break true,
+                    Served::Close { why, .. } => {
+                        let _ = self.flush(stream);
+                        return Outcome::Close(why);
+                    }
+                }
+            };
+            match self.flush(stream) {
+                Ok(true) => {}
+                Ok(false) => return Outcome::Blocked,
+                Err(_) => return Outcome::Close(Close::Aborted),
+            }
+            if !need_input {
+                return Outcome::More;
+            }
+            if drained {
+                break;
+            }
+            if self.buffered().len() >= limit {
+                // A request larger than the protocol allows to buffer.
+                return Outcome::Close(Close::Protocol);
+            }
+        }
+        if self.eof {
+            return Outcome::Close(if self.buffered().is_empty() {
+                Close::Eof
+            } else {
+                Close::Aborted
+            });
+        }
+        Outcome::Idle
+    }
+}

@@ -1,0 +1,8 @@
+//! The drivers: each owns sockets, readiness and worker threads, and runs the
+//! protocol through [`crate::conn::Conn`] (tokio: through the same buffers
+//! with its own async I/O).
+
+pub(crate) mod epoll_1to1;
+pub(crate) mod epoll_shared;
+pub(crate) mod skq;
+pub(crate) mod tokio;

@@ -1,0 +1,329 @@
+//! The skq driver: `workers` threads each own a `skq_rt::Worker` of one
+//! shared [`Skq`] and loop on `wait()`.
+//!
+//! * The listener (token [`LISTENER`]) is a source like any other: whichever
+//!   worker gets its event accepts until `EAGAIN`, puts each connection in a
+//!   free table slot and registers it edge-triggered for `READABLE |
+//!   WRITABLE` with token = slot index.
+//! * On a connection event the worker runs [`Conn::on_ready`]; if it stopped
+//!   early it calls `still_ready`, so the core redelivers the source after
+//!   release (possibly to another worker). On close the source is
+//!   deregistered, then closed, and the slot returns to the free list.
+//! * The table's per-slot lock is uncontended because the core never hands a
+//!   source to a second worker while the first is processing it. Every
+//!   contended lock is classified once obtained: on a connection's first
+//!   event it is the accept race (`accept_races`); anything else would mean a
+//!   source was handed to two workers at once (`ownership_violations`, which
+//!   the tests require to stay 0).
+//! * A protocol that raises a connection's priority (`Cx::raise_priority`)
+//!   has it re-registered with `Flags::HIGH_PRIORITY`.
+//! * [`SkqDriver::retire_worker`] sets a flag the worker checks between
+//!   batches (waits use a 20 ms timeout so an idle worker notices too); it
+//!   then calls `Worker::exit()` and the core hands its queued events to the
+//!   others.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use skq_core::{Event, Flags, SourceId};
+use skq_rt::{Events, Interest, Skq, Worker};
+
+use crate::config::ServerConfig;
+use crate::conn::{Conn, Outcome};
+use crate::protocol::{Cx, Protocol};
+use crate::server::{Common, Running, SCRATCH};
+use crate::stats::{SchedulerStats, ServerStats};
+use crate::table::Table;
+
+/// Token of the listening socket (connection tokens are table slots).
+const LISTENER: u64 = u64::MAX;
+/// How often a waiting worker looks at its retire flag.
+const RETIRE_POLL: Duration = Duration::from_millis(20);
+
+struct Entry<S> {
+    stream: TcpStream,
+    id: SourceId,
+    conn: Conn<S>,
+    high: bool,
+    handled: u64,
+}
+
+struct Shared<P: Protocol> {
+    common: Arc<Common<P>>,
+    skq: Arc<Skq>,
+    listener: TcpListener,
+    table: Table<Entry<P::Session>>,
+    retire: Box<[AtomicBool]>,
+    accept_races: AtomicU64,
+    ownership_violations: AtomicU64,
+    batch: usize,
+}
+
+pub(crate) struct SkqDriver<P: Protocol> {
+    shared: Arc<Shared<P>>,
+    listener_id: SourceId,
+    threads: Vec<JoinHandle<()>>,
+    local_addr: SocketAddr,
+}
+
+pub(crate) fn start<P: Protocol>(
+    cfg: &ServerConfig,
+    common: Arc<Common<P>>,
+) -> io::Result<SkqDriver<P>> {
+    let core = cfg
+        .core_config()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let skq = Skq::new(core).map_err(|e| io::Error::other(e.to_string()))?;
+    let listener = skq_sys::net::listen(cfg.addr, false)?;
+    let local_addr = listener.local_addr()?;
+    let listener_id = skq.register(
+        listener.as_raw_fd(),
+        LISTENER,
+        Interest::READABLE,
+        Flags::NONE,
+        None,
+    )?;
+    let shared = Arc::new(Shared {
+        common,
+        skq,
+        listener,
+        table: Table::new(cfg.max_conns),
+        retire: (0..cfg.workers).map(|_| AtomicBool::new(false)).collect(),
+        accept_races: AtomicU64::new(0),
+        ownership_violations: AtomicU64::new(0),
+        batch: cfg.sched.batch,
+    });
+    let mut threads = Vec::with_capacity(cfg.workers);
+    for w in 0..cfg.workers {
+        let shared = shared.clone();
+        let pin = cfg.pin;
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("skq-{w}"))
+                .spawn(move || worker_main(&shared, w, pin))?,
+        );
+    }
+    Ok(SkqDriver {
+        shared,
+        listener_id,
+        threads,
+        local_addr,
+    })
+}
+
+impl<P: Protocol> SkqDriver<P> {
+    fn snapshot(&self) -> ServerStats {
+        let s = &self.shared;
+        let sched = SchedulerStats {
+            per_worker: s
+                .skq
+                .stats()
+                .iter()
+                .map(|w| serde_json::to_value(w).unwrap_or(serde_json::Value::Null))
+                .collect(),
+            imbalance: s.skq.imbalance(),
+            accept_races: s.accept_races.load(Ordering::Relaxed),
+            ownership_violations: s.ownership_violations.load(Ordering::Relaxed),
+        };
+        s.common.snapshot(Some(sched))
+    }
+}
+
+impl<P: Protocol> Running for SkqDriver<P> {
+    fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    fn stats(&self) -> ServerStats {
+        self.snapshot()
+    }
+
+    fn retire_worker(&self, i: usize) -> io::Result<()> {
+        let flag = self.shared.retire.get(i).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("retire_worker: no worker {i}"),
+            )
+        })?;
+        flag.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn shutdown(self: Box<Self>) -> ServerStats {
+        let s = &self.shared;
+        s.skq.shutdown();
+        let mut me = *self;
+        for t in std::mem::take(&mut me.threads) {
+            if t.join().is_err() {
+                eprintln!("warning: a worker panicked");
+            }
+        }
+        let stats = me.snapshot();
+        let s = &me.shared;
+        s.table.drain(|e| {
+            let _ = s.skq.deregister(e.id, e.stream.as_raw_fd());
+        });
+        let _ = s.skq.deregister(me.listener_id, s.listener.as_raw_fd());
+        stats
+    }
+}
+
+fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize, pin: bool) {
+    if pin {
+        // The runtime's CPU for worker w (its locality decisions assume it).
+        if let Err(e) = shared.skq.pin_current_thread(w) {
+            eprintln!("warning: could not pin worker {w}: {e}");
+        }
+    }
+    shared.common.proto.prepare_worker(w);
+    let mut worker = shared.skq.worker(w);
+    let mut events = Events::with_capacity(shared.batch);
+    let mut scratch = vec![0u8; SCRATCH];
+    loop {
+        if shared.retire[w].load(Ordering::Relaxed) {
+            let report = worker.exit();
+            if !report.stranded.is_empty() {
+                eprintln!(
+                    "warning: worker {w} left {} sources with no worker to run them",
+                    report.stranded.len()
+                );
+            }
+            return;
+        }
+        match worker.wait(&mut events, Some(RETIRE_POLL)) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("error: worker {w}: wait failed: {e}");
+                return;
+            }
+        }
+        if shared.skq.is_shutdown() {
+            return;
+        }
+        for ev in events.iter() {
+            if ev.token == LISTENER {
+                accept_all(shared, &worker);
+            } else {
+                on_connection(shared, &mut worker, ev, &mut scratch);
+            }
+        }
+    }
+}
+
+/// Accepts until `EAGAIN`, registering each connection.
+fn accept_all<P: Protocol>(shared: &Shared<P>, worker: &Worker) {
+    let w = worker.id();
+    loop {
+        let stream = match shared.listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+            // EMFILE and friends: the next connection attempt brings a new edge.
+            Err(e) => {
+                eprintln!("warning: accept failed: {e}");
+                return;
+            }
+        };
+        let Some(stream) = shared.common.admit(w, stream) else {
+            continue;
+        };
+        let Some(slot) = shared.table.reserve() else {
+            shared.common.refuse_admitted(w, &stream);
+            continue;
+        };
+        let mut guard = shared.table.lock(slot);
+        let registered = shared.skq.register(
+            stream.as_raw_fd(),
+            slot as u64,
+            Interest::READABLE | Interest::WRITABLE,
+            Flags::NONE,
+            Some(w),
+        );
+        match registered {
+            Ok(id) => {
+                *guard = Some(Entry {
+                    stream,
+                    id,
+                    conn: Conn::new(shared.common.proto.open(w)),
+                    high: false,
+                    handled: 0,
+                });
+            }
+            Err(e) => {
+                drop(guard);
+                eprintln!("warning: could not register a connection: {e}");
+                shared.common.refuse_admitted(w, &stream);
+                shared.table.release(slot);
+            }
+        }
+    }
+}
+
+/// Handles one event of the connection in slot `ev.token`.
+fn on_connection<P: Protocol>(
+    shared: &Shared<P>,
+    worker: &mut Worker,
+    ev: &Event,
+    scratch: &mut [u8],
+) {
+    let Some((mut guard, contended)) = shared.table.lock_observed(ev.token as usize) else {
+        return;
+    };
+    // A stale event (source deregistered, slot maybe reused) is ignored.
+    let Some(entry) = guard.as_mut().filter(|e| e.id == ev.source) else {
+        return;
+    };
+    if contended {
+        let counter = if entry.handled == 0 {
+            &shared.accept_races
+        } else {
+            &shared.ownership_violations
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    entry.handled += 1;
+    let w = worker.id();
+    let counters = &shared.common.counters.workers[w];
+    counters.record_event();
+    let mut cx = Cx::new(w, counters);
+    let proto = &*shared.common.proto;
+    let outcome = entry
+        .conn
+        .on_ready(proto, &mut entry.stream, scratch, &mut cx);
+    if cx.priority_raised() && !entry.high && !matches!(outcome, Outcome::Close(_)) {
+        entry.high = true;
+        if let Err(e) = shared.skq.modify(
+            entry.id,
+            entry.stream.as_raw_fd(),
+            ev.token,
+            Interest::READABLE | Interest::WRITABLE,
+            Flags::HIGH_PRIORITY,
+        ) {
+            eprintln!("warning: could not raise a connection's priority: {e}");
+        }
+    }
+    match outcome {
+        Outcome::Idle => {}
+        Outcome::Blocked => counters.record_blocked(),
+        Outcome::More => worker.still_ready(ev),
+        Outcome::Close(why) => {
+            let e = guard.take().expect("entry checked above");
+            // Deregister before close, so the fd number cannot be reused
+            // under a live registration.
+            if let Err(err) = shared.skq.deregister(e.id, e.stream.as_raw_fd()) {
+                eprintln!("warning: deregister failed: {err}");
+            }
+            drop(e.stream);
+            drop(guard);
+            shared.table.release(ev.token as usize);
+            shared.common.closed(w, why, e.conn.session);
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The protocol side of the server layer: what an application writes.
+//!
+//! A [`Protocol`] turns bytes into replies and does no I/O: it never sees a
+//! socket, a clock or a thread. The drivers own sockets, buffers, readiness
+//! and worker threads, and call [`Protocol::serve`] with the unserved bytes of
+//! one connection. So a protocol is written once and runs on every driver,
+//! and its unit tests feed it bytes from memory.
+
+use crate::stats::WorkerCounters;
+
+/// Why a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Close {
+    /// The peer closed after its last whole request, or the protocol ended
+    /// the conversation in order (e.g. memcached's `quit`).
+    Eof,
+    /// The peer sent something the protocol refuses (any error reply is
+    /// written first).
+    Protocol,
+    /// The peer vanished in the middle of a request, or the socket failed.
+    Aborted,
+}
+
+/// What one [`Protocol::serve`] call did. `consumed` bytes at the front of
+/// the input are used up in every case.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// One request was served; its reply, if it has one, is in `out`.
+    Request {
+        /// Input bytes used.
+        consumed: usize,
+    },
+    /// No whole request is buffered: more input is needed. `consumed` may be
+    /// non-zero (a discarded data block, a silent error).
+    NeedInput {
+        /// Input bytes used.
+        consumed: usize,
+    },
+    /// Close the connection once `out` has been written.
+    Close {
+        /// Input bytes used.
+        consumed: usize,
+        /// Why.
+        why: Close,
+    },
+}
+
+/// What a driver tells the protocol about the call, and what the protocol
+/// may ask of the driver.
+pub struct Cx<'a> {
+    worker: usize,
+    counters: &'a WorkerCounters,
+    raise_priority: bool,
+}
+
+impl<'a> Cx<'a> {
+    /// A context for worker `worker`, recording into its counters.
+    pub fn new(worker: usize, counters: &'a WorkerCounters) -> Cx<'a> {
+        Cx {
+            worker,
+            counters,
+            raise_priority: false,
+        }
+    }
+
+    /// The worker serving the call (indexes per-worker state).
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// Adds `ns` of delivered service to the worker's busy time (the figure
+    /// the imbalance statistic compares across workers).
+    pub fn record_service(&mut self, ns: u64) {
+        self.counters.record_service(ns);
+    }
+
+    /// Asks the driver to serve this connection's future events first
+    /// (skq runtime: `Flags::HIGH_PRIORITY`; other drivers have one level).
+    pub fn raise_priority(&mut self) {
+        self.raise_priority = true;
+    }
+
+    pub(crate) fn count_request(&self) {
+        self.counters.record_request();
+    }
+
+    /// Whether [`Cx::raise_priority`] was called (drivers read it).
+    pub fn priority_raised(&self) -> bool {
+        self.raise_priority
+    }
+}
+
+/// A request/reply protocol, sans I/O. One value serves every connection
+/// and every worker (`&self` everywhere: state shared across connections,
+/// such as a cache's store, lives inside it behind its own locks).
+pub trait Protocol: Send + Sync + 'static {
+    /// Per-connection state (parser state, flags). Created at accept,
+    /// dropped through [`Protocol::close`].
+    type Session: Send + 'static;
+
+    /// A new connection accepted by `worker`.
+    fn open(&self, worker: usize) -> Self::Session;
+
+    /// Serves at most one request from the front of `input` (everything the
+    /// connection received and was not consumed yet), appending its reply to
+    /// `out`. Called again as long as it returns [`Served::Request`] and the
+    /// driver's per-event budget lasts.
+    fn serve(
+        &self,
+        session: &mut Self::Session,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        cx: &mut Cx<'_>,
+    ) -> Served;
+
+    /// A connection ended (after its socket was deregistered).
+    fn close(&self, session: Self::Session, worker: usize) {
+        let _ = (session, worker);
+    }
+
+    /// A connection was refused because the server holds `--max-conns`.
+    fn rejected(&self, worker: usize) {
+        let _ = worker;
+    }
+
+    /// Bytes written to a refused connection before it is closed.
+    fn busy_message(&self) -> &'static [u8] {
+        b""
+    }
+
+    /// Write each reply as soon as it is ready (`true`, for requests that
+    /// take long: a reply must not wait for the next request's service), or
+    /// once per batch of pipelined requests (`false`, for cheap requests).
+    fn flush_each(&self) -> bool {
+        true
+    }
+
+    /// Most unserved input bytes buffered per connection; must hold the
+    /// largest request. A connection that needs more is closed as
+    /// [`Close::Protocol`].
+    fn read_limit(&self) -> usize {
+        256 * 1024
+    }
+
+    /// Called once on every worker thread before it serves (e.g. timer slack).
+    fn prepare_worker(&self, worker: usize) {
+        let _ = worker;
+    }
+}

@@ -1,0 +1,179 @@
+//! Starting a server: the state every driver shares, and the handle.
+
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::config::{Driver, ServerConfig};
+use crate::driver;
+use crate::protocol::{Close, Protocol};
+use crate::stats::{Counters, SchedulerStats, ServerInfo, ServerStats};
+
+/// Per-worker read buffer of the fd-based drivers.
+pub(crate) const SCRATCH: usize = 64 * 1024;
+
+/// What every driver of one server shares: the protocol, the counters and
+/// the connection limit.
+pub(crate) struct Common<P> {
+    pub proto: Arc<P>,
+    pub counters: Counters,
+    pub info: ServerInfo,
+    pub max_conns: usize,
+    open: AtomicUsize,
+}
+
+impl<P: Protocol> Common<P> {
+    /// Admits a freshly accepted connection under the limit: makes it
+    /// non-blocking with `TCP_NODELAY` and counts it, or writes the
+    /// protocol's busy message, counts the refusal and returns `None` (the
+    /// caller drops the stream, which closes it).
+    pub fn admit(&self, worker: usize, stream: TcpStream) -> Option<TcpStream> {
+        if self.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            self.refuse(worker, &stream);
+            return None;
+        }
+        if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
+            // Already reset by the peer.
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        self.counters.conns.accepted();
+        Some(stream)
+    }
+
+    /// Counts a connection refused by the driver itself (table full,
+    /// registration failed) after [`Common::admit`] accepted it.
+    pub fn refuse_admitted(&self, worker: usize, stream: &TcpStream) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        self.counters.conns.closed(Close::Aborted);
+        self.refuse(worker, stream);
+    }
+
+    fn refuse(&self, worker: usize, stream: &TcpStream) {
+        let msg = self.proto.busy_message();
+        if !msg.is_empty() {
+            let _ = io::Write::write_all(&mut &*stream, msg);
+        }
+        self.counters.conns.rejected();
+        self.proto.rejected(worker);
+    }
+
+    /// A served connection ended: its socket is deregistered (and about to
+    /// be closed) and its session goes back to the protocol.
+    pub fn closed(&self, worker: usize, why: Close, session: P::Session) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        self.counters.conns.closed(why);
+        self.proto.close(session, worker);
+    }
+
+    pub fn snapshot(&self, sched: Option<SchedulerStats>) -> ServerStats {
+        self.counters.snapshot(&self.info, sched)
+    }
+}
+
+/// A running driver.
+pub(crate) trait Running: Send {
+    fn local_addr(&self) -> SocketAddr;
+    fn stats(&self) -> ServerStats;
+    fn retire_worker(&self, _i: usize) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "retire_worker: only the skq driver can remove a worker thread",
+        ))
+    }
+    fn shutdown(self: Box<Self>) -> ServerStats;
+}
+
+/// Starts servers.
+pub struct Server;
+
+impl Server {
+    /// Binds `cfg.addr`, starts `cfg.workers` workers of `cfg.driver` serving
+    /// `proto`, and returns once the server accepts connections. Invalid
+    /// configuration is an `InvalidInput` error whose message names the
+    /// option and its range.
+    pub fn start<P: Protocol>(cfg: &ServerConfig, proto: Arc<P>) -> io::Result<ServerHandle> {
+        cfg.validate()
+            .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+        let common = Arc::new(Common {
+            proto,
+            counters: Counters::new(cfg.workers),
+            info: ServerInfo {
+                driver: cfg.driver.name().to_string(),
+                mode: cfg.mode_name(),
+                service: cfg.service_label.clone(),
+                pinned: cfg.pin,
+                cpus: skq_sys::cpu::allowed_cpu_count(),
+            },
+            max_conns: cfg.max_conns,
+            open: AtomicUsize::new(0),
+        });
+        let running: Box<dyn Running> = match cfg.driver {
+            Driver::Skq => Box::new(driver::skq::start(cfg, common)?),
+            Driver::Epoll1to1 => Box::new(driver::epoll_1to1::start(cfg, common)?),
+            Driver::EpollShared => Box::new(driver::epoll_shared::start(cfg, common)?),
+            Driver::Tokio => Box::new(driver::tokio::start(cfg, common)?),
+        };
+        Ok(ServerHandle {
+            running: Some(running),
+        })
+    }
+}
+
+/// A running server. Dropping it shuts the server down.
+pub struct ServerHandle {
+    running: Option<Box<dyn Running>>,
+}
+
+impl ServerHandle {
+    fn running(&self) -> &dyn Running {
+        self.running.as_deref().expect("server already shut down")
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.running().local_addr()
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> ServerStats {
+        self.running().stats()
+    }
+
+    /// Makes worker `i` leave mid-run (skq driver only: `Worker::exit()`; it
+    /// finishes its current batch and the core reschedules its queued events).
+    pub fn retire_worker(&self, i: usize) -> io::Result<()> {
+        self.running().retire_worker(i)
+    }
+
+    /// Stops accepting, stops the workers, closes every connection and
+    /// returns the final counters.
+    pub fn shutdown(mut self) -> ServerStats {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> ServerStats {
+        self.running
+            .take()
+            .expect("server already shut down")
+            .shutdown()
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if self.running.is_some() {
+            self.stop();
+        }
+    }
+}
+
+/// Pins the calling thread for worker `w` of a non-skq driver (the `w`-th
+/// allowed CPU), warning instead of failing.
+pub(crate) fn pin_worker(w: usize) {
+    if let Err(e) = skq_sys::cpu::pin_to_nth_allowed_cpu(w) {
+        eprintln!("warning: could not pin worker {w}: {e}");
+    }
+}
