@@ -95,6 +95,11 @@ impl<S> Conn<S> {
         &self.output[self.out_start..]
     }
 
+    /// Bytes of buffer memory the connection holds now (input and output).
+    pub fn buffer_capacity(&self) -> usize {
+        self.input.capacity() + self.output.capacity()
+    }
+
     /// Whether replies wait to be written.
     pub fn wants_write(&self) -> bool {
         self.out_start < self.output.len()

@@ -21,10 +21,15 @@ pub struct RpcArgs {
     /// Worker threads (1..=64).
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
-    /// skq scheduling mode: vanilla|shared|queue|cpu|best2|hybrid, optionally with +steal.
+    /// What serves the connections: an skq scheduling mode
+    /// (vanilla|shared|queue|cpu|best2|hybrid, optionally with +steal), or a
+    /// baseline without skq: epoll-1to1 (one epoll per thread, connections
+    /// round-robin at accept: memcached/nginx), epoll-shared (one epoll set,
+    /// ONESHOT + re-arm) or tokio.
     #[arg(long, default_value = "hybrid")]
     pub mode: String,
-    /// Runtime: skq or tokio.
+    /// Driver: skq, epoll-1to1, epoll-shared or tokio (`--mode` names it too;
+    /// kept for older scripts).
     #[arg(long, default_value = "skq")]
     pub runtime: RuntimeKind,
     /// Service: spin (busy CPU) or emulate (absolute-deadline sleep).
@@ -68,9 +73,13 @@ pub struct RpcArgs {
 impl RpcArgs {
     /// The server configuration these flags describe.
     pub fn to_config(&self) -> RpcConfig {
+        let runtime = match self.runtime {
+            RuntimeKind::Skq => RuntimeKind::of_mode(&self.mode),
+            other => other,
+        };
         RpcConfig {
             addr: self.addr,
-            runtime: self.runtime,
+            runtime,
             workers: self.workers,
             sched: SchedOptions {
                 mode: self.mode.clone(),

@@ -9,7 +9,10 @@
 //! clock. It is the workload of the ZygOS and SKQ papers: synthetic service
 //! times, many connections, pipelined requests, latency measured by the client.
 //!
-//! **Protocol handling** ([`conn`]), shared by both runtimes:
+//! **Protocol handling** ([`rpc`]), a sans-I/O `skq_net::Protocol`, so every
+//! driver of the server layer serves it: the skq runtime in any mode, the
+//! plain-Linux baselines `epoll-1to1` (memcached/nginx) and `epoll-shared`
+//! (one epoll set, ONESHOT), and tokio:
 //! * a connection's requests are served strictly in order, one reply each; a
 //!   client may pipeline as many requests as it likes;
 //! * the first invalid frame (bad length, kind, reserved flags, or a reply sent
@@ -23,25 +26,12 @@
 //! deadline with 1 ns timer slack (BRIEF §8), so 8–16 workers on 2 cores
 //! reproduce the queueing of a larger machine.
 //!
-//! **Runtimes** ([`server::RuntimeKind`]):
-//! * `skq`: N worker threads each own a `skq_rt::Worker` of one shared `Skq`
-//!   instance and loop on `wait()`. The listener is a source like any other:
-//!   whichever worker gets its event accepts until `EAGAIN`. Each connection
-//!   is registered edge-triggered (`READABLE | WRITABLE`, `TCP_NODELAY`) with
-//!   its slot in a preallocated connection table as token. On an event the
-//!   worker flushes pending replies, reads until `EAGAIN` and serves up to 32
-//!   requests, calling `still_ready` if more remain; on EOF or error it
-//!   deregisters, then closes. Each slot has a mutex, but it is uncontended:
-//!   the core never hands a source to a second worker while one is
-//!   processing it, so the lock only orders the acceptor's registration
-//!   against a first event that fires on another worker. The stats count
-//!   both (`accept_races`, and `ownership_violations`, which must stay 0). A
-//!   connection's first class-1 request re-flags it `HIGH_PRIORITY`.
-//! * `tokio`: the same protocol code, one task per connection on tokio's
-//!   multi-thread runtime with N worker threads. Service runs inside the task
-//!   and blocks its worker thread in both modes, as real CPU work would:
-//!   `tokio::time::sleep` would free the thread (and has 1 ms granularity),
-//!   and `block_in_place` would silently add threads beyond N.
+//! **Drivers** ([`server::RuntimeKind`], chosen by `--mode`): see the
+//! `skq-net` crate for how each spreads connections over workers. The skq
+//! driver serves a connection's readiness on the worker the scheduling
+//! mode picks; a connection's first class-1 request re-flags it
+//! `HIGH_PRIORITY`. Service runs on the worker thread in every driver,
+//! blocking it as real CPU work would (tokio included).
 //!
 //! **Process** ([`cli`]): prints exactly `listening on ADDR` once ready, stops on
 //! SIGINT/SIGTERM or after `--duration`, writes `--stats-json` (per-worker
@@ -82,14 +72,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cli;
-pub mod conn;
 pub mod pipes;
+pub mod rpc;
 pub mod server;
 pub mod service;
-mod skq_backend;
-pub mod stats;
-mod tokio_backend;
 
+pub use rpc::RpcProtocol;
 pub use server::{RpcConfig, RpcServer, RpcServerHandle, RuntimeKind, SchedOptions};
 pub use service::ServiceMode;
-pub use stats::ServerStats;
+pub use skq_net::ServerStats;

@@ -160,3 +160,13 @@ fn hostile_clients_skq_hybrid() {
 fn hostile_clients_skq_vanilla() {
     hostile_clients(&["--runtime", "skq", "--mode", "vanilla", "--workers", "4"]);
 }
+
+#[test]
+fn hostile_clients_epoll_1to1() {
+    hostile_clients(&["--mode", "epoll-1to1", "--workers", "4"]);
+}
+
+#[test]
+fn hostile_clients_epoll_shared() {
+    hostile_clients(&["--mode", "epoll-shared", "--workers", "4"]);
+}

@@ -9,7 +9,7 @@ fn server() -> Command {
 
 #[test]
 fn stops_by_itself_and_writes_stats() {
-    for runtime in ["skq", "tokio"] {
+    for runtime in ["skq", "tokio", "epoll-1to1", "epoll-shared"] {
         let path =
             std::env::temp_dir().join(format!("skq-rpc-cli-{}-{runtime}.json", std::process::id()));
         let out = server()
@@ -42,7 +42,7 @@ fn stops_by_itself_and_writes_stats() {
         let stats: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         std::fs::remove_file(&path).unwrap();
-        assert_eq!(stats["runtime"], runtime);
+        assert_eq!(stats["driver"], runtime);
         assert_eq!(stats["workers"], 3);
         assert_eq!(stats["per_worker"].as_array().unwrap().len(), 3);
         assert_eq!(stats.get("scheduler").is_some(), runtime == "skq");

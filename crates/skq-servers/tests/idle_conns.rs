@@ -68,3 +68,8 @@ fn ten_thousand_idle_connections_tokio() {
 fn ten_thousand_idle_connections_skq() {
     idle_connections(&["--runtime", "skq", "--mode", "hybrid", "--workers", "4"]);
 }
+
+#[test]
+fn ten_thousand_idle_connections_epoll_1to1() {
+    idle_connections(&["--mode", "epoll-1to1", "--workers", "4"]);
+}

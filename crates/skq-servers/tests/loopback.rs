@@ -1,5 +1,5 @@
 //! Loopback tests of the RPC server through its library API, one per
-//! scheduling mode and one for the tokio peer: 64 connections with 8 requests
+//! scheduling mode and one per baseline (tokio, epoll-1to1, epoll-shared): 64 connections with 8 requests
 //! in flight each, under a steal storm (four connections ask for 2 ms per
 //! request, the other 60 for 0–20 µs, emulated service), with a worker
 //! retiring mid-run where the runtime supports it. Every reply must arrive
@@ -46,9 +46,7 @@ fn storm_with_retirement_batch(runtime: RuntimeKind, mode: &str, batch: usize) {
     let retired = server.retire_worker(1);
     match runtime {
         RuntimeKind::Skq => retired.unwrap_or_else(|e| panic!("{mode}: retire_worker: {e}")),
-        RuntimeKind::Tokio => {
-            assert_eq!(retired.unwrap_err().kind(), std::io::ErrorKind::Unsupported)
-        }
+        _ => assert_eq!(retired.unwrap_err().kind(), std::io::ErrorKind::Unsupported),
     }
 
     let replies = clients
@@ -134,6 +132,17 @@ fn skq_batched_storms() {
 #[test]
 fn tokio_storm() {
     storm_with_retirement(RuntimeKind::Tokio, "tokio");
+}
+
+/// The plain-Linux baselines keep the guarantees the skq modes keep.
+#[test]
+fn epoll_1to1_storm() {
+    storm_with_retirement(RuntimeKind::Epoll1to1, "epoll-1to1");
+}
+
+#[test]
+fn epoll_shared_storm() {
+    storm_with_retirement(RuntimeKind::EpollShared, "epoll-shared");
 }
 
 /// Spin service on pinned workers: every reply, and the server's busy time
@@ -263,6 +272,12 @@ fn skq_connection_limit() {
     connection_limit(RuntimeKind::Skq);
 }
 
+#[test]
+fn epoll_connection_limit() {
+    connection_limit(RuntimeKind::Epoll1to1);
+    connection_limit(RuntimeKind::EpollShared);
+}
+
 /// A client that sends far more than the socket buffers hold before it reads
 /// a single reply: the server stops serving it while its replies cannot be
 /// written (no unbounded output buffering), resumes on the writable edge,
@@ -314,6 +329,12 @@ fn slow_reader(runtime: RuntimeKind) {
 #[test]
 fn tokio_slow_reader() {
     slow_reader(RuntimeKind::Tokio);
+}
+
+#[test]
+fn epoll_slow_reader() {
+    slow_reader(RuntimeKind::Epoll1to1);
+    slow_reader(RuntimeKind::EpollShared);
 }
 
 #[test]
