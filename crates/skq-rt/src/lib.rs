@@ -16,6 +16,46 @@
 //! [`Worker::still_ready`] when it stops early; otherwise data that is
 //! already buffered produces no new edge.
 //!
+//! ## Registering: the typed path
+//!
+//! A [`Registry`] (from [`Skq::registry`], cheap to clone, usable from any
+//! thread) takes a source by value and returns a [`Registered<S>`] that owns
+//! it, derefs to it, and deregisters it on drop *before* closing it. A worker
+//! registers through [`Worker::register`], which also records it as the
+//! registrar (needed for [`Flags::PINNED`]).
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::net::{TcpListener, TcpStream};
+//! use std::time::Duration;
+//! use skq_rt::{Config, Events, Flags, Interest, Policy, Skq};
+//!
+//! let skq = Skq::new(Config::new(Policy::Hybrid, 2)).unwrap();
+//! let registry = skq.registry();
+//! let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+//! let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+//! let (conn, _) = listener.accept().unwrap();
+//! conn.set_nonblocking(true).unwrap();
+//! let mut conn = registry.register(conn, 7, Interest::READABLE, Flags::NONE).unwrap();
+//! client.write_all(b"ping").unwrap();
+//!
+//! let mut worker = skq.worker(0);
+//! let mut events = Events::with_capacity(16);
+//! assert_eq!(worker.wait(&mut events, Some(Duration::from_secs(5))).unwrap(), 1);
+//! let ev = events.iter().next().unwrap();
+//! assert_eq!((ev.token, ev.source), (7, conn.id()));
+//! let mut buf = [0u8; 16];
+//! assert_eq!(conn.read(&mut buf).unwrap(), 4); // `conn` derefs to the TcpStream
+//! drop(conn); // deregisters, then closes the socket
+//! ```
+//!
+//! ## Registering: the raw path
+//!
+//! [`Skq::register`] takes a raw fd and returns a bare [`SourceId`]; the
+//! caller keeps the fd open until [`Skq::deregister`]. It costs nothing
+//! beyond the registration itself and is what the C API and servers with
+//! their own fd tables use.
+//!
 //! ```
 //! use std::io::{Read, Write};
 //! use std::os::fd::AsRawFd;
@@ -25,7 +65,7 @@
 //! let skq = Skq::new(Config::new(Policy::Hybrid, 2)).unwrap();
 //! let (mut a, mut b) = UnixStream::pair().unwrap();
 //! b.set_nonblocking(true).unwrap();
-//! skq.register(b.as_raw_fd(), 7, Interest::READABLE, Flags::NONE, None).unwrap();
+//! let id = skq.register(b.as_raw_fd(), 7, Interest::READABLE, Flags::NONE, None).unwrap();
 //! a.write_all(b"ping").unwrap();
 //!
 //! let mut worker = skq.worker(0);
@@ -36,13 +76,16 @@
 //! assert_eq!(ev.token, 7);
 //! let mut buf = [0u8; 16];
 //! assert_eq!(b.read(&mut buf).unwrap(), 4); // then read until EAGAIN
+//! skq.deregister(id, b.as_raw_fd()).unwrap(); // before `b` closes
 //! ```
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 /// The OS boundary, shared by every skq crate (re-exported from `skq-sys`).
 pub use skq_sys as sys;
+mod registry;
 pub mod topology;
+mod user_event;
 mod worker;
 
 use std::io;
@@ -51,12 +94,14 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize,
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+pub use registry::{RegisterError, Registered, Registry};
 pub use skq_core::{
     imbalance_of, Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready, Scheduler,
     SourceId, WorkerId, WorkerStats,
 };
 use sys::epoll::Epoll;
 use sys::eventfd::EventFd;
+pub use user_event::UserEvent;
 pub use worker::{Events, Worker};
 
 /// Errors creating an instance.
@@ -223,6 +268,12 @@ impl Skq {
 
     /// Registers `fd` (non-blocking) edge-triggered with a user `token`.
     /// `registrar` is the registering worker (required for `PINNED`).
+    ///
+    /// The raw path, for the C API and for tables that manage their fds
+    /// themselves: nothing ties `fd` to the returned id, and the caller must
+    /// call [`Skq::deregister`] with the same fd before closing it. Rust
+    /// callers that own their sources use [`Registry::register`] or
+    /// [`Worker::register`], which do both by construction.
     pub fn register(
         &self,
         fd: RawFd,
@@ -274,12 +325,10 @@ impl Skq {
         r
     }
 
-    /// Creates an eventfd-backed user event registered with `token`.
-    pub fn user_event(&self, token: u64, flags: Flags) -> io::Result<UserEvent> {
-        let efd = EventFd::new()?;
-        let registrar = None;
-        let id = self.register(efd.as_raw_fd(), token, Interest::READABLE, flags, registrar)?;
-        Ok(UserEvent { efd, id })
+    /// Creates an eventfd-backed user event registered with `token`
+    /// (without a registrar, so not `PINNED`); dropping it deregisters it.
+    pub fn user_event(self: &Arc<Self>, token: u64, flags: Flags) -> io::Result<UserEvent> {
+        UserEvent::new(self, token, flags)
     }
 
     /// The handle of worker `id` for the thread that will run it.
@@ -403,33 +452,10 @@ impl Skq {
     }
 }
 
-/// An eventfd-backed event source: [`UserEvent::notify`] from any thread
-/// makes it ready; it is delivered like any other source with `Ready::USER`
-/// semantics (readable).
-pub struct UserEvent {
-    efd: EventFd,
-    id: SourceId,
-}
-
-impl UserEvent {
-    /// Triggers the event.
-    pub fn notify(&self) -> io::Result<()> {
-        self.efd.notify()
-    }
-
-    /// Resets the counter (call from the handler); returns how many
-    /// notifications were folded into this delivery.
-    pub fn reset(&self) -> u64 {
-        self.efd.drain()
-    }
-
-    /// The registration.
-    pub fn source(&self) -> SourceId {
-        self.id
-    }
-
-    /// Deregisters the event from `skq`.
-    pub fn close(self, skq: &Skq) -> io::Result<()> {
-        skq.deregister(self.id, self.efd.as_raw_fd())
+impl Skq {
+    /// A cloneable, `Send + Sync` handle through which any thread registers
+    /// owned sources ([`Registry::register`]); see also [`Worker::register`].
+    pub fn registry(self: &Arc<Self>) -> Registry {
+        Registry::new(self.clone())
     }
 }
