@@ -24,6 +24,7 @@
 
 pub mod arena;
 pub mod cli;
+pub mod command;
 pub mod doorbell;
 pub mod exec;
 pub mod fuzzing;

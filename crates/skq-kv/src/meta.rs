@@ -21,48 +21,8 @@
 //! `b` (base64 key) is implemented, but the `k` flag re-encodes the key when *this request*
 //! had `b`, whereas memcached remembers per item whether it was stored with `b`.
 
-use crate::protocol::{parse_i64, parse_u64, Command, Step, MAX_KEY_LEN};
-
-/// A flag whose position in the request matters: the reply echoes these in request order,
-/// and `T` takes effect where it stands (`mg k t T30` shows the old TTL, `mg k T30 t` the new).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MetaTok {
-    /// `s`: value size.
-    Size,
-    /// `t`: remaining TTL in seconds, -1 for none.
-    Ttl,
-    /// `c`: CAS unique.
-    Cas,
-    /// `f`: client flags.
-    Flags,
-    /// `k`: the key (base64 followed by ` b` when the request had `b`).
-    Key,
-    /// `O<opaque>`: echoed as sent, letter included.
-    Opaque(Vec<u8>),
-    /// `T<ttl>`: touch, at this position.
-    Touch,
-}
-
-/// The flags of one meta command.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MetaFlags {
-    /// Positional flags in request order.
-    pub toks: Vec<MetaTok>,
-    /// `v`: return the value.
-    pub value: bool,
-    /// `q`: quiet — suppress the nominal reply (`EN` for mg, `HD` for ms/md).
-    pub quiet: bool,
-    /// `b`: the key was sent base64-encoded (the command carries it decoded).
-    pub base64: bool,
-    /// `T<ttl>`: new exptime as sent.
-    pub ttl: Option<i64>,
-    /// `F<flags>`: client flags for ms (memcached keeps the low 32 bits of the number).
-    pub client_flags: u32,
-    /// `C<cas>`: compare-and-swap value (ms, md).
-    pub cas: Option<u64>,
-    /// `M<mode>`: ms mode letter as sent.
-    pub mode: Option<u8>,
-}
+use crate::command::{parse_i64, parse_u64, Command, Step, MAX_KEY_LEN};
+pub use crate::command::{MetaFlags, MetaTok};
 
 pub(crate) const DUPLICATE: &[u8] = b"CLIENT_ERROR duplicate flag\r\n";
 pub(crate) const INVALID: &[u8] = b"CLIENT_ERROR invalid flag\r\n";

@@ -22,10 +22,11 @@
 //!   longer than [`Limits::max_line`] (retrieval lines may reach [`Limits::max_get_line`]),
 //!   control bytes in a command line, or the binary protocol's magic byte 0x80.
 
-use crate::meta::{self, MetaFlags};
+pub use crate::command::{
+    parse_i64, parse_u64, CloseReason, Command, Step, StoreMode, MAX_KEY_LEN,
+};
+use crate::meta;
 
-/// Longest key memcached accepts.
-pub const MAX_KEY_LEN: usize = 250;
 /// Relative exptimes up to this many seconds are offsets; larger ones are unix times.
 pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 
@@ -68,205 +69,6 @@ impl Default for Limits {
             max_get_line: 256 << 10,
         }
     }
-}
-
-/// How a storage command combines with an existing item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreMode {
-    /// Store unconditionally.
-    Set,
-    /// Store only if absent.
-    Add,
-    /// Store only if present.
-    Replace,
-    /// Append data to an existing item.
-    Append,
-    /// Prepend data to an existing item.
-    Prepend,
-    /// Store only if the item's CAS unique still equals this value.
-    Cas(u64),
-}
-
-/// One parsed request. Keys and values are owned so a command can travel to another thread.
-/// Field meanings: `key`/`keys` as sent (≤ 250 bytes each); `exptime` as sent (see
-/// [`crate::store::exp_at`]); `noreply` suppresses the success reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command {
-    /// `get`/`gets` (`cas` = true for gets), `gat`/`gats` (`touch` = the new exptime).
-    Get {
-        /// Keys in request order.
-        keys: Vec<Vec<u8>>,
-        /// Include CAS uniques (gets, gats).
-        cas: bool,
-        /// New exptime (gat, gats).
-        touch: Option<i64>,
-    },
-    /// `set`, `add`, `replace`, `append`, `prepend`, `cas`.
-    Store {
-        /// Which storage command.
-        mode: StoreMode,
-        /// The key.
-        key: Vec<u8>,
-        /// Opaque client flags.
-        flags: u32,
-        /// Expiry as sent.
-        exptime: i64,
-        /// The value.
-        data: Vec<u8>,
-        /// Suppress the reply.
-        noreply: bool,
-    },
-    /// `delete <key> [0] [noreply]`.
-    Delete {
-        /// The key.
-        key: Vec<u8>,
-        /// Suppress the reply.
-        noreply: bool,
-    },
-    /// `incr`/`decr`.
-    Arith {
-        /// The key.
-        key: Vec<u8>,
-        /// incr (true) or decr.
-        incr: bool,
-        /// The amount.
-        delta: u64,
-        /// Suppress the reply.
-        noreply: bool,
-    },
-    /// `touch <key> <exptime> [noreply]`.
-    Touch {
-        /// The key.
-        key: Vec<u8>,
-        /// New expiry as sent.
-        exptime: i64,
-        /// Suppress the reply.
-        noreply: bool,
-    },
-    /// `flush_all [delay] [noreply]`.
-    FlushAll {
-        /// Seconds until the flush takes effect (0 = now).
-        delay: i64,
-        /// Suppress the reply.
-        noreply: bool,
-    },
-    /// `stats [group]`.
-    Stats {
-        /// The group asked for (`settings`, ...), if any.
-        group: Option<Vec<u8>>,
-    },
-    /// `version`.
-    Version,
-    /// `verbosity <n> [noreply]` (accepted and ignored).
-    Verbosity {
-        /// Suppress the reply.
-        noreply: bool,
-    },
-    /// `quit`: close the connection.
-    Quit,
-    /// A `set` or `ms` refused because the item is over the size limit: like memcached,
-    /// unlink the key's old item, then reply `SERVER_ERROR object too large for cache`
-    /// unless `noreply` (meta commands always show errors).
-    TooLarge {
-        /// The key.
-        key: Vec<u8>,
-        /// Suppress the reply (`set ... noreply`).
-        noreply: bool,
-    },
-    /// `mg <key> <flags>*`: meta get.
-    MetaGet {
-        /// The key (decoded when sent with `b`).
-        key: Vec<u8>,
-        /// Its flags.
-        flags: MetaFlags,
-    },
-    /// `ms <key> <datalen> <flags>*` and a data block: meta set.
-    MetaSet {
-        /// The key (decoded when sent with `b`).
-        key: Vec<u8>,
-        /// The storage mode (`M`, upgraded to [`StoreMode::Cas`] by `C` for set and replace).
-        mode: StoreMode,
-        /// The value.
-        data: Vec<u8>,
-        /// Its flags.
-        flags: MetaFlags,
-    },
-    /// `md <key> <flags>*`: meta delete.
-    MetaDelete {
-        /// The key (decoded when sent with `b`).
-        key: Vec<u8>,
-        /// Its flags.
-        flags: MetaFlags,
-    },
-    /// `mn`: meta no-op, replies `MN` (marks the end of a pipeline of quiet commands).
-    MetaNoop,
-}
-
-impl Command {
-    /// The key a single-key command addresses (`None` for multi-key and keyless commands).
-    pub fn key(&self) -> Option<&[u8]> {
-        match self {
-            Command::Store { key, .. }
-            | Command::Delete { key, .. }
-            | Command::Arith { key, .. }
-            | Command::Touch { key, .. }
-            | Command::TooLarge { key, .. }
-            | Command::MetaGet { key, .. }
-            | Command::MetaSet { key, .. }
-            | Command::MetaDelete { key, .. } => Some(key),
-            _ => None,
-        }
-    }
-
-    /// Whether the command never produces a reply (classic `noreply`). Quiet meta commands
-    /// may still reply (errors, misses for ms/md), so they are never silent.
-    pub fn silent(&self) -> bool {
-        matches!(
-            self,
-            Command::Store { noreply: true, .. }
-                | Command::Delete { noreply: true, .. }
-                | Command::Arith { noreply: true, .. }
-                | Command::Touch { noreply: true, .. }
-                | Command::TooLarge { noreply: true, .. }
-        )
-    }
-}
-
-/// Why a connection must be closed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CloseReason {
-    /// No newline within the line limit.
-    LineTooLong,
-    /// The data block was not terminated by `\r\n` where its length said.
-    BadDataChunk,
-    /// Control bytes in a command line, or the binary protocol's magic byte.
-    Garbage,
-}
-
-impl CloseReason {
-    /// The line sent to the client before closing.
-    pub fn message(self) -> &'static [u8] {
-        match self {
-            CloseReason::LineTooLong => b"CLIENT_ERROR line too long\r\n",
-            CloseReason::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
-            CloseReason::Garbage => b"CLIENT_ERROR binary data in command line\r\n",
-        }
-    }
-}
-
-/// Outcome of one [`Parser::parse`] call.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Step {
-    /// A complete command.
-    Command(Command),
-    /// Send this error line and keep reading.
-    Reply(&'static [u8]),
-    /// Bytes were consumed (a swallowed data block, a suppressed `noreply` error); go on.
-    Skip,
-    /// Not enough bytes for a complete command; read more.
-    NeedMore,
-    /// Send [`CloseReason::message`] and close the connection.
-    Close(CloseReason),
 }
 
 const ERROR: &[u8] = b"ERROR\r\n";
@@ -649,29 +451,6 @@ fn flush_all(args: &[&[u8]]) -> Step {
         Some(delay) if delay >= 0 => Step::Command(Command::FlushAll { delay, noreply }),
         _ => Step::Reply(BAD_EXPTIME),
     }
-}
-
-/// Strict unsigned decimal (no sign, no spaces), as memcached's `safe_strtoull`.
-pub fn parse_u64(t: &[u8]) -> Option<u64> {
-    if t.is_empty() || t.len() > 20 || !t.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    t.iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
-}
-
-/// Strict signed decimal fitting an `i32` (memcached stores exptimes in 32 bits).
-pub fn parse_i64(t: &[u8]) -> Option<i64> {
-    let (neg, digits) = match t.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, t),
-    };
-    let v = i64::try_from(parse_u64(digits)?).ok()?;
-    let v = if neg { -v } else { v };
-    (i64::from(i32::MIN)..=i64::from(i32::MAX))
-        .contains(&v)
-        .then_some(v)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Parser unit tests for the meta commands (mg, ms, md, mn): parsed forms, every error
 //! string and whether it swallows the data block, and split input.
 use super::*;
-use crate::meta::MetaTok;
+use crate::command::{MetaFlags, MetaTok};
 
 fn p() -> Parser {
     Parser::new(Limits {
