@@ -8,6 +8,25 @@ use thiserror::Error;
 /// Most workers one instance supports (the idle set is one 64-bit word).
 pub const MAX_WORKERS: usize = 64;
 
+/// CPU numbers must be below this (Linux's largest `NR_CPUS`); it bounds the
+/// per-CPU hint table the scheduler precomputes.
+pub const MAX_CPUS: u32 = 8192;
+
+/// Where one CPU sits in the machine's topology tree (BRIEF's kqdom: NUMA
+/// node → last-level cache → core → hardware thread). Ids only need to be
+/// equal for CPUs that share the level and distinct otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CpuPlace {
+    /// The logical CPU described.
+    pub cpu: u32,
+    /// Physical core (CPUs with the same core are SMT siblings).
+    pub core: u32,
+    /// Last-level cache.
+    pub llc: u32,
+    /// NUMA node.
+    pub node: u32,
+}
+
 /// How activations are assigned to worker queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Policy {
@@ -114,6 +133,15 @@ pub struct Config {
     pub capacity: usize,
     /// CPU each worker runs on, for locality (empty: worker w on CPU w).
     pub worker_cpus: Vec<u32>,
+    /// The machine's topology, one entry per CPU that may report a hint
+    /// (empty: unknown). A CPU hint goes to a worker on that CPU, else on an
+    /// SMT sibling, else under the same last-level cache, else on the same
+    /// node, else to any live worker by a per-source salt (see `cpumap.rs`).
+    pub cpu_topology: Vec<CpuPlace>,
+    /// Runtime only: activations served from a socket's cached CPU hint
+    /// before asking the kernel again (`SO_INCOMING_CPU`), 1..=4096; 1 asks
+    /// on every activation. A harvest on another CPU refreshes at once.
+    pub hint_refresh: u32,
     /// Seed for scheduling randomness.
     pub seed: u64,
 }
@@ -132,6 +160,8 @@ impl Config {
             penalty_ns: 500,
             capacity: 65_536,
             worker_cpus: Vec::new(),
+            cpu_topology: Vec::new(),
+            hint_refresh: 16,
             seed: 0x5eed,
         }
     }
@@ -198,6 +228,7 @@ impl Config {
         range("rtfreq", self.rtfreq, 0, 1_000_000, "0..=1000000")?;
         range("penalty-ns", self.penalty_ns, 0, 1_000_000, "0..=1000000")?;
         range("capacity", self.capacity, 1, 1 << 24, "1..=16777216")?;
+        range("hint-refresh", self.hint_refresh, 1, 4096, "1..=4096")?;
         if self.steal && matches!(self.policy, Policy::Vanilla | Policy::Shared) {
             return Err(ConfigError::Conflict(format!(
                 "--mode {}+steal is not allowed: {} never moves work between queues; use queue, cpu, best2 or hybrid with +steal",
@@ -210,6 +241,26 @@ impl Config {
                 self.worker_cpus.len(),
                 self.workers
             )));
+        }
+        if let Some(&c) = self.worker_cpus.iter().find(|&&c| c >= MAX_CPUS) {
+            return Err(ConfigError::Conflict(format!(
+                "worker_cpus names CPU {c}: CPU numbers must be below {MAX_CPUS}"
+            )));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for p in &self.cpu_topology {
+            if p.cpu >= MAX_CPUS {
+                return Err(ConfigError::Conflict(format!(
+                    "cpu_topology describes CPU {}: CPU numbers must be below {MAX_CPUS}",
+                    p.cpu
+                )));
+            }
+            if !seen.insert(p.cpu) {
+                return Err(ConfigError::Conflict(format!(
+                    "cpu_topology describes CPU {} twice",
+                    p.cpu
+                )));
+            }
         }
         Ok(())
     }
@@ -258,6 +309,24 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("--steal-k 9"));
+        c.steal_k = 1;
+        c.hint_refresh = 0;
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "--hint-refresh 0 is out of range: allowed 1..=4096"
+        );
+        c.hint_refresh = 16;
+        let place = CpuPlace {
+            cpu: 3,
+            core: 3,
+            llc: 0,
+            node: 0,
+        };
+        c.cpu_topology = vec![place, place];
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "cpu_topology describes CPU 3 twice"
+        );
         assert!(Config::parse_mode("vanilla+steal", 2).is_err());
         assert!(Config::parse_mode("cpu", 65)
             .unwrap_err()

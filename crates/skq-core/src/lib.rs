@@ -15,6 +15,45 @@
 //! workers at once, and a worker that exits hands its queued work to the
 //! others ([`Scheduler::exit`]).
 //!
+//! ## What it guarantees (BRIEF §7, checked by `src/tests/` and by loom in
+//! `tests/loom.rs`)
+//!
+//! 1. every activation is delivered to exactly one worker or merged into a
+//!    delivery still pending; none is lost, and no wake-up is lost (a worker
+//!    about to sleep and a push to its queue are ordered by its queue lock);
+//! 2. a source is never processed by two workers at once: only the worker
+//!    that dequeued it may release it;
+//! 3. per-source order: readiness arriving during processing is redelivered
+//!    after release, never alongside;
+//! 4. a worker that exits hands its queued work to live workers; its pinned
+//!    sources are unpinned and reported, never dropped;
+//! 5. CPU hints map to workers through the topology tree
+//!    ([`Config::cpu_topology`], `cpumap.rs`): own CPU, SMT sibling, last-level
+//!    cache, node, else spread over live workers by a per-source salt, so no
+//!    placement of the server piles flows onto one worker;
+//! 6. the activation path takes one lock (the target queue's) and allocates
+//!    only when a queue outgrows its capacity; what the policies look up is
+//!    precomputed at [`Scheduler::new`].
+//!
+//! ## Who may touch what
+//!
+//! * `slot.rs` owns the per-source state word: it changes only by the
+//!   transitions in its table (a CAS through `Slot::cas`, or the release
+//!   store that publishes a fresh registration in `sched.rs`).
+//! * Queue entries move only under their queue's lock: `sched.rs` pushes,
+//!   `wait.rs` pops into a batch, `exit.rs` drains a dying worker's queue,
+//!   `steal.rs` takes from a victim it could try-lock. No code holds two
+//!   queue locks.
+//! * `policy.rs` and `cpumap.rs` decide where a source goes and write only
+//!   the slot's placement hints (`home`, `homed`), never its state.
+//! * `exit.rs` is the only writer of the `alive` mask after
+//!   [`Scheduler::new`]; `wait.rs` and `sched.rs` own the `idle` mask
+//!   (park handshake; `exit.rs` only clears an exiting worker's bit).
+//! * `hint.rs` ([`HintCell`]) is for drivers (skq-rt caches
+//!   `SO_INCOMING_CPU` in it); the scheduler never reads it.
+//! * Every atomic and lock of the scheduler goes through `sync.rs` so loom
+//!   can swap them; drivers (`skq-rt`, `skq-sim`) use only the public API.
+//!
 //! ```
 //! use skq_core::{Config, Flags, Policy, Ready, Scheduler};
 //!
@@ -35,6 +74,9 @@
 #![deny(unsafe_code)]
 
 mod config;
+mod cpumap;
+mod exit;
+mod hint;
 mod policy;
 mod rng;
 mod sched;
@@ -42,14 +84,18 @@ mod slot;
 mod steal;
 mod sync;
 mod types;
+mod wait;
 mod worker;
 
 #[cfg(test)]
 mod tests;
 
-pub use config::{Config, ConfigError, Policy, MAX_WORKERS};
+pub use config::{Config, ConfigError, CpuPlace, Policy, MAX_CPUS, MAX_WORKERS};
+pub use cpumap::{CpuMap, HintLevel};
+pub use exit::imbalance_of;
+pub use hint::HintCell;
 pub use rng::FastRng;
-pub use sched::{imbalance_of, Scheduler, ALPHA};
+pub use sched::{Scheduler, ALPHA};
 pub use slot::Phase;
 pub use steal::Steal;
 pub use types::{

@@ -5,6 +5,10 @@
 //! * queue affinity: the worker of the CPU where the source first fired;
 //! * CPU affinity: a worker on the CPU that saw the latest readiness,
 //!   following the flow when that CPU changes;
+//!
+//!   (queue and CPU affinity map a CPU hint to a worker through the
+//!   topology tree: that CPU, an SMT sibling, the same LLC, the same node,
+//!   else spread over all live workers by a per-source salt; `cpumap.rs`)
 //! * best of two: the lower expected completion time
 //!   `E = t_ret' + t_avg·(n_ret + n_cur)` of two random live workers, where
 //!   `t_ret' = max(t_ret, now − t_avg·n_ret)` (a stalled worker is not
@@ -77,38 +81,14 @@ impl Scheduler {
         ((s as *const Slot as usize - base) / std::mem::size_of::<Slot>()) as u32
     }
 
-    /// The live worker serving `cpu`, preferring `home` if it runs there,
-    /// else the `salt`-th of that CPU's workers.
+    /// The worker for a CPU hint on `cpu`, through the topology tree (see
+    /// `cpumap.rs`): `home` wins if it is a live candidate of the nearest
+    /// level, else the `salt`-th candidate. `None` only with no live worker.
+    #[inline]
     fn worker_on_cpu(&self, cpu: u32, home: u32, salt: u32) -> Option<WorkerId> {
-        let list = self.cpu_map.get(cpu as usize).filter(|l| !l.is_empty());
-        let list = match list {
-            Some(l) => l,
-            // A CPU without workers (more CPUs than workers): fold it onto one.
-            None => {
-                let n = self.cpu_map.len() as u32;
-                return self.cpu_map[(cpu % n) as usize]
-                    .iter()
-                    .copied()
-                    .find(|&w| self.is_alive(w))
-                    .or_else(|| self.worker_on_cpu_any(home));
-            }
-        };
-        if home != NONE && list.contains(&(home as usize)) && self.is_alive(home as usize) {
-            return Some(home as usize);
-        }
-        let k = list.len();
-        (0..k)
-            .map(|i| list[(salt as usize + i) % k])
-            .find(|&w| self.is_alive(w))
-            .or_else(|| self.worker_on_cpu_any(home))
-    }
-
-    fn worker_on_cpu_any(&self, home: u32) -> Option<WorkerId> {
-        if home != NONE && self.is_alive(home as usize) {
-            Some(home as usize)
-        } else {
-            self.round_robin()
-        }
+        let sticky = (home != NONE).then_some(home as usize);
+        let alive = self.alive.load(Ordering::Acquire);
+        self.cpu_map.route(cpu, sticky, salt, alive).map(|(w, _)| w)
     }
 
     /// Locality choice (queue or CPU affinity), updating the slot's home.

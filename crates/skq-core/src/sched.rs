@@ -1,4 +1,7 @@
-//! The scheduler: registration, activation, waits, stealing and worker exit.
+//! The scheduler's shared state, registration and activation (routing a
+//! source that became ready onto the chosen worker's queue). Waiting and
+//! parking live in `wait.rs`, worker exit and counters in `exit.rs`, the
+//! policies in `policy.rs` and `cpumap.rs`, stealing in `steal.rs`.
 //!
 //! One [`Scheduler`] is shared by all workers. Per-worker queues each sit
 //! under their own mutex; per-source state is one atomic word (see
@@ -16,13 +19,11 @@
 use crossbeam_utils::CachePadded;
 
 use crate::config::{Config, ConfigError, Policy};
+use crate::cpumap::CpuMap;
 use crate::rng::FastRng;
-use crate::slot::{self, Phase, Slot, BUSY, FREE, IDLE, NONE, PENDING, PHASE, QUEUED, STOLEN};
+use crate::slot::{self, Phase, Slot, FREE, IDLE, NONE, PENDING, PHASE, QUEUED};
 use crate::sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering};
-use crate::types::{
-    Activation, CoreError, Event, ExitReport, Flags, Migrations, Nanos, Ready, SourceId, WorkerId,
-    WorkerStats,
-};
+use crate::types::{Activation, CoreError, Flags, Nanos, Ready, SourceId, WorkerId};
 use crate::worker::{Counters, QueueShared, WorkerCtx, WorkerShared};
 
 /// EWMA weight of the newest per-event processing time (SKQ: α = 0.05).
@@ -41,15 +42,15 @@ pub struct Scheduler {
     pub(crate) cfg: Config,
     pub(crate) slots: Box<[Slot]>,
     free: Mutex<Vec<u32>>,
-    next_slot: AtomicU32,
+    pub(crate) next_slot: AtomicU32,
     pub(crate) queues: Box<[CachePadded<QueueShared>]>,
     pub(crate) workers: Box<[WorkerShared]>,
     /// Bit w set: worker w is (about to be) asleep and must be woken.
-    idle: CachePadded<AtomicU64>,
+    pub(crate) idle: CachePadded<AtomicU64>,
     /// Bit w set: worker w has not exited.
     pub(crate) alive: AtomicU64,
-    /// CPU → workers running on it.
-    pub(crate) cpu_map: Vec<Vec<WorkerId>>,
+    /// CPU hint → candidate workers, through the topology tree.
+    pub(crate) cpu_map: CpuMap,
     rr: AtomicU32,
 }
 
@@ -59,11 +60,7 @@ impl Scheduler {
         cfg.validate()?;
         let n = cfg.workers;
         let nq = if cfg.policy == Policy::Shared { 1 } else { n };
-        let max_cpu = (0..n).map(|w| cfg.cpu_of(w)).max().unwrap_or(0) as usize;
-        let mut cpu_map = vec![Vec::new(); max_cpu + 1];
-        for w in 0..n {
-            cpu_map[cfg.cpu_of(w) as usize].push(w);
-        }
+        let cpu_map = CpuMap::new(&cfg);
         Ok(Scheduler {
             slots: (0..cfg.capacity).map(|_| Slot::new()).collect(),
             free: Mutex::new(Vec::new()),
@@ -83,6 +80,11 @@ impl Scheduler {
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// How CPU hints map to workers (precomputed from the configuration).
+    pub fn cpu_map(&self) -> &CpuMap {
+        &self.cpu_map
     }
 
     /// The per-thread context of worker `id`; create it once per worker.
@@ -278,7 +280,7 @@ impl Scheduler {
     }
 
     /// With every worker gone, return a won QUEUED state to IDLE.
-    fn park_orphan(&self, id: SourceId, s: &Slot) {
+    pub(crate) fn park_orphan(&self, id: SourceId, s: &Slot) {
         let mut cur = s.state.load(Ordering::Acquire);
         while slot::gen_of(cur) == id.gen() && cur & PHASE == QUEUED {
             match s.cas(cur, slot::word(id.gen(), IDLE)) {
@@ -290,7 +292,7 @@ impl Scheduler {
 
     /// Chooses a worker for a source that just became QUEUED and pushes it.
     /// Returns (queue owner, worker to wake).
-    fn route(
+    pub(crate) fn route(
         &self,
         id: SourceId,
         s: &Slot,
@@ -394,7 +396,7 @@ impl Scheduler {
     }
 
     /// Clears and returns one idle worker among `allowed`.
-    fn claim_idle(&self, allowed: u64) -> Option<WorkerId> {
+    pub(crate) fn claim_idle(&self, allowed: u64) -> Option<WorkerId> {
         let mut m = self.idle.load(Ordering::Acquire);
         loop {
             let cand = m & allowed;
@@ -412,355 +414,5 @@ impl Scheduler {
                 Err(x) => m = x,
             }
         }
-    }
-
-    // ---------------------------------------------------------------- waiting
-
-    /// A worker's `wait()`: releases its previous batch, then fills `out`
-    /// (cleared first) with at most `max` events from its own queues, stealing
-    /// if stealing is on and they are empty. Returns the number delivered.
-    pub fn wait(&self, ctx: &mut WorkerCtx, now: Nanos, out: &mut Vec<Event>, max: usize) -> usize {
-        self.release(ctx, now);
-        out.clear();
-        let mut n = self.fill(ctx, out, max);
-        if n == 0 && self.cfg.steal && self.steal(ctx) > 0 {
-            n = self.fill(ctx, out, max);
-        }
-        self.record_return(ctx, now, n);
-        n
-    }
-
-    /// Records a wait's return of `n` events at `now`: the start of the next
-    /// processing interval. [`Scheduler::wait`] calls it; drivers that
-    /// compose `release`/`fill`/`steal` themselves call it once per wait.
-    pub fn record_return(&self, ctx: &mut WorkerCtx, now: Nanos, n: usize) {
-        ctx.t_ret = now;
-        ctx.n_ret = n;
-        let l = &self.workers[ctx.id].load;
-        l.t_ret.store(now, Ordering::Relaxed);
-        l.n_ret.store(n as u64, Ordering::Relaxed);
-        Counters::bump(&self.workers[ctx.id].counters.delivered, n as u64);
-    }
-
-    /// Releases the worker's in-flight batch (done implicitly by `wait`).
-    /// Sources that became ready meanwhile are queued again; the workers to
-    /// wake accumulate in `ctx.take_wakes()`.
-    pub fn release(&self, ctx: &mut WorkerCtx, now: Nanos) {
-        let w = &self.workers[ctx.id];
-        if ctx.n_ret > 0 && now >= ctx.t_ret {
-            let elapsed = now - ctx.t_ret;
-            let per = elapsed as f64 / ctx.n_ret as f64;
-            let old = w.t_avg();
-            let t_avg = if old == 0.0 {
-                per
-            } else {
-                old + ALPHA * (per - old)
-            };
-            w.load.t_avg.store(t_avg.to_bits(), Ordering::Relaxed);
-            Counters::bump(&w.counters.busy_ns, elapsed);
-        }
-        ctx.n_ret = 0;
-        w.load.n_ret.store(0, Ordering::Relaxed);
-        let mut batch = std::mem::take(&mut ctx.batch);
-        for id in batch.drain(..) {
-            self.release_one(ctx, id, now);
-        }
-        ctx.batch = batch;
-    }
-
-    fn release_one(&self, ctx: &mut WorkerCtx, id: SourceId, now: Nanos) {
-        let s = &self.slots[id.index() as usize];
-        let mut cur = s.state.load(Ordering::Acquire);
-        loop {
-            if slot::gen_of(cur) != id.gen() || cur & PHASE != BUSY {
-                return; // deregistered while in flight
-            }
-            let keep_ready = cur & !(slot::PHASE | PENDING | STOLEN) & !(u64::MAX << 32);
-            let new = if cur & PENDING != 0 {
-                slot::word(id.gen(), QUEUED | keep_ready)
-            } else {
-                slot::word(id.gen(), IDLE)
-            };
-            match s.cas(cur, new) {
-                Ok(_) => break,
-                Err(x) => cur = x,
-            }
-        }
-        if cur & PENDING != 0 {
-            let cpu = Some(s.cpu.load(Ordering::Relaxed)).filter(|&c| c != NONE);
-            match self.route(id, s, cpu, now, &mut ctx.rng) {
-                Some((_, Some(v))) => ctx.wakes.push(v),
-                Some((_, None)) => {}
-                None => self.park_orphan(id, s),
-            }
-        }
-    }
-
-    /// Marks a source of the current batch as still having data (the handler
-    /// stopped before `EAGAIN`): it is redelivered after release.
-    pub fn still_ready(&self, ctx: &mut WorkerCtx, id: SourceId) {
-        if !ctx.batch.contains(&id) {
-            return;
-        }
-        let s = &self.slots[id.index() as usize];
-        let mut cur = s.state.load(Ordering::Acquire);
-        while slot::gen_of(cur) == id.gen() && cur & PHASE == BUSY {
-            let new = slot::with_ready(cur | PENDING, Ready::READABLE);
-            if new == cur {
-                return;
-            }
-            match s.cas(cur, new) {
-                Ok(_) => return,
-                Err(x) => cur = x,
-            }
-        }
-    }
-
-    /// Batch size limit from `rtfreq`: about 1 / (t_avg · rtfreq) events.
-    pub(crate) fn batch_cap(&self, w: WorkerId, max: usize) -> usize {
-        if self.cfg.rtfreq == 0 {
-            return max;
-        }
-        let t_avg = self.workers[w].t_avg();
-        if t_avg <= 0.0 {
-            return max;
-        }
-        let cap = 1e9 / (t_avg * self.cfg.rtfreq as f64);
-        (cap.floor() as usize).clamp(1, max.max(1))
-    }
-
-    /// Moves up to `max` events from the worker's own queues into `out` and
-    /// its in-flight batch: high priority first, at most `rtshare`% of the
-    /// batch, then regular; leftover room takes further high-priority events
-    /// (work conserving). Returns how many were added.
-    pub fn fill(&self, ctx: &mut WorkerCtx, out: &mut Vec<Event>, max: usize) -> usize {
-        if max == 0 {
-            return 0;
-        }
-        let cap = self.batch_cap(ctx.id, max);
-        let high_quota = (cap * self.cfg.rtshare as usize).div_ceil(100).max(1);
-        let qs = &self.queues[self.qidx(ctx.id)];
-        if qs.len.load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
-        let start = out.len();
-        let mut high_n = 0u64;
-        let mut g = lock(&qs.q);
-        let q = &mut *g;
-        while out.len() - start < high_quota.min(cap) {
-            let Some(id) = q.high.pop_front() else { break };
-            if self.deliver(ctx, id, true, out) {
-                high_n += 1;
-            }
-        }
-        while out.len() - start < cap {
-            let Some(id) = q.regular.pop_front() else {
-                break;
-            };
-            self.deliver(ctx, id, false, out);
-        }
-        while out.len() - start < cap {
-            let Some(id) = q.high.pop_front() else { break };
-            if self.deliver(ctx, id, true, out) {
-                high_n += 1;
-            }
-        }
-        qs.len.store(q.len() as u64, Ordering::Relaxed);
-        drop(g);
-        Counters::bump(&self.workers[ctx.id].counters.high_served, high_n);
-        out.len() - start
-    }
-
-    /// QUEUED -> BUSY for a popped entry; false for a stale entry.
-    fn deliver(&self, ctx: &mut WorkerCtx, id: SourceId, high: bool, out: &mut Vec<Event>) -> bool {
-        let s = &self.slots[id.index() as usize];
-        let mut cur = s.state.load(Ordering::Acquire);
-        loop {
-            if slot::gen_of(cur) != id.gen() || cur & PHASE != QUEUED {
-                return false;
-            }
-            let new = slot::word(id.gen(), BUSY | (cur & STOLEN));
-            match s.cas(cur, new) {
-                Ok(_) => break,
-                Err(x) => cur = x,
-            }
-        }
-        s.last.store(ctx.id as u32, Ordering::Relaxed);
-        out.push(Event {
-            token: s.token.load(Ordering::Relaxed),
-            source: id,
-            ready: slot::ready_of(cur),
-            high,
-        });
-        ctx.batch.push(id);
-        true
-    }
-
-    // ---------------------------------------------------------------- parking
-
-    /// Announces that worker `ctx` is about to sleep. Returns false (and stays
-    /// awake) if work is already visible; otherwise the worker may sleep until
-    /// woken. Pair with [`Scheduler::unpark`] after waking.
-    pub fn prepare_park(&self, ctx: &WorkerCtx) -> bool {
-        if ctx.has_wakes() {
-            return false;
-        }
-        let bit = 1u64 << ctx.id;
-        let qs = &self.queues[self.qidx(ctx.id)];
-        // Under the queue lock: a concurrent push either sees our bit or we
-        // see its entry (see `push_claim`).
-        let g = lock(&qs.q);
-        if g.len() > 0 {
-            return false;
-        }
-        self.idle.fetch_or(bit, Ordering::AcqRel);
-        drop(g);
-        true
-    }
-
-    /// Clears the worker's idle bit (after a timeout or wake-up).
-    pub fn unpark(&self, ctx: &WorkerCtx) {
-        self.idle.fetch_and(!(1u64 << ctx.id), Ordering::SeqCst);
-    }
-
-    /// Whether a live worker other than `me` is busy (not parked): only a
-    /// busy worker's queue can grow without waking anyone, so only then is
-    /// there reason for an idle thief to look again later. A push to a
-    /// parked worker wakes it instead.
-    pub fn others_busy(&self, me: WorkerId) -> bool {
-        let alive = self.alive.load(Ordering::Acquire);
-        let idle = self.idle.load(Ordering::Acquire);
-        alive & !idle & !(1u64 << me) != 0
-    }
-
-    /// Whether worker `w`'s queue holds anything.
-    pub fn has_work(&self, w: WorkerId) -> bool {
-        self.queued(w) > 0
-    }
-
-    /// Events queued on worker `w`'s queue (the shared queue in shared mode).
-    pub fn queued(&self, w: WorkerId) -> usize {
-        self.queues[self.qidx(w)].len.load(Ordering::Relaxed) as usize
-    }
-
-    /// Whether any worker is currently marked idle.
-    pub fn any_idle(&self) -> bool {
-        self.idle.load(Ordering::Relaxed) != 0
-    }
-
-    // ---------------------------------------------------------------- stats
-
-    /// Counters of every worker.
-    pub fn stats(&self) -> Vec<WorkerStats> {
-        (0..self.cfg.workers)
-            .map(|w| {
-                let c = &self.workers[w].counters;
-                let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-                WorkerStats {
-                    delivered: r(&c.delivered),
-                    steals_made: r(&c.steals_made),
-                    steals_suffered: r(&c.steals_suffered),
-                    migrations: Migrations {
-                        cpu_follow: r(&c.mig_cpu),
-                        balance: r(&c.mig_balance),
-                        steal: r(&c.mig_steal),
-                        exit: r(&c.mig_exit),
-                    },
-                    wakeups: r(&c.wakeups),
-                    high_served: r(&c.high_served),
-                    busy_ns: r(&c.busy_ns),
-                    t_avg_ns: self.workers[w].t_avg(),
-                    queued: if self.qidx(w) == w || w == 0 {
-                        self.queued(w)
-                    } else {
-                        0
-                    },
-                    exited: !self.is_alive(w),
-                }
-            })
-            .collect()
-    }
-
-    /// The paper's imbalance figure: (busiest − least busy) / busiest
-    /// processing time over all workers that ever ran; 0 when idle.
-    pub fn imbalance(&self) -> f64 {
-        imbalance_of(&self.stats())
-    }
-
-    /// Exits worker `ctx`: its in-flight batch is released, its queued
-    /// sources are rescheduled to live workers, and its pinned sources are
-    /// unpinned (so nothing is lost) and listed in the report.
-    pub fn exit(&self, mut ctx: WorkerCtx, now: Nanos) -> ExitReport {
-        let me = ctx.id;
-        let bit = 1u64 << me;
-        self.alive.fetch_and(!bit, Ordering::SeqCst);
-        self.idle.fetch_and(!bit, Ordering::SeqCst);
-        let mut report = ExitReport::default();
-        let mut drained = Vec::new();
-        let last_alive = self.alive.load(Ordering::SeqCst) == 0;
-        // Per-worker queues die with their worker; the shared queue lives on
-        // unless this was the last worker.
-        if self.queues.len() > 1 || last_alive {
-            let qs = &self.queues[self.qidx(me)];
-            let mut g = lock(&qs.q);
-            g.alive = false;
-            drained.extend(g.high.drain(..));
-            drained.extend(g.regular.drain(..));
-            qs.len.store(g.len() as u64, Ordering::Relaxed);
-        }
-        self.release(&mut ctx, now);
-        for id in drained {
-            let s = &self.slots[id.index() as usize];
-            if s.load_if(id, QUEUED).is_none() {
-                continue;
-            }
-            self.unpin_if_mine(id, s, me, &mut report);
-            match self.route_with(id, s, None, now, &mut ctx.rng, Some(Reason::Exit)) {
-                Some((_, wake)) => {
-                    report.rescheduled += 1;
-                    report.wakes.extend(wake);
-                }
-                None => {
-                    // Keep it queued where it was so nothing is lost, and say so.
-                    let qs = &self.queues[self.qidx(me)];
-                    let mut g = lock(&qs.q);
-                    g.regular.push_back(id);
-                    qs.len.store(g.len() as u64, Ordering::Relaxed);
-                    report.stranded.push((id, s.token.load(Ordering::Relaxed)));
-                }
-            }
-        }
-        // Pinned sources of this worker that were idle or elsewhere.
-        let used = (self.next_slot.load(Ordering::Acquire) as usize).min(self.slots.len());
-        for (i, s) in self.slots[..used].iter().enumerate() {
-            let w = s.state.load(Ordering::Acquire);
-            if w & PHASE == FREE {
-                continue;
-            }
-            let id = SourceId::new(i as u32, slot::gen_of(w));
-            self.unpin_if_mine(id, s, me, &mut report);
-        }
-        report.wakes.append(&mut ctx.wakes);
-        report
-    }
-
-    fn unpin_if_mine(&self, id: SourceId, s: &Slot, me: WorkerId, report: &mut ExitReport) {
-        let f = s.flags();
-        if f.contains(Flags::PINNED) && s.registrar.load(Ordering::Relaxed) == me as u32 {
-            s.flags.store(f.0 & !Flags::PINNED.0, Ordering::Relaxed);
-            report.unpinned.push((id, s.token.load(Ordering::Relaxed)));
-        }
-    }
-}
-
-/// (max − min) / max of busy time over workers with any busy time.
-pub fn imbalance_of(stats: &[WorkerStats]) -> f64 {
-    let busy: Vec<u64> = stats.iter().map(|s| s.busy_ns).collect();
-    let max = busy.iter().copied().max().unwrap_or(0);
-    let min = busy.iter().copied().min().unwrap_or(0);
-    if max == 0 {
-        0.0
-    } else {
-        (max - min) as f64 / max as f64
     }
 }

@@ -1,9 +1,12 @@
 //! Unit tests of the policies and the lifecycle under a virtual clock.
+//! Locality (CPU hints through the topology tree) is in `locality.rs`.
 
 use crate::sync::Ordering;
 use crate::*;
 
-fn sched(policy: Policy, workers: usize, f: impl FnOnce(&mut Config)) -> Scheduler {
+mod locality;
+
+pub(crate) fn sched(policy: Policy, workers: usize, f: impl FnOnce(&mut Config)) -> Scheduler {
     let mut c = Config::new(policy, workers);
     f(&mut c);
     Scheduler::new(c).unwrap()
@@ -18,7 +21,7 @@ fn fake_load(s: &Scheduler, w: usize, t_ret: u64, n_ret: u64, t_avg: f64, n_cur:
     s.queues[s.qidx(w)].len.store(n_cur, Ordering::Relaxed);
 }
 
-fn queued_on(a: Activation) -> usize {
+pub(crate) fn queued_on(a: Activation) -> usize {
     match a {
         Activation::Queued { worker, .. } => worker,
         other => panic!("expected Queued, got {other:?}"),
@@ -398,28 +401,6 @@ fn pinned_sources_never_move() {
 }
 
 #[test]
-fn cpu_affinity_follows_the_flow_and_queue_affinity_stays() {
-    for (policy, follows) in [(Policy::Cpu, true), (Policy::Queue, false)] {
-        let s = sched(policy, 2, |_| {});
-        let mut rng = FastRng::new(14);
-        let (mut w0, mut w1) = (s.worker(0), s.worker(1));
-        let id = s.register(5, Flags::NONE, None).unwrap();
-        let mut ev = Vec::new();
-        assert_eq!(
-            queued_on(s.activate(id, Ready::READABLE, Some(0), 0, &mut rng)),
-            0
-        );
-        assert_eq!(s.wait(&mut w0, 1, &mut ev, 4), 1);
-        assert_eq!(s.wait(&mut w0, 2, &mut ev, 4), 0);
-        let to = queued_on(s.activate(id, Ready::READABLE, Some(1), 3, &mut rng));
-        assert_eq!(to, if follows { 1 } else { 0 }, "{policy}");
-        let got = s.wait(&mut w1, 4, &mut ev, 4) + s.wait(&mut w0, 4, &mut ev, 4);
-        assert_eq!(got, 1);
-        assert_eq!(s.stats()[1].migrations.cpu_follow, u64::from(follows));
-    }
-}
-
-#[test]
 fn shared_mode_has_one_queue_any_worker_takes_any_event() {
     let s = sched(Policy::Shared, 3, |_| {});
     let mut rng = FastRng::new(15);
@@ -651,53 +632,6 @@ impl<'a, I: Iterator<Item = &'a bool>> Positions for I {
             .map(|(i, _)| i)
             .collect()
     }
-}
-
-#[test]
-fn locality_policies_start_hintless_sources_at_their_registrar() {
-    for policy in [Policy::Queue, Policy::Cpu, Policy::Hybrid] {
-        let s = sched(policy, 3, |c| c.steal = false);
-        let mut rng = FastRng::new(20);
-        let id = s.register(1, Flags::NONE, Some(2)).unwrap();
-        // No CPU hint (a pipe): stays with worker 2.
-        for t in 0..3 {
-            let w = queued_on(s.activate(id, Ready::READABLE, None, t, &mut rng));
-            assert_eq!(w, 2, "{policy}");
-            let mut c = s.worker(2);
-            let mut ev = Vec::new();
-            s.wait(&mut c, t, &mut ev, 4);
-            s.release(&mut c, t);
-        }
-        // Queue affinity: the first hint fixes the home, later hints do not move it.
-        if policy == Policy::Queue {
-            assert_eq!(
-                queued_on(s.activate(id, Ready::READABLE, Some(0), 9, &mut rng)),
-                0
-            );
-            let mut c = s.worker(0);
-            let mut ev = Vec::new();
-            s.wait(&mut c, 10, &mut ev, 4);
-            s.release(&mut c, 11);
-            assert_eq!(
-                queued_on(s.activate(id, Ready::READABLE, Some(1), 12, &mut rng)),
-                0
-            );
-        }
-    }
-}
-
-#[test]
-fn cpu_affinity_spreads_a_cpus_flows_over_all_its_workers() {
-    // 4 workers on 2 CPUs: CPU 0 serves workers 0 and 2.
-    let s = sched(Policy::Cpu, 4, |c| c.worker_cpus = vec![0, 1, 0, 1]);
-    let mut rng = FastRng::new(21);
-    let mut per = [0usize; 4];
-    for i in 0..40 {
-        // All accepted (registered) by worker 0, all arriving on CPU 0.
-        let id = s.register(i, Flags::NONE, Some(0)).unwrap();
-        per[queued_on(s.activate(id, Ready::READABLE, Some(0), 0, &mut rng))] += 1;
-    }
-    assert_eq!(per, [20, 0, 20, 0]);
 }
 
 #[test]

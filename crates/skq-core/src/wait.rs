@@ -1,0 +1,244 @@
+//! A worker's side of the scheduler: `wait` (release the previous batch,
+//! fill the next one: high priority first within `rtshare`, batch size
+//! bounded by `rtfreq`), and the park handshake that makes sleeping safe
+//! (see `sched.rs` for why it is done under the queue lock).
+
+use crate::sched::{Scheduler, ALPHA};
+use crate::slot::{self, BUSY, IDLE, NONE, PENDING, PHASE, QUEUED, STOLEN};
+use crate::sync::{lock, Ordering};
+use crate::types::{Event, Nanos, Ready, SourceId, WorkerId};
+use crate::worker::{Counters, WorkerCtx};
+
+impl Scheduler {
+    /// A worker's `wait()`: releases its previous batch, then fills `out`
+    /// (cleared first) with at most `max` events from its own queues, stealing
+    /// if stealing is on and they are empty. Returns the number delivered.
+    pub fn wait(&self, ctx: &mut WorkerCtx, now: Nanos, out: &mut Vec<Event>, max: usize) -> usize {
+        self.release(ctx, now);
+        out.clear();
+        let mut n = self.fill(ctx, out, max);
+        if n == 0 && self.cfg.steal && self.steal(ctx) > 0 {
+            n = self.fill(ctx, out, max);
+        }
+        self.record_return(ctx, now, n);
+        n
+    }
+
+    /// Records a wait's return of `n` events at `now`: the start of the next
+    /// processing interval. [`Scheduler::wait`] calls it; drivers that
+    /// compose `release`/`fill`/`steal` themselves call it once per wait.
+    pub fn record_return(&self, ctx: &mut WorkerCtx, now: Nanos, n: usize) {
+        ctx.t_ret = now;
+        ctx.n_ret = n;
+        let l = &self.workers[ctx.id].load;
+        l.t_ret.store(now, Ordering::Relaxed);
+        l.n_ret.store(n as u64, Ordering::Relaxed);
+        Counters::bump(&self.workers[ctx.id].counters.delivered, n as u64);
+    }
+
+    /// Releases the worker's in-flight batch (done implicitly by `wait`).
+    /// Sources that became ready meanwhile are queued again; the workers to
+    /// wake accumulate in `ctx.take_wakes()`.
+    pub fn release(&self, ctx: &mut WorkerCtx, now: Nanos) {
+        let w = &self.workers[ctx.id];
+        if ctx.n_ret > 0 && now >= ctx.t_ret {
+            let elapsed = now - ctx.t_ret;
+            let per = elapsed as f64 / ctx.n_ret as f64;
+            let old = w.t_avg();
+            let t_avg = if old == 0.0 {
+                per
+            } else {
+                old + ALPHA * (per - old)
+            };
+            w.load.t_avg.store(t_avg.to_bits(), Ordering::Relaxed);
+            Counters::bump(&w.counters.busy_ns, elapsed);
+        }
+        ctx.n_ret = 0;
+        w.load.n_ret.store(0, Ordering::Relaxed);
+        let mut batch = std::mem::take(&mut ctx.batch);
+        for id in batch.drain(..) {
+            self.release_one(ctx, id, now);
+        }
+        ctx.batch = batch;
+    }
+
+    fn release_one(&self, ctx: &mut WorkerCtx, id: SourceId, now: Nanos) {
+        let s = &self.slots[id.index() as usize];
+        let mut cur = s.state.load(Ordering::Acquire);
+        loop {
+            if slot::gen_of(cur) != id.gen() || cur & PHASE != BUSY {
+                return; // deregistered while in flight
+            }
+            let keep_ready = cur & !(slot::PHASE | PENDING | STOLEN) & !(u64::MAX << 32);
+            let new = if cur & PENDING != 0 {
+                slot::word(id.gen(), QUEUED | keep_ready)
+            } else {
+                slot::word(id.gen(), IDLE)
+            };
+            match s.cas(cur, new) {
+                Ok(_) => break,
+                Err(x) => cur = x,
+            }
+        }
+        if cur & PENDING != 0 {
+            let cpu = Some(s.cpu.load(Ordering::Relaxed)).filter(|&c| c != NONE);
+            match self.route(id, s, cpu, now, &mut ctx.rng) {
+                Some((_, Some(v))) => ctx.wakes.push(v),
+                Some((_, None)) => {}
+                None => self.park_orphan(id, s),
+            }
+        }
+    }
+
+    /// Marks a source of the current batch as still having data (the handler
+    /// stopped before `EAGAIN`): it is redelivered after release.
+    pub fn still_ready(&self, ctx: &mut WorkerCtx, id: SourceId) {
+        if !ctx.batch.contains(&id) {
+            return;
+        }
+        let s = &self.slots[id.index() as usize];
+        let mut cur = s.state.load(Ordering::Acquire);
+        while slot::gen_of(cur) == id.gen() && cur & PHASE == BUSY {
+            let new = slot::with_ready(cur | PENDING, Ready::READABLE);
+            if new == cur {
+                return;
+            }
+            match s.cas(cur, new) {
+                Ok(_) => return,
+                Err(x) => cur = x,
+            }
+        }
+    }
+
+    /// Batch size limit from `rtfreq`: about 1 / (t_avg · rtfreq) events.
+    pub(crate) fn batch_cap(&self, w: WorkerId, max: usize) -> usize {
+        if self.cfg.rtfreq == 0 {
+            return max;
+        }
+        let t_avg = self.workers[w].t_avg();
+        if t_avg <= 0.0 {
+            return max;
+        }
+        let cap = 1e9 / (t_avg * self.cfg.rtfreq as f64);
+        (cap.floor() as usize).clamp(1, max.max(1))
+    }
+
+    /// Moves up to `max` events from the worker's own queues into `out` and
+    /// its in-flight batch: high priority first, at most `rtshare`% of the
+    /// batch, then regular; leftover room takes further high-priority events
+    /// (work conserving). Returns how many were added.
+    pub fn fill(&self, ctx: &mut WorkerCtx, out: &mut Vec<Event>, max: usize) -> usize {
+        if max == 0 {
+            return 0;
+        }
+        let cap = self.batch_cap(ctx.id, max);
+        let high_quota = (cap * self.cfg.rtshare as usize).div_ceil(100).max(1);
+        let qs = &self.queues[self.qidx(ctx.id)];
+        if qs.len.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let start = out.len();
+        let mut high_n = 0u64;
+        let mut g = lock(&qs.q);
+        let q = &mut *g;
+        while out.len() - start < high_quota.min(cap) {
+            let Some(id) = q.high.pop_front() else { break };
+            if self.deliver(ctx, id, true, out) {
+                high_n += 1;
+            }
+        }
+        while out.len() - start < cap {
+            let Some(id) = q.regular.pop_front() else {
+                break;
+            };
+            self.deliver(ctx, id, false, out);
+        }
+        while out.len() - start < cap {
+            let Some(id) = q.high.pop_front() else { break };
+            if self.deliver(ctx, id, true, out) {
+                high_n += 1;
+            }
+        }
+        qs.len.store(q.len() as u64, Ordering::Relaxed);
+        drop(g);
+        Counters::bump(&self.workers[ctx.id].counters.high_served, high_n);
+        out.len() - start
+    }
+
+    /// QUEUED -> BUSY for a popped entry; false for a stale entry.
+    fn deliver(&self, ctx: &mut WorkerCtx, id: SourceId, high: bool, out: &mut Vec<Event>) -> bool {
+        let s = &self.slots[id.index() as usize];
+        let mut cur = s.state.load(Ordering::Acquire);
+        loop {
+            if slot::gen_of(cur) != id.gen() || cur & PHASE != QUEUED {
+                return false;
+            }
+            let new = slot::word(id.gen(), BUSY | (cur & STOLEN));
+            match s.cas(cur, new) {
+                Ok(_) => break,
+                Err(x) => cur = x,
+            }
+        }
+        s.last.store(ctx.id as u32, Ordering::Relaxed);
+        out.push(Event {
+            token: s.token.load(Ordering::Relaxed),
+            source: id,
+            ready: slot::ready_of(cur),
+            high,
+        });
+        ctx.batch.push(id);
+        true
+    }
+
+    // ---------------------------------------------------------------- parking
+
+    /// Announces that worker `ctx` is about to sleep. Returns false (and stays
+    /// awake) if work is already visible; otherwise the worker may sleep until
+    /// woken. Pair with [`Scheduler::unpark`] after waking.
+    pub fn prepare_park(&self, ctx: &WorkerCtx) -> bool {
+        if ctx.has_wakes() {
+            return false;
+        }
+        let bit = 1u64 << ctx.id;
+        let qs = &self.queues[self.qidx(ctx.id)];
+        // Under the queue lock: a concurrent push either sees our bit or we
+        // see its entry (see `push_claim`).
+        let g = lock(&qs.q);
+        if g.len() > 0 {
+            return false;
+        }
+        self.idle.fetch_or(bit, Ordering::AcqRel);
+        drop(g);
+        true
+    }
+
+    /// Clears the worker's idle bit (after a timeout or wake-up).
+    pub fn unpark(&self, ctx: &WorkerCtx) {
+        self.idle.fetch_and(!(1u64 << ctx.id), Ordering::SeqCst);
+    }
+
+    /// Whether a live worker other than `me` is busy (not parked): only a
+    /// busy worker's queue can grow without waking anyone, so only then is
+    /// there reason for an idle thief to look again later. A push to a
+    /// parked worker wakes it instead.
+    pub fn others_busy(&self, me: WorkerId) -> bool {
+        let alive = self.alive.load(Ordering::Acquire);
+        let idle = self.idle.load(Ordering::Acquire);
+        alive & !idle & !(1u64 << me) != 0
+    }
+
+    /// Whether worker `w`'s queue holds anything.
+    pub fn has_work(&self, w: WorkerId) -> bool {
+        self.queued(w) > 0
+    }
+
+    /// Events queued on worker `w`'s queue (the shared queue in shared mode).
+    pub fn queued(&self, w: WorkerId) -> usize {
+        self.queues[self.qidx(w)].len.load(Ordering::Relaxed) as usize
+    }
+
+    /// Whether any worker is currently marked idle.
+    pub fn any_idle(&self) -> bool {
+        self.idle.load(Ordering::Relaxed) != 0
+    }
+}
