@@ -18,8 +18,10 @@ pub struct KvArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
-    /// Scheduling of the shared architecture: an skq runtime mode (vanilla, shared, queue,
-    /// cpu, best2, hybrid, with +steal/-steal), or `epoll` (plain shared epoll, no runtime).
+    /// What serves the shared architecture: an skq runtime mode (vanilla, shared, queue,
+    /// cpu, best2, hybrid, with +steal/-steal), or a baseline without skq: epoll-1to1
+    /// (one epoll per thread, connections round-robin at accept: memcached's model),
+    /// epoll-shared (one epoll set, ONESHOT + re-arm; `epoll` is its older name) or tokio.
     #[arg(long, default_value = "hybrid")]
     pub mode: String,
     /// Item memory limit in MiB (item data never exceeds it; the index is extra).
@@ -72,23 +74,19 @@ impl KvArgs {
         let limit_bytes = self
             .memory_mb
             .checked_mul(1 << 20)
-            .filter(|&b| b >= crate::shared::MIN_SHARD_BYTES)
+            .filter(|&b| b >= crate::config::MIN_SHARD_BYTES)
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "-m {}: must be at least 4 (MiB; two 2 MiB segments)",
                     self.memory_mb
                 )
             })?;
-        #[cfg(feature = "runtime")]
-        if self.arch == Arch::Shared && self.mode != crate::shared::EPOLL_MODE {
-            crate::shared_rt::runtime_config(&self.mode, self.workers, self.max_conns)?;
-        }
         let mode = if self.arch == Arch::Tpc {
             "tpc".to_string()
         } else {
             self.mode.clone()
         };
-        Ok(ServerConfig {
+        let cfg = ServerConfig {
             arch: self.arch,
             addr: self.addr,
             workers: self.workers,
@@ -100,7 +98,14 @@ impl KvArgs {
             },
             max_conns: self.max_conns,
             pin: self.pin,
-        })
+        };
+        #[cfg(feature = "runtime")]
+        if self.arch == Arch::Shared {
+            crate::shared::net_config(&cfg)
+                .validate()
+                .map_err(|e| anyhow::anyhow!("--mode {}: {e}", self.mode))?;
+        }
+        Ok(cfg)
     }
 }
 

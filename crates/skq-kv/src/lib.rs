@@ -25,6 +25,8 @@
 pub mod arena;
 pub mod cli;
 pub mod command;
+pub mod config;
+pub mod ctx;
 pub mod doorbell;
 pub mod exec;
 pub mod fuzzing;
@@ -32,12 +34,11 @@ pub mod meta;
 pub mod murmur3;
 pub mod protocol;
 pub mod ring;
+pub mod running;
 pub mod server;
 pub mod session;
-pub mod shared;
-pub mod shared_epoll;
 #[cfg(feature = "runtime")]
-pub mod shared_rt;
+pub mod shared;
 pub mod stats;
 pub mod store;
 pub mod tpc;

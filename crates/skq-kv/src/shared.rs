@@ -1,58 +1,68 @@
 //! The shared architecture: one store for all workers, split into lock shards by
 //! MurmurHash3 of the key, so any worker can serve any connection.
 //!
-//! Two I/O drivers serve it:
-//! - [`crate::shared_rt`] (every skq mode: `vanilla`, `shared`, `queue`, `cpu`, `best2`,
-//!   `hybrid`, `+steal` variants): the skq runtime decides which worker handles a
-//!   connection's readiness;
-//! - [`crate::shared_epoll`] (`--mode epoll`): no runtime, one epoll instance shared by all
-//!   workers with `EPOLLONESHOT` — plain Linux, a baseline.
+//! The cache's protocol is a sans-I/O [`KvProtocol`] of the server layer
+//! (`skq-net`), so every driver serves it (`--mode`): the skq runtime in any
+//! scheduling mode (`vanilla`, `shared`, `queue`, `cpu`, `best2`, `hybrid`,
+//! `+steal`), and the baselines without skq: `epoll-1to1` (memcached's own
+//! model), `epoll-shared` (one epoll set, `EPOLLONESHOT` + re-arm; `epoll` is
+//! its older name) and `tokio`.
 
-use std::net::TcpStream;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use skq_net::{Close, Cx, Protocol, Served, Server};
+
+use crate::config::ServerConfig;
+use crate::ctx::Ctx;
 use crate::exec::{apply, get_one};
 use crate::murmur3::murmur3_x86_32;
-use crate::protocol::Command;
-use crate::server::{Ctx, Running, ServerConfig};
-use crate::session::{Dispatch, Fill, Handler, Session};
+use crate::protocol::{Command, Parser, Step};
+use crate::running::{Running, Workers};
 use crate::store::{PartStats, Partition};
 
-/// `--mode` value selecting the plain-epoll driver.
-pub const EPOLL_MODE: &str = "epoll";
+/// Reads a large value may need: the largest item plus the longest line.
+const READ_SLACK: usize = 64 << 10;
 
-/// Starts the shared-architecture server with the driver `cfg.mode` selects.
+/// The server layer's configuration for the cache's `--mode` and limits.
+pub fn net_config(cfg: &ServerConfig) -> skq_net::ServerConfig {
+    let mut c = skq_net::ServerConfig::with_mode(&cfg.mode, cfg.workers);
+    c.addr = cfg.addr;
+    c.pin = cfg.pin;
+    c.max_conns = cfg.max_conns;
+    // The cache answers many small requests per event: take a batch of
+    // events per wait, as memcached does.
+    c.sched.batch = 64;
+    c
+}
+
+/// Starts the shared-architecture server on the driver `cfg.mode` names.
 pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
-    if cfg.mode == EPOLL_MODE {
-        return crate::shared_epoll::start(cfg);
-    }
-    #[cfg(feature = "runtime")]
-    return crate::shared_rt::start(cfg);
-    #[cfg(not(feature = "runtime"))]
-    anyhow::bail!(
-        "--mode {}: built without the skq runtime (feature `runtime`); use --mode epoll",
-        cfg.mode
-    )
+    let net = net_config(&cfg);
+    net.validate()
+        .map_err(|e| anyhow::anyhow!("--mode {}: {e}", cfg.mode))?;
+    let store = SharedStore::new(cfg.limit_bytes, cfg.limits.max_item_size);
+    let workers = cfg.workers;
+    let ctx = Arc::new(Ctx::new(cfg));
+    let proto = Arc::new(KvProtocol {
+        ctx: ctx.clone(),
+        store,
+    });
+    let handle = Server::start(&net, proto)
+        .map_err(|e| anyhow::anyhow!("--addr {}: cannot serve: {e}", net.addr))?;
+    Ok(Running {
+        addr: handle.local_addr(),
+        ctx,
+        workers: Workers::Net(handle),
+        accepted: Arc::new(
+            (0..workers)
+                .map(|_| crossbeam_utils::CachePadded::new(Default::default()))
+                .collect(),
+        ),
+    })
 }
 
-/// Admits a freshly accepted connection or refuses it with memcached's message.
-/// Returns the stream, non-blocking with `TCP_NODELAY`, when admitted.
-pub fn admit(ctx: &Ctx, worker: usize, stream: TcpStream) -> Option<TcpStream> {
-    let c = &ctx.counters[worker];
-    if !ctx.admit() {
-        c.rejected_connections.fetch_add(1, Ordering::Relaxed);
-        let _ = std::io::Write::write_all(&mut &stream, b"ERROR Too many open connections\r\n");
-        return None;
-    }
-    let _ = stream.set_nonblocking(true);
-    let _ = stream.set_nodelay(true);
-    c.total_connections.fetch_add(1, Ordering::Relaxed);
-    Some(stream)
-}
-
-/// The smallest memory per lock shard (two 2 MiB segments).
-pub const MIN_SHARD_BYTES: usize = 2 * crate::arena::SEGMENT_SIZE;
+pub use crate::config::MIN_SHARD_BYTES;
 const MAX_SHARDS: usize = 16;
 
 /// The store: partitions behind mutexes.
@@ -105,98 +115,120 @@ impl SharedStore {
     }
 }
 
-/// Executes commands against the shared store.
-pub struct SharedHandler<'a> {
-    /// Server state.
-    pub ctx: &'a Ctx,
-    /// The store.
-    pub store: &'a SharedStore,
-    /// This worker's index (selects its counter block).
-    pub worker: usize,
-}
-
-impl Handler for SharedHandler<'_> {
-    fn handle(&mut self, s: &mut Session, cmd: Command) -> Dispatch {
-        let c = &self.ctx.counters[self.worker];
-        let now = self.ctx.now();
-        match &cmd {
-            Command::Get { keys, cas, touch } => {
-                let out = s.reply_buf();
-                for k in keys {
-                    get_one(&mut self.store.lock(k), k, *cas, *touch, now, c, out);
-                }
-                out.extend_from_slice(b"END\r\n");
-            }
-            Command::FlushAll { delay, noreply } => {
-                c.cmd_flush.fetch_add(1, Ordering::Relaxed);
-                self.store.flush_all(*delay as u32, now.rel);
-                if !noreply {
-                    s.reply(b"OK\r\n");
-                }
-            }
-            _ => {
-                let store = self.store;
-                if !self.ctx.keyless(self.worker, s, &cmd, || store.stats()) {
-                    let key = cmd.key().expect("remaining commands carry one key");
-                    apply(&mut store.lock(key), &cmd, now, c, s.reply_buf());
-                }
-            }
-        }
-        Dispatch::Done
-    }
-}
-
-/// What one service step on a connection asks of its caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Step {
-    /// Close the connection (EOF, I/O error or protocol violation; the
-    /// violation is already counted).
-    pub close: bool,
-    /// The read stopped because the session's input buffer was full, so
-    /// bytes may remain in the socket.
-    pub full: bool,
-}
-
-/// One service step of the shared architecture, the same for both drivers
-/// (skq runtime and plain epoll): read what the socket has if `read` and the
-/// session wants input, execute every complete command against the store,
-/// write the replies, and count bytes and protocol closes.
-pub(crate) fn serve_step(
-    ctx: &Ctx,
-    store: &SharedStore,
-    worker: usize,
-    session: &mut Session,
-    stream: &mut TcpStream,
-    read: bool,
-) -> Step {
+/// Executes one command against the shared store, writing its reply to `out`.
+pub fn execute(ctx: &Ctx, store: &SharedStore, worker: usize, cmd: &Command, out: &mut Vec<u8>) {
     let c = &ctx.counters[worker];
-    let mut ok = true;
-    let mut full = false;
-    if read && session.wants_read() {
-        match session.fill(stream) {
-            Ok(Fill::Read(n)) => {
-                c.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+    let now = ctx.now();
+    match cmd {
+        Command::Get { keys, cas, touch } => {
+            for k in keys {
+                get_one(&mut store.lock(k), k, *cas, *touch, now, c, out);
             }
-            Ok(Fill::Full(n)) => {
-                c.bytes_read.fetch_add(n as u64, Ordering::Relaxed);
-                full = true;
+            out.extend_from_slice(b"END\r\n");
+        }
+        Command::FlushAll { delay, noreply } => {
+            c.cmd_flush.fetch_add(1, Ordering::Relaxed);
+            store.flush_all(*delay as u32, now.rel);
+            if !noreply {
+                out.extend_from_slice(b"OK\r\n");
             }
-            Ok(Fill::Eof) => {}
-            Err(_) => ok = false,
+        }
+        _ => {
+            if !ctx.keyless(out, cmd, || store.stats()) {
+                let key = cmd.key().expect("remaining commands carry one key");
+                apply(&mut store.lock(key), cmd, now, c, out);
+            }
         }
     }
-    if ok {
-        let mut h = SharedHandler { ctx, store, worker };
-        match session.pump(&mut h, stream) {
-            Ok(n) => {
-                c.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
+}
+
+/// The memcached text protocol over the shared store.
+pub struct KvProtocol {
+    /// Server state (configuration, memcached's counters).
+    pub ctx: Arc<Ctx>,
+    /// The store.
+    pub store: SharedStore,
+}
+
+impl Protocol for KvProtocol {
+    type Session = Parser;
+
+    fn open(&self, worker: usize) -> Parser {
+        let c = &self.ctx.counters[worker];
+        c.total_connections.fetch_add(1, Ordering::Relaxed);
+        self.ctx.curr_conns.fetch_add(1, Ordering::Relaxed);
+        Parser::new(self.ctx.cfg.limits)
+    }
+
+    fn serve(
+        &self,
+        parser: &mut Parser,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        cx: &mut Cx<'_>,
+    ) -> Served {
+        let w = cx.worker();
+        let c = &self.ctx.counters[w];
+        let mut consumed = 0;
+        let served = loop {
+            let (n, step) = parser.parse(&input[consumed..]);
+            consumed += n;
+            match step {
+                Step::NeedMore => break Served::NeedInput { consumed },
+                // A swallowed data block or a silent error: parse on.
+                Step::Skip => {}
+                Step::Reply(msg) => {
+                    out.extend_from_slice(msg);
+                    break Served::Request { consumed };
+                }
+                Step::Close(reason) => {
+                    out.extend_from_slice(reason.message());
+                    c.skq_protocol_closes.fetch_add(1, Ordering::Relaxed);
+                    break Served::Close {
+                        consumed,
+                        why: Close::Protocol,
+                    };
+                }
+                Step::Command(Command::Quit) => {
+                    break Served::Close {
+                        consumed,
+                        why: Close::Eof,
+                    };
+                }
+                Step::Command(cmd) => {
+                    let before = out.len();
+                    execute(&self.ctx, &self.store, w, &cmd, out);
+                    c.bytes_written
+                        .fetch_add((out.len() - before) as u64, Ordering::Relaxed);
+                    break Served::Request { consumed };
+                }
             }
-            Err(_) => ok = false,
-        }
+        };
+        c.bytes_read.fetch_add(consumed as u64, Ordering::Relaxed);
+        served
     }
-    let close = !ok || session.finished();
-    if close && session.violation.is_some() {
-        c.skq_protocol_closes.fetch_add(1, Ordering::Relaxed);
+
+    fn close(&self, _parser: Parser, _worker: usize) {
+        self.ctx.curr_conns.fetch_sub(1, Ordering::Relaxed);
     }
-    Step { close, full }
+
+    fn rejected(&self, worker: usize) {
+        self.ctx.counters[worker]
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn busy_message(&self) -> &'static [u8] {
+        b"ERROR Too many open connections\r\n"
+    }
+
+    /// Pipelined cache requests are cheap: write their replies once per batch.
+    fn flush_each(&self) -> bool {
+        false
+    }
+
+    fn read_limit(&self) -> usize {
+        let l = self.ctx.cfg.limits;
+        l.max_item_size + l.max_get_line + READ_SLACK
+    }
 }

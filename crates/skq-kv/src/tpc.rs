@@ -25,11 +25,13 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+use crate::config::ServerConfig;
+use crate::ctx::Ctx;
 use crate::exec::{apply, get_one};
 use crate::murmur3::murmur3_x86_32;
 use crate::protocol::Command;
 use crate::ring::{Doorbell, Rings};
-use crate::server::{Ctx, Running, ServerConfig};
+use crate::running::{Running, Workers};
 use crate::session::{Dispatch, Fill, Handler, Session};
 use crate::store::{PartStats, Partition};
 use skq_sys::epoll::{Epoll, HUP, IN, OUT, RDHUP};
@@ -331,7 +333,7 @@ impl Handler for Core {
             }
             cmd => {
                 let shared = self.shared.clone();
-                if ctx.keyless(self.me, s, &cmd, || shared.stats()) {
+                if ctx.keyless(s.reply_buf(), &cmd, || shared.stats()) {
                     return Dispatch::Done;
                 }
                 let o = owner(cmd.key().expect("remaining commands carry one key"), self.n);
@@ -394,10 +396,10 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
     let n = cfg.workers;
     let per_worker = cfg.limit_bytes / n;
     anyhow::ensure!(
-        per_worker >= crate::shared::MIN_SHARD_BYTES,
+        per_worker >= crate::config::MIN_SHARD_BYTES,
         "-m {}: thread-per-core needs at least 4 MiB (two 2 MiB segments) per worker; use -m {} or more with --workers {n}",
         cfg.limit_bytes >> 20,
-        (crate::shared::MIN_SHARD_BYTES * n) >> 20
+        (crate::config::MIN_SHARD_BYTES * n) >> 20
     );
     // The first listener picks the port (when 0 was asked for); the others join it.
     let first = net::listen(cfg.addr, true)
@@ -458,12 +460,14 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
     Ok(Running {
         addr,
         ctx,
-        threads,
-        wake: Box::new(move || {
-            wake.bells
-                .iter()
-                .for_each(|b| crate::doorbell::Wake::notify(&b.efd))
-        }),
+        workers: Workers::Threads {
+            threads,
+            wake: Box::new(move || {
+                wake.bells
+                    .iter()
+                    .for_each(|b| crate::doorbell::Wake::notify(&b.efd))
+            }),
+        },
         accepted,
     })
 }

@@ -317,6 +317,9 @@ fn every_shared_mode_serves() {
         "best2+steal",
         "hybrid-steal",
         "epoll",
+        "epoll-1to1",
+        "epoll-shared",
+        "tokio",
     ];
     for mode in modes {
         let mut cfg = common::config(Arch::Shared, 3);

@@ -35,9 +35,8 @@ impl Epoll {
     pub fn new() -> io::Result<Epoll> {
         let fd = syscall!(epoll_create1(libc::EPOLL_CLOEXEC))?;
         // SAFETY: epoll_create1 returned a fresh fd that nothing else owns.
-        Ok(Epoll {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Epoll { fd })
     }
 
     fn ctl(&self, op: i32, fd: RawFd, flags: EpollFlags, data: u64) -> io::Result<()> {

@@ -17,9 +17,8 @@ impl EventFd {
     pub fn new() -> io::Result<EventFd> {
         let fd = syscall!(eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
         // SAFETY: a fresh fd owned by nobody else.
-        Ok(EventFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(EventFd { fd })
     }
 
     /// Adds one to the counter (makes the fd readable).

@@ -89,6 +89,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::zombie_processes)] // reaped by `reap`, which clippy cannot see
     fn reaps_a_child_with_its_exit_code_and_a_killed_one_without() {
         let c = std::process::Command::new("sh")
             .args(["-c", "exit 3"])

@@ -1,0 +1,117 @@
+//! The state every worker of one cache server shares (configuration,
+//! counters, clock, connection count) and the keyless commands both
+//! architectures answer the same way.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_utils::CachePadded;
+
+use crate::config::ServerConfig;
+use crate::exec::Now;
+use crate::protocol::Command;
+use crate::stats::{write_stats, Counters, StatsInfo, WorkerCounters, VERSION};
+use crate::store::PartStats;
+
+/// State shared by all workers of one server.
+pub struct Ctx {
+    /// The configuration.
+    pub cfg: ServerConfig,
+    /// One counter block per worker.
+    pub counters: WorkerCounters,
+    started: Instant,
+    started_unix: i64,
+    /// Open connections.
+    pub curr_conns: AtomicUsize,
+    /// Set once to stop every worker.
+    pub shutdown: AtomicBool,
+    /// Source of connection tokens' generation numbers.
+    pub next_gen: AtomicU64,
+}
+
+impl Ctx {
+    /// Fresh state for `cfg`.
+    pub fn new(cfg: ServerConfig) -> Ctx {
+        let started_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let counters = (0..cfg.workers)
+            .map(|_| CachePadded::new(Counters::default()))
+            .collect();
+        Ctx {
+            cfg,
+            counters,
+            started: Instant::now(),
+            started_unix,
+            curr_conns: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            next_gen: AtomicU64::new(1),
+        }
+    }
+
+    /// The clock as commands see it (server-relative seconds start at 1).
+    pub fn now(&self) -> Now {
+        Now {
+            rel: self.started.elapsed().as_secs() as u32 + 1,
+            started_unix: self.started_unix,
+        }
+    }
+
+    /// Tries to admit one more connection under `--max-conns`.
+    pub fn admit(&self) -> bool {
+        let prev = self.curr_conns.fetch_add(1, Ordering::Relaxed);
+        if prev >= self.cfg.max_conns {
+            self.curr_conns.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Answers the commands that touch no key. `parts` gathers every partition's counters
+    /// (it is only called for `stats`). Returns false for key commands.
+    pub fn keyless(
+        &self,
+        out: &mut Vec<u8>,
+        cmd: &Command,
+        parts: impl FnOnce() -> (Vec<PartStats>, f64),
+    ) -> bool {
+        match cmd {
+            Command::Version => out.extend_from_slice(format!("VERSION {VERSION}\r\n").as_bytes()),
+            Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
+            Command::Verbosity { noreply } => {
+                if !noreply {
+                    out.extend_from_slice(b"OK\r\n");
+                }
+            }
+            Command::Stats { group: None } => {
+                let (parts, overhead) = parts();
+                let info = StatsInfo {
+                    started_unix: self.started_unix,
+                    now: self.now().rel,
+                    threads: self.cfg.workers,
+                    limit_maxbytes: self.cfg.limit_bytes as u64,
+                    max_connections: self.cfg.max_conns,
+                    curr_connections: self.curr_conns.load(Ordering::Relaxed) as u64,
+                    arch: self.cfg.arch.name(),
+                    mode: self.cfg.mode.clone(),
+                    overhead_per_item: overhead,
+                };
+                write_stats(out, &info, &self.counters, &parts);
+            }
+            Command::Stats { group: Some(g) } => match g.as_slice() {
+                b"settings" => {
+                    let _ = write!(
+                        out,
+                        "STAT maxbytes {}\r\nSTAT maxconns {}\r\nSTAT num_threads {}\r\nSTAT item_size_max {}\r\nSTAT evictions on\r\nSTAT cas_enabled yes\r\nEND\r\n",
+                        self.cfg.limit_bytes, self.cfg.max_conns, self.cfg.workers, self.cfg.limits.max_item_size
+                    );
+                }
+                b"items" | b"slabs" | b"sizes" | b"conns" => out.extend_from_slice(b"END\r\n"),
+                _ => out.extend_from_slice(b"ERROR\r\n"),
+            },
+            _ => return false,
+        }
+        true
+    }
+}
