@@ -6,8 +6,14 @@
 //! the CPU or emulated by an absolute-deadline sleep), calls `still_ready`,
 //! and the source is redelivered after the worker's next `wait`. Throughput
 //! (events/s) therefore measures the event path itself: harvest, scheduling
-//! decision, queue, delivery and release. Configurations are compared with
-//! `vanilla` measured in the same run.
+//! decision, queue, delivery and release. Configurations are compared with a
+//! baseline measured in the same run (`--baseline`, default `epoll-1to1`).
+//!
+//! Besides every skq mode, two plain-Linux baselines run the same loop with
+//! no skq scheduling: `epoll-1to1` (each worker its own epoll holding its own
+//! pipes, level-triggered, as a 1:1 server would) and `epoll-shared` (one
+//! epoll set holding every pipe with `EPOLLONESHOT`, each worker waiting on
+//! it and re-arming each pipe after serving it: the Linux floating model).
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -25,9 +31,16 @@ use crate::service::ServiceMode;
 /// `skq pipes` arguments.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PipesArgs {
-    /// Modes to compare (the first should be the baseline, vanilla).
-    #[arg(long, value_delimiter = ',', default_value = "vanilla,shared,cpu")]
+    /// Modes to compare: skq modes, epoll-1to1 and epoll-shared.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "epoll-1to1,epoll-shared,vanilla,shared,cpu"
+    )]
     pub modes: Vec<String>,
+    /// The mode every ratio is taken against (measured in the same run).
+    #[arg(long, default_value = "epoll-1to1")]
+    pub baseline: String,
     /// Worker counts for spun service.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub workers: Vec<usize>,
@@ -68,8 +81,8 @@ pub struct PipeResult {
     pub service_us: f64,
     /// Events per second over the run.
     pub events_per_s: f64,
-    /// Events per second relative to vanilla at the same workers and service.
-    pub ratio_to_vanilla: Option<f64>,
+    /// Events per second relative to the baseline at the same workers and service.
+    pub ratio_to_baseline: Option<f64>,
     /// Imbalance of busy time between workers.
     pub imbalance: f64,
     /// Steals over the run.
@@ -78,6 +91,130 @@ pub struct PipeResult {
 
 /// Runs one configuration and returns events/s.
 pub fn measure(
+    mode: &str,
+    workers: usize,
+    service: ServiceMode,
+    service_ns: u32,
+    pipes_per_worker: usize,
+    duration: Duration,
+    pin: bool,
+) -> anyhow::Result<PipeResult> {
+    match mode {
+        "epoll-1to1" | "epoll-shared" => measure_epoll(
+            mode == "epoll-shared",
+            workers,
+            service,
+            service_ns,
+            pipes_per_worker,
+            duration,
+            pin,
+        ),
+        _ => measure_skq(
+            mode,
+            workers,
+            service,
+            service_ns,
+            pipes_per_worker,
+            duration,
+            pin,
+        ),
+    }
+}
+
+/// The plain-epoll baselines: one epoll per worker (level-triggered), or one
+/// shared epoll set with `EPOLLONESHOT` and a re-arm per served event.
+fn measure_epoll(
+    shared: bool,
+    workers: usize,
+    service: ServiceMode,
+    service_ns: u32,
+    pipes_per_worker: usize,
+    duration: Duration,
+    pin: bool,
+) -> anyhow::Result<PipeResult> {
+    use skq_sys::epoll::{Epoll, IN, ONESHOT};
+    let epolls: Arc<Vec<Epoll>> = Arc::new(
+        (0..if shared { 1 } else { workers })
+            .map(|_| Epoll::new())
+            .collect::<std::io::Result<_>>()?,
+    );
+    let flags = if shared { IN | ONESHOT } else { IN };
+    let mut pipes = Vec::new();
+    for w in 0..workers {
+        for i in 0..pipes_per_worker {
+            let (mut tx, rx) = UnixStream::pair()?;
+            rx.set_nonblocking(true)?;
+            tx.write_all(b"x")?;
+            let ep = &epolls[if shared { 0 } else { w }];
+            ep.add(rx.as_raw_fd(), flags, rx.as_raw_fd() as u64)?;
+            pipes.push((tx, rx, w, i));
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Arc<Vec<crossbeam_utils::CachePadded<AtomicU64>>> =
+        Arc::new((0..workers).map(|_| Default::default()).collect());
+    let busy: Arc<Vec<crossbeam_utils::CachePadded<AtomicU64>>> =
+        Arc::new((0..workers).map(|_| Default::default()).collect());
+    let ready = Arc::new(Barrier::new(workers + 1));
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let (epolls, stop, counts, busy, ready) = (
+            epolls.clone(),
+            stop.clone(),
+            counts.clone(),
+            busy.clone(),
+            ready.clone(),
+        );
+        handles.push(thread::spawn(move || -> anyhow::Result<()> {
+            if pin {
+                skq_sys::cpu::pin_to_nth_allowed_cpu(w)?;
+            }
+            service.prepare_thread();
+            let ep = &epolls[if shared { 0 } else { w }];
+            let mut events = Vec::with_capacity(16);
+            ready.wait();
+            while !stop.load(Ordering::Relaxed) {
+                ep.wait_ns(&mut events, Some(10_000_000))?;
+                for ev in events.iter() {
+                    let spent = service.serve(service_ns);
+                    busy[w].fetch_add(u64::from(spent), Ordering::Relaxed);
+                    if shared {
+                        ep.modify(ev.u64 as i32, IN | ONESHOT, ev.u64)?;
+                    }
+                }
+                counts[w].fetch_add(events.len() as u64, Ordering::Relaxed);
+            }
+            Ok(())
+        }));
+    }
+    ready.wait();
+    let total = |c: &[crossbeam_utils::CachePadded<AtomicU64>]| -> u64 {
+        c.iter().map(|x| x.load(Ordering::Relaxed)).sum()
+    };
+    let t0 = Instant::now();
+    let base = total(&counts);
+    thread::sleep(duration);
+    let delivered = total(&counts) - base;
+    let secs = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+    }
+    drop(pipes);
+    let busy: Vec<u64> = busy.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+    Ok(PipeResult {
+        mode: if shared { "epoll-shared" } else { "epoll-1to1" }.to_string(),
+        workers,
+        service: service.to_string(),
+        service_us: service_ns as f64 / 1000.0,
+        events_per_s: delivered as f64 / secs,
+        ratio_to_baseline: None,
+        imbalance: skq_net::stats::imbalance(busy.into_iter()),
+        steals: 0,
+    })
+}
+
+fn measure_skq(
     mode: &str,
     workers: usize,
     service: ServiceMode,
@@ -149,7 +286,7 @@ pub fn measure(
         service: service.to_string(),
         service_us: service_ns as f64 / 1000.0,
         events_per_s: delivered as f64 / secs,
-        ratio_to_vanilla: None,
+        ratio_to_baseline: None,
         imbalance: skq_rt::imbalance_of(&stats),
         steals: stats.iter().map(|s| s.steals_made).sum(),
     })
@@ -189,9 +326,16 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
             ));
         }
     }
+    if !a.modes.contains(&a.baseline) {
+        bail!(
+            "--baseline {}: not among --modes ({})",
+            a.baseline,
+            a.modes.join(",")
+        );
+    }
     println!(
-        "skq pipes: {} pipes per worker, always readable; {cores} cores seen; {:.1} s per configuration",
-        a.pipes_per_worker, a.duration
+        "skq pipes: {} pipes per worker, always readable; {cores} cores seen; {:.1} s per configuration; ratios against {} measured in the same run",
+        a.pipes_per_worker, a.duration, a.baseline
     );
     let mut results: Vec<PipeResult> = Vec::new();
     for (i, (mode, w, svc, ns)) in plan.iter().enumerate() {
@@ -211,22 +355,22 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
     eprintln!();
     let base: Vec<(usize, String, f64)> = results
         .iter()
-        .filter(|r| r.mode == "vanilla")
+        .filter(|r| r.mode == a.baseline)
         .map(|r| (r.workers, r.service.clone(), r.events_per_s))
         .collect();
     for r in &mut results {
-        r.ratio_to_vanilla = base
+        r.ratio_to_baseline = base
             .iter()
             .find(|(w, s, _)| *w == r.workers && *s == r.service)
             .map(|(_, _, v)| r.events_per_s / v);
     }
     println!(
         "{:<14} {:>7} {:>8} {:>10} {:>14} {:>10} {:>10} {:>8}",
-        "mode", "workers", "service", "per-event", "events/s", "vs vanilla", "imbalance", "steals"
+        "mode", "workers", "service", "per-event", "events/s", "vs base", "imbalance", "steals"
     );
     for r in &results {
         let ratio = r
-            .ratio_to_vanilla
+            .ratio_to_baseline
             .map_or("-".to_string(), |x| format!("{x:.3}"));
         println!(
             "{:<14} {:>7} {:>8} {:>8.1}µs {:>14.0} {:>10} {:>9.1}% {:>8}",
