@@ -1,12 +1,14 @@
 //! Starting a server: the state every driver shares, and the handle.
 
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use crate::config::{Driver, ServerConfig};
 use crate::driver;
+use crate::driver::epoll::Model;
 use crate::protocol::{Close, Protocol};
 use crate::stats::{Counters, SchedulerStats, ServerInfo, ServerStats};
 
@@ -112,8 +114,8 @@ impl Server {
         });
         let running: Box<dyn Running> = match cfg.driver {
             Driver::Skq => Box::new(driver::skq::start(cfg, common)?),
-            Driver::Epoll1to1 => Box::new(driver::epoll_1to1::start(cfg, common)?),
-            Driver::EpollShared => Box::new(driver::epoll_shared::start(cfg, common)?),
+            Driver::Epoll1to1 => Box::new(driver::epoll::start(cfg, common, Model::OneToOne)?),
+            Driver::EpollShared => Box::new(driver::epoll::start(cfg, common, Model::Shared)?),
             Driver::Tokio => Box::new(driver::tokio::start(cfg, common)?),
         };
         Ok(ServerHandle {
@@ -176,4 +178,43 @@ pub(crate) fn pin_worker(w: usize) {
     if let Err(e) = skq_sys::cpu::pin_to_nth_allowed_cpu(w) {
         eprintln!("warning: could not pin worker {w}: {e}");
     }
+}
+
+/// Starts `n` worker threads named `NAME-w`, each running `run(shared, w)`.
+pub(crate) fn spawn_workers<T: Send + Sync + 'static>(
+    n: usize,
+    name: &str,
+    shared: &Arc<T>,
+    run: fn(&T, usize),
+) -> io::Result<Vec<JoinHandle<()>>> {
+    (0..n)
+        .map(|w| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("{name}-{w}"))
+                .spawn(move || run(&shared, w))
+        })
+        .collect()
+}
+
+/// The connections a non-blocking listener has ready: accepts until
+/// `EAGAIN`, skipping connections reset before they were accepted. Other
+/// errors (EMFILE and friends) end the batch with a warning; the next
+/// readiness of the listener offers the backlog again.
+pub(crate) fn accept_ready(listener: &TcpListener) -> impl Iterator<Item = TcpStream> + '_ {
+    std::iter::from_fn(move || loop {
+        match listener.accept() {
+            Ok((s, _)) => return Some(s),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                ) => {}
+            Err(e) => {
+                eprintln!("warning: accept failed: {e}");
+                return None;
+            }
+        }
+    })
 }

@@ -2,7 +2,6 @@
 //! protocol through [`crate::conn::Conn`] (tokio: through the same buffers
 //! with its own async I/O).
 
-pub(crate) mod epoll_1to1;
-pub(crate) mod epoll_shared;
+pub(crate) mod epoll;
 pub(crate) mod skq;
 pub(crate) mod tokio;

@@ -36,7 +36,7 @@ use skq_rt::{Events, Interest, Skq, Worker};
 use crate::config::ServerConfig;
 use crate::conn::{Conn, Outcome};
 use crate::protocol::{Cx, Protocol};
-use crate::server::{Common, Running, SCRATCH};
+use crate::server::{accept_ready, spawn_workers, Common, Running, SCRATCH};
 use crate::stats::{SchedulerStats, ServerStats};
 use crate::table::Table;
 
@@ -62,6 +62,7 @@ struct Shared<P: Protocol> {
     accept_races: AtomicU64,
     ownership_violations: AtomicU64,
     batch: usize,
+    pin: bool,
 }
 
 pub(crate) struct SkqDriver<P: Protocol> {
@@ -97,17 +98,9 @@ pub(crate) fn start<P: Protocol>(
         accept_races: AtomicU64::new(0),
         ownership_violations: AtomicU64::new(0),
         batch: cfg.sched.batch,
+        pin: cfg.pin,
     });
-    let mut threads = Vec::with_capacity(cfg.workers);
-    for w in 0..cfg.workers {
-        let shared = shared.clone();
-        let pin = cfg.pin;
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("skq-{w}"))
-                .spawn(move || worker_main(&shared, w, pin))?,
-        );
-    }
+    let threads = spawn_workers(cfg.workers, "skq", &shared, worker_main)?;
     Ok(SkqDriver {
         shared,
         listener_id,
@@ -173,8 +166,8 @@ impl<P: Protocol> Running for SkqDriver<P> {
     }
 }
 
-fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize, pin: bool) {
-    if pin {
+fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize) {
+    if shared.pin {
         // The runtime's CPU for worker w (its locality decisions assume it).
         if let Err(e) = shared.skq.pin_current_thread(w) {
             eprintln!("warning: could not pin worker {w}: {e}");
@@ -219,18 +212,7 @@ fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize, pin: bool) {
 /// Accepts until `EAGAIN`, registering each connection.
 fn accept_all<P: Protocol>(shared: &Shared<P>, worker: &Worker) {
     let w = worker.id();
-    loop {
-        let stream = match shared.listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
-            // EMFILE and friends: the next connection attempt brings a new edge.
-            Err(e) => {
-                eprintln!("warning: accept failed: {e}");
-                return;
-            }
-        };
+    for stream in accept_ready(&shared.listener) {
         let Some(stream) = shared.common.admit(w, stream) else {
             continue;
         };
