@@ -1,7 +1,8 @@
-# skq bench: the peers it measures against (memcached, nginx) and the headless
-# browser its report test opens report.html in. Sourced by scripts/setup.sh,
-# which defines apt_install.
-apt_install memcached chromium chromium-driver
+# skq bench: the peers it measures against (memcached, nginx), the headless
+# browser its report test opens report.html in, and iproute2 (`ip netns`) for
+# emulated RSS (the network namespace the sweep runs in). Sourced by
+# scripts/setup.sh, which defines apt_install.
+apt_install memcached chromium chromium-driver iproute2
 # nginx-light is the small build; Debian releases without it ship plain nginx.
 if apt-cache show nginx-light >/dev/null 2>&1; then
     apt_install nginx-light

@@ -2,10 +2,11 @@
 //!
 //! Without arguments it runs the built-in default ([`crate::config::default_file`]):
 //! the RPC server with 8 workers, emulated exponential and bimodal-1 service
-//! with S̄ = 500 µs, configurations vanilla, shared, cpu, best2+steal,
-//! hybrid and tokio, five loads each; about 2½ minutes at most on two cores,
-//! less when curves saturate early. `--config FILE` replaces the default
-//! (schema in [`crate::config`]); the other flags override either.
+//! with S̄ = 500 µs, configurations hybrid, cpu, epoll-1to1, epoll-shared and
+//! tokio (ratios against epoll-1to1), five loads each, with emulated RSS over
+//! every CPU where the machine allows it; about 2¼ minutes at most on two
+//! cores, less when curves saturate early. `--config FILE` replaces the
+//! default (schema in [`crate::config`]); the other flags override either.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -15,8 +16,10 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::{self, ConfigEntry, Curve, MatrixEntry, ServiceMode, Sweep, SweepFile};
+use crate::interrupt;
 use crate::output::{self, RunInfo};
 use crate::process::{allowed_cpus, ProcessRunner};
+use crate::rss::{cpu_list, RssEnv, RssSpec};
 use crate::summary;
 use crate::sweep::{self, PlannedPoint, Progress};
 
@@ -28,7 +31,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Configurations: skq policies (vanilla, shared, queue, cpu, best2,
-    /// hybrid, optionally +steal), tokio, memcached or nginx.
+    /// hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio,
+    /// memcached, nginx, kv-tpc or kv-MODE (e.g. kv-hybrid, kv-epoll-1to1).
     #[arg(long, value_delimiter = ',', value_name = "MODE,...")]
     pub modes: Vec<String>,
     /// Workloads (exponential, bimodal-1, ...), crossed with --modes.
@@ -61,6 +65,16 @@ pub struct BenchArgs {
     /// Load connections per point.
     #[arg(long)]
     pub connections: Option<usize>,
+    /// Emulated RSS: run servers and generators in a network namespace whose
+    /// loopback spreads flows over these CPUs with RPS (`all`, a list such
+    /// as `0,1` or `0-3`, or `off`). Default: the sweep's `rss` setting
+    /// (`all` for the built-in sweep, `off` for files that do not set it).
+    #[arg(long, value_name = "CPUS|all|off")]
+    pub rss: Option<RssSpec>,
+    /// Move flows every N ms while a point runs: the RPS mask alternates
+    /// between the whole --rss set and one of its CPUs in turn (0 = never).
+    #[arg(long, value_name = "N")]
+    pub rss_migrate_ms: Option<u64>,
     /// Output folder (default `results/bench-<timestamp>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -121,6 +135,8 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     sw.warmup_secs = a.warmup_secs.or(sw.warmup_secs);
     sw.slo_factor = a.slo_factor.or(sw.slo_factor);
     sw.cdf_load = a.cdf_load.or(sw.cdf_load);
+    sw.rss = a.rss.clone().or(sw.rss.take());
+    sw.rss_migrate_ms = a.rss_migrate_ms.or(sw.rss_migrate_ms);
     let what = if a.config.is_some() {
         "--config with flags"
     } else {
@@ -150,6 +166,9 @@ impl Progress for Bar {
             self.0.println(line);
         }
     }
+    fn cancelled(&self) -> bool {
+        interrupt::interrupted()
+    }
 }
 
 /// `skq bench`.
@@ -177,6 +196,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
         out.display()
     );
     if a.dry_run {
+        let rss = match sweep.settings.rss.resolve(&cpus)? {
+            Some(c) => format!(
+                "over CPUs {}{} (the namespace is created when the sweep runs)",
+                cpu_list(&c),
+                sweep
+                    .settings
+                    .rss_migrate_ms
+                    .map_or(String::new(), |ms| format!(", flows migrate every {ms} ms"))
+            ),
+            None => "off".into(),
+        };
+        println!("  emulated RSS: {rss}");
         for (c, pts) in sweep.curves.iter().zip(sweep::plan(&sweep)) {
             let rates: Vec<String> = pts.iter().map(|p| format!("{:.0}", p.target_rps)).collect();
             let sv = c
@@ -193,7 +224,23 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     std::fs::create_dir_all(&out)
         .with_context(|| format!("--out {}: cannot create it", out.display()))?;
+    // Before any other thread exists (see `interrupt::install`).
+    if let Err(e) = interrupt::install() {
+        println!("skq bench: warning: Ctrl-C is not handled ({e}); an interrupted sweep may leave its network namespace (removed at the next start)");
+    }
     let mut runner = ProcessRunner::from_current_exe(cpus.clone(), std::env::temp_dir())?;
+    // Dropped with the runner on every way out of this function.
+    let (env, rss) = RssEnv::start(&sweep.settings, &cpus)?;
+    if rss.refused() {
+        println!(
+            "skq bench: emulated RSS off, running without it: {}",
+            rss.off_reason.as_deref().unwrap_or("?")
+        );
+    } else {
+        println!("skq bench: emulated RSS {}", rss.describe());
+    }
+    runner.rss = env;
+    runner.rss_label = rss.label();
     let bar = ProgressBar::with_draw_target(Some(points as u64), ProgressDrawTarget::stdout());
     if !std::io::stdout().is_terminal() {
         bar.set_draw_target(ProgressDrawTarget::hidden());
@@ -216,8 +263,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         wall_s: t0.elapsed().as_secs_f64(),
         loadavg_before,
         loadavg_after: output::loadavg(),
+        rss,
+        interrupted: interrupt::interrupted(),
     };
     output::write_all(&out, &sweep, &records, &summaries, &info)?;
+    for line in output::run_lines(&info) {
+        println!("{line}");
+    }
     print!(
         "{}",
         output::summary_table(&summaries, &sweep.settings.baseline).to_text()
@@ -239,5 +291,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         info.wall_s,
         out.join("report.html").display()
     );
+    if info.interrupted {
+        anyhow::bail!("interrupted; partial results in {}", out.display());
+    }
     Ok(())
 }

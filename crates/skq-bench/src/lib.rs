@@ -1,19 +1,43 @@
 //! `skq bench`: the sweep harness.
 //!
-//! It sweeps offered load over a set of server configurations (skq policy or
-//! runtime, workload, workers, service mode; or a peer such as memcached),
-//! stops each configuration once it saturates, and reports maximum load at
-//! SLO (p99 ≤ k·S̄, S̄ measured) per configuration, as a ratio to the
-//! `vanilla` baseline of the same run and to the theoretical bound.
+//! It sweeps offered load over a set of server configurations (skq policy,
+//! plain epoll server or tokio, workload, workers, service mode; or a peer
+//! such as memcached), stops each configuration once it saturates, and
+//! reports maximum load at SLO (p99 ≤ k·S̄, S̄ measured) per configuration,
+//! as a ratio to the baseline configuration of the same run and to the
+//! theoretical bound.
 //!
-//! Layout, in the order data flows:
+//! # What it guarantees
+//!
+//! * **Every planned point has one record**, measured, failed (with the
+//!   reason) or skipped, in every output; a failing configuration ends its
+//!   own curve, never the sweep.
+//! * **Nothing is judged on the nominal service time** where a measured one
+//!   exists: SLO, capacity fraction and the bound use S̄ measured from the
+//!   replies (BRIEF §8).
+//! * **A point that failed a self-check is marked** (`FAIL`, `*`) wherever
+//!   its numbers appear; a late generator is measured again before it may
+//!   end a curve.
+//! * **Every output says how it was measured**: the CPUs seen, spin or
+//!   emulated service, whether emulated RSS was on (over which CPUs, with
+//!   what flow migration) or why it was off, and whether the machine was
+//!   busy or a signal interrupted the sweep.
+//! * **Nothing is left behind**: servers and generators are stopped and
+//!   reaped after each point; the emulated-RSS namespace is deleted on every
+//!   exit path (normal end, error return, panic, Ctrl-C; see
+//!   [`interrupt`] and [`rss`]).
+//!
+//! # Layout, in the order data flows
 //! * [`config`]: the TOML schema and flags → a validated [`config::Sweep`];
 //! * [`sweep`]: planning, the per-curve loop, saturation stop, the
 //!   [`sweep::Runner`] trait that measures one point;
-//! * [`process`] and [`peers`]: the real runner (server and load generator as
-//!   child processes, readiness, CPU placement and CPU time);
+//! * [`process`], [`server`], [`procstat`] and [`peers`]: the real runner
+//!   (server and load generator as child processes, readiness, CPU placement
+//!   and CPU time);
+//! * [`rss`]: emulated RSS, the network namespace the processes run in;
+//! * [`interrupt`]: Ctrl-C and SIGTERM;
 //! * [`summary`]: max load at SLO, ratios and self-check verdicts;
-//! * [`bound`]: the theoretical bound (from the simulator, once it exists);
+//! * [`bound`]: the theoretical bound from the simulator;
 //! * [`output`] and [`hdr`]: files, tables, plots and the HTML report,
 //!   rendered through `skq_report`;
 //! * [`cli`]: `BenchArgs` and `run`, called by the `skq` binary.
@@ -24,8 +48,12 @@ pub mod bound;
 pub mod cli;
 pub mod config;
 pub mod hdr;
+pub mod interrupt;
 pub mod output;
 pub mod peers;
 pub mod process;
+pub mod procstat;
+pub mod rss;
+pub mod server;
 pub mod summary;
 pub mod sweep;

@@ -17,7 +17,9 @@ use crate::config::{Curve, ServerKind};
 /// (nginx's configuration, document root, pid file and temp paths).
 pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Result<Command> {
     match curve.server {
-        ServerKind::Skq | ServerKind::Tokio => Ok(skq_command(curve, skq, port)),
+        ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => {
+            Ok(skq_command(curve, skq, port))
+        }
         ServerKind::Memcached => memcached_command(curve.workers, port),
         ServerKind::Nginx => nginx_command(curve.workers, port, workdir),
         ServerKind::Kv => Ok(kv_command(curve, skq, port)),
@@ -47,7 +49,9 @@ pub fn kv_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     c
 }
 
-/// `skq serve rpc --addr 127.0.0.1:PORT --workers N ...`.
+/// `skq serve rpc --addr 127.0.0.1:PORT --workers N ...`: `--runtime tokio`,
+/// `--mode epoll-1to1|epoll-shared` (the plain epoll servers), or
+/// `--mode POLICY --runtime skq`.
 pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     let mut c = Command::new(skq);
     c.args(["serve", "rpc", "--addr", &format!("127.0.0.1:{port}")]);
@@ -55,6 +59,9 @@ pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     match curve.server {
         ServerKind::Tokio => {
             c.args(["--runtime", "tokio"]);
+        }
+        ServerKind::Epoll => {
+            c.args(["--mode", &curve.mode]);
         }
         _ => {
             c.args(["--mode", &curve.mode, "--runtime", "skq"]);
@@ -103,8 +110,7 @@ pub fn memcached_command(threads: usize, port: u16) -> Result<Command> {
         "-l",
         "127.0.0.1",
     ]);
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
+    if skq_sys::process::is_root() {
         c.args(["-u", "nobody"]);
     }
     Ok(c)
@@ -195,6 +201,41 @@ mod tests {
     }
 
     #[test]
+    fn epoll_modes_map_to_skq_serve_rpc_mode() {
+        for mode in ["epoll-1to1", "epoll-shared"] {
+            let e = ConfigEntry {
+                mode: Some(mode.into()),
+                ..ConfigEntry::default()
+            };
+            let curve = Curve::from_entry(&e, 2).unwrap();
+            assert_eq!(
+                (curve.server, curve.protocol.as_str()),
+                (ServerKind::Epoll, "rpc")
+            );
+            let c = server_command(&curve, Path::new("/bin/skq"), 4242, Path::new("/tmp")).unwrap();
+            let args: Vec<String> = c
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(
+                args,
+                [
+                    "serve",
+                    "rpc",
+                    "--addr",
+                    "127.0.0.1:4242",
+                    "--workers",
+                    "8",
+                    "--mode",
+                    mode,
+                    "--service",
+                    "emulate"
+                ]
+            );
+        }
+    }
+
+    #[test]
     fn kv_modes_map_to_skq_serve_kv() {
         assert_eq!(
             args_of("kv-tpc"),
@@ -223,6 +264,14 @@ mod tests {
                 "--mode",
                 "hybrid"
             ]
+        );
+        assert_eq!(
+            &args_of("kv-epoll-1to1")[6..],
+            ["--arch", "shared", "--mode", "epoll-1to1"]
+        );
+        assert_eq!(
+            &args_of("kv-epoll-shared")[6..],
+            ["--arch", "shared", "--mode", "epoll-shared"]
         );
     }
 }

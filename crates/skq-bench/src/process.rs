@@ -19,21 +19,38 @@
 //! With [`Affinity::Split`] the server is confined to the first half of the
 //! CPUs and the generator to the rest (`sched_setaffinity` in the child
 //! before `exec`).
+//!
+//! With emulated RSS ([`crate::rss`]) both run in the sweep's network
+//! namespace: the server under `ip netns exec NS` (which execs in place, so
+//! its PID, CPU time and signals are its own), the generator with
+//! `skq load --netns NS`; the port search and the readiness connects run on
+//! a thread that entered the namespace; the mask is set back to the whole
+//! set at each point's start and, with a migration period, rewritten while
+//! the generator runs.
+//!
+//! After a first SIGINT/SIGTERM ([`crate::interrupt`]) a point in flight
+//! ends at once: the generator is killed and the server stopped as usual.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::fs::File;
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use skq_report::result::{CpuTime, PointResult};
+use skq_sys::netns::RpsNamespace;
+use skq_sys::process::{reap, send_signal, Signal};
 
 use crate::config::{Affinity, Curve, ServerKind, Settings};
-use crate::peers;
+use crate::interrupt;
+pub use crate::procstat::{
+    child_pids, parse_stat_cpu, parse_stat_ppid, proc_cpu_time, tree_cpu_time,
+};
+use crate::rss::RssEnv;
+pub use crate::server::ServerProcess;
 use crate::sweep::{PlannedPoint, PointFiles, Runner};
 
 /// How long a server may take to become ready.
@@ -66,24 +83,51 @@ pub fn split_cpus(
 /// The CPUs this process may run on (`sched_getaffinity`), or `0..n` with n
 /// the available parallelism when the call fails.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if r == 0 {
-        // SAFETY: CPU_ISSET reads one bit of an initialised set.
-        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-            .collect();
-        if !cpus.is_empty() {
-            return cpus;
-        }
+    match skq_sys::cpu::allowed_cpus() {
+        Ok(c) if !c.is_empty() => c.into_iter().map(|c| c as usize).collect(),
+        _ => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
     }
-    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+}
+
+/// Runs `f` on a thread that entered `ns` (sockets it creates live there),
+/// or on this thread when there is no namespace.
+pub fn in_namespace<T: Send>(
+    ns: Option<&RpsNamespace>,
+    f: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
+    let Some(ns) = ns else {
+        return f();
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ns.enter_current_thread()
+                .with_context(|| format!("entering network namespace {}", ns.name()))?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+/// `cmd` run inside `ns` (`ip netns exec NS PROGRAM ARGS...`), with the
+/// same environment changes and working folder.
+pub fn command_in(ns: &RpsNamespace, cmd: &Command) -> Command {
+    let mut c = ns.command(cmd.get_program());
+    c.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        c.current_dir(d);
+    }
+    c
 }
 
 /// Makes `cmd` run on `cpus` only.
-fn set_affinity(cmd: &mut Command, cpus: &[usize]) {
+pub(crate) fn set_affinity(cmd: &mut Command, cpus: &[usize]) {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &c in cpus {
@@ -103,92 +147,6 @@ fn set_affinity(cmd: &mut Command, cpus: &[usize]) {
     }
 }
 
-/// User and system CPU time of a live process, from `/proc/PID/stat`.
-pub fn proc_cpu_time(pid: u32) -> Result<CpuTime> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    parse_stat_cpu(&stat, clock_ticks())
-}
-
-/// CPU time of a live process plus its live direct children (nginx's
-/// workers are child processes of its master; threads are already counted
-/// in their process). A child that exited between two readings takes its
-/// time with it, so deltas are a lower bound for multi-process servers.
-pub fn tree_cpu_time(pid: u32) -> Result<CpuTime> {
-    let mut total = proc_cpu_time(pid)?;
-    for child in child_pids(pid)? {
-        // A child may exit between listing and reading: skip it.
-        if let Ok(t) = proc_cpu_time(child) {
-            total.user_s += t.user_s;
-            total.sys_s += t.sys_s;
-        }
-    }
-    Ok(total)
-}
-
-/// Live processes whose parent is `pid`.
-pub fn child_pids(pid: u32) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc")
-        .context("listing /proc")?
-        .flatten()
-    {
-        let name = entry.file_name();
-        let Some(p) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        if parse_stat_ppid(&stat) == Some(pid) {
-            out.push(p);
-        }
-    }
-    Ok(out)
-}
-
-/// The parent pid (field 4) of a `/proc/PID/stat` line.
-pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-/// utime and stime (fields 14 and 15) of a `/proc/PID/stat` line, in seconds.
-pub fn parse_stat_cpu(stat: &str, ticks_per_s: f64) -> Result<CpuTime> {
-    // The command name (field 2) is in parentheses and may hold spaces.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| anyhow!("malformed /proc stat line"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state), so field n is fields[n - 3].
-    let get = |n: usize| -> Result<f64> {
-        let v: u64 = fields
-            .get(n - 3)
-            .ok_or_else(|| anyhow!("short /proc stat line"))?
-            .parse()?;
-        Ok(v as f64 / ticks_per_s)
-    };
-    Ok(CpuTime {
-        user_s: get(14)?,
-        sys_s: get(15)?,
-    })
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
 /// The last `n` lines of a log file, for error messages.
 pub fn log_tail(path: &Path, n: usize) -> String {
     let mut s = String::new();
@@ -204,195 +162,46 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     }
 }
 
-/// A running server under test.
-pub struct ServerProcess {
-    child: Child,
-    /// Where it listens.
-    pub addr: SocketAddr,
-    log: PathBuf,
-    workdir: Option<PathBuf>,
-    stopped: bool,
+/// Why the harness killed the generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Killed {
+    /// It ran past its deadline.
+    Timeout,
+    /// The harness was interrupted.
+    Interrupted,
 }
 
-impl ServerProcess {
-    /// Starts the server of `curve` on a free port and waits until it is
-    /// ready. `scratch` holds the peers' private folders.
-    pub fn start(
-        curve: &Curve,
-        skq: &Path,
-        cpus: Option<&[usize]>,
-        log: &Path,
-        scratch: &Path,
-        ready_timeout: Duration,
-    ) -> Result<Self> {
-        let port = free_port()?;
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let workdir = match curve.server {
-            ServerKind::Nginx => Some(peers::workdir(scratch, "nginx")?),
-            _ => None,
-        };
-        let mut cmd =
-            peers::server_command(curve, skq, port, workdir.as_deref().unwrap_or(scratch))?;
-        if let Some(parent) = log.parent() {
-            std::fs::create_dir_all(parent)?;
+/// Waits for the generator and returns its exit code and resource usage;
+/// kills it at `deadline` or when the harness is interrupted. Reaps it
+/// through `wait4` (so `Child::wait` must not be called on it afterwards).
+fn wait_generator(
+    child: &Child,
+    deadline: Instant,
+) -> Result<(Option<i32>, CpuTime, Option<Killed>)> {
+    let pid = child.id();
+    let emergency = interrupt::kill_on_emergency(pid);
+    let mut killed = None;
+    loop {
+        if let Some(exit) = reap(pid, killed.is_some()).context("waiting for the load generator")? {
+            drop(emergency);
+            let cpu = CpuTime {
+                user_s: exit.user_s,
+                sys_s: exit.sys_s,
+            };
+            return Ok((exit.code, cpu, killed));
         }
-        let log_file = OpenOptions::new().create(true).append(true).open(log)?;
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log_file.try_clone()?);
-        if let Some(c) = cpus {
-            set_affinity(&mut cmd, c);
-        }
-        let program = cmd.get_program().to_string_lossy().into_owned();
-        let mut child = cmd.spawn().with_context(|| format!("starting {program}"))?;
-        let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        std::thread::spawn(move || forward_stdout(stdout, log_file, tx));
-        let mut s = ServerProcess {
-            child,
-            addr,
-            log: log.to_path_buf(),
-            workdir,
-            stopped: false,
-        };
-        if let Err(e) = s.wait_ready(&rx, ready_timeout) {
-            s.stop();
-            return Err(e);
-        }
-        Ok(s)
-    }
-
-    fn wait_ready(&mut self, rx: &mpsc::Receiver<String>, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if rx.try_recv().is_ok() {
-                return Ok(());
+        if killed.is_none() {
+            if interrupt::interrupted() {
+                killed = Some(Killed::Interrupted);
+            } else if Instant::now() >= deadline {
+                killed = Some(Killed::Timeout);
             }
-            if let Some(status) = self.child.try_wait()? {
-                self.stopped = true;
-                bail!(
-                    "server exited ({status}) before becoming ready: {}",
-                    log_tail(&self.log, 5)
-                );
-            }
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(100)).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "server not ready on {} after {:?} (no `listening on` line, connect refused): {}",
-                    self.addr,
-                    timeout,
-                    log_tail(&self.log, 5)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// CPU time so far.
-    pub fn cpu_time(&self) -> Result<CpuTime> {
-        tree_cpu_time(self.pid())
-    }
-
-    /// `Err` with the log tail when the server has exited.
-    pub fn check_alive(&mut self) -> Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            self.stopped = true;
-            bail!(
-                "server exited during the run ({status}): {}",
-                log_tail(&self.log, 5)
-            );
-        }
-        Ok(())
-    }
-
-    /// SIGTERM, then SIGKILL after [`STOP_GRACE`]; reaps the process and
-    /// removes its private folder. Idempotent.
-    pub fn stop(&mut self) {
-        if !self.stopped {
-            // SAFETY: kill has no memory preconditions; the pid is our
-            // unreaped child, so it cannot have been reused.
-            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-            let deadline = Instant::now() + STOP_GRACE;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    self.stopped = true;
-                    break;
-                }
+            if killed.is_some() {
+                // The pid is our unreaped child.
+                let _ = send_signal(pid, Signal::Kill);
+            } else {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            if !self.stopped {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                self.stopped = true;
-            }
-        }
-        if let Some(d) = self.workdir.take() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Copies the server's stdout into its log; signals the first
-/// `listening on` line.
-fn forward_stdout(stdout: std::process::ChildStdout, mut log: File, ready: mpsc::Sender<String>) {
-    let mut sent = false;
-    for line in BufReader::new(stdout).lines() {
-        let Ok(line) = line else { break };
-        let _ = writeln!(log, "{line}");
-        if !sent && line.contains("listening on") {
-            sent = ready.send(line).is_ok();
-        }
-    }
-}
-
-/// Waits for a child and returns its exit code and resource usage; kills it
-/// at `deadline`. Reaps the child through `wait4` (so `Child::wait` must not
-/// be called on it afterwards).
-fn wait_with_rusage(child: &Child, deadline: Instant) -> Result<(Option<i32>, CpuTime, bool)> {
-    let pid = child.id() as libc::pid_t;
-    let mut killed = false;
-    loop {
-        let mut status = 0;
-        // SAFETY: rusage is plain data, all-zero is valid.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        let flags = if killed { 0 } else { libc::WNOHANG };
-        // SAFETY: pid is our unreaped child; status and ru are valid for writes.
-        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut ru) };
-        if r == pid {
-            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-            let cpu = CpuTime {
-                user_s: tv(ru.ru_utime),
-                sys_s: tv(ru.ru_stime),
-            };
-            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-            return Ok((code, cpu, killed));
-        }
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e).context("waiting for the load generator");
-            }
-        }
-        if !killed && Instant::now() >= deadline {
-            // SAFETY: as above, the pid is our unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            killed = true;
-        }
-        if !killed {
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
@@ -407,18 +216,30 @@ pub struct ProcessRunner {
     pub scratch: PathBuf,
     /// How long a server may take to become ready ([`READY_TIMEOUT`]).
     pub ready_timeout: Duration,
+    /// Emulated RSS: the namespace servers and generators run in.
+    pub rss: Option<RssEnv>,
+    /// What [`Runner::rss_label`] reports for each point.
+    pub rss_label: String,
 }
 
 impl ProcessRunner {
-    /// A runner using the running executable as the skq binary.
+    /// A runner using the running executable as the skq binary, on the
+    /// host's loopback.
     pub fn from_current_exe(cpus: Vec<usize>, scratch: PathBuf) -> Result<Self> {
         let skq = std::env::current_exe().context("locating the skq binary (current_exe)")?;
-        Ok(ProcessRunner {
+        Ok(Self::new(skq, cpus, scratch))
+    }
+
+    /// A runner using `skq` as the skq binary, on the host's loopback.
+    pub fn new(skq: PathBuf, cpus: Vec<usize>, scratch: PathBuf) -> Self {
+        ProcessRunner {
             skq,
             cpus,
             scratch,
             ready_timeout: READY_TIMEOUT,
-        })
+            rss: None,
+            rss_label: "off".into(),
+        }
     }
 
     /// The `skq load` command of one point.
@@ -432,6 +253,9 @@ impl ProcessRunner {
     ) -> Command {
         let mut c = Command::new(&self.skq);
         c.arg("load").arg("--addr").arg(addr.to_string());
+        if let Some(r) = &self.rss {
+            c.args(["--netns", r.namespace().name()]);
+        }
         c.args(["--protocol", &curve.protocol]);
         c.args(["--rate", &format!("{:.3}", p.target_rps)]);
         c.args([
@@ -463,7 +287,7 @@ impl ProcessRunner {
             .arg("--hdr-log")
             .arg(&files.hdr_log);
         let label = match curve.server {
-            ServerKind::Skq | ServerKind::Tokio => curve.service.as_str(),
+            ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => curve.service.as_str(),
             ServerKind::Memcached | ServerKind::Nginx | ServerKind::Kv => "spin",
         };
         c.args(["--service-mode-label", label, "--quiet"]);
@@ -490,14 +314,18 @@ impl Runner for ProcessRunner {
             }
         }
         let _ = std::fs::remove_file(&files.json);
+        if let Some(r) = &self.rss {
+            r.reset().context("emulated RSS: setting the mask")?;
+        }
         let (server_cpus, load_cpus) = split_cpus(curve.affinity, &self.cpus);
-        let mut server = ServerProcess::start(
+        let mut server = ServerProcess::start_in(
             curve,
             &self.skq,
             server_cpus.as_deref(),
             &files.server_log,
             &self.scratch,
             self.ready_timeout,
+            self.rss.as_ref().map(RssEnv::namespace),
         )?;
         let mut cmd = self.load_command(curve, s, p, server.addr, files);
         let log = File::create(&files.load_log)?;
@@ -511,21 +339,33 @@ impl Runner for ProcessRunner {
             .spawn()
             .with_context(|| format!("starting {} load", self.skq.display()))?;
         let started = Instant::now();
-        std::thread::sleep(Duration::from_secs_f64(s.warmup_secs));
-        let cpu0 = server.cpu_time().ok();
         let deadline =
             started + Duration::from_secs_f64(s.warmup_secs + s.point_secs) + GENERATOR_SLACK;
-        let (code, gen_cpu, killed) = wait_with_rusage(&gen, deadline)?;
-        let cpu1 = server.cpu_time().ok();
+        let measure = || {
+            let warmup_end = started + Duration::from_secs_f64(s.warmup_secs);
+            while Instant::now() < warmup_end && !interrupt::interrupted() {
+                std::thread::sleep((warmup_end - Instant::now()).min(Duration::from_millis(50)));
+            }
+            let cpu0 = server.cpu_time().ok();
+            let waited = wait_generator(&gen, deadline);
+            (cpu0, waited, server.cpu_time().ok())
+        };
+        let ((cpu0, waited, cpu1), migrations) = match &self.rss {
+            Some(r) => r.while_migrating(measure),
+            None => (measure(), Default::default()),
+        };
+        let (code, gen_cpu, killed) = waited?;
         let alive = server.check_alive();
         server.stop();
-        alive?;
-        if killed {
-            bail!(
+        match killed {
+            Some(Killed::Interrupted) => bail!("interrupted; load generator killed"),
+            Some(Killed::Timeout) => bail!(
                 "load generator did not finish within {:?} of its run; killed",
                 GENERATOR_SLACK
-            );
+            ),
+            None => {}
         }
+        alive?;
         if code != Some(0) {
             let how = code.map_or("was killed by a signal".to_string(), |c| {
                 format!("exited with {c}")
@@ -545,34 +385,28 @@ impl Runner for ProcessRunner {
         if r.client_cpu == CpuTime::default() {
             r.client_cpu = gen_cpu;
         }
+        if migrations.rewrites > 0 {
+            r.checks.notes.push(format!(
+                "info: emulated RSS moved flows: {} mask rewrites during the point",
+                migrations.rewrites
+            ));
+        }
+        if let Some(e) = migrations.error {
+            r.checks
+                .notes
+                .push(format!("info: flow migration stopped early: {e}"));
+        }
         Ok(r)
+    }
+
+    fn rss_label(&self) -> String {
+        self.rss_label.clone()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_parsing_survives_spaces_in_the_name() {
-        let line = "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 1000 0 0";
-        let t = parse_stat_cpu(line, 100.0).unwrap();
-        assert_eq!(
-            t,
-            CpuTime {
-                user_s: 2.5,
-                sys_s: 0.5
-            }
-        );
-        assert!(parse_stat_cpu("garbage", 100.0).is_err());
-        assert_eq!(parse_stat_ppid(line), Some(1));
-    }
-
-    #[test]
-    fn own_cpu_time_is_readable() {
-        let t = proc_cpu_time(std::process::id()).unwrap();
-        assert!(t.user_s >= 0.0 && t.sys_s >= 0.0);
-    }
 
     #[test]
     fn split_gives_disjoint_halves() {

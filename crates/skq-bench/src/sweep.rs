@@ -7,6 +7,9 @@
 //! ends its curve (the server died or never became ready, the generator
 //! failed) and is recorded; the sweep goes on with the next curve.
 //!
+//! Cancellation: once [`Progress::cancelled`] says so (Ctrl-C), the points
+//! not yet run are recorded as skipped.
+//!
 //! Saturation: after each point the loop compares it with the curve's SLO
 //! (`slo_factor × S̄`, S̄ measured so far or nominal). A point whose p99 is
 //! above `stop_p99_factor × SLO`, or whose achieved rate is below
@@ -108,6 +111,12 @@ pub trait Runner {
         point: &PlannedPoint,
         files: &PointFiles,
     ) -> anyhow::Result<PointResult>;
+
+    /// Emulated RSS as the points run (recorded in every [`PointRecord`]):
+    /// `off`, or the CPUs and migration period ([`crate::rss::RssStatus::label`]).
+    fn rss_label(&self) -> String {
+        "off".into()
+    }
 }
 
 /// What happened to one planned point.
@@ -143,6 +152,9 @@ pub struct PointRecord {
     pub load: f64,
     /// Offered load (requests/s).
     pub target_rps: f64,
+    /// Emulated RSS while it ran ([`Runner::rss_label`]).
+    #[serde(default)]
+    pub rss: String,
     /// What happened.
     #[serde(flatten)]
     pub outcome: Outcome,
@@ -206,6 +218,11 @@ pub trait Progress {
     fn advance(&mut self, _n: u64) {}
     /// A line worth showing above the bar (errors, saturation).
     fn note(&mut self, _line: &str) {}
+    /// Whether the sweep should stop (Ctrl-C): the points not yet run are
+    /// recorded as skipped.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Progress`] that shows nothing.
@@ -227,7 +244,7 @@ fn measure(
 ) -> anyhow::Result<PointResult> {
     let mut best = runner.run_point(curve, settings, p, files)?;
     let mut attempts = 1;
-    while !best.checks.lateness_ok && attempts <= settings.retries {
+    while !best.checks.lateness_ok && attempts <= settings.retries && !progress.cancelled() {
         progress.note(&format!(
             "{} [{}]: load {:.2}: generator {:.0} µs late at p99, measuring again",
             curve.name,
@@ -267,6 +284,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Vec<PointRecord> {
     let mut records = Vec::new();
+    let rss = runner.rss_label();
     for (curve, points) in sweep.curves.iter().zip(plan(sweep)) {
         let mut measured: Vec<PointResult> = Vec::new();
         let mut stopped = false;
@@ -276,9 +294,10 @@ pub fn run(
                 config: curve.name.clone(),
                 load: p.load,
                 target_rps: p.target_rps,
+                rss: rss.clone(),
                 outcome,
             };
-            if stopped {
+            if stopped || progress.cancelled() {
                 records.push(record(Outcome::Skipped));
                 progress.advance(1);
                 continue;

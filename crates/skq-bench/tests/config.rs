@@ -2,6 +2,7 @@
 
 use skq_bench::cli::{build_sweep, BenchArgs};
 use skq_bench::config::{Affinity, ServerKind, ServiceMode, Sweep, SweepFile};
+use skq_bench::rss::RssSpec;
 use skq_bench::sweep;
 
 const EXAMPLE: &str = include_str!("../examples/sweep.toml");
@@ -105,7 +106,7 @@ fn toml_syntax_errors_are_one_line_with_position() {
 fn default_sweep_is_the_issue_matrix_and_fits_three_minutes() {
     let (s, out) = build_sweep(&BenchArgs::default(), 2).unwrap();
     assert_eq!(out, None);
-    assert_eq!(s.curves.len(), 12);
+    assert_eq!(s.curves.len(), 10);
     for c in &s.curves {
         assert_eq!(
             (c.workers, c.service, c.mean_us, c.protocol.as_str()),
@@ -113,13 +114,29 @@ fn default_sweep_is_the_issue_matrix_and_fits_three_minutes() {
         );
         assert_eq!(c.capacity_rps, 16_000.0);
     }
-    let modes: Vec<&str> = s.curves[..6].iter().map(|c| c.mode.as_str()).collect();
+    let modes: Vec<&str> = s.curves[..5].iter().map(|c| c.mode.as_str()).collect();
     assert_eq!(
         modes,
-        ["vanilla", "shared", "cpu", "best2+steal", "hybrid", "tokio"]
+        ["hybrid", "cpu", "epoll-1to1", "epoll-shared", "tokio"]
     );
-    assert!(s.curves[..6].iter().all(|c| c.workload == "exponential"));
-    assert!(s.curves[6..].iter().all(|c| c.workload == "bimodal-1"));
+    let servers: Vec<ServerKind> = s.curves[..5].iter().map(|c| c.server).collect();
+    assert_eq!(
+        servers,
+        [
+            ServerKind::Skq,
+            ServerKind::Skq,
+            ServerKind::Epoll,
+            ServerKind::Epoll,
+            ServerKind::Tokio
+        ]
+    );
+    assert!(s.curves[..5].iter().all(|c| c.workload == "exponential"));
+    assert!(s.curves[5..].iter().all(|c| c.workload == "bimodal-1"));
+    // Ratios against the plain one-epoll-per-thread server; emulated RSS
+    // over every CPU, flows left where they hash.
+    assert_eq!(s.settings.baseline, "epoll-1to1");
+    assert_eq!(s.settings.rss, RssSpec::All);
+    assert_eq!(s.settings.rss_migrate_ms, None);
     let est = sweep::estimate(&s);
     assert!(
         est.as_secs_f64() <= 180.0,
@@ -174,4 +191,75 @@ fn flags_override_file_and_defaults() {
     };
     let e = format!("{:#}", build_sweep(&bad, 2).unwrap_err());
     assert!(e.contains("unknown mode `warp`"), "{e}");
+}
+
+#[test]
+fn rss_settings_come_from_toml_and_flags() {
+    let f = SweepFile::parse("[sweep]\nrss = '0-1'\nrss_migrate_ms = 200\n[matrix]\nmodes=['cpu']")
+        .unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    assert_eq!(s.settings.rss, RssSpec::Cpus(vec![0, 1]));
+    assert_eq!(s.settings.rss_migrate_ms, Some(200));
+    // Files that do not ask for it run without; the built-in default asks.
+    let f = SweepFile::parse("[matrix]\nmodes=['cpu']").unwrap();
+    assert_eq!(Sweep::from_file(&f, 2).unwrap().settings.rss, RssSpec::Off);
+    let err = |text: &str| {
+        format!(
+            "{:#}",
+            Sweep::from_file(&SweepFile::parse(text).unwrap(), 2).unwrap_err()
+        )
+    };
+    assert!(
+        err("[sweep]\nrss_migrate_ms = 100\n[matrix]\nmodes=['cpu']").contains("set `rss` too")
+    );
+    assert!(
+        err("[sweep]\nrss = 'all'\nrss_migrate_ms = 5\n[matrix]\nmodes=['cpu']")
+            .contains("too short")
+    );
+    assert!(SweepFile::parse("[sweep]\nrss = 'fast'\n").is_err());
+    // Flags override the file and the default.
+    let a = BenchArgs {
+        rss: Some(RssSpec::Off),
+        ..Default::default()
+    };
+    assert_eq!(build_sweep(&a, 2).unwrap().0.settings.rss, RssSpec::Off);
+    let a = BenchArgs {
+        rss: Some("1".parse().unwrap()),
+        rss_migrate_ms: Some(300),
+        ..Default::default()
+    };
+    let s = build_sweep(&a, 2).unwrap().0.settings;
+    assert_eq!(
+        (s.rss, s.rss_migrate_ms),
+        (RssSpec::Cpus(vec![1]), Some(300))
+    );
+    // 0 means never.
+    let a = BenchArgs {
+        rss_migrate_ms: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(build_sweep(&a, 2).unwrap().0.settings.rss_migrate_ms, None);
+}
+
+#[test]
+fn epoll_and_kv_epoll_modes_are_accepted() {
+    let f = SweepFile::parse(
+        "[matrix]\nmodes=['epoll-1to1','epoll-shared']\n[[config]]\nmode='kv-epoll-1to1'\ncapacity_rps=1000\nslo_us=500\n[[config]]\nmode='kv-epoll-shared'\ncapacity_rps=1000\nslo_us=500",
+    )
+    .unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let kinds: Vec<(ServerKind, &str)> = s
+        .curves
+        .iter()
+        .map(|c| (c.server, c.protocol.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (ServerKind::Epoll, "rpc"),
+            (ServerKind::Epoll, "rpc"),
+            (ServerKind::Kv, "memcached"),
+            (ServerKind::Kv, "memcached")
+        ]
+    );
 }

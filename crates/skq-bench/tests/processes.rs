@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{fixture_result, temp_dir};
-use skq_bench::config::{self, ConfigEntry, Curve, Sweep};
-use skq_bench::process::{allowed_cpus, ProcessRunner, ServerProcess};
+use skq_bench::config::{self, ConfigEntry, Curve, Settings, Sweep};
+use skq_bench::process::{allowed_cpus, in_namespace, ProcessRunner, ServerProcess};
+use skq_bench::rss::{RssEnv, RssSpec};
 use skq_bench::sweep::{self, Outcome, PointFiles, Quiet};
 
 /// Writes an executable stand-in for `skq`: `serve` behaves per `server`
@@ -50,12 +51,37 @@ fn one_curve(mode: &str, loads: &[f64]) -> Sweep {
 }
 
 fn runner(skq: PathBuf, scratch: &Path) -> ProcessRunner {
-    ProcessRunner {
-        skq,
-        cpus: allowed_cpus(),
-        scratch: scratch.to_path_buf(),
-        ready_timeout: Duration::from_secs(2),
+    let mut r = ProcessRunner::new(skq, allowed_cpus(), scratch.to_path_buf());
+    r.ready_timeout = Duration::from_secs(2);
+    r
+}
+
+/// The sweep's emulated-RSS namespace over every CPU, flows moving every
+/// `migrate_ms`; `None` (and why, printed) where the machine refuses.
+fn rss_env(test: &str, migrate_ms: Option<u64>) -> Option<RssEnv> {
+    let settings = Settings {
+        rss: RssSpec::All,
+        rss_migrate_ms: migrate_ms,
+        ..Settings::default()
+    };
+    match RssEnv::start(&settings, &allowed_cpus()) {
+        Ok((Some(env), status)) => {
+            assert!(status.on && status.namespace.as_deref() == Some(env.namespace().name()));
+            Some(env)
+        }
+        Ok((None, status)) => {
+            eprintln!("{test}: skipped: emulated RSS {}", status.describe());
+            None
+        }
+        Err(e) => {
+            eprintln!("{test}: skipped: {e:#}");
+            None
+        }
     }
+}
+
+fn namespace_exists(name: &str) -> bool {
+    Path::new("/run/netns").join(name).exists()
 }
 
 fn write_result(dir: &Path, s: &Sweep) -> PathBuf {
@@ -306,4 +332,114 @@ fn point_files_are_distinct_per_point() {
         a.hdr_log,
         Path::new("/o/hdr/hybrid_exponential_w8_c64_emulate_0.200.hlog")
     );
+}
+
+#[test]
+fn with_emulated_rss_a_point_runs_in_the_namespace_which_is_then_removed() {
+    let Some(env) = rss_env("rss point", Some(40)) else {
+        return;
+    };
+    let name = env.namespace().name().to_string();
+    assert!(namespace_exists(&name));
+    let dir = temp_dir("proc-rss");
+    let s = one_curve("cpu", &[0.3]);
+    let result = write_result(&dir, &s);
+    // The server says which namespace it runs in; the generator takes long
+    // enough for the mask to be rewritten a few times.
+    let path = dir.join("skq");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/bash\n\
+             case \"$1\" in\n\
+             serve) ip netns identify $$ > '{d}/serve.ns'; echo \"listening on $4\"; exec sleep 30 ;;\n\
+             load) echo \"$@\" > '{d}/args.load'; sleep 0.4\n\
+             \x20     while [ $# -gt 0 ]; do [ \"$1\" = --json ] && json=\"$2\"; shift; done\n\
+             \x20     cp '{r}' \"$json\" ;;\n\
+             esac\n",
+            d = dir.display(),
+            r = result.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut r = runner(path, &dir);
+    r.rss = Some(env);
+    r.rss_label = "all".into();
+    let records = sweep::run(&s, &dir.join("out"), &mut r, &mut Quiet);
+    let Outcome::Measured { result: x, .. } = &records[0].outcome else {
+        panic!("{:?}", records[0].outcome)
+    };
+    assert_eq!(records[0].rss, "all");
+    let served_in = std::fs::read_to_string(dir.join("serve.ns")).unwrap();
+    assert_eq!(served_in.trim(), name, "the server runs in the namespace");
+    let load = std::fs::read_to_string(dir.join("args.load")).unwrap();
+    assert!(load.contains(&format!("--netns {name}")), "{load}");
+    assert!(
+        x.checks.notes.iter().any(|n| n.contains("mask rewrites")),
+        "flows migrated while the generator ran: {:?}",
+        x.checks.notes
+    );
+    // The whole set is back after the point.
+    let all: Vec<u32> = allowed_cpus().iter().map(|&c| c as u32).collect();
+    assert_eq!(r.rss.as_ref().unwrap().namespace().rps_cpus(), all);
+    drop(r);
+    assert!(!namespace_exists(&name), "{name} left behind");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_panic_does_not_leak_the_namespace() {
+    let name = std::sync::Mutex::new(None);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let Some(env) = rss_env("rss panic", None) else {
+            return;
+        };
+        *name.lock().unwrap() = Some(env.namespace().name().to_string());
+        panic!("a bug in the middle of a sweep");
+    }));
+    let Some(name) = name.into_inner().unwrap() else {
+        return; // skipped
+    };
+    assert!(outcome.is_err());
+    assert!(!namespace_exists(&name), "{name} left behind after a panic");
+}
+
+#[test]
+fn memcached_runs_in_the_namespace_and_answers_there() {
+    let Some(env) = rss_env("rss memcached", None) else {
+        return;
+    };
+    let dir = temp_dir("memcached-ns");
+    let curve = peer_curve("memcached");
+    let ns = env.namespace();
+    let mut server = ServerProcess::start_in(
+        &curve,
+        Path::new("/nonexistent"),
+        None,
+        &dir.join("mc.log"),
+        &dir,
+        Duration::from_secs(10),
+        Some(ns),
+    )
+    .expect("memcached must be installed (scripts/setup.sh) and start");
+    let addr = server.addr;
+    let reply = in_namespace(Some(ns), || {
+        Ok(exchange(addr, b"set k 0 0 2\r\nhi\r\nget k\r\n", "END\r\n"))
+    })
+    .unwrap();
+    assert!(reply.contains("VALUE k 0 2\r\nhi"), "{reply}");
+    // The process itself (not a wrapper) is in the namespace.
+    let out = std::process::Command::new(skq_sys::netns::ip_program())
+        .args(["netns", "identify", &server.pid().to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), ns.name());
+    assert!(
+        server.cpu_time().is_ok(),
+        "its pid is its own (ip netns exec execs)"
+    );
+    server.stop();
+    drop(env);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

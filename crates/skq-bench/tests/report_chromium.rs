@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use common::{temp_dir, FakeRunner};
 use skq_bench::config::{self, Sweep};
 use skq_bench::output::{self, RunInfo};
+use skq_bench::rss::RssStatus;
 use skq_bench::summary;
 use skq_bench::sweep::{self, Quiet};
 
@@ -94,6 +95,8 @@ fn report_renders_in_chromium_without_console_errors() {
         wall_s: 1.0,
         loadavg_before: Some(3.5),
         loadavg_after: Some(1.0),
+        rss: RssStatus::off("network namespaces not permitted: `ip netns add skq-1-0` failed"),
+        interrupted: true,
     };
     output::write_all(&dir, &s, &records, &sums, &info).unwrap();
 
@@ -146,6 +149,12 @@ fn report_renders_in_chromium_without_console_errors() {
     );
     assert!(dom.contains("the machine was busy: 1-minute load average 3.50 before"));
     assert!(dom.contains("<td class=\"fail\">FAIL</td>"));
+    // How it was measured: emulated RSS refused (an alert says why) and the
+    // interruption; the ratio column names the default's baseline.
+    assert!(dom.contains("emulated RSS was asked for but is off: network namespaces not permitted"));
+    assert!(dom.contains("off: network namespaces not permitted"));
+    assert!(dom.contains("interrupted: a signal stopped the sweep"));
+    assert!(dom.contains("× epoll-1to1"));
     // SKQ_BENCH_KEEP=1 keeps the fixture report for a look.
     if std::env::var_os("SKQ_BENCH_KEEP").is_none() {
         std::fs::remove_dir_all(&dir).unwrap();

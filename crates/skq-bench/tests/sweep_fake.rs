@@ -7,17 +7,27 @@ mod common;
 use common::{temp_dir, FakeRunner};
 use skq_bench::config::{self, Sweep, SweepFile};
 use skq_bench::output::{self, RunInfo};
+use skq_bench::rss::RssStatus;
 use skq_bench::summary::{self, SelfCheck};
 use skq_bench::sweep::{self, Outcome, PointRecord, Quiet};
 use skq_report::result::PointResult;
 
-fn default_sweep() -> Sweep {
-    Sweep::from_file(&config::default_file(), 2).unwrap()
+/// The built-in default's shape with six configurations and vanilla as the
+/// baseline, which the fixtures' efficiencies are tuned to (the harness's
+/// behaviour does not depend on which modes a sweep names).
+fn six_mode_sweep() -> Sweep {
+    let mut f = config::default_file();
+    f.matrix.as_mut().unwrap().modes =
+        ["vanilla", "shared", "cpu", "best2+steal", "hybrid", "tokio"]
+            .map(String::from)
+            .to_vec();
+    f.sweep.baseline = Some("vanilla".into());
+    Sweep::from_file(&f, 2).unwrap()
 }
 
 #[test]
 fn saturated_curves_stop_and_failures_do_not_stop_the_sweep() {
-    let s = default_sweep();
+    let s = six_mode_sweep();
     let dir = temp_dir("stop");
     let mut runner = FakeRunner {
         fail: vec![("shared".into(), 1)],
@@ -73,7 +83,7 @@ fn kind(o: &Outcome) -> &'static str {
 
 #[test]
 fn saturation_rule() {
-    let s = default_sweep().settings;
+    let s = six_mode_sweep().settings;
     let mut r = PointResult {
         achieved_rps: 1000.0,
         ..Default::default()
@@ -105,7 +115,7 @@ fn saturation_rule() {
 
 #[test]
 fn max_load_column_uses_measured_service_time() {
-    let s = default_sweep();
+    let s = six_mode_sweep();
     let dir = temp_dir("maxload");
     let records = sweep::run(&s, &dir, &mut FakeRunner::default(), &mut Quiet);
     let sums = summary::summarize(&s, &records);
@@ -213,11 +223,12 @@ fn max_load_column_uses_measured_service_time() {
 
 #[test]
 fn outputs_round_trip() {
-    let s = default_sweep();
+    let s = six_mode_sweep();
     let dir = temp_dir("outputs");
     let mut runner = FakeRunner {
         hdr: true,
         fail: vec![("tokio".into(), 0)],
+        rss: Some("0,1 migrate 250ms".into()),
         ..Default::default()
     };
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
@@ -229,6 +240,14 @@ fn outputs_round_trip() {
         wall_s: 1.0,
         loadavg_before: Some(0.3),
         loadavg_after: Some(0.5),
+        rss: RssStatus {
+            on: true,
+            cpus: vec![0, 1],
+            migrate_ms: Some(250),
+            namespace: Some("skq-1-0".into()),
+            off_reason: None,
+        },
+        interrupted: false,
     };
     output::write_all(&dir, &s, &records, &sums, &info).unwrap();
     for f in [
@@ -283,9 +302,33 @@ fn outputs_round_trip() {
             Outcome::Skipped => assert_eq!(row.get("status"), "skipped"),
         }
     }
+    // Emulated RSS is in every output: each point record, both CSVs, the
+    // text summary and the report.
+    assert!(records.iter().all(|r| r.rss == "0,1 migrate 250ms"));
+    assert!(rows.iter().all(|r| r.get("rss") == "0,1 migrate 250ms"));
+    let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",rss"), "{csv}");
+    assert!(
+        csv.lines()
+            .skip(1)
+            .all(|l| l.ends_with(",\"0,1 migrate 250ms\"")),
+        "{csv}"
+    );
+    let txt = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    assert!(
+        txt.starts_with("emulated RSS: on: RPS spreads flows over CPUs 0,1"),
+        "{txt}"
+    );
+    assert!(
+        txt.lines().next().unwrap().contains("every 250 ms"),
+        "{txt}"
+    );
+    assert!(!txt.contains("interrupted"), "{txt}");
+    assert_eq!(sj.run.rss, info.rss);
     // Interval logs were found and used for the CDF.
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("CDF from the generator&#39;s HdrHistogram interval logs"));
+    assert!(html.contains("emulated RSS") && html.contains("flows migrate every 250 ms"));
     assert!(html.contains("ERROR"), "the failed tokio curve is visible");
     assert!(
         !html.contains("the machine was busy"),
@@ -361,7 +404,7 @@ fn close(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
 
 #[test]
 fn self_check_judges_points_under_the_slo_and_the_crossing() {
-    let s = default_sweep();
+    let s = six_mode_sweep();
     let dir = temp_dir("selfcheck");
     let records = sweep::run(&s, &dir, &mut FakeRunner::default(), &mut Quiet);
     let verdict = |recs: &[PointRecord]| summary::summarize(&s, recs)[0].self_check.label();
@@ -457,7 +500,7 @@ impl sweep::Runner for LateRunner {
 
 #[test]
 fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
-    let mut s = default_sweep();
+    let mut s = six_mode_sweep();
     s.curves.truncate(1);
     s.settings.loads = vec![0.2];
     let dir = temp_dir("retry");
@@ -511,5 +554,42 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
     };
     sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.inner.calls.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Stops after `after` points have started, as Ctrl-C does.
+struct StopAfter {
+    started: usize,
+    after: usize,
+}
+
+impl sweep::Progress for StopAfter {
+    fn start(&mut self, _: &config::Curve, _: &sweep::PlannedPoint) {
+        self.started += 1;
+    }
+    fn cancelled(&self) -> bool {
+        self.started >= self.after
+    }
+}
+
+#[test]
+fn a_cancelled_sweep_records_the_rest_as_skipped() {
+    let s = six_mode_sweep();
+    let dir = temp_dir("cancel");
+    let mut runner = FakeRunner::default();
+    let mut stop = StopAfter {
+        started: 0,
+        after: 3,
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut stop);
+    assert_eq!(records.len(), 12 * 5, "every planned point has a record");
+    assert_eq!(runner.calls.len(), 3, "nothing runs after the stop");
+    let measured = records.iter().filter(|r| r.result().is_some()).count();
+    assert_eq!(measured, 3);
+    assert!(records
+        .iter()
+        .filter(|r| r.result().is_none())
+        .all(|r| r.outcome == Outcome::Skipped));
+    assert!(records.iter().all(|r| r.rss == "off"));
     std::fs::remove_dir_all(&dir).unwrap();
 }

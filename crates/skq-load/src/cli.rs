@@ -118,6 +118,11 @@ pub struct LoadArgs {
     /// e.g. `0` or `2,3`); `--capacity` picks one itself when not given.
     #[arg(long, value_delimiter = ',')]
     pub cpus: Vec<u32>,
+    /// Run in this network namespace (`/run/netns/NAME`, e.g. the emulated-RSS
+    /// namespace `skq bench` creates): the generator's threads and sockets
+    /// live there. Needs root.
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
     /// Check the generator against M/M/1 and M/D/1 using a built-in server.
     #[arg(long, conflicts_with = "capacity")]
     pub validate: bool,
@@ -197,6 +202,10 @@ impl LoadArgs {
 
 /// Entry point of `skq load`.
 pub fn run(args: LoadArgs) -> anyhow::Result<()> {
+    // Before any thread exists: every thread spawned afterwards inherits it.
+    if let Some(ns) = &args.netns {
+        skq_sys::netns::enter(ns).with_context(|| format!("--netns {ns}"))?;
+    }
     if args.validate {
         let secs = args.duration.unwrap_or(35.0);
         let d = Duration::try_from_secs_f64(secs)
@@ -420,6 +429,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("one CPU"), "{e}");
+    }
+
+    #[test]
+    fn netns_names_a_namespace_to_enter_first() {
+        assert_eq!(
+            parse("--rate 1 --netns skq-1-0").unwrap().netns.as_deref(),
+            Some("skq-1-0")
+        );
+        let e = format!(
+            "{:#}",
+            run(parse("--rate 1 --netns skq-no-such-ns").unwrap()).unwrap_err()
+        );
+        assert!(e.contains("--netns skq-no-such-ns"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod epoll;
 pub mod eventfd;
 pub mod limits;
 pub mod net;
+pub mod netns;
 pub mod process;
 pub mod signal;
 pub mod socket;

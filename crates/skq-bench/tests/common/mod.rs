@@ -153,6 +153,8 @@ pub struct FakeRunner {
     pub calls: Vec<(String, f64)>,
     /// Write interval logs beside the results.
     pub hdr: bool,
+    /// What [`Runner::rss_label`] reports (default `off`).
+    pub rss: Option<String>,
 }
 
 impl Runner for FakeRunner {
@@ -176,6 +178,10 @@ impl Runner for FakeRunner {
             write_hdr_log(&files.hdr_log, &r);
         }
         Ok(r)
+    }
+
+    fn rss_label(&self) -> String {
+        self.rss.clone().unwrap_or_else(|| "off".into())
     }
 }
 

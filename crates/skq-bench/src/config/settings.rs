@@ -1,0 +1,183 @@
+//! Sweep-wide settings ([`Settings`], the `[sweep]` table validated) and the
+//! validated [`Sweep`]: settings plus curves.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{Curve, SweepEntry, SweepFile};
+use crate::rss::{RssSpec, MIN_MIGRATE_MS};
+
+/// Validated sweep-wide settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Load fractions, ascending.
+    pub loads: Vec<f64>,
+    /// Measured seconds per point.
+    pub point_secs: f64,
+    /// Warm-up seconds per point.
+    pub warmup_secs: f64,
+    /// SLO = slo_factor × S̄.
+    pub slo_factor: f64,
+    /// Saturation: p99 > stop_p99_factor × SLO.
+    pub stop_p99_factor: f64,
+    /// Saturation: achieved < stop_rate_ratio × target.
+    pub stop_rate_ratio: f64,
+    /// Load fraction whose CDF the report plots.
+    pub cdf_load: f64,
+    /// Seconds the generator waits for outstanding replies after its last
+    /// send (`skq load --drain`); it stops earlier once all are in.
+    pub drain_secs: f64,
+    /// Mode or name of the curve each group's ratios are taken against.
+    #[serde(default = "default_baseline")]
+    pub baseline: String,
+    /// A point whose generator failed its lateness check is measured again
+    /// up to this many times (the least late attempt is kept).
+    #[serde(default)]
+    pub retries: u32,
+    /// Emulated RSS asked for (what was in force is in the run's
+    /// [`crate::rss::RssStatus`]).
+    #[serde(default)]
+    pub rss: RssSpec,
+    /// Flow migration period under emulated RSS, ms (`None`: flows stay).
+    #[serde(default)]
+    pub rss_migrate_ms: Option<u64>,
+}
+
+fn default_baseline() -> String {
+    "vanilla".into()
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            loads: vec![0.2, 0.4, 0.6, 0.75, 0.9],
+            point_secs: 1.5,
+            warmup_secs: 0.5,
+            slo_factor: 10.0,
+            stop_p99_factor: 4.0,
+            stop_rate_ratio: 0.9,
+            cdf_load: 0.5,
+            drain_secs: 1.0,
+            baseline: default_baseline(),
+            retries: 1,
+            rss: RssSpec::Off,
+            rss_migrate_ms: None,
+        }
+    }
+}
+
+impl Settings {
+    /// Defaults overridden by a `[sweep]` table, validated.
+    pub fn from_entry(e: &SweepEntry) -> Result<Settings> {
+        let d = Settings::default();
+        let mut loads = e.loads.clone().unwrap_or(d.loads);
+        if loads.is_empty()
+            || loads
+                .iter()
+                .any(|l| !(l.is_finite() && *l > 0.0 && *l <= 4.0))
+        {
+            bail!("`loads`: {loads:?} must be non-empty fractions of capacity in (0, 4]");
+        }
+        loads.sort_by(f64::total_cmp);
+        loads.dedup();
+        let s = Settings {
+            loads,
+            point_secs: e.point_secs.unwrap_or(d.point_secs),
+            warmup_secs: e.warmup_secs.unwrap_or(d.warmup_secs),
+            slo_factor: e.slo_factor.unwrap_or(d.slo_factor),
+            stop_p99_factor: e.stop_p99_factor.unwrap_or(d.stop_p99_factor),
+            stop_rate_ratio: e.stop_rate_ratio.unwrap_or(d.stop_rate_ratio),
+            cdf_load: e.cdf_load.unwrap_or(d.cdf_load),
+            drain_secs: e.drain_secs.unwrap_or(d.drain_secs),
+            baseline: e.baseline.clone().unwrap_or(d.baseline),
+            retries: e.retries.unwrap_or(d.retries),
+            rss: e.rss.clone().unwrap_or(d.rss),
+            rss_migrate_ms: e.rss_migrate_ms.filter(|&ms| ms > 0),
+        };
+        if let Some(ms) = s.rss_migrate_ms {
+            if s.rss == RssSpec::Off {
+                bail!("`rss_migrate_ms`: flows can only migrate under emulated RSS; set `rss` too");
+            }
+            if ms < MIN_MIGRATE_MS {
+                bail!("`rss_migrate_ms`: {ms} is too short; at least {MIN_MIGRATE_MS}");
+            }
+        }
+        if s.retries > 5 {
+            bail!("`retries`: {} is too many; at most 5", s.retries);
+        }
+        let positive = |v: f64, key: &str| -> Result<()> {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                bail!("`{key}`: {v} must be a positive number")
+            }
+        };
+        positive(s.point_secs, "point_secs")?;
+        positive(s.slo_factor, "slo_factor")?;
+        positive(s.stop_p99_factor, "stop_p99_factor")?;
+        positive(s.cdf_load, "cdf_load")?;
+        for (v, key) in [(s.warmup_secs, "warmup_secs"), (s.drain_secs, "drain_secs")] {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("`{key}`: {v} must be zero or positive");
+            }
+        }
+        if !(0.0..=1.0).contains(&s.stop_rate_ratio) {
+            bail!(
+                "`stop_rate_ratio`: {} must be within 0..=1",
+                s.stop_rate_ratio
+            );
+        }
+        Ok(s)
+    }
+}
+
+/// A validated sweep: settings plus curves, in run order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    /// Sweep-wide settings.
+    pub settings: Settings,
+    /// One curve per configuration.
+    pub curves: Vec<Curve>,
+}
+
+impl Sweep {
+    /// Validates a parsed file. Curve names must be unique within a group.
+    pub fn from_file(f: &SweepFile, cpus: usize) -> Result<Sweep> {
+        let settings = Settings::from_entry(&f.sweep)?;
+        let curves = f
+            .entries()
+            .iter()
+            .map(|e| Curve::from_entry(e, cpus))
+            .collect::<Result<Vec<_>>>()?;
+        if curves.is_empty() {
+            bail!("no configurations: give `[matrix]` or `[[config]]` entries (or --modes)");
+        }
+        for (i, c) in curves.iter().enumerate() {
+            if curves[..i]
+                .iter()
+                .any(|o| o.name == c.name && o.group() == c.group())
+            {
+                bail!(
+                    "configuration `{}` appears twice for {}; give one a distinct `name`",
+                    c.name,
+                    c.group()
+                );
+            }
+        }
+        Ok(Sweep { settings, curves })
+    }
+
+    /// Reads and validates a TOML file.
+    pub fn load(path: &std::path::Path, cpus: usize) -> Result<(Sweep, Option<PathBuf>)> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--config {}", path.display()))?;
+        let f = SweepFile::parse(&text).with_context(|| format!("--config {}", path.display()))?;
+        let out = f.sweep.out.clone();
+        Ok((
+            Sweep::from_file(&f, cpus).with_context(|| format!("--config {}", path.display()))?,
+            out,
+        ))
+    }
+}

@@ -1,0 +1,359 @@
+//! The tables every output shows: the per-configuration summary, a metric
+//! at each offered load, `points.csv` (written and read back), and the
+//! report's compact list of points.
+
+use anyhow::Result;
+use skq_report::result::PointResult;
+use skq_report::table::{Align, Table};
+
+use super::opt;
+use crate::bound;
+use crate::config::Sweep;
+use crate::summary::CurveSummary;
+use crate::sweep::{Outcome, PointRecord};
+
+/// The summary table (terminal, summary.txt and HTML; summary.csv adds a
+/// column, see [`summary_csv`]).
+pub fn summary_table(summaries: &[CurveSummary], baseline: &str) -> Table {
+    summary_with(summaries, baseline, None)
+}
+
+/// `summary.csv`: the summary table with an `rss` column (emulated RSS as
+/// the points ran, [`crate::rss::RssStatus::label`]), so the file says it on
+/// its own.
+pub fn summary_csv(summaries: &[CurveSummary], baseline: &str, rss: &str) -> String {
+    summary_with(summaries, baseline, Some(rss)).to_csv()
+}
+
+fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -> Table {
+    let ratio = format!("× {baseline}");
+    let mut head = vec![
+        "config",
+        "workload",
+        "service",
+        "workers",
+        "conns",
+        "S̄ nominal µs",
+        "S̄ measured µs",
+        "SLO µs",
+        "max load @SLO req/s",
+        "of N/S̄",
+        ratio.as_str(),
+        "× bound",
+        "self-check",
+        "cores",
+    ];
+    if rss.is_some() {
+        head.push("rss");
+    }
+    let mut t = Table::new(head);
+    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13] {
+        t = t.align(c, Align::Right);
+    }
+    for s in summaries {
+        let max = match (s.max_load_rps, s.max_load_is_lower_bound) {
+            (Some(m), true) => format!("≥{m:.0}"),
+            (Some(m), false) => format!("{m:.0}"),
+            (None, _) if s.measured_points > 0 => "below first point".into(),
+            (None, _) => "-".into(),
+        };
+        let bound = match (s.vs_bound, s.bound_rps) {
+            (Some(r), _) => format!("{r:.2}"),
+            (None, Some(_)) => "-".into(),
+            (None, None) => bound::MISSING.into(),
+        };
+        let mut row = vec![
+            s.spec.name.clone(),
+            s.spec.workload.clone(),
+            s.service_mode.clone(),
+            s.spec.workers.to_string(),
+            s.spec.connections.to_string(),
+            opt(s.nominal_service_us, 1),
+            opt(s.measured_service_us, 1),
+            opt(s.slo_us, 0),
+            max,
+            opt(s.max_load_fraction, 2),
+            opt(s.vs_baseline, 2),
+            bound,
+            s.self_check.label().to_string(),
+            s.cores_seen.map_or("-".into(), |c| c.to_string()),
+        ];
+        row.extend(rss.map(str::to_string));
+        t.push(row);
+    }
+    t
+}
+
+/// Columns of `points.csv`.
+pub const POINT_COLUMNS: [&str; 25] = [
+    "config",
+    "mode",
+    "workload",
+    "workers",
+    "service",
+    "load",
+    "target_rps",
+    "status",
+    "saturated",
+    "achieved_rps",
+    "sent",
+    "received",
+    "p50_us",
+    "p99_us",
+    "p99_ci_low_us",
+    "p99_ci_high_us",
+    "p999_us",
+    "max_us",
+    "measured_service_us",
+    "errors",
+    "checks_pass",
+    "notes",
+    "server_cpu_s",
+    "client_cpu_s",
+    "rss",
+];
+
+/// One row of `points.csv`, typed (what [`parse_points_csv`] returns).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PointRow {
+    /// Cells by [`POINT_COLUMNS`] order.
+    pub cells: Vec<String>,
+}
+
+impl PointRow {
+    /// A cell by column name (empty when unknown).
+    pub fn get(&self, col: &str) -> &str {
+        POINT_COLUMNS
+            .iter()
+            .position(|c| *c == col)
+            .and_then(|i| self.cells.get(i))
+            .map_or("", String::as_str)
+    }
+
+    /// A numeric cell (`None` when empty or not a number).
+    pub fn num(&self, col: &str) -> Option<f64> {
+        self.get(col).parse().ok()
+    }
+}
+
+/// What a per-load table shows in each cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointMetric {
+    /// p99 latency (µs); `*` marks a point that failed a self-check.
+    P99,
+    /// Median latency (µs).
+    P50,
+    /// Server CPU time (user + system) per reply received, µs.
+    ServerCpuPerRequest,
+}
+
+impl PointMetric {
+    fn cell(self, x: &PointResult) -> Option<String> {
+        match self {
+            PointMetric::P99 => {
+                let mark = if x.checks.pass { "" } else { "*" };
+                Some(format!("{:.0}{mark}", x.latency.p99.value))
+            }
+            PointMetric::P50 => Some(format!("{:.0}", x.latency.p50.value)),
+            PointMetric::ServerCpuPerRequest => {
+                let cpu = x.server_cpu.as_ref()?;
+                let replies = x.achieved_rps * x.meta.duration_s;
+                (replies > 0.0).then(|| format!("{:.1}", (cpu.user_s + cpu.sys_s) * 1e6 / replies))
+            }
+        }
+    }
+}
+
+/// p99 (µs) of every curve at each load fraction of the sweep, with the
+/// offered rate in the column header when all curves share it.
+pub fn p99_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
+    load_table(sweep, records, PointMetric::P99)
+}
+
+/// `metric` of every curve at each load fraction of the sweep ("-" where the
+/// point was not measured), with the offered rate in the column header when
+/// all curves share it.
+pub fn load_table(sweep: &Sweep, records: &[PointRecord], metric: PointMetric) -> Table {
+    let loads = &sweep.settings.loads;
+    let rate_of = |l: f64| -> Option<f64> {
+        let rates: Vec<f64> = records
+            .iter()
+            .filter(|r| (r.load - l).abs() < 1e-9)
+            .map(|r| r.target_rps)
+            .collect();
+        let first = *rates.first()?;
+        rates
+            .iter()
+            .all(|r| (r - first).abs() < 0.5)
+            .then_some(first)
+    };
+    let mut head = vec!["config".to_string(), "group".to_string()];
+    head.extend(loads.iter().map(|&l| match rate_of(l) {
+        Some(r) => format!("{l} ({r:.0}/s)"),
+        None => format!("load {l}"),
+    }));
+    let mut t = Table::new(head.iter().map(String::as_str));
+    for c in 2..head.len() {
+        t = t.align(c, Align::Right);
+    }
+    for (i, c) in sweep.curves.iter().enumerate() {
+        let mut row = vec![c.name.clone(), c.group()];
+        for &l in loads {
+            let cell = records
+                .iter()
+                .find(|r| r.curve == i && (r.load - l).abs() < 1e-9)
+                .and_then(|r| r.result())
+                .and_then(|x| metric.cell(x))
+                .unwrap_or_else(|| "-".to_string());
+            row.push(cell);
+        }
+        t.push(row);
+    }
+    t
+}
+
+/// The rows of `points.csv`. Numbers are written with Rust's shortest
+/// round-trip formatting, so parsing them back gives the same `f64`.
+pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
+    let mut t = Table::new(POINT_COLUMNS);
+    for r in records {
+        let c = &sweep.curves[r.curve];
+        let mut row = vec![
+            c.name.clone(),
+            c.mode.clone(),
+            c.workload.clone(),
+            c.workers.to_string(),
+            c.service.as_str().to_string(),
+            r.load.to_string(),
+            r.target_rps.to_string(),
+        ];
+        match &r.outcome {
+            Outcome::Measured {
+                result: x,
+                saturated,
+                ..
+            } => {
+                let cpu = |t: &skq_report::result::CpuTime| (t.user_s + t.sys_s).to_string();
+                row.extend([
+                    "measured".to_string(),
+                    saturated.to_string(),
+                    x.achieved_rps.to_string(),
+                    x.sent.to_string(),
+                    x.received.to_string(),
+                    x.latency.p50.value.to_string(),
+                    x.latency.p99.value.to_string(),
+                    x.latency.p99.ci_low.to_string(),
+                    x.latency.p99.ci_high.to_string(),
+                    x.latency.p999.value.to_string(),
+                    x.latency.max.to_string(),
+                    x.measured_service_us
+                        .map_or(String::new(), |v| v.to_string()),
+                    x.errors.total().to_string(),
+                    x.checks.pass.to_string(),
+                    x.checks.notes.join("; "),
+                    x.server_cpu.as_ref().map_or(String::new(), cpu),
+                    cpu(&x.client_cpu),
+                ]);
+            }
+            Outcome::Failed { error } => {
+                row.push("failed".into());
+                row.extend(std::iter::repeat_n(String::new(), 13));
+                row.push(error.clone());
+            }
+            Outcome::Skipped => row.push("skipped".into()),
+        }
+        row.resize(POINT_COLUMNS.len() - 1, String::new());
+        row.push(r.rss.clone());
+        t.push(row);
+    }
+    t
+}
+
+/// Reads `points.csv` back.
+pub fn parse_points_csv(text: &str) -> Result<Vec<PointRow>> {
+    let mut recs = skq_report::csv::parse(text)?;
+    anyhow::ensure!(!recs.is_empty(), "points.csv is empty");
+    let header = recs.remove(0);
+    anyhow::ensure!(
+        header == POINT_COLUMNS,
+        "points.csv: unexpected header {header:?}"
+    );
+    Ok(recs.into_iter().map(|cells| PointRow { cells }).collect())
+}
+
+/// The report's list of every planned point: outcome, rates, p99, checks.
+pub(super) fn compact_points(sweep: &Sweep, records: &[PointRecord]) -> Table {
+    let mut t = Table::new([
+        "config",
+        "group",
+        "load",
+        "target req/s",
+        "achieved req/s",
+        "p99 µs",
+        "S̄ meas. µs",
+        "status",
+        "checks",
+    ]);
+    for c in 2..=6 {
+        t = t.align(c, Align::Right);
+    }
+    for r in records {
+        let c = &sweep.curves[r.curve];
+        let (achieved, p99, sv, status, checks) = match &r.outcome {
+            Outcome::Measured {
+                result: x,
+                saturated,
+                ..
+            } => (
+                format!("{:.0}", x.achieved_rps),
+                format!("{:.0}", x.latency.p99.value),
+                opt(x.measured_service_us, 1),
+                if *saturated {
+                    "saturated".to_string()
+                } else {
+                    "measured".to_string()
+                },
+                point_check(x),
+            ),
+            Outcome::Failed { error } => (
+                String::new(),
+                String::new(),
+                String::new(),
+                "failed".into(),
+                error.clone(),
+            ),
+            Outcome::Skipped => (
+                String::new(),
+                String::new(),
+                String::new(),
+                "skipped".into(),
+                String::new(),
+            ),
+        };
+        t.push([
+            c.name.clone(),
+            c.group(),
+            format!("{:.2}", r.load),
+            format!("{:.0}", r.target_rps),
+            achieved,
+            p99,
+            sv,
+            status,
+            checks,
+        ]);
+    }
+    t
+}
+
+/// `PASS`, `FAIL` or `FAIL: notes` for one point.
+fn point_check(x: &skq_report::result::PointResult) -> String {
+    let mut why = x.checks.notes.clone();
+    if x.errors.total() > 0 {
+        why.push(format!("{} correctness errors", x.errors.total()));
+    }
+    match (x.checks.pass && x.errors.total() == 0, why.is_empty()) {
+        (true, _) => "PASS".into(),
+        (false, true) => "FAIL".into(),
+        (false, false) => format!("FAIL: {}", why.join("; ")),
+    }
+}
