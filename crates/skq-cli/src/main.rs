@@ -29,8 +29,13 @@ enum Cmd {
     Sim(skq_sim::cli::SimArgs),
     /// SKQ's pipe scalability benchmark (paper §6.1).
     Pipes(skq_servers::pipes::PipesArgs),
-    /// Print the CPU topology tree (NUMA node → last-level cache → core → CPUs).
-    Topology,
+    /// Print the CPU topology tree (NUMA node → last-level cache → core → CPUs), the CPUs this
+    /// process may use, and where CPU hints from every online CPU go for a worker count.
+    Topology {
+        /// Workers to place as the runtime places them (default: one per CPU this process may use).
+        #[arg(long)]
+        workers: Option<usize>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -50,7 +55,7 @@ fn main() {
         Cmd::Bench(a) => skq_bench::cli::run(a),
         Cmd::Sim(a) => skq_sim::cli::run(a),
         Cmd::Pipes(a) => skq_servers::pipes::run(a),
-        Cmd::Topology => skq_rt::topology::Topology::detect()
+        Cmd::Topology { workers } => skq_rt::topology::report(workers)
             .map(|t| print!("{t}"))
             .map_err(anyhow::Error::from),
     };

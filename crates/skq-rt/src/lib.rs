@@ -204,23 +204,34 @@ pub struct Skq {
     /// Per source slot: its fd (for SO_INCOMING_CPU) and kind.
     fds: Box<[AtomicI32]>,
     kinds: Box<[AtomicU8]>,
+    /// Per source slot: its cached CPU hint (`Config::hint_refresh`).
+    hints: Box<[skq_core::HintCell]>,
+    hint_refresh: u32,
+    /// `getsockopt(SO_INCOMING_CPU)` calls made so far.
+    incoming_cpu_calls: AtomicU64,
     need_cpu: bool,
 }
 
 impl Skq {
     /// Creates an instance. Unless `cfg.worker_cpus` is set, worker `w` is
     /// placed (for locality decisions and [`Skq::pin_current_thread`]) on the
-    /// w-th CPU of the topology's spread order, wrapping around.
+    /// w-th CPU of the topology's spread order over the CPUs this process may
+    /// use, wrapping around ([`topology::worker_cpus`]). Unless
+    /// `cfg.cpu_topology` is set, it is filled from /sys
+    /// ([`topology::Topology::places`]), so a CPU hint naming a CPU without a
+    /// worker goes to the nearest workers in the tree (`skq topology` shows
+    /// the mapping); an unreadable /sys leaves it empty (such hints spread).
     pub fn new(mut cfg: Config) -> Result<Arc<Skq>, Error> {
         cfg.validate()?;
+        let topo = topology::Topology::detect().ok();
         if cfg.worker_cpus.is_empty() {
             let allowed = sys::cpu::allowed_cpus()?;
-            let order = topology::Topology::detect()
-                .map(|t| t.spread_order(&allowed))
-                .unwrap_or_else(|_| allowed.clone());
-            let order = if order.is_empty() { vec![0] } else { order };
-            cfg.worker_cpus = (0..cfg.workers).map(|w| order[w % order.len()]).collect();
+            cfg.worker_cpus = topology::worker_cpus(topo.as_ref(), &allowed, cfg.workers);
         }
+        if cfg.cpu_topology.is_empty() {
+            cfg.cpu_topology = topo.map(|t| t.places()).unwrap_or_default();
+        }
+        let hint_refresh = cfg.hint_refresh;
         let need_cpu = matches!(cfg.policy, Policy::Cpu | Policy::Queue | Policy::Hybrid);
         let n = cfg.workers;
         let cap = cfg.capacity;
@@ -252,6 +263,9 @@ impl Skq {
             taken: (0..n).map(|_| AtomicBool::new(false)).collect(),
             fds: (0..cap).map(|_| AtomicI32::new(-1)).collect(),
             kinds: (0..cap).map(|_| AtomicU8::new(KIND_OTHER)).collect(),
+            hints: (0..cap).map(|_| skq_core::HintCell::new()).collect(),
+            hint_refresh,
+            incoming_cpu_calls: AtomicU64::new(0),
             need_cpu,
         }))
     }
@@ -400,9 +414,31 @@ impl Skq {
         }
     }
 
+    /// `getsockopt(SO_INCOMING_CPU)` calls made so far (one per
+    /// `hint_refresh` socket activations, plus one whenever a source is
+    /// harvested on another CPU than the one that last asked): divide by
+    /// replies for system calls per reply.
+    pub fn incoming_cpu_calls(&self) -> u64 {
+        self.incoming_cpu_calls.load(Ordering::Relaxed)
+    }
+
     /// Turns harvested epoll events into activations.
+    ///
+    /// Under the locality policies a socket's activation carries its CPU
+    /// hint, `SO_INCOMING_CPU`, from the source's [`skq_core::HintCell`]: the
+    /// kernel is asked at the first activation, again after
+    /// `cfg.hint_refresh` activations (default 16), and at once when this
+    /// harvesting thread runs on another CPU than the one that asked last.
+    /// So a flow that moves is followed at most `hint_refresh − 1`
+    /// activations late, or at its first harvest from another CPU.
     fn activate_all(&self, evs: &[libc::epoll_event], me: WorkerId, rng: &mut skq_core::FastRng) {
         let now = sys::cpu::monotonic_ns();
+        let here = if self.need_cpu {
+            sys::cpu::current_cpu()
+        } else {
+            None
+        };
+        let mut asked = 0u64;
         for ev in evs {
             let data = ev.u64;
             if data == DOORBELL {
@@ -435,10 +471,14 @@ impl Skq {
                 let sock =
                     self.kinds.get(idx).map(|k| k.load(Ordering::Relaxed)) == Some(KIND_SOCKET);
                 let fd = self.fds.get(idx).map_or(-1, |f| f.load(Ordering::Relaxed));
-                if sock && fd >= 0 {
-                    sys::socket::incoming_cpu(fd)
-                } else {
-                    None
+                match self.hints.get(idx) {
+                    Some(cell) if sock && fd >= 0 => cell.cached(id, here).unwrap_or_else(|| {
+                        asked += 1;
+                        let hint = sys::socket::incoming_cpu(fd);
+                        cell.store(id, here, hint, self.hint_refresh);
+                        hint
+                    }),
+                    _ => None,
                 }
             } else {
                 None
@@ -448,6 +488,9 @@ impl Skq {
             {
                 self.wake(w, me);
             }
+        }
+        if asked > 0 {
+            self.incoming_cpu_calls.fetch_add(asked, Ordering::Relaxed);
         }
     }
 }

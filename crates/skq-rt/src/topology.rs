@@ -1,14 +1,28 @@
 //! The CPU topology tree (SKQ's kqdom): NUMA node → last-level cache → core →
 //! CPUs (hyperthreads), read from /sys.
 //!
-//! The runtime uses it to place workers: one per physical core first, spread
-//! over last-level caches and nodes, hyperthread siblings last.
+//! The runtime uses it twice:
+//!
+//! * to place workers ([`worker_cpus`]): the CPUs this process may use, one
+//!   per physical core first, spread over last-level caches and nodes,
+//!   hyperthread siblings last, wrapping around;
+//! * to map CPU hints ([`Topology::places`] fills
+//!   [`skq_core::Config::cpu_topology`]): a hint names a CPU, which may host
+//!   no worker (the server confined to some CPUs, a NIC interrupting
+//!   others); the core then picks a worker on an SMT sibling, under the same
+//!   last-level cache, on the same node, or spreads by a per-source salt.
+//!
+//! [`report`] is `skq topology`: the tree, the CPUs the process may use, and
+//! where hints from every online CPU go for a given worker count.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::Path;
+
+use skq_core::{Config, ConfigError, CpuMap, CpuPlace, Policy, MAX_CPUS};
 
 /// A physical core and its hardware threads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,6 +231,129 @@ impl Topology {
     }
 }
 
+/// CPUs for `workers` workers: the `w`-th CPU of `topo`'s spread order over
+/// `allowed` (`allowed` itself without a topology), wrapping around; CPU 0
+/// when nothing is allowed.
+pub fn worker_cpus(topo: Option<&Topology>, allowed: &[u32], workers: usize) -> Vec<u32> {
+    let order = topo.map_or_else(|| allowed.to_vec(), |t| t.spread_order(allowed));
+    let order = if order.is_empty() { vec![0] } else { order };
+    (0..workers).map(|w| order[w % order.len()]).collect()
+}
+
+/// Formats CPUs as a kernel CPU list (`0-3,8`).
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut v = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if j > i {
+            let _ = write!(out, "{}-{}", v[i], v[j]);
+        } else {
+            let _ = write!(out, "{}", v[i]);
+        }
+        i = j + 1;
+    }
+    out
+}
+
+impl Topology {
+    /// Every CPU's place (core, last-level cache, node) for
+    /// [`skq_core::Config::cpu_topology`]; CPUs beyond
+    /// [`skq_core::MAX_CPUS`] are left out (their hints spread).
+    pub fn places(&self) -> Vec<CpuPlace> {
+        let mut v = Vec::new();
+        for n in &self.nodes {
+            for l in &n.llcs {
+                for c in &l.cores {
+                    for &cpu in c.cpus.iter().filter(|&&cpu| cpu < MAX_CPUS) {
+                        v.push(CpuPlace {
+                            cpu,
+                            core: c.id,
+                            llc: l.id,
+                            node: n.id,
+                        });
+                    }
+                }
+            }
+        }
+        v.sort_unstable_by_key(|p| p.cpu);
+        v
+    }
+}
+
+/// `skq topology`'s text for `workers` workers (default: one per allowed
+/// CPU) placed as [`crate::Skq::new`] places them: the tree, the CPUs the
+/// process may use, each worker's CPU, and where a CPU hint from every CPU
+/// of the tree goes (own CPU, SMT sibling, same LLC, same node or spread,
+/// and to which workers).
+pub fn hint_report(
+    topo: &Topology,
+    allowed: &[u32],
+    workers: Option<usize>,
+) -> Result<String, ConfigError> {
+    let n = workers.unwrap_or(allowed.len().max(1));
+    let mut cfg = Config::new(Policy::Cpu, n);
+    cfg.validate()?;
+    cfg.worker_cpus = worker_cpus(Some(topo), allowed, n);
+    cfg.cpu_topology = topo.places();
+    cfg.validate()?;
+    let map = CpuMap::new(&cfg);
+    let all = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let mut s = String::new();
+    let _ = write!(s, "{topo}");
+    let _ = writeln!(s, "CPUs this process may use: {}", format_cpu_list(allowed));
+    let how = if workers.is_some() {
+        "--workers"
+    } else {
+        "default: one per allowed CPU"
+    };
+    let _ = writeln!(s, "workers: {n} ({how}), placed in spread order:");
+    for cpu in cfg
+        .worker_cpus
+        .iter()
+        .copied()
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let ws: Vec<String> = (0..n)
+            .filter(|&w| cfg.worker_cpus[w] == cpu)
+            .map(|w| w.to_string())
+            .collect();
+        let _ = writeln!(s, "  cpu {cpu}: workers {}", ws.join(","));
+    }
+    let _ = writeln!(
+        s,
+        "CPU hints (SO_INCOMING_CPU) from each online CPU go to (salt-spread among the list):"
+    );
+    for cpu in topo.cpus() {
+        let (level, ws) = map.candidates(cpu, all);
+        let ws: Vec<String> = ws.iter().map(|w| w.to_string()).collect();
+        let _ = writeln!(s, "  cpu {cpu} -> {level}: workers {}", ws.join(","));
+    }
+    let _ = writeln!(
+        s,
+        "  any other CPU -> spread: every live worker; exited workers fall through to the next level"
+    );
+    Ok(s)
+}
+
+/// `skq topology`: [`hint_report`] for this machine and this process's CPU
+/// affinity.
+pub fn report(workers: Option<usize>) -> io::Result<String> {
+    let topo = Topology::detect()?;
+    let allowed = crate::sys::cpu::allowed_cpus()?;
+    hint_report(&topo, &allowed, workers)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+}
+
 impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for n in &self.nodes {
@@ -293,5 +430,64 @@ mod tests {
     fn reads_this_machine() {
         let t = Topology::detect().unwrap();
         assert!(!t.cpus().is_empty());
+        let r = report(None).unwrap();
+        assert!(r.contains("CPUs this process may use"), "{r}");
+    }
+
+    /// The 2-CPU VM: separate cores, one LLC, one node.
+    fn vm() -> Topology {
+        Topology {
+            nodes: vec![Node {
+                id: 0,
+                llcs: vec![Llc {
+                    id: 0,
+                    cores: (0..2)
+                        .map(|c| Core {
+                            id: c,
+                            cpus: vec![c],
+                        })
+                        .collect(),
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn places_and_worker_cpus() {
+        let t = vm();
+        assert_eq!(
+            t.places()[1],
+            CpuPlace {
+                cpu: 1,
+                core: 1,
+                llc: 0,
+                node: 0
+            }
+        );
+        assert_eq!(worker_cpus(Some(&t), &[0, 1], 3), vec![0, 1, 0]);
+        assert_eq!(worker_cpus(None, &[], 2), vec![0, 0]);
+        assert_eq!(format_cpu_list(&[8, 0, 1, 2, 3, 10, 11]), "0-3,8,10-11");
+    }
+
+    #[test]
+    fn the_report_says_where_every_cpus_hints_go() {
+        // The bench harness: the server confined to CPU 0 with 8 workers,
+        // hints arriving from the generator's CPU 1.
+        let r = hint_report(&vm(), &[0], Some(8)).unwrap();
+        assert!(r.contains("CPUs this process may use: 0\n"), "{r}");
+        assert!(r.contains("cpu 0: workers 0,1,2,3,4,5,6,7"), "{r}");
+        assert!(
+            r.contains("cpu 0 -> own CPU: workers 0,1,2,3,4,5,6,7"),
+            "{r}"
+        );
+        assert!(
+            r.contains("cpu 1 -> same LLC: workers 0,1,2,3,4,5,6,7"),
+            "{r}"
+        );
+        let r = hint_report(&vm(), &[0, 1], None).unwrap();
+        assert!(r.contains("workers: 2 (default"), "{r}");
+        assert!(r.contains("cpu 1 -> own CPU: workers 1"), "{r}");
+        let e = hint_report(&vm(), &[0, 1], Some(65)).unwrap_err();
+        assert!(e.to_string().contains("--workers 65"), "{e}");
     }
 }

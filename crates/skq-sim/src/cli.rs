@@ -10,6 +10,7 @@ use skq_proto::workload::{ServiceSpec, Workload};
 use crate::bounds::{slo_bounds_with, BoundsOpts};
 use crate::compare::{compare, overlay_csv, read_bench_path, CompareOpts};
 use crate::headline::{self, HeadlineOpts};
+use crate::machine::{parse_cpu_list, HintSource, Machine};
 use crate::model::{run_point, CoreOpts, Model, Overheads};
 use crate::output::{html, p99_svg, table, to_csv, to_json};
 use crate::sweep::{max_load, progress, KneeSearch, Sweep};
@@ -94,13 +95,26 @@ pub struct SimArgs {
     /// Probability that an arrival moves its connection's incoming CPU.
     #[arg(long, default_value_t = 0.0)]
     pub migrate_prob: f64,
-    /// CPUs of the simulated machine: worker w on CPU w % N (default: one per worker).
-    #[arg(long)]
-    pub cpus: Option<u32>,
-    /// Every connection's packets arrive on this CPU (loopback with a
-    /// one-thread generator); default: spread over the workers' CPUs.
-    #[arg(long)]
+    /// CPUs the server's workers may run on (a CPU list, e.g. `1` or `0-3`);
+    /// workers are spread over them, wrapping around, as skq-rt places them
+    /// (default: worker w on CPU w). `skq bench` confines the server to the
+    /// first half of the CPUs: `--server-cpus 0` on a 2-CPU machine.
+    #[arg(long, value_name = "CPUS")]
+    pub server_cpus: Option<String>,
+    /// Every connection's packets are processed on this CPU (loopback with a
+    /// one-thread generator pinned there, as `skq bench` does on the other
+    /// half of the CPUs); default: connection i on worker i's CPU.
+    #[arg(long, conflicts_with = "rss")]
     pub client_cpu: Option<u32>,
+    /// Each connection's packets are processed on a CPU of this list chosen
+    /// by a hash of the connection (RPS/RSS), e.g. `0-1`.
+    #[arg(long, value_name = "CPUS")]
+    pub rss: Option<String>,
+    /// Topology of the simulated CPUs: `flat` (separate cores, one LLC, one
+    /// node: the 2-CPU VM) or `smt=2,llc=8,node=16` (consecutive CPUs per
+    /// core, LLC and node; 0 = all). CPU hints map to workers through it.
+    #[arg(long, default_value = "flat")]
+    pub topology: String,
     /// When readiness reaches the core: `immediate` (at arrival) or `runtime`
     /// (harvested by skq-rt's poller or by workers entering wait()).
     #[arg(long, default_value = "immediate")]
@@ -179,9 +193,32 @@ impl SimArgs {
                 .harvest
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--harvest: {e}"))?,
-            cpus: self.cpus,
-            client_cpu: self.client_cpu,
+            machine: self.machine()?,
         })
+    }
+
+    fn machine(&self) -> anyhow::Result<Machine> {
+        let list = |opt: &str, v: &Option<String>| -> anyhow::Result<Vec<u32>> {
+            v.as_deref().map_or(Ok(Vec::new()), |s| {
+                parse_cpu_list(s).map_err(|e| anyhow::anyhow!("--{opt}: {e}"))
+            })
+        };
+        let hints = match (self.client_cpu, &self.rss) {
+            (Some(_), Some(_)) => bail!("--client-cpu and --rss exclude each other"),
+            (Some(c), None) => HintSource::Client(c),
+            (None, Some(_)) => HintSource::Rss(list("rss", &self.rss)?),
+            (None, None) => HintSource::Workers,
+        };
+        let m = Machine {
+            server_cpus: list("server-cpus", &self.server_cpus)?,
+            hints,
+            shape: self
+                .topology
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--topology {}: {e}", self.topology))?,
+        };
+        m.validate()?;
+        Ok(m)
     }
 
     fn threads(&self) -> usize {

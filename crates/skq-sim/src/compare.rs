@@ -353,7 +353,7 @@ fn compare_workload(
             base: base.clone(),
             loads,
             overheads: o.overheads,
-            opts: o.opts,
+            opts: o.opts.clone(),
         };
         let sim_points = sweep.run(o.threads, None)?;
         let (simulated, _) = find_knee(

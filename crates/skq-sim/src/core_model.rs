@@ -4,9 +4,15 @@
 //! plays the part of the Linux runtime and the application around it, in
 //! virtual time:
 //!
+//! * the machine ([`CoreOpts::machine`], `machine.rs`) says which CPU each
+//!   worker runs on and which CPU processes each connection's packets; both,
+//!   and the topology, go to the core (`Config::worker_cpus`,
+//!   `Config::cpu_topology`), which maps hints to workers itself;
 //! * each client connection is one registered source (token = connection
-//!   number); its incoming CPU starts as the CPU of worker `i % workers` and,
-//!   with [`CoreOpts::migrate_prob`], jumps to a random worker's CPU;
+//!   number); its incoming CPU comes from the machine (by default the CPU of
+//!   worker `i % workers`) and, with [`CoreOpts::migrate_prob`], jumps to
+//!   another CPU the machine's hints may come from; its *home* (for the
+//!   cache-miss penalty) is the worker the core's hint mapping picks for it;
 //! * an arrival appends the request to its connection's FIFO and calls
 //!   `activate(id, READABLE, Some(cpu), now, rng)`; a returned wake target is
 //!   woken after [`Overheads::wake_ns`];
@@ -41,84 +47,14 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use skq_core::{Activation, Config, Event, FastRng, Flags, Ready, Scheduler, SourceId, WorkerCtx};
 
-use crate::model::Overheads;
+use crate::params::Overheads;
+pub use crate::params::{CoreOpts, Harvest};
 use crate::queue::EventQueue;
 use crate::stats::{Recorder, Summary};
 use crate::workload::{Generator, Request, Scenario};
 
 /// Salt for the core's seed and the migration stream.
 const CORE_SALT: u64 = 0xA409_3822_299F_31D0;
-
-/// Knobs of the application model (not of the scheduler).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CoreOpts {
-    /// Events a worker asks for per `wait()` (default 1, the default `--batch`
-    /// of `skq serve rpc`: every event not yet started stays stealable).
-    pub max_events: usize,
-    /// Requests a worker serves per event before calling `still_ready`
-    /// (default 32).
-    pub max_reads: usize,
-    /// Probability that an arrival moves its connection's incoming CPU to a
-    /// random worker's CPU (default 0: flows stay put).
-    pub migrate_prob: f64,
-    /// Call `Scheduler::wait` itself instead of its documented composition
-    /// (`release`, `fill`, `steal`, `fill`, `record_return`), which the
-    /// model uses to know which events were stolen. With `plain_wait` no
-    /// steal cost is charged; it exists to check that both give the same run.
-    pub plain_wait: bool,
-    /// When readiness reaches the core (see [`Harvest`]).
-    pub harvest: Harvest,
-    /// CPUs of the simulated machine: worker `w` runs on CPU `w % cpus`, as
-    /// skq-rt places more workers than CPUs (None: one CPU per worker).
-    pub cpus: Option<u32>,
-    /// Every connection's packets arrive on this CPU (None: connection `i`
-    /// on worker `i % n`'s CPU). On loopback `SO_INCOMING_CPU` is the
-    /// sender's CPU, so a one-thread load generator puts every flow on one
-    /// CPU; this reproduces that for CPU and queue affinity.
-    pub client_cpu: Option<u32>,
-}
-
-/// When an arrival's readiness reaches the core.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Harvest {
-    /// At once, as if the kernel called `activate` (the model of the brief,
-    /// and of SKQ in the kernel).
-    #[default]
-    Immediate,
-    /// As the skq-rt runtime does it on Linux: readiness waits in the kernel
-    /// until harvested, by the *poller* (an idle worker blocked in
-    /// `epoll_wait`, woken after `wake_ns`) or, when nobody polls, by any
-    /// worker entering `wait()`. Parked workers other than the poller are
-    /// followers; a poller that leaves with work promotes one.
-    Runtime,
-}
-
-impl std::str::FromStr for Harvest {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "immediate" => Ok(Harvest::Immediate),
-            "runtime" => Ok(Harvest::Runtime),
-            _ => Err(format!(
-                "unknown harvest model `{s}`; expected immediate or runtime"
-            )),
-        }
-    }
-}
-
-impl Default for CoreOpts {
-    fn default() -> Self {
-        CoreOpts {
-            max_events: 1,
-            max_reads: 32,
-            migrate_prob: 0.0,
-            plain_wait: false,
-            harvest: Harvest::Immediate,
-            cpus: None,
-            client_cpu: None,
-        }
-    }
-}
 
 /// What a core-driven run produced besides latencies.
 #[derive(Clone, Debug)]
@@ -149,10 +85,11 @@ struct Pending {
 
 struct Conn {
     id: SourceId,
-    /// Worker whose CPU sees this connection's packets (its locality home).
+    /// The worker the core's hint mapping picks for this connection's CPU
+    /// (its locality home: where its data is warm).
     home: usize,
-    /// The CPU its packets arrive on, when fixed by [`CoreOpts::client_cpu`].
-    cpu: Option<u32>,
+    /// The CPU its packets are processed on (its `SO_INCOMING_CPU`).
+    cpu: u32,
     pending: VecDeque<Pending>,
 }
 
@@ -181,7 +118,6 @@ struct Sim {
     opts: CoreOpts,
     steal: bool,
     retry_ns: u64,
-    cpus: Vec<u32>,
     conns: Vec<Conn>,
     workers: Vec<Worker>,
     q: EventQueue<Ev>,
@@ -214,21 +150,10 @@ pub fn run(
     if opts.max_events == 0 || opts.max_reads == 0 {
         bail!("--max-events and --max-reads must be at least 1");
     }
-    if let Some(n) = opts.cpus {
-        if n == 0 {
-            bail!("--cpus must be at least 1");
-        }
-        cfg.worker_cpus = (0..sc.workers as u32).map(|w| w % n).collect();
-    }
-    if let Some(c) = opts.client_cpu {
-        let n = opts.cpus.unwrap_or(sc.workers as u32);
-        if c >= n {
-            bail!("--client-cpu {c} is out of range: the machine has CPUs 0..{n}");
-        }
-    }
-    let cpus: Vec<u32> = (0..sc.workers)
-        .map(|w| cfg.worker_cpus.get(w).copied().unwrap_or(w as u32))
-        .collect();
+    let machine = &opts.machine;
+    machine.validate()?;
+    cfg.worker_cpus = machine.worker_cpus(sc.workers);
+    cfg.cpu_topology = machine.topology(sc.workers);
     let (steal, retry_ns) = (cfg.steal, cfg.steal_retry_ns.max(1));
     let sched = Scheduler::new(cfg).map_err(|e| anyhow!("{e}"))?;
     let mut conns = Vec::with_capacity(sc.connections);
@@ -241,10 +166,11 @@ pub fn run(
         let id = sched
             .register(i as u64, flags, None)
             .map_err(|e| anyhow!("registering connection {i}: {e}"))?;
+        let cpu = machine.hint_of(i, sc.workers, sc.seed);
         conns.push(Conn {
             id,
-            home: i % sc.workers,
-            cpu: opts.client_cpu,
+            home: home_of(&sched, id, cpu, None),
+            cpu,
             pending: VecDeque::new(),
         });
     }
@@ -265,10 +191,9 @@ pub fn run(
     let mut sim = Sim {
         sched,
         ov: *ov,
-        opts: *opts,
+        opts: opts.clone(),
         steal,
         retry_ns,
-        cpus,
         conns,
         workers,
         q: EventQueue::with_capacity(4 * sc.workers + 4),
@@ -355,6 +280,17 @@ pub fn run(
     })
 }
 
+/// The worker the core's CPU-hint mapping picks for source `id` with a hint
+/// on `cpu` (its salt is its slot index, as in the core), keeping `sticky` if
+/// that is a candidate; worker 0 if none lives (never in a simulation).
+fn home_of(sched: &Scheduler, id: SourceId, cpu: u32, sticky: Option<usize>) -> usize {
+    let all = u64::MAX >> (64 - sched.config().workers);
+    sched
+        .cpu_map()
+        .route(cpu, sticky, id.index(), all)
+        .map_or(0, |(w, _)| w)
+}
+
 /// `Scheduler::wait`, composed from the core's public steps so the number of
 /// stolen sources is known (they are pushed to the front of the thief's queue,
 /// so they are the first events of the batch). Returns (events, stolen).
@@ -386,8 +322,8 @@ impl Sim {
         self.last_progress = self.last_progress.max(t);
         let conn = &mut self.conns[r.conn as usize];
         if self.opts.migrate_prob > 0.0 && mrng.gen::<f64>() < self.opts.migrate_prob {
-            conn.home = mrng.gen_range(0..n);
-            conn.cpu = None;
+            conn.cpu = self.opts.machine.migrate(n, mrng.gen::<f64>());
+            conn.home = home_of(&self.sched, conn.id, conn.cpu, Some(conn.home));
         }
         conn.pending.push_back(Pending {
             idx: r.idx,
@@ -412,10 +348,9 @@ impl Sim {
     /// the worker doing it (it needs no wake-up).
     fn activate(&mut self, c: usize, t: u64, harvester: Option<usize>) -> anyhow::Result<()> {
         let conn = &self.conns[c];
-        let cpu = conn.cpu.unwrap_or(self.cpus[conn.home]);
         match self
             .sched
-            .activate(conn.id, Ready::READABLE, Some(cpu), t, &mut self.rng)
+            .activate(conn.id, Ready::READABLE, Some(conn.cpu), t, &mut self.rng)
         {
             Activation::Queued { wake, .. } => {
                 if let Some(x) = wake.filter(|&x| Some(x) != harvester) {

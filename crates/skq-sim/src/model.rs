@@ -1,7 +1,7 @@
 //! What serves the requests of a scenario: a reference model or the real core
-//! under one of the runtime's modes, and the overheads charged to the latter.
-
-use std::fmt;
+//! under one of the runtime's modes ([`run_point`]). The knobs of the
+//! core-driven model ([`Overheads`], [`CoreOpts`]) live in `params.rs`, below
+//! both this module and `core_model.rs`.
 
 use anyhow::anyhow;
 use skq_report::result::{Checks, Errors, Meta, PointResult};
@@ -9,71 +9,6 @@ use skq_report::result::{Checks, Errors, Meta, PointResult};
 use crate::reference::Reference;
 use crate::stats::Summary;
 use crate::workload::Scenario;
-
-/// Costs the core-driven model charges on top of service times (ns). The
-/// reference models are zero-overhead by definition and ignore them.
-///
-/// The defaults are order-of-magnitude guesses for a Linux user-space runtime
-/// on a VM, to be calibrated from `skq bench` measurements:
-/// `event_ns` ≈ one `epoll_wait` + `read` + `write` share per event,
-/// `steal_ns` ≈ a contended lock handoff plus cold queue lines,
-/// `wake_ns` ≈ an eventfd/futex wake-up until the thread runs,
-/// `miss_ns` = SKQ's default hybrid penalty (1000 cycles ≈ 0.5 µs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Overheads {
-    /// Paid by a worker for every event it processes (including empty ones).
-    pub event_ns: u64,
-    /// Extra cost of processing an event taken from another worker's queue.
-    pub steal_ns: u64,
-    /// Delay between deciding to wake an idle worker and it running.
-    pub wake_ns: u64,
-    /// Cache-miss penalty when a connection is served off its home worker
-    /// (the worker on the CPU that receives its packets).
-    pub miss_ns: u64,
-}
-
-impl Overheads {
-    /// No overhead at all (for cross-checks against the reference models).
-    pub const ZERO: Overheads = Overheads {
-        event_ns: 0,
-        steal_ns: 0,
-        wake_ns: 0,
-        miss_ns: 0,
-    };
-}
-
-/// Defaults calibrated from the runtime's own benchmarks on the 2-core
-/// development VM (2026-11-22):
-/// * `event_ns` 250: `skq pipes` with 1 worker and 5 µs spun service ran
-///   190,636 events/s, i.e. 5.246 µs per event, 246 ns of it the runtime
-///   (harvest, scheduling, queue, release);
-/// * `steal_ns` 400: criterion `cycle/best2+steal/contended-2-threads`
-///   (508 ns) minus `cycle/best2/contended-2-threads` (106 ns);
-/// * `miss_ns` 500: SKQ's cache-miss penalty (1000 cycles ≈ 0.5 µs);
-/// * `wake_ns` 5000: `cargo run --release -p skq-rt --example wakeup`
-///   measured an idle poller woken by readiness in 5.3 µs p50 (21.6 µs p99);
-///   a parked follower reached through the poller takes 25.8 µs p50 (two
-///   hops, each charged `wake_ns` by the `runtime` harvest model).
-impl Default for Overheads {
-    fn default() -> Self {
-        Overheads {
-            event_ns: 250,
-            steal_ns: 400,
-            wake_ns: 5_000,
-            miss_ns: 500,
-        }
-    }
-}
-
-impl fmt::Display for Overheads {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "event {} ns, steal {} ns, wake-up {} ns, cache miss {} ns",
-            self.event_ns, self.steal_ns, self.wake_ns, self.miss_ns
-        )
-    }
-}
 
 /// A model to simulate.
 #[derive(Clone, Debug)]
@@ -140,8 +75,7 @@ pub struct CoreCounters {
     pub imbalance: f64,
 }
 
-/// Application-model knobs (used by core-driven runs only).
-pub use crate::core_model::CoreOpts;
+pub use crate::params::{CoreOpts, Overheads};
 
 /// Simulates one scenario under one model.
 pub fn run_point(

@@ -153,7 +153,7 @@ pub fn find_knee(
         base: base.clone(),
         loads: Vec::new(),
         overheads: *ov,
-        opts: *opts,
+        opts: opts.clone(),
     };
     let run = |loads: &[f64]| -> anyhow::Result<Vec<PointOutcome>> {
         par_map(loads, threads, None, |&l| {

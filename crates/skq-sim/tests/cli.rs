@@ -62,12 +62,15 @@ fn writes_csv_and_json_reproducibly() {
 
 #[test]
 fn bad_values_name_their_flag() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--loads", "x"], "--loads"),
         (&["--workload", "nope"], "--workload"),
         (&["--model", "nope"], "--model"),
         (&["--migrate-prob", "2"], "--migrate-prob"),
         (&["--harvest", "later", "--model", "hybrid"], "--harvest"),
+        (&["--server-cpus", "x", "--model", "cpu"], "--server-cpus"),
+        (&["--rss", "2-1", "--model", "cpu"], "--rss"),
+        (&["--topology", "smt=0", "--model", "cpu"], "--topology"),
     ];
     for (extra, flag) in cases {
         let e = run(args(extra)).unwrap_err();

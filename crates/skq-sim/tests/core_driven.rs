@@ -14,6 +14,7 @@
 
 use skq_proto::workload::{ServiceSpec, Workload};
 use skq_sim::core_model::{CoreOpts, Harvest};
+use skq_sim::machine::{HintSource, Machine};
 use skq_sim::model::{run_point, Model, Overheads, PointOutcome};
 use skq_sim::workload::{Scenario, Service};
 
@@ -174,7 +175,16 @@ fn every_mode_serves_every_request_with(harvest: Harvest, max_events: usize) {
     ] {
         for (w, load) in [(Workload::Bimodal1, 0.3), (Workload::Gis, 0.9)] {
             // `point` asserts that nothing was stranded.
-            let p = point(mode, w, 8, load, 15_000, 7, Overheads::default(), opts);
+            let p = point(
+                mode,
+                w,
+                8,
+                load,
+                15_000,
+                7,
+                Overheads::default(),
+                opts.clone(),
+            );
             assert_eq!(p.result.received, 13_500, "{mode}");
             assert!(p.result.latency.p50.value > 0.0);
         }
@@ -195,7 +205,7 @@ fn same_seed_same_result() {
         50_000,
         9,
         Overheads::default(),
-        opts,
+        opts.clone(),
     );
     let b = point(
         "hybrid",
@@ -205,7 +215,7 @@ fn same_seed_same_result() {
         50_000,
         9,
         Overheads::default(),
-        opts,
+        opts.clone(),
     );
     assert_eq!(a.result, b.result);
     assert_eq!(a.events, b.events);
@@ -217,12 +227,12 @@ fn same_seed_same_result() {
         50_000,
         10,
         Overheads::default(),
-        opts,
+        opts.clone(),
     );
     assert_ne!(a.result.latency, c.result.latency);
     let rt = CoreOpts {
         harvest: Harvest::Runtime,
-        ..opts
+        ..opts.clone()
     };
     let d = point(
         "hybrid",
@@ -232,7 +242,7 @@ fn same_seed_same_result() {
         50_000,
         9,
         Overheads::default(),
-        rt,
+        rt.clone(),
     );
     let e = point(
         "hybrid",
@@ -343,4 +353,38 @@ fn high_priority_connections_keep_a_low_tail() {
     sc.high_conns = 0;
     let q = run_point(&m, &sc, &Overheads::default(), &CoreOpts::default()).unwrap();
     assert!(q.result.high_priority_latency.is_none());
+}
+
+#[test]
+fn cpu_affinity_spreads_flows_whatever_cpus_their_hints_name() {
+    // skq bench's placement: all 8 workers on CPU 0, every flow processed on
+    // the generator's CPU 1 (loopback); or RSS over both CPUs. No worker runs
+    // on CPU 1, so its hints map through the LLC to all 8 workers by salt.
+    // The old mapping put every flow on worker 0 (imbalance 1.0).
+    for hints in [HintSource::Client(1), HintSource::Rss(vec![0, 1])] {
+        let opts = CoreOpts {
+            machine: Machine {
+                server_cpus: vec![0],
+                hints: hints.clone(),
+                ..Machine::default()
+            },
+            ..one_event()
+        };
+        let p = point(
+            "cpu",
+            Workload::Exponential,
+            8,
+            0.5,
+            20_000,
+            3,
+            Overheads::default(),
+            opts,
+        );
+        let c = p.core.expect("core-driven");
+        assert!(c.imbalance < 0.5, "{hints:?}: imbalance {}", c.imbalance);
+        assert_eq!(
+            c.off_home, 0,
+            "{hints:?}: cpu mode serves every flow at its home"
+        );
+    }
 }

@@ -1,0 +1,141 @@
+//! The knobs of the core-driven model, shared by `model.rs` (which runs a
+//! point) and `core_model.rs` (which simulates it): what the core does not
+//! see ([`Overheads`]), the application around it ([`CoreOpts`]), when
+//! readiness reaches it ([`Harvest`]) and the machine ([`Machine`]). Nothing
+//! here imports either of them, so the modules read bottom-up:
+//! `machine`/`params` → `core_model` → `model`.
+
+use std::fmt;
+
+pub use crate::machine::Machine;
+
+/// Costs the core-driven model charges on top of service times (ns). The
+/// reference models are zero-overhead by definition and ignore them.
+///
+/// The defaults are order-of-magnitude guesses for a Linux user-space runtime
+/// on a VM, to be calibrated from `skq bench` measurements:
+/// `event_ns` ≈ one `epoll_wait` + `read` + `write` share per event,
+/// `steal_ns` ≈ a contended lock handoff plus cold queue lines,
+/// `wake_ns` ≈ an eventfd/futex wake-up until the thread runs,
+/// `miss_ns` = SKQ's default hybrid penalty (1000 cycles ≈ 0.5 µs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overheads {
+    /// Paid by a worker for every event it processes (including empty ones).
+    pub event_ns: u64,
+    /// Extra cost of processing an event taken from another worker's queue.
+    pub steal_ns: u64,
+    /// Delay between deciding to wake an idle worker and it running.
+    pub wake_ns: u64,
+    /// Cache-miss penalty when a connection is served off its home worker
+    /// (the worker on the CPU that receives its packets).
+    pub miss_ns: u64,
+}
+
+impl Overheads {
+    /// No overhead at all (for cross-checks against the reference models).
+    pub const ZERO: Overheads = Overheads {
+        event_ns: 0,
+        steal_ns: 0,
+        wake_ns: 0,
+        miss_ns: 0,
+    };
+}
+
+/// Defaults calibrated from the runtime's own benchmarks on the 2-core
+/// development VM (2026-11-22):
+/// * `event_ns` 250: `skq pipes` with 1 worker and 5 µs spun service ran
+///   190,636 events/s, i.e. 5.246 µs per event, 246 ns of it the runtime
+///   (harvest, scheduling, queue, release);
+/// * `steal_ns` 400: criterion `cycle/best2+steal/contended-2-threads`
+///   (508 ns) minus `cycle/best2/contended-2-threads` (106 ns);
+/// * `miss_ns` 500: SKQ's cache-miss penalty (1000 cycles ≈ 0.5 µs);
+/// * `wake_ns` 5000: `cargo run --release -p skq-rt --example wakeup`
+///   measured an idle poller woken by readiness in 5.3 µs p50 (21.6 µs p99);
+///   a parked follower reached through the poller takes 25.8 µs p50 (two
+///   hops, each charged `wake_ns` by the `runtime` harvest model).
+impl Default for Overheads {
+    fn default() -> Self {
+        Overheads {
+            event_ns: 250,
+            steal_ns: 400,
+            wake_ns: 5_000,
+            miss_ns: 500,
+        }
+    }
+}
+
+impl fmt::Display for Overheads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "event {} ns, steal {} ns, wake-up {} ns, cache miss {} ns",
+            self.event_ns, self.steal_ns, self.wake_ns, self.miss_ns
+        )
+    }
+}
+
+/// Knobs of the application model (not of the scheduler).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoreOpts {
+    /// Events a worker asks for per `wait()` (default 1, the default `--batch`
+    /// of `skq serve rpc`: every event not yet started stays stealable).
+    pub max_events: usize,
+    /// Requests a worker serves per event before calling `still_ready`
+    /// (default 32).
+    pub max_reads: usize,
+    /// Probability that an arrival moves its connection's incoming CPU to a
+    /// random worker's CPU (default 0: flows stay put).
+    pub migrate_prob: f64,
+    /// Call `Scheduler::wait` itself instead of its documented composition
+    /// (`release`, `fill`, `steal`, `fill`, `record_return`), which the
+    /// model uses to know which events were stolen. With `plain_wait` no
+    /// steal cost is charged; it exists to check that both give the same run.
+    pub plain_wait: bool,
+    /// When readiness reaches the core (see [`Harvest`]).
+    pub harvest: Harvest,
+    /// Where the workers run, where flows' packets are processed, and the
+    /// topology between them (default: worker `w` on CPU `w`, connection `i`
+    /// on worker `i % n`'s CPU).
+    pub machine: Machine,
+}
+
+/// When an arrival's readiness reaches the core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Harvest {
+    /// At once, as if the kernel called `activate` (the model of the brief,
+    /// and of SKQ in the kernel).
+    #[default]
+    Immediate,
+    /// As the skq-rt runtime does it on Linux: readiness waits in the kernel
+    /// until harvested, by the *poller* (an idle worker blocked in
+    /// `epoll_wait`, woken after `wake_ns`) or, when nobody polls, by any
+    /// worker entering `wait()`. Parked workers other than the poller are
+    /// followers; a poller that leaves with work promotes one.
+    Runtime,
+}
+
+impl std::str::FromStr for Harvest {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "immediate" => Ok(Harvest::Immediate),
+            "runtime" => Ok(Harvest::Runtime),
+            _ => Err(format!(
+                "unknown harvest model `{s}`; expected immediate or runtime"
+            )),
+        }
+    }
+}
+
+impl Default for CoreOpts {
+    fn default() -> Self {
+        CoreOpts {
+            max_events: 1,
+            max_reads: 32,
+            migrate_prob: 0.0,
+            plain_wait: false,
+            harvest: Harvest::Immediate,
+            machine: Machine::default(),
+        }
+    }
+}
