@@ -126,20 +126,33 @@ pub fn command_in(ns: &RpsNamespace, cmd: &Command) -> Command {
     c
 }
 
-/// Makes `cmd` run on `cpus` only.
-pub(crate) fn set_affinity(cmd: &mut Command, cpus: &[usize]) {
+/// Prepares a child of the harness: an empty signal mask (the harness
+/// blocks SIGINT/SIGTERM to take them on its own thread, see
+/// [`crate::interrupt`], and a mask survives `exec`: without this a server
+/// would ignore the SIGTERM that stops it), and, when given, confinement to
+/// `cpus`.
+pub(crate) fn prepare_child(cmd: &mut Command, cpus: Option<&[usize]>) {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus {
+    for &c in cpus.unwrap_or_default() {
         // SAFETY: CPU_SET writes one bit of `set`, which we own; c is below
         // the machine's CPU count, far below CPU_SETSIZE.
         unsafe { libc::CPU_SET(c, &mut set) };
     }
+    let pin = cpus.is_some();
     // SAFETY: the closure runs in the child between fork and exec; it only
-    // calls sched_setaffinity (async-signal-safe) on a set copied into it.
+    // makes async-signal-safe calls (sigemptyset, pthread_sigmask,
+    // sched_setaffinity) on values copied into it or on its own stack.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            let r = libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            if r != 0 {
+                return Err(std::io::Error::from_raw_os_error(r));
+            }
+            if pin && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -332,9 +345,7 @@ impl Runner for ProcessRunner {
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        if let Some(c) = &load_cpus {
-            set_affinity(&mut cmd, c);
-        }
+        prepare_child(&mut cmd, load_cpus.as_deref());
         let gen = cmd
             .spawn()
             .with_context(|| format!("starting {} load", self.skq.display()))?;

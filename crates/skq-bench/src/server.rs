@@ -17,7 +17,7 @@ use skq_sys::process::{send_signal, Signal};
 use crate::config::{Curve, ServerKind};
 use crate::interrupt;
 use crate::peers;
-use crate::process::{command_in, free_port, in_namespace, log_tail, set_affinity, STOP_GRACE};
+use crate::process::{command_in, free_port, in_namespace, log_tail, prepare_child, STOP_GRACE};
 use crate::procstat::tree_cpu_time;
 
 /// A running server under test.
@@ -74,9 +74,7 @@ impl ServerProcess {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file.try_clone()?);
-        if let Some(c) = cpus {
-            set_affinity(&mut cmd, c);
-        }
+        prepare_child(&mut cmd, cpus);
         let mut child = cmd.spawn().with_context(|| format!("starting {program}"))?;
         let (tx, rx) = mpsc::channel();
         let stdout = child.stdout.take().expect("stdout is piped");

@@ -443,3 +443,58 @@ fn memcached_runs_in_the_namespace_and_answers_there() {
     drop(env);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn servers_start_with_an_empty_signal_mask_though_the_harness_blocks_sigterm() {
+    // The harness blocks SIGINT/SIGTERM (interrupt::install); a mask
+    // survives exec, and a server that inherited it would ignore SIGTERM.
+    std::thread::spawn(|| {
+        skq_sys::signal::block_termination_signals().unwrap();
+        let dir = temp_dir("sigmask");
+        let s = one_curve("hybrid", &[0.3]);
+        let result = write_result(&dir, &s);
+        let server = "echo \"listening on $4\"; exec sleep 30";
+        let skq = fake_skq(&dir, server, &result);
+        let mut srv = ServerProcess::start(
+            &s.curves[0],
+            &skq,
+            None,
+            &dir.join("server.log"),
+            &dir,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        // The mask of the exec'd `sleep` is what the server started with
+        // (bash itself blocks signals for a moment around each fork).
+        let status = format!("/proc/{}/status", srv.pid());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let line = loop {
+            let text = std::fs::read_to_string(&status).unwrap();
+            if text.lines().next().is_some_and(|l| l.ends_with("sleep")) {
+                break text
+                    .lines()
+                    .find(|l| l.starts_with("SigBlk"))
+                    .unwrap()
+                    .to_string();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never became `sleep`"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let blocked = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
+        assert_eq!(blocked, 0, "{line}");
+        let pid = srv.pid();
+        let t = std::time::Instant::now();
+        srv.stop();
+        assert!(
+            t.elapsed() < skq_bench::process::STOP_GRACE,
+            "SIGTERM stopped it, no SIGKILL needed"
+        );
+        assert!(!process_exists(pid));
+        std::fs::remove_dir_all(&dir).unwrap();
+    })
+    .join()
+    .unwrap();
+}
