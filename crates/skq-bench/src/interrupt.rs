@@ -57,7 +57,7 @@ fn watch() {
         match signal::wait_for_termination(None) {
             Ok(Some(sig)) => {
                 seen += 1;
-                let name = if sig == libc::SIGINT {
+                let name = if sig == skq_sys::signal::SIGINT {
                     "interrupt"
                 } else {
                     "termination signal"

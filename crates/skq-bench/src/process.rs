@@ -34,7 +34,6 @@
 use std::fs::File;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -132,32 +131,7 @@ pub fn command_in(ns: &RpsNamespace, cmd: &Command) -> Command {
 /// would ignore the SIGTERM that stops it), and, when given, confinement to
 /// `cpus`.
 pub(crate) fn prepare_child(cmd: &mut Command, cpus: Option<&[usize]>) {
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus.unwrap_or_default() {
-        // SAFETY: CPU_SET writes one bit of `set`, which we own; c is below
-        // the machine's CPU count, far below CPU_SETSIZE.
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    let pin = cpus.is_some();
-    // SAFETY: the closure runs in the child between fork and exec; it only
-    // makes async-signal-safe calls (sigemptyset, pthread_sigmask,
-    // sched_setaffinity) on values copied into it or on its own stack.
-    unsafe {
-        cmd.pre_exec(move || {
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            let r = libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            if r != 0 {
-                return Err(std::io::Error::from_raw_os_error(r));
-            }
-            if pin && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    skq_sys::process::prepare_child(cmd, cpus);
 }
 
 /// The last `n` lines of a log file, for error messages.

@@ -99,7 +99,7 @@ pub use skq_core::{
     imbalance_of, Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready, Scheduler,
     SourceId, WorkerId, WorkerStats,
 };
-use sys::epoll::Epoll;
+use sys::epoll::{self, Epoll};
 use sys::eventfd::EventFd;
 pub use user_event::UserEvent;
 pub use worker::{Events, Worker};
@@ -126,12 +126,12 @@ impl Interest {
     pub const WRITABLE: Interest = Interest(2);
 
     fn epoll_flags(self) -> u32 {
-        let mut f = libc::EPOLLET as u32;
+        let mut f = epoll::ET;
         if self.0 & 1 != 0 {
-            f |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+            f |= epoll::IN | epoll::RDHUP;
         }
         if self.0 & 2 != 0 {
-            f |= libc::EPOLLOUT as u32;
+            f |= epoll::OUT;
         }
         f
     }
@@ -238,13 +238,9 @@ impl Skq {
         let core = Scheduler::new(cfg)?;
         let epoll = Epoll::new()?;
         let doorbell = EventFd::new()?;
-        epoll.add(
-            doorbell.as_raw_fd(),
-            (libc::EPOLLIN | libc::EPOLLET) as u32,
-            DOORBELL,
-        )?;
+        epoll.add(doorbell.as_raw_fd(), epoll::IN | epoll::ET, DOORBELL)?;
         let shutdown_fd = EventFd::new()?;
-        epoll.add(shutdown_fd.as_raw_fd(), libc::EPOLLIN as u32, SHUTDOWN)?;
+        epoll.add(shutdown_fd.as_raw_fd(), epoll::IN, SHUTDOWN)?;
         Ok(Arc::new(Skq {
             core,
             epoll,
@@ -431,7 +427,7 @@ impl Skq {
     /// harvesting thread runs on another CPU than the one that asked last.
     /// So a flow that moves is followed at most `hint_refresh − 1`
     /// activations late, or at its first harvest from another CPU.
-    fn activate_all(&self, evs: &[libc::epoll_event], me: WorkerId, rng: &mut skq_core::FastRng) {
+    fn activate_all(&self, evs: &[epoll::Event], me: WorkerId, rng: &mut skq_core::FastRng) {
         let now = sys::cpu::monotonic_ns();
         let here = if self.need_cpu {
             sys::cpu::current_cpu()
@@ -451,16 +447,16 @@ impl Skq {
             let id = SourceId::from_u64(data);
             let bits = ev.events;
             let mut ready = Ready::EMPTY;
-            if bits & libc::EPOLLIN as u32 != 0 {
+            if bits & epoll::IN != 0 {
                 ready = ready | Ready::READABLE;
             }
-            if bits & libc::EPOLLOUT as u32 != 0 {
+            if bits & epoll::OUT != 0 {
                 ready = ready | Ready::WRITABLE;
             }
-            if bits & (libc::EPOLLHUP | libc::EPOLLRDHUP) as u32 != 0 {
+            if bits & (epoll::HANGUP | epoll::RDHUP) != 0 {
                 ready = ready | Ready::HUP | Ready::READABLE;
             }
-            if bits & libc::EPOLLERR as u32 != 0 {
+            if bits & epoll::ERR != 0 {
                 ready = ready | Ready::ERROR;
             }
             // Sockets carry the CPU that processed their packets; other

@@ -71,7 +71,7 @@ impl<'a> IntoIterator for &'a Events {
 pub struct Worker {
     skq: Arc<Skq>,
     ctx: Option<WorkerCtx>,
-    ep_buf: Vec<libc::epoll_event>,
+    ep_buf: Vec<skq_sys::epoll::Event>,
     wakes: Vec<WorkerId>,
 }
 
@@ -103,7 +103,7 @@ impl Worker {
     ) -> (
         &Skq,
         &mut WorkerCtx,
-        &mut Vec<libc::epoll_event>,
+        &mut Vec<skq_sys::epoll::Event>,
         &mut Vec<WorkerId>,
     ) {
         let Worker {
@@ -255,7 +255,7 @@ fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
 fn harvest(
     skq: &Skq,
     ctx: &mut WorkerCtx,
-    ep_buf: &mut Vec<libc::epoll_event>,
+    ep_buf: &mut Vec<skq_sys::epoll::Event>,
     timeout_ns: Option<u64>,
 ) -> io::Result<()> {
     if skq.epoll.wait_ns(ep_buf, timeout_ns)? > 0 {

@@ -14,6 +14,13 @@ pub struct Epoll {
 /// Interest bits for [`Epoll::add`] (libc's `EPOLL*` values).
 pub type EpollFlags = u32;
 
+/// One ready event as the kernel reports it (`events` bits, `u64` token).
+pub type Event = libc::epoll_event;
+/// Error on the fd (always reported).
+pub const ERR: EpollFlags = libc::EPOLLERR as u32;
+/// Hang-up alone (always reported); [`HUP`] is hang-up or error.
+pub const HANGUP: EpollFlags = libc::EPOLLHUP as u32;
+
 /// Readable.
 pub const IN: EpollFlags = libc::EPOLLIN as u32;
 /// Writable.

@@ -67,6 +67,42 @@ pub fn reap(pid: u32, block: bool) -> io::Result<Option<Exit>> {
     }
 }
 
+/// Makes `cmd`'s child start with an empty signal mask (a mask survives
+/// `exec`: a parent that blocks SIGINT/SIGTERM to take them on a thread of
+/// its own would otherwise start servers that ignore the SIGTERM stopping
+/// them) and, when `cpus` is given, confined to those CPUs.
+pub fn prepare_child(cmd: &mut std::process::Command, cpus: Option<&[usize]>) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.unwrap_or_default() {
+        if c < libc::CPU_SETSIZE as usize {
+            // SAFETY: CPU_SET writes one bit of `set`, which we own, at an
+            // index checked to be below CPU_SETSIZE.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+    }
+    let pin = cpus.is_some();
+    // SAFETY: the closure runs in the child between fork and exec; it only
+    // makes async-signal-safe calls (sigemptyset, pthread_sigmask,
+    // sched_setaffinity) on values copied into it or on its own stack.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            let r = libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            if r != 0 {
+                return Err(io::Error::from_raw_os_error(r));
+            }
+            if pin && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Whether the process runs as root (effective uid 0).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -8,6 +8,11 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::time::Duration;
 
+/// The number of SIGINT (Ctrl-C), as [`wait_for_termination`] reports it.
+pub const SIGINT: i32 = libc::SIGINT;
+/// The number of SIGTERM.
+pub const SIGTERM: i32 = libc::SIGTERM;
+
 /// Blocks SIGINT and SIGTERM in the calling thread (and in every thread it
 /// spawns afterwards), so that [`wait_for_termination`] can collect them.
 pub fn block_termination_signals() -> io::Result<()> {
