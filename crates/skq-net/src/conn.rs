@@ -173,13 +173,23 @@ impl<S> Conn<S> {
     }
 
     /// Handles one edge-triggered readiness event on a non-blocking stream.
-    /// `scratch` is the worker's read buffer.
+    /// `scratch` is the worker's read buffer. `peer_hup` says the event
+    /// reported that the peer closed its side (`EPOLLRDHUP`/`EPOLLHUP`).
+    ///
+    /// Reading stops at `EAGAIN`, or at a read shorter than `scratch` when
+    /// `peer_hup` is false: a short read took everything the socket held,
+    /// and bytes (or a FIN) arriving later raise a new edge, because Linux
+    /// wakes epoll on every arrival. That saves the read that would only
+    /// return `EAGAIN`, as nginx does. With `peer_hup` the FIN may already be
+    /// queued behind the data, with no edge to come, so reading goes on
+    /// until it is seen.
     pub fn on_ready<P, T>(
         &mut self,
         proto: &P,
         stream: &mut T,
         scratch: &mut [u8],
         cx: &mut Cx<'_>,
+        peer_hup: bool,
     ) -> Outcome
     where
         P: Protocol<Session = S>,
@@ -204,6 +214,7 @@ impl<S> Conn<S> {
                     Ok(n) => {
                         self.compact();
                         self.input.extend_from_slice(&scratch[..n]);
+                        drained = !peer_hup && n < scratch.len();
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => drained = true,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

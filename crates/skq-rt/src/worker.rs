@@ -137,30 +137,38 @@ impl Worker {
         // retry timer waking it every `steal_retry_ns` while idle.
         let steal = core.config().steal && core.config().workers > 1;
         let retry = core.config().steal_retry_ns;
+        // Whether this call already harvested (as the poller).
+        let mut harvested = false;
         loop {
             if skq.is_shutdown() {
                 core.record_return(ctx, monotonic_ns(), 0);
                 return Ok(0);
-            }
-            // Nobody is blocked in epoll_wait: harvest on the way (one
-            // non-blocking harvester at a time).
-            if skq.poller.load(Ordering::Acquire) == NONE
-                && !skq.harvesting.swap(true, Ordering::AcqRel)
-            {
-                let r = harvest(skq, ctx, ep_buf, Some(0));
-                skq.harvesting.store(false, Ordering::Release);
-                r?;
             }
             let cap = events.cap;
             let mut n = core.fill(ctx, &mut events.inner, cap);
             if n == 0 && steal && core.steal(ctx) > 0 {
                 n = core.fill(ctx, &mut events.inner, cap);
             }
-            let now = monotonic_ns();
             if n > 0 {
-                core.record_return(ctx, now, n);
+                // About to work while nobody is blocked in epoll_wait:
+                // harvest on the way (one non-blocking harvester at a time),
+                // so readiness that arrived meanwhile is scheduled (possibly
+                // onto other workers) while this batch runs. Skipped when
+                // this call has just harvested as the poller, and when there
+                // is nothing to run (the worker is about to poll anyway):
+                // one epoll_wait per wake-up instead of two.
+                if !harvested
+                    && skq.poller.load(Ordering::Acquire) == NONE
+                    && !skq.harvesting.swap(true, Ordering::AcqRel)
+                {
+                    let r = harvest(skq, ctx, ep_buf, Some(0));
+                    skq.harvesting.store(false, Ordering::Release);
+                    r?;
+                }
+                core.record_return(ctx, monotonic_ns(), n);
                 return Ok(n);
             }
+            let now = monotonic_ns();
             if deadline.is_some_and(|d| now >= d) {
                 core.record_return(ctx, now, 0);
                 return Ok(0);
@@ -183,6 +191,7 @@ impl Worker {
                 skq.poller.store(NONE, Ordering::SeqCst);
                 core.unpark(ctx);
                 r?;
+                harvested = true;
                 if core.has_work(me) {
                     // Leaving to work: a parked follower takes over polling.
                     skq.promote_follower(me);

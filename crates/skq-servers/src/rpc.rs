@@ -100,21 +100,30 @@ mod tests {
     }
 
     impl Read for Mock {
+        /// Like a socket: one read returns as much of the queued data as
+        /// fits, up to the next EAGAIN (`None`) or EOF (empty) marker.
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            match self.chunks.front_mut() {
-                None | Some(None) => {
-                    self.chunks.pop_front();
-                    Err(io::ErrorKind::WouldBlock.into())
-                }
-                Some(Some(c)) => {
-                    let n = c.len().min(buf.len());
-                    buf[..n].copy_from_slice(&c[..n]);
-                    c.drain(..n);
-                    if n == 0 || c.is_empty() {
-                        self.chunks.pop_front();
+            let mut n = 0;
+            while n < buf.len() {
+                match self.chunks.front_mut() {
+                    Some(Some(c)) if !c.is_empty() => {
+                        let k = c.len().min(buf.len() - n);
+                        buf[n..n + k].copy_from_slice(&c[..k]);
+                        c.drain(..k);
+                        n += k;
+                        if c.is_empty() {
+                            self.chunks.pop_front();
+                        }
                     }
-                    Ok(n)
+                    _ => break,
                 }
+            }
+            if n > 0 {
+                return Ok(n);
+            }
+            match self.chunks.pop_front() {
+                Some(Some(_)) => Ok(0), // EOF marker
+                _ => Err(io::ErrorKind::WouldBlock.into()),
             }
         }
     }
@@ -161,7 +170,12 @@ mod tests {
         let mut scratch = [0u8; 7]; // tiny: frames always span reads
         let counters = WorkerCounters::default();
         let mut cx = Cx::new(0, &counters);
-        conn.on_ready(&PROTO, s, &mut scratch, &mut cx)
+        // The kernel reports RDHUP once the FIN is queued.
+        let hup = s
+            .chunks
+            .iter()
+            .any(|c| matches!(c, Some(v) if v.is_empty()));
+        conn.on_ready(&PROTO, s, &mut scratch, &mut cx, hup)
     }
 
     fn mock(room: usize) -> Mock {

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use skq_sys::epoll::{Epoll, EpollFlags, ET, EXCLUSIVE, IN, ONESHOT, OUT, RDHUP};
+use skq_sys::epoll::{Epoll, EpollFlags, ET, EXCLUSIVE, HUP, IN, ONESHOT, OUT, RDHUP};
 use skq_sys::eventfd::EventFd;
 
 use crate::config::ServerConfig;
@@ -171,7 +171,7 @@ fn run<P: Protocol>(s: &Shared<P>, w: usize) {
             match ev.u64 {
                 LISTENER => accept_all(s, w),
                 SHUTDOWN => return,
-                idx => serve(s, w, idx as usize, &mut scratch),
+                idx => serve(s, w, idx as usize, ev.events, &mut scratch),
             }
         }
     }
@@ -212,7 +212,7 @@ fn accept_all<P: Protocol>(s: &Shared<P>, w: usize) {
     }
 }
 
-fn serve<P: Protocol>(s: &Shared<P>, w: usize, idx: usize, scratch: &mut [u8]) {
+fn serve<P: Protocol>(s: &Shared<P>, w: usize, idx: usize, bits: EpollFlags, scratch: &mut [u8]) {
     let Some((mut slot, _)) = s.table.lock_observed(idx) else {
         return;
     };
@@ -222,7 +222,8 @@ fn serve<P: Protocol>(s: &Shared<P>, w: usize, idx: usize, scratch: &mut [u8]) {
     let counters = &s.common.counters.workers[w];
     counters.record_event();
     let mut cx = Cx::new(w, counters);
-    let outcome = conn.on_ready(&*s.common.proto, stream, scratch, &mut cx);
+    let hup = bits & (RDHUP | HUP) != 0;
+    let outcome = conn.on_ready(&*s.common.proto, stream, scratch, &mut cx, hup);
     if outcome == Outcome::Blocked {
         counters.record_blocked();
     }

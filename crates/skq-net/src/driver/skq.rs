@@ -276,9 +276,10 @@ fn on_connection<P: Protocol>(
     counters.record_event();
     let mut cx = Cx::new(w, counters);
     let proto = &*shared.common.proto;
+    let hup = ev.ready.contains(skq_core::Ready::HUP);
     let outcome = entry
         .conn
-        .on_ready(proto, &mut entry.stream, scratch, &mut cx);
+        .on_ready(proto, &mut entry.stream, scratch, &mut cx, hup);
     if cx.priority_raised() && !entry.high && !matches!(outcome, Outcome::Close(_)) {
         entry.high = true;
         if let Err(e) = shared.skq.modify(
