@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo build --workspace --bins
 cargo test --workspace
+echo "smoke: the typed-API echo server example serves its built-in clients and exits"
+cargo run -q -p skq-rt --example echo
 echo "loom: model-checking the core's cross-thread state machine"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p skq-core --test loom --release
 echo "loom: model-checking the thread-per-core doorbell of skq-kv"
