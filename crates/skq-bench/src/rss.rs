@@ -92,39 +92,14 @@ impl RssSpec {
 
 /// `0,1`, `0-3` or `0-1,4`: CPUs, ascending, deduplicated.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (usize, usize) = (a.trim().parse()?, b.trim().parse()?);
-        if a > b || b >= 4096 {
-            bail!("bad CPU range `{part}`");
-        }
-        out.extend(a..=b);
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    let cpus = skq_core::parse_cpu_list(s).map_err(anyhow::Error::msg)?;
+    Ok(cpus.into_iter().map(|c| c as usize).collect())
 }
 
 /// CPUs as a compact list (`0-3,6`).
 pub fn cpu_list(cpus: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if j > i + 1 {
-            format!("{}-{}", cpus[i], cpus[j])
-        } else if j == i + 1 {
-            format!("{},{}", cpus[i], cpus[j])
-        } else {
-            cpus[i].to_string()
-        });
-        i = j + 1;
-    }
-    parts.join(",")
+    let cpus: Vec<u32> = cpus.iter().map(|&c| c as u32).collect();
+    skq_core::format_cpu_list(&cpus)
 }
 
 /// The mask of migration step `step` (0 = the point's start): even steps

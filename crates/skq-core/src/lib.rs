@@ -74,6 +74,7 @@
 #![deny(unsafe_code)]
 
 mod config;
+mod cpulist;
 mod cpumap;
 mod exit;
 mod hint;
@@ -91,6 +92,7 @@ mod worker;
 mod tests;
 
 pub use config::{Config, ConfigError, CpuPlace, Policy, MAX_CPUS, MAX_WORKERS};
+pub use cpulist::{format_cpu_list, parse_cpu_list};
 pub use cpumap::{CpuMap, HintLevel};
 pub use exit::imbalance_of;
 pub use hint::HintCell;

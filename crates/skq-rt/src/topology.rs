@@ -58,24 +58,9 @@ pub struct Topology {
     pub nodes: Vec<Node>,
 }
 
-/// Parses a kernel CPU list such as `0-3,8,10-11`.
+/// Parses a kernel CPU list such as `0-3,8,10-11` (see [`skq_core::parse_cpu_list`]).
 pub fn parse_cpu_list(s: &str) -> io::Result<Vec<u32>> {
-    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("bad CPU list `{s}`"));
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if b < a {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    Ok(out)
+    skq_core::parse_cpu_list(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 fn read_u32(p: &Path) -> Option<u32> {
@@ -240,30 +225,7 @@ pub fn worker_cpus(topo: Option<&Topology>, allowed: &[u32], workers: usize) -> 
     (0..workers).map(|w| order[w % order.len()]).collect()
 }
 
-/// Formats CPUs as a kernel CPU list (`0-3,8`).
-pub fn format_cpu_list(cpus: &[u32]) -> String {
-    let mut v = cpus.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if j > i {
-            let _ = write!(out, "{}-{}", v[i], v[j]);
-        } else {
-            let _ = write!(out, "{}", v[i]);
-        }
-        i = j + 1;
-    }
-    out
-}
+pub use skq_core::format_cpu_list;
 
 impl Topology {
     /// Every CPU's place (core, last-level cache, node) for
@@ -466,7 +428,7 @@ mod tests {
         );
         assert_eq!(worker_cpus(Some(&t), &[0, 1], 3), vec![0, 1, 0]);
         assert_eq!(worker_cpus(None, &[], 2), vec![0, 0]);
-        assert_eq!(format_cpu_list(&[8, 0, 1, 2, 3, 10, 11]), "0-3,8,10-11");
+        assert_eq!(format_cpu_list(&[8, 0, 1, 2, 3, 10, 11]), "0-3,8,10,11");
     }
 
     #[test]

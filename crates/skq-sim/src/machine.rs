@@ -223,30 +223,11 @@ fn mix(mut x: u64) -> u64 {
 
 /// Parses a kernel-style CPU list such as `0-3,8`.
 pub fn parse_cpu_list(s: &str) -> anyhow::Result<Vec<u32>> {
-    let bad = || anyhow!("`{s}` is not a CPU list (e.g. 0-3,8)");
-    let mut out = Vec::new();
-    for part in s.trim().split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if b < a {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    Ok(out)
+    skq_core::parse_cpu_list(s).map_err(|e| anyhow!(e))
 }
 
-/// Formats CPUs as a list (`0,1,4`).
 fn cpu_list(cpus: &[u32]) -> String {
-    cpus.iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
+    skq_core::format_cpu_list(cpus)
 }
 
 #[cfg(test)]
