@@ -19,6 +19,16 @@
 //! table's load factor) — roughly 50–80 bytes depending on where the table is in its
 //! growth cycle; the key is not duplicated in the index. See the crate README table for
 //! memcached's figure measured the same way.
+//!
+//! **Guarantees and who touches what.** Replies leave each connection in request order,
+//! in both architectures (tpc reserves a reply slot for a forwarded command and releases
+//! replies only in order, [`session`]). Bad input closes or errors that connection only.
+//! The shared store is touched under its shard locks by any worker; a tpc partition and
+//! its arena are touched only by their owning worker thread, which alone pops its
+//! incoming rings (single consumer) while each peer pushes to its own ring (single
+//! producer). The layering reads bottom-up with no cycle: `command` → `meta` →
+//! `protocol` → `exec`/`store` → `config` → `ctx` → `session` → `shared` (a protocol of
+//! the `skq-net` server layer) and `tpc` (its own driver) → `running` → `server`.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

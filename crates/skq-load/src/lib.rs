@@ -23,6 +23,11 @@
 //!   against this machine's own timing floor ([`capacity`], `--capacity`).
 //!
 //! The library entry point is [`run`]; the CLI is [`cli`].
+//!
+//! **Who touches what.** Each generator thread owns its connections, its
+//! schedules and its histograms outright (nothing is shared while a point
+//! runs); results are merged once the threads have joined. All system calls
+//! go through `skq-sys`.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -11,6 +11,10 @@
 //!
 //! The rendering modules are pure functions of their inputs: no files, no
 //! processes, no clock. `skq bench` and `skq sim` both draw through them.
+//!
+//! Pure functions over result records: no I/O but writing the files it is
+//! asked to write, no clock, no shared state; `skq bench` and `skq sim` call
+//! the same code, so a figure means the same in both.
 #![deny(missing_docs)]
 
 pub mod csv;

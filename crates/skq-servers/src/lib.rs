@@ -68,6 +68,11 @@
 //! # The pipe benchmark
 //!
 //! [`pipes`]: SKQ's pipe scalability benchmark.
+//!
+//! **Who touches what.** [`RpcProtocol`] holds no state shared between
+//! connections; its per-connection [`rpc::RpcSession`] is touched only by the
+//! worker serving that connection (the `skq-net` drivers guarantee one at a
+//! time). All system calls go through `skq-sys`.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
