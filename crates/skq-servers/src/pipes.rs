@@ -89,49 +89,43 @@ pub struct PipeResult {
     pub steals: u64,
 }
 
-/// Runs one configuration and returns events/s.
-pub fn measure(
-    mode: &str,
-    workers: usize,
-    service: ServiceMode,
-    service_ns: u32,
-    pipes_per_worker: usize,
-    duration: Duration,
-    pin: bool,
-) -> anyhow::Result<PipeResult> {
+/// One configuration's shape, whatever serves it.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    /// Worker threads.
+    pub workers: usize,
+    /// Spin or emulate.
+    pub service: ServiceMode,
+    /// Per-event service (ns).
+    pub service_ns: u32,
+    /// Always-readable pipes per worker.
+    pub pipes_per_worker: usize,
+    /// How long to count.
+    pub duration: Duration,
+    /// Pin worker w to its CPU.
+    pub pin: bool,
+}
+
+/// Runs one configuration (an skq mode, `epoll-1to1` or `epoll-shared`)
+/// and returns its events/s.
+pub fn measure(mode: &str, setup: &Setup) -> anyhow::Result<PipeResult> {
     match mode {
-        "epoll-1to1" | "epoll-shared" => measure_epoll(
-            mode == "epoll-shared",
-            workers,
-            service,
-            service_ns,
-            pipes_per_worker,
-            duration,
-            pin,
-        ),
-        _ => measure_skq(
-            mode,
-            workers,
-            service,
-            service_ns,
-            pipes_per_worker,
-            duration,
-            pin,
-        ),
+        "epoll-1to1" | "epoll-shared" => measure_epoll(mode == "epoll-shared", setup),
+        _ => measure_skq(mode, setup),
     }
 }
 
 /// The plain-epoll baselines: one epoll per worker (level-triggered), or one
 /// shared epoll set with `EPOLLONESHOT` and a re-arm per served event.
-fn measure_epoll(
-    shared: bool,
-    workers: usize,
-    service: ServiceMode,
-    service_ns: u32,
-    pipes_per_worker: usize,
-    duration: Duration,
-    pin: bool,
-) -> anyhow::Result<PipeResult> {
+fn measure_epoll(shared: bool, setup: &Setup) -> anyhow::Result<PipeResult> {
+    let Setup {
+        workers,
+        service,
+        service_ns,
+        pipes_per_worker,
+        duration,
+        pin,
+    } = *setup;
     use skq_sys::epoll::{Epoll, IN, ONESHOT};
     let epolls: Arc<Vec<Epoll>> = Arc::new(
         (0..if shared { 1 } else { workers })
@@ -214,15 +208,15 @@ fn measure_epoll(
     })
 }
 
-fn measure_skq(
-    mode: &str,
-    workers: usize,
-    service: ServiceMode,
-    service_ns: u32,
-    pipes_per_worker: usize,
-    duration: Duration,
-    pin: bool,
-) -> anyhow::Result<PipeResult> {
+fn measure_skq(mode: &str, setup: &Setup) -> anyhow::Result<PipeResult> {
+    let Setup {
+        workers,
+        service,
+        service_ns,
+        pipes_per_worker,
+        duration,
+        pin,
+    } = *setup;
     let cfg = Config::parse_mode(mode, workers)?;
     let skq = Skq::new(cfg)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -340,16 +334,16 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
     let mut results: Vec<PipeResult> = Vec::new();
     for (i, (mode, w, svc, ns)) in plan.iter().enumerate() {
         eprint!("\r[{}/{}] {mode} × {w} ({svc})        ", i + 1, plan.len());
-        let r = measure(
-            mode,
-            *w,
-            *svc,
-            *ns,
-            a.pipes_per_worker,
-            Duration::from_secs_f64(a.duration),
-            a.pin,
-        )
-        .with_context(|| format!("configuration {mode} with {w} workers"))?;
+        let setup = Setup {
+            workers: *w,
+            service: *svc,
+            service_ns: *ns,
+            pipes_per_worker: a.pipes_per_worker,
+            duration: Duration::from_secs_f64(a.duration),
+            pin: a.pin,
+        };
+        let r = measure(mode, &setup)
+            .with_context(|| format!("configuration {mode} with {w} workers"))?;
         results.push(r);
     }
     eprintln!();
