@@ -25,8 +25,9 @@
 //! reported again at once, to whichever worker waits first).
 //!
 //! In both, a connection's events reach one worker at a time, so its table
-//! slot's lock is uncontended and its requests are served in order; each
-//! wait takes at most `batch` events. Shutdown writes an eventfd that every
+//! slot's lock is uncontended and its requests are served in order. A
+//! shared-set wait takes at most `batch` events (events in a batch cannot go
+//! to another worker); a 1:1 wait takes up to 64, since they are all its own. Shutdown writes an eventfd that every
 //! instance watches level-triggered.
 
 use std::io;
@@ -48,6 +49,8 @@ use crate::table::Table;
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
+/// Events one `epoll-1to1` wait takes at least.
+const ONE_TO_ONE_BATCH: usize = 64;
 /// Interest of every `epoll-1to1` connection, for life.
 const ONE_TO_ONE: EpollFlags = IN | OUT | RDHUP | ET;
 
@@ -115,7 +118,14 @@ pub(crate) fn start<P: Protocol>(
         next: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         shutdown_fd,
-        batch: cfg.sched.batch,
+        // A 1:1 worker serves its own events in arrival order whatever the
+        // batch, so it takes many per wait, as memcached (libevent) and
+        // nginx do; in the shared set a batch holds events others could
+        // take, so it keeps the configured size.
+        batch: match model {
+            Model::OneToOne => cfg.sched.batch.max(ONE_TO_ONE_BATCH),
+            Model::Shared => cfg.sched.batch,
+        },
         pin: cfg.pin,
     });
     let name = cfg.driver.name();
