@@ -49,15 +49,6 @@ impl Running {
         &self.ctx
     }
 
-    /// The server layer's counters (shared architecture only).
-    #[cfg(feature = "runtime")]
-    pub fn net_stats(&self) -> Option<skq_net::ServerStats> {
-        match &self.workers {
-            Workers::Net(h) => Some(h.stats()),
-            Workers::Threads { .. } => None,
-        }
-    }
-
     /// Stops every worker and waits for them: listeners close, open connections close.
     pub fn stop(self) {
         self.ctx.shutdown.store(true, Ordering::SeqCst);

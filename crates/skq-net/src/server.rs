@@ -26,10 +26,11 @@ pub(crate) struct Common<P> {
 }
 
 impl<P: Protocol> Common<P> {
-    /// Admits a freshly accepted connection under the limit: makes it
-    /// non-blocking with `TCP_NODELAY` and counts it, or writes the
+    /// Admits a freshly accepted connection under the limit (reserving its
+    /// place) and makes it non-blocking with `TCP_NODELAY`; or writes the
     /// protocol's busy message, counts the refusal and returns `None` (the
-    /// caller drops the stream, which closes it).
+    /// caller drops the stream, which closes it). The connection is counted
+    /// as accepted once its session opens ([`Common::open_session`]).
     pub fn admit(&self, worker: usize, stream: TcpStream) -> Option<TcpStream> {
         if self.open.fetch_add(1, Ordering::Relaxed) >= self.max_conns {
             self.open.fetch_sub(1, Ordering::Relaxed);
@@ -41,16 +42,28 @@ impl<P: Protocol> Common<P> {
             self.open.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        self.counters.conns.accepted();
         Some(stream)
     }
 
-    /// Counts a connection refused by the driver itself (table full,
-    /// registration failed) after [`Common::admit`] accepted it.
+    /// The session of an admitted connection the driver is about to serve;
+    /// counts it as accepted.
+    pub fn open_session(&self, worker: usize) -> P::Session {
+        self.counters.conns.accepted();
+        self.proto.open(worker)
+    }
+
+    /// Refuses an admitted connection before its session opened (table
+    /// full, registration failed): releases its place and counts the refusal.
     pub fn refuse_admitted(&self, worker: usize, stream: &TcpStream) {
         self.open.fetch_sub(1, Ordering::Relaxed);
-        self.counters.conns.closed(Close::Aborted);
         self.refuse(worker, stream);
+    }
+
+    /// [`Common::refuse_admitted`] for a stream already gone (no message).
+    pub fn release_admitted(&self, worker: usize) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        self.counters.conns.rejected();
+        self.proto.rejected(worker);
     }
 
     fn refuse(&self, worker: usize, stream: &TcpStream) {

@@ -85,13 +85,6 @@ impl ConnCounters {
             }
         }
     }
-
-    /// Connections open now.
-    pub fn open(&self) -> u64 {
-        self.accepted
-            .load(Relaxed)
-            .saturating_sub(self.closed.load(Relaxed))
-    }
 }
 
 /// All counters of one server.

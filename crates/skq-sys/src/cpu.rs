@@ -160,8 +160,3 @@ pub fn thread_cpu_ns() -> (u64, u64) {
     let ru = rusage(libc::RUSAGE_THREAD);
     (timeval_ns(ru.ru_utime), timeval_ns(ru.ru_stime))
 }
-
-/// Peak resident set size of the process (bytes).
-pub fn max_rss_bytes() -> u64 {
-    rusage(libc::RUSAGE_SELF).ru_maxrss as u64 * 1024
-}

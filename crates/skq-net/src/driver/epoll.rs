@@ -42,7 +42,7 @@ use skq_sys::eventfd::EventFd;
 
 use crate::config::ServerConfig;
 use crate::conn::{Conn, Outcome};
-use crate::protocol::{Cx, Protocol};
+use crate::protocol::{Close, Cx, Protocol};
 use crate::server::{accept_ready, pin_worker, spawn_workers, Common, Running, SCRATCH};
 use crate::stats::ServerStats;
 use crate::table::Table;
@@ -205,12 +205,12 @@ fn accept_all<P: Protocol>(s: &Shared<P>, w: usize) {
         };
         let fd = stream.as_raw_fd();
         // In the table before the epoll can report it.
-        *s.table.lock(idx) = Some((stream, Conn::new(s.common.proto.open(owner))));
+        *s.table.lock(idx) = Some((stream, Conn::new(s.common.open_session(owner))));
         if let Err(e) = s.epoll_of(owner).add(fd, flags, idx as u64) {
             eprintln!("warning: could not register a connection: {e}");
             if let Some((stream, conn)) = s.table.lock(idx).take() {
-                s.common.refuse_admitted(w, &stream);
-                s.common.proto.close(conn.session, owner);
+                drop(stream);
+                s.common.closed(owner, Close::Aborted, conn.session);
             }
             s.table.release(idx);
         }

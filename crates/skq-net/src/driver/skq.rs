@@ -233,7 +233,7 @@ fn accept_all<P: Protocol>(shared: &Shared<P>, worker: &Worker) {
                 *guard = Some(Entry {
                     stream,
                     id,
-                    conn: Conn::new(shared.common.proto.open(w)),
+                    conn: Conn::new(shared.common.open_session(w)),
                     high: false,
                     handled: 0,
                 });

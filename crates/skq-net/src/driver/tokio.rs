@@ -119,12 +119,13 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, common: Arc<Common<P>>)
             continue;
         };
         let Ok(stream) = TcpStream::from_std(std_stream) else {
-            common.counters.conns.closed(Close::Aborted);
+            // The runtime refused the socket (it is closed already).
+            common.release_admitted(w);
             continue;
         };
         let common = common.clone();
         tokio::spawn(async move {
-            let mut conn = Conn::new(common.proto.open(w));
+            let mut conn = Conn::new(common.open_session(w));
             let why = serve_connection(stream, &mut conn, &common).await;
             common.closed(worker_index(), why, conn.session);
         });
