@@ -18,7 +18,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run a server (rpc, kv).
+    /// Run a server (rpc, kv, http).
     #[command(subcommand)]
     Serve(Serve),
     /// Open-loop load generator with self-checks.
@@ -44,6 +44,8 @@ enum Serve {
     Rpc(skq_servers::cli::RpcArgs),
     /// The memcached-compatible cache (shared or thread-per-core).
     Kv(skq_kv::cli::KvArgs),
+    /// A static-file HTTP/1.1 server (every skq mode, epoll and tokio baselines).
+    Http(skq_http::cli::HttpArgs),
 }
 
 fn main() {
@@ -51,6 +53,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Serve(Serve::Rpc(a)) => skq_servers::cli::run_rpc(a),
         Cmd::Serve(Serve::Kv(a)) => skq_kv::cli::run_kv(a),
+        Cmd::Serve(Serve::Http(a)) => skq_http::cli::run_http(a),
         Cmd::Load(a) => skq_load::cli::run(a),
         Cmd::Bench(a) => skq_bench::cli::run(a),
         Cmd::Sim(a) => skq_sim::cli::run(a),

@@ -22,6 +22,7 @@
 pub mod cpu;
 pub mod epoll;
 pub mod eventfd;
+pub mod fs;
 pub mod limits;
 pub mod net;
 pub mod netns;

@@ -1,0 +1,184 @@
+//! `skq serve http`: command-line flags and the process around the server
+//! (file-descriptor limit, readiness line, signals, stats file).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use skq_net::SchedOptions;
+use skq_sys::{limits, signal};
+
+use crate::iovar::IoVariance;
+use crate::protocol::AccessLog;
+use crate::server::{start, HttpConfig};
+
+/// Flags of `skq serve http`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HttpArgs {
+    /// Directory whose files are served (`/` serves its index.html).
+    #[arg(long)]
+    pub root: PathBuf,
+    /// Address to listen on (IP:PORT).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Worker threads (1..=64).
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// What serves the connections: an skq scheduling mode
+    /// (vanilla|shared|queue|cpu|best2|hybrid, optionally with +steal), or a
+    /// baseline without skq: epoll-1to1, epoll-shared or tokio.
+    #[arg(long, default_value = "hybrid")]
+    pub mode: String,
+    /// Pin worker threads to CPUs.
+    #[arg(long)]
+    pub pin: bool,
+    /// Most events one wait() returns (1..=1024; skq and epoll drivers).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub batch: u16,
+    /// Events taken per steal (1..=8).
+    #[arg(long)]
+    pub steal_k: Option<usize>,
+    /// Hybrid's cache-miss penalty in ns.
+    #[arg(long)]
+    pub penalty_ns: Option<u64>,
+    /// IO variance: none, fadvise (drop the file's cached pages before a
+    /// read: a real miss) or emulate (wait a storage latency after the read).
+    #[arg(long, default_value = "none")]
+    pub io_variance: String,
+    /// Fraction of file reads that miss the page cache (0..=1).
+    #[arg(long, default_value_t = 0.0)]
+    pub io_miss: f64,
+    /// Mean emulated storage latency of a miss in µs.
+    #[arg(long, default_value_t = 1000.0)]
+    pub io_latency_us: f64,
+    /// Emulated latency distribution: fixed or exp.
+    #[arg(long, default_value = "exp")]
+    pub io_dist: String,
+    /// Print `METHOD PATH STATUS` for every request on standard error.
+    #[arg(long)]
+    pub access_log: bool,
+    /// Most connections served at once.
+    #[arg(long, default_value_t = 65_536)]
+    pub max_conns: usize,
+    /// Write final statistics (JSON) here at shutdown.
+    #[arg(long)]
+    pub stats_json: Option<PathBuf>,
+    /// Stop by itself after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+}
+
+impl HttpArgs {
+    /// The configuration these flags describe; errors name the flag.
+    pub fn to_config(&self) -> anyhow::Result<HttpConfig> {
+        let addr: SocketAddr = self.addr.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "--addr {}: not an IP:PORT address (e.g. 127.0.0.1:8080)",
+                self.addr
+            )
+        })?;
+        let io = IoVariance::from_flags(
+            &self.io_variance,
+            self.io_miss,
+            self.io_latency_us,
+            &self.io_dist,
+        )
+        .map_err(anyhow::Error::msg)?;
+        Ok(HttpConfig {
+            addr,
+            root: self.root.clone(),
+            workers: self.workers,
+            mode: self.mode.clone(),
+            sched: SchedOptions {
+                mode: self.mode.clone(),
+                steal_k: self.steal_k,
+                penalty_ns: self.penalty_ns,
+                batch: self.batch as usize,
+                ..SchedOptions::default()
+            },
+            pin: self.pin,
+            max_conns: self.max_conns,
+            io,
+        })
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM (or `--duration`), then writes the
+/// stats file and returns.
+pub fn run_http(args: HttpArgs) -> anyhow::Result<()> {
+    let run_for = match args.duration {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
+        Some(s) => anyhow::bail!("--duration: {s} is not a positive number of seconds"),
+    };
+    let cfg = args.to_config()?;
+    if let Err(e) = limits::raise_nofile_limit() {
+        eprintln!("warning: could not raise the open-file limit: {e}");
+    }
+    signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
+    let log = if args.access_log {
+        AccessLog::Stderr
+    } else {
+        AccessLog::Off
+    };
+    let (server, proto) = start(&cfg, log).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
+            anyhow::anyhow!("{e}")
+        }
+        _ => anyhow::anyhow!("--addr {}: {e}", cfg.addr),
+    })?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "listening on {} (root {}, mode {}, {} workers, service: {})",
+        server.local_addr(),
+        proto.root().path().display(),
+        cfg.mode,
+        cfg.workers,
+        cfg.service_label()
+    )?;
+    out.flush()?;
+    drop(out);
+
+    let started = Instant::now();
+    loop {
+        let slice = match run_for {
+            None => Duration::from_secs(3600),
+            Some(d) => match d.checked_sub(started.elapsed()) {
+                Some(left) if !left.is_zero() => left,
+                _ => break,
+            },
+        };
+        if matches!(signal::wait_for_termination(Some(slice)), Ok(Some(_))) {
+            break;
+        }
+    }
+    let stats = server.shutdown();
+    let (misses, wait_ns) = proto.emulated_misses();
+    let delivered = if misses > 0 && proto.io().is_emulated() {
+        format!(
+            ", {misses} emulated misses with mean delivered latency {:.0} us",
+            wait_ns as f64 / misses as f64 / 1000.0
+        )
+    } else if misses > 0 {
+        format!(", {misses} page-cache drops")
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "skq serve http: {} requests on {} connections ({} protocol errors, {} aborted, {} rejected), imbalance {:.3}, service: {}{delivered}",
+        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.rejected, stats.imbalance, cfg.service_label()
+    );
+    if let Some(path) = &args.stats_json {
+        let mut json = serde_json::to_value(&stats)?;
+        json["io_variance"] = serde_json::Value::String(cfg.io.label());
+        json["io_misses"] = misses.into();
+        json["io_miss_wait_ns"] = wait_ns.into();
+        let text = serde_json::to_string_pretty(&json)?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("--stats-json {}", path.display()))?;
+    }
+    Ok(())
+}

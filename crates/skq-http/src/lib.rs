@@ -1,0 +1,37 @@
+//! # skq-http: a static-file HTTP/1.1 server on the skq server layer
+//!
+//! `skq serve http --root DIR` serves the files below `DIR` with GET and
+//! HEAD over HTTP/1.1 keep-alive and pipelining: `Content-Length`, `Date`,
+//! `Content-Type` by extension, `Last-Modified`/`If-Modified-Since`,
+//! `ETag`/`If-None-Match`, `Connection: close`, and the errors a client
+//! expects (400, 403, 404, 405, 413, 414, 431, 501, 505). Request heads are
+//! parsed by `httparse`; everything else is in [`protocol`].
+//!
+//! The server is one sans-socket [`skq_net::Protocol`]
+//! ([`protocol::HttpProtocol`]), so every skq-net driver serves it through
+//! the same request path: every skq scheduling mode, `epoll-1to1`,
+//! `epoll-shared` and tokio.
+//!
+//! **Containment.** A request path is percent-decoded once and refused if
+//! any segment is `..` ([`target`]); what remains is opened with
+//! `openat2(RESOLVE_BENEATH)` relative to the root ([`docroot`]), so
+//! symlinks cannot lead out of it either.
+//!
+//! **IO variance** ([`iovar`]): a chosen fraction of file reads misses the
+//! page cache, for real (`posix_fadvise(POSIX_FADV_DONTNEED)`) or emulated
+//! (a storage latency waited on the clock). Every output names it.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod date;
+pub mod docroot;
+pub mod fuzzing;
+pub mod iovar;
+pub mod mime;
+pub mod protocol;
+pub mod server;
+pub mod target;
+
+pub use protocol::{AccessLog, HttpProtocol};
+pub use server::{start, HttpConfig};

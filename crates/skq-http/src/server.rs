@@ -1,0 +1,87 @@
+//! The library face of the HTTP server: configuration and start.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use skq_net::{Driver, SchedOptions, Server, ServerConfig, ServerHandle};
+
+use crate::docroot::DocRoot;
+use crate::iovar::IoVariance;
+use crate::protocol::{AccessLog, HttpProtocol};
+
+/// Everything needed to start a server.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// Address to listen on (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// Document root.
+    pub root: PathBuf,
+    /// Worker threads (1..=64).
+    pub workers: usize,
+    /// `--mode`: an skq policy, `epoll-1to1`, `epoll-shared` or `tokio`.
+    pub mode: String,
+    /// skq scheduling options besides the mode.
+    pub sched: SchedOptions,
+    /// Pin worker threads.
+    pub pin: bool,
+    /// Most connections served at once.
+    pub max_conns: usize,
+    /// IO variance.
+    pub io: IoVariance,
+}
+
+impl HttpConfig {
+    /// Defaults: 127.0.0.1 on a free port, `mode`, no IO variance.
+    pub fn new(root: impl Into<PathBuf>, mode: &str, workers: usize) -> Self {
+        HttpConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            root: root.into(),
+            workers,
+            mode: mode.to_string(),
+            sched: SchedOptions {
+                mode: mode.to_string(),
+                ..SchedOptions::default()
+            },
+            pin: false,
+            max_conns: 65_536,
+            io: IoVariance::None,
+        }
+    }
+
+    /// The server layer's configuration. The service label says the work is
+    /// real (spin) and which IO variance is in force.
+    pub fn server_config(&self) -> ServerConfig {
+        let mut sched = self.sched.clone();
+        sched.mode = self.mode.clone();
+        ServerConfig {
+            addr: self.addr,
+            driver: Driver::of_mode(&self.mode),
+            workers: self.workers,
+            sched,
+            pin: self.pin,
+            max_conns: self.max_conns,
+            service_label: self.service_label(),
+        }
+    }
+
+    /// `spin io=...`: the server does its real work; misses may be emulated.
+    pub fn service_label(&self) -> String {
+        format!("spin {}", self.io.label())
+    }
+}
+
+/// Starts `cfg` with access log `log`; returns the handle and the protocol
+/// (for its access log and emulated-miss totals). Errors are one line
+/// naming the flag.
+pub fn start(cfg: &HttpConfig, log: AccessLog) -> io::Result<(ServerHandle, Arc<HttpProtocol>)> {
+    let sc = cfg.server_config();
+    sc.validate()
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+    let root =
+        DocRoot::open(&cfg.root).map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+    let proto = Arc::new(HttpProtocol::new(root, cfg.io, log));
+    let handle = Server::start(&sc, proto.clone())?;
+    Ok((handle, proto))
+}
