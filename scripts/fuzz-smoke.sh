@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz smoke run for the kv protocol parser (~30 s).
+# Fuzz smoke run for the kv protocol parser and the HTTP server's request path (~30 s each).
 #
 # With cargo-fuzz and a nightly toolchain: runs the libFuzzer target fuzz/kv_parser.
 # Without them (the usual case in CI and on the dev VMs): runs the SAME fuzz body
@@ -10,12 +10,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 secs="${FUZZ_SECONDS:-30}"
 
 if cargo fuzz --version >/dev/null 2>&1 && rustup run nightly rustc --version >/dev/null 2>&1; then
-    echo "fuzz-smoke: cargo-fuzz + nightly found: libFuzzer on kv_parser for ${secs}s"
+    echo "fuzz-smoke: cargo-fuzz + nightly found: libFuzzer on kv_parser and http_parser for ${secs}s each"
     cd "$root"
-    exec cargo +nightly fuzz run --fuzz-dir fuzz kv_parser -- -max_total_time="$secs" -max_len=8192
+    cargo +nightly fuzz run --fuzz-dir fuzz kv_parser -- -max_total_time="$secs" -max_len=8192
+    exec cargo +nightly fuzz run --fuzz-dir fuzz http_parser -- -max_total_time="$secs" -max_len=20000
 fi
 
 echo "fuzz-smoke: cargo-fuzz or nightly missing: running the fuzz body as a seeded randomized test instead (not coverage-guided)"
 cd "$root"
 SKQ_FUZZ_ITERS="${SKQ_FUZZ_ITERS:-500000}" timeout "$((secs * 4))" \
     cargo test --release -p skq-kv --test fuzz_random -- --nocapture
+echo "fuzz-smoke: the same for skq-http's request path (skq_http::fuzzing::check, seeded, not coverage-guided)"
+SKQ_FUZZ_ITERS="${SKQ_HTTP_FUZZ_ITERS:-50000}" timeout "$((secs * 4))" \
+    cargo test --release -p skq-http --test fuzz_random -- --nocapture
