@@ -118,6 +118,14 @@ struct Fields<'a> {
     if_modified_since: Option<&'a [u8]>,
 }
 
+/// A well-framed GET or HEAD to serve.
+struct Get<'a> {
+    path: &'a str,
+    head_only: bool,
+    keep: bool,
+    fields: Fields<'a>,
+}
+
 /// Reads the fields; `Err(())` for a malformed or conflicting `Content-Length`.
 fn fields<'a>(headers: &[httparse::Header<'a>]) -> Result<Fields<'a>, ()> {
     let mut f = Fields::default();
@@ -296,12 +304,10 @@ impl HttpProtocol {
         s: &mut Session,
         out: &mut Vec<u8>,
         cx: &mut Cx<'_>,
-        path: &str,
-        head_only: bool,
-        keep: bool,
-        f: &Fields<'_>,
+        req: &Get<'_>,
     ) -> Result<u16, u16> {
-        let t = match target::parse(path) {
+        let (head_only, keep, f) = (req.head_only, req.keep, &req.fields);
+        let t = match target::parse(req.path) {
             Ok(t) => t,
             Err(Refused::Malformed | Refused::Traversal) => return Err(400),
         };
@@ -481,10 +487,18 @@ impl Protocol for HttpProtocol {
         }
         let keep = !f.close && (version == 1 || f.keep_alive);
         let code = match method {
-            "GET" | "HEAD" => match self.get(s, out, cx, path, method == "HEAD", keep, &f) {
-                Ok(code) => code,
-                Err(code) => return self.refuse(s, out, code, input.len()),
-            },
+            "GET" | "HEAD" => {
+                let get = Get {
+                    path,
+                    head_only: method == "HEAD",
+                    keep,
+                    fields: f,
+                };
+                match self.get(s, out, cx, &get) {
+                    Ok(code) => code,
+                    Err(code) => return self.refuse(s, out, code, input.len()),
+                }
+            }
             _ => self.reply_error(s, out, 405, false, keep),
         };
         self.record(method, path, code);

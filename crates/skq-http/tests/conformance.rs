@@ -47,7 +47,8 @@ fn pipelined_requests_are_answered_in_order_on_every_mode() {
         let mut c = Client::connect(server.local_addr());
         let mut batch = Vec::new();
         for i in 0..20 {
-            batch.extend_from_slice(format!("GET /f{i}.txt HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+            batch
+                .extend_from_slice(format!("GET /f{i}.txt HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
             if i == 10 {
                 batch.extend_from_slice(b"HEAD /f3.txt HTTP/1.1\r\nHost: t\r\n\r\n");
                 batch.extend_from_slice(b"GET /missing HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -106,7 +107,10 @@ fn conditional_requests_answer_304() {
     assert_eq!(nm.code, 304);
     assert!(nm.body.is_empty());
     assert_eq!(nm.header("ETag"), Some(&*etag));
-    assert_eq!(ask(&mut c, &format!("If-None-Match: \"x\", W/{etag}")).code, 304);
+    assert_eq!(
+        ask(&mut c, &format!("If-None-Match: \"x\", W/{etag}")).code,
+        304
+    );
     assert_eq!(ask(&mut c, "If-None-Match: *").code, 304);
     assert_eq!(ask(&mut c, "If-None-Match: \"other\"").code, 200);
     assert_eq!(ask(&mut c, &format!("If-Modified-Since: {lm}")).code, 304);
@@ -117,7 +121,11 @@ fn conditional_requests_answer_304() {
     assert_eq!(ask(&mut c, "If-Modified-Since: yesterday").code, 200);
     // If-None-Match decides when both are present.
     assert_eq!(
-        ask(&mut c, &format!("If-None-Match: \"other\"\r\nIf-Modified-Since: {lm}")).code,
+        ask(
+            &mut c,
+            &format!("If-None-Match: \"other\"\r\nIf-Modified-Since: {lm}")
+        )
+        .code,
         200
     );
     server.shutdown();
@@ -163,20 +171,32 @@ fn one(addr: std::net::SocketAddr, req: &[u8]) -> (u16, bool, Option<String>) {
 fn errors_close_only_their_own_connection_on_every_mode() {
     let root = Root::new("errors");
     let long_uri = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(5000));
-    let big_head = format!("GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "b".repeat(9000));
+    let big_head = format!(
+        "GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
+        "b".repeat(9000)
+    );
     let many: String = (0..70).map(|i| format!("X-{i}: v\r\n")).collect();
     let many = format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n");
     let closing: Vec<(&[u8], u16)> = vec![
         (b"BLAH\x01 / HTTP/1.1\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\n\r\n", 400), // no Host
         (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n", 413),
+        (
+            b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n",
+            413,
+        ),
         (long_uri.as_bytes(), 414),
         (big_head.as_bytes(), 431),
         (many.as_bytes(), 431),
         (b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505),
-        (b"GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501),
+        (
+            b"GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            501,
+        ),
         (b"GET /../secret.txt HTTP/1.1\r\nHost: t\r\n\r\n", 400),
     ];
     for mode in MODES {
@@ -187,7 +207,12 @@ fn errors_close_only_their_own_connection_on_every_mode() {
         assert_eq!(bystander.get("/a.css").code, 200);
         for (req, code) in &closing {
             let (got, closed, conn) = one(addr, req);
-            assert_eq!(got, *code, "{mode}: {:?}", String::from_utf8_lossy(&req[..req.len().min(60)]));
+            assert_eq!(
+                got,
+                *code,
+                "{mode}: {:?}",
+                String::from_utf8_lossy(&req[..req.len().min(60)])
+            );
             assert!(closed, "{mode}: {code} closes");
             assert_eq!(conn.as_deref(), Some("close"));
             assert_eq!(bystander.get("/a.css").code, 200, "{mode}");
