@@ -73,9 +73,10 @@ pub fn start(root: &Path, mode: &str) -> (ServerHandle, Arc<HttpProtocol>) {
 }
 
 /// Every mode the server runs on: the skq policies and the baselines.
-pub const MODES: [&str; 9] = [
+pub const MODES: [&str; 10] = [
     "vanilla",
     "shared",
+    "queue",
     "cpu",
     "best2",
     "hybrid",
