@@ -129,7 +129,9 @@ pub struct Config {
     pub rtfreq: u32,
     /// Hybrid's cache-miss penalty charged to a non-local rival, ns (≤ 1 ms).
     pub penalty_ns: u64,
-    /// Most live sources, 1..=2^24.
+    /// Most live sources, 1..=2^24. A limit, not a preallocation: the
+    /// source table grows a segment of 1,024 slots at a time as sources
+    /// register (about 40 bytes a slot).
     pub capacity: usize,
     /// CPU each worker runs on, for locality (empty: worker w on CPU w).
     pub worker_cpus: Vec<u32>,
@@ -158,7 +160,7 @@ impl Config {
             rtshare: 100,
             rtfreq: 0,
             penalty_ns: 500,
-            capacity: 65_536,
+            capacity: 1 << 20,
             worker_cpus: Vec::new(),
             cpu_topology: Vec::new(),
             hint_refresh: 16,

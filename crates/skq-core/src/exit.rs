@@ -68,7 +68,7 @@ impl Scheduler {
         }
         self.release(&mut ctx, now);
         for id in drained {
-            let s = &self.slots[id.index() as usize];
+            let s = self.slot_of(id);
             if s.load_if(id, QUEUED).is_none() {
                 continue;
             }
@@ -88,14 +88,20 @@ impl Scheduler {
                 }
             }
         }
-        // Pinned sources of this worker that were idle or elsewhere.
-        let used = (self.next_slot.load(Ordering::Acquire) as usize).min(self.slots.len());
-        for (i, s) in self.slots[..used].iter().enumerate() {
+        // Pinned sources of this worker that were idle or elsewhere: only
+        // those it registered pinned are visited, never the whole table.
+        let mine: Vec<u32> = lock(&self.pinned[me]).drain().collect();
+        for i in mine {
+            report.visited += 1;
+            let s = self
+                .slots
+                .get(i as usize)
+                .expect("a pinned source's slot exists");
             let w = s.state.load(Ordering::Acquire);
             if w & PHASE == FREE {
                 continue;
             }
-            let id = SourceId::new(i as u32, slot::gen_of(w));
+            let id = SourceId::new(i, slot::gen_of(w));
             self.unpin_if_mine(id, s, me, &mut report);
         }
         report.wakes.append(&mut ctx.wakes);

@@ -81,6 +81,7 @@ mod hint;
 mod policy;
 mod rng;
 mod sched;
+mod segvec;
 mod slot;
 mod steal;
 mod sync;
@@ -98,6 +99,7 @@ pub use exit::imbalance_of;
 pub use hint::HintCell;
 pub use rng::FastRng;
 pub use sched::{Scheduler, ALPHA};
+pub use segvec::{SegVec, SEGMENT};
 pub use slot::Phase;
 pub use steal::Steal;
 pub use types::{

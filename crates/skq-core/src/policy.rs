@@ -77,8 +77,7 @@ impl Scheduler {
 
     /// Index of a slot in the table (spreads sources over a CPU's workers).
     fn slot_index(&self, s: &Slot) -> u32 {
-        let base = self.slots.as_ptr() as usize;
-        ((s as *const Slot as usize - base) / std::mem::size_of::<Slot>()) as u32
+        s.index.load(Ordering::Relaxed)
     }
 
     /// The worker for a CPU hint on `cpu`, through the topology tree (see

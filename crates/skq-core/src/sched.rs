@@ -16,11 +16,14 @@
 //! the sleeper sees the work or the pusher sees the sleeper and wakes it.
 //! The hot path (push) pays no fence for this; loom checks the protocol.
 
+use std::collections::HashSet;
+
 use crossbeam_utils::CachePadded;
 
 use crate::config::{Config, ConfigError, Policy};
 use crate::cpumap::CpuMap;
 use crate::rng::FastRng;
+use crate::segvec::SegVec;
 use crate::slot::{self, Phase, Slot, FREE, IDLE, NONE, PENDING, PHASE, QUEUED};
 use crate::sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::types::{Activation, CoreError, Flags, Nanos, Ready, SourceId, WorkerId};
@@ -40,9 +43,13 @@ pub(crate) enum Reason {
 /// The shared scheduling state of one instance. `Send + Sync`.
 pub struct Scheduler {
     pub(crate) cfg: Config,
-    pub(crate) slots: Box<[Slot]>,
+    /// The source table: allocated a segment at a time as sources register.
+    pub(crate) slots: SegVec<Slot>,
     free: Mutex<Vec<u32>>,
     pub(crate) next_slot: AtomicU32,
+    /// Per worker: indices of the sources it registered `PINNED`, so its
+    /// exit visits those and nothing else (not the whole table).
+    pub(crate) pinned: Box<[Mutex<HashSet<u32>>]>,
     pub(crate) queues: Box<[CachePadded<QueueShared>]>,
     pub(crate) workers: Box<[WorkerShared]>,
     /// Bit w set: worker w is (about to be) asleep and must be woken.
@@ -61,8 +68,16 @@ impl Scheduler {
         let n = cfg.workers;
         let nq = if cfg.policy == Policy::Shared { 1 } else { n };
         let cpu_map = CpuMap::new(&cfg);
+        let slots = SegVec::new(cfg.capacity);
+        // Under loom every slot is built up front: the lazy path is std's
+        // `OnceLock`, which loom does not model.
+        #[cfg(loom)]
+        for i in 0..cfg.capacity {
+            slots.ensure(i);
+        }
         Ok(Scheduler {
-            slots: (0..cfg.capacity).map(|_| Slot::new()).collect(),
+            slots,
+            pinned: (0..n).map(|_| Mutex::new(HashSet::new())).collect(),
             free: Mutex::new(Vec::new()),
             next_slot: AtomicU32::new(0),
             queues: (0..nq)
@@ -118,6 +133,30 @@ impl Scheduler {
         self.slots.get(id.index() as usize)
     }
 
+    /// The slot of a source known to be registered (it was queued or
+    /// delivered, so its segment exists).
+    #[inline]
+    pub(crate) fn slot_of(&self, id: SourceId) -> &Slot {
+        self.slots
+            .get(id.index() as usize)
+            .expect("a queued source's slot exists")
+    }
+
+    /// Slots allocated so far (the table grows a segment at a time).
+    pub fn slots_allocated(&self) -> usize {
+        self.slots.allocated()
+    }
+
+    /// Bytes one source adds to the table.
+    pub fn slot_bytes() -> usize {
+        std::mem::size_of::<Slot>()
+    }
+
+    /// Bytes the source table holds now.
+    pub fn table_bytes(&self) -> usize {
+        self.slots.memory_bytes()
+    }
+
     /// Next live worker in round-robin order.
     pub(crate) fn round_robin(&self) -> Option<WorkerId> {
         let n = self.cfg.workers;
@@ -152,14 +191,23 @@ impl Scheduler {
             Some(i) => i,
             None => {
                 let i = self.next_slot.fetch_add(1, Ordering::Relaxed);
-                if i as usize >= self.slots.len() {
+                if i as usize >= self.slots.capacity() {
                     self.next_slot.fetch_sub(1, Ordering::Relaxed);
-                    return Err(CoreError::Full(self.slots.len()));
+                    return Err(CoreError::Full(self.slots.capacity()));
                 }
                 i
             }
         };
-        let s = &self.slots[idx as usize];
+        let s = self
+            .slots
+            .ensure(idx as usize)
+            .expect("index below capacity");
+        s.index.store(idx, Ordering::Relaxed);
+        if flags.contains(Flags::PINNED) {
+            if let Some(r) = registrar {
+                lock(&self.pinned[r]).insert(idx);
+            }
+        }
         s.token.store(token, Ordering::Relaxed);
         s.flags.store(flags.0, Ordering::Relaxed);
         s.registrar
@@ -191,8 +239,21 @@ impl Scheduler {
         if flags.contains(Flags::PINNED) && s.registrar.load(Ordering::Relaxed) == NONE {
             return Err(CoreError::BadWorker(usize::MAX));
         }
+        let was = s.flags().contains(Flags::PINNED);
         s.token.store(token, Ordering::Relaxed);
         s.flags.store(flags.0, Ordering::Relaxed);
+        let now = flags.contains(Flags::PINNED);
+        if was != now {
+            let r = s.registrar.load(Ordering::Relaxed) as usize;
+            if let Some(set) = self.pinned.get(r) {
+                let mut set = lock(set);
+                if now {
+                    set.insert(id.index());
+                } else {
+                    set.remove(&id.index());
+                }
+            }
+        }
         Ok(())
     }
 
@@ -209,6 +270,12 @@ impl Scheduler {
             match s.cas(cur, new) {
                 Ok(_) => break,
                 Err(w) => cur = w,
+            }
+        }
+        if s.flags().contains(Flags::PINNED) {
+            let r = s.registrar.load(Ordering::Relaxed) as usize;
+            if let Some(set) = self.pinned.get(r) {
+                lock(set).remove(&id.index());
             }
         }
         lock(&self.free).push(id.index());

@@ -96,6 +96,14 @@ pub(crate) struct Slot {
     pub(crate) cpu: AtomicU32,
     /// Queue affinity: 1 once the first CPU hint fixed the home.
     pub(crate) homed: AtomicU8,
+    /// This slot's index in the table (spreads sources over a CPU's workers).
+    pub(crate) index: AtomicU32,
+}
+
+impl Default for Slot {
+    fn default() -> Slot {
+        Slot::new()
+    }
 }
 
 impl Slot {
@@ -109,6 +117,7 @@ impl Slot {
             last: AtomicU32::new(NONE),
             cpu: AtomicU32::new(NONE),
             homed: AtomicU8::new(0),
+            index: AtomicU32::new(0),
         }
     }
 

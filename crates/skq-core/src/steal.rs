@@ -65,7 +65,7 @@ impl Scheduler {
                 while i < dq.len() && budget > 0 && nt < k {
                     budget -= 1;
                     let id = dq[i];
-                    let s = &self.slots[id.index() as usize];
+                    let s = self.slot_of(id);
                     let mut cur = s.state.load(Ordering::Acquire);
                     let mut take = false;
                     loop {
@@ -107,9 +107,7 @@ impl Scheduler {
             }
         }
         for &(id, _) in &taken[..nt] {
-            self.slots[id.index() as usize]
-                .last
-                .store(me as u32, Ordering::Relaxed);
+            self.slot_of(id).last.store(me as u32, Ordering::Relaxed);
         }
         let c = &self.workers[me].counters;
         Counters::bump(&c.steals_made, nt as u64);

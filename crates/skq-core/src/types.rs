@@ -213,4 +213,7 @@ pub struct ExitReport {
     pub stranded: Vec<(SourceId, u64)>,
     /// Workers the caller must wake.
     pub wakes: Vec<WorkerId>,
+    /// Pinned sources the exit visited to unpin (its cost beyond the
+    /// queued ones: proportional to what the worker owns, not to the table).
+    pub visited: usize,
 }

@@ -63,7 +63,7 @@ impl Scheduler {
     }
 
     fn release_one(&self, ctx: &mut WorkerCtx, id: SourceId, now: Nanos) {
-        let s = &self.slots[id.index() as usize];
+        let s = self.slot_of(id);
         let mut cur = s.state.load(Ordering::Acquire);
         loop {
             if slot::gen_of(cur) != id.gen() || cur & PHASE != BUSY {
@@ -96,7 +96,7 @@ impl Scheduler {
         if !ctx.batch.contains(&id) {
             return;
         }
-        let s = &self.slots[id.index() as usize];
+        let s = self.slot_of(id);
         let mut cur = s.state.load(Ordering::Acquire);
         while slot::gen_of(cur) == id.gen() && cur & PHASE == BUSY {
             let new = slot::with_ready(cur | PENDING, Ready::READABLE);
@@ -167,7 +167,7 @@ impl Scheduler {
 
     /// QUEUED -> BUSY for a popped entry; false for a stale entry.
     fn deliver(&self, ctx: &mut WorkerCtx, id: SourceId, high: bool, out: &mut Vec<Event>) -> bool {
-        let s = &self.slots[id.index() as usize];
+        let s = self.slot_of(id);
         let mut cur = s.state.load(Ordering::Acquire);
         loop {
             if slot::gen_of(cur) != id.gen() || cur & PHASE != QUEUED {

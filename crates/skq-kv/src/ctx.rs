@@ -28,6 +28,9 @@ pub struct Ctx {
     pub shutdown: AtomicBool,
     /// Source of connection tokens' generation numbers.
     pub next_gen: AtomicU64,
+    /// Bytes an idle connection holds in user space (set by the
+    /// architecture at start; `stats` reports it as `skq_idle_conn_bytes`).
+    pub idle_conn_bytes: AtomicUsize,
 }
 
 impl Ctx {
@@ -47,6 +50,7 @@ impl Ctx {
             curr_conns: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             next_gen: AtomicU64::new(1),
+            idle_conn_bytes: AtomicUsize::new(0),
         }
     }
 
@@ -96,6 +100,7 @@ impl Ctx {
                     arch: self.cfg.arch.name(),
                     mode: self.cfg.mode.clone(),
                     overhead_per_item: overhead,
+                    idle_conn_bytes: self.idle_conn_bytes.load(Ordering::Relaxed),
                 };
                 write_stats(out, &info, &self.counters, &parts);
             }

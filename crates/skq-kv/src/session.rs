@@ -10,6 +10,12 @@
 //! Backpressure: the session stops parsing while more than [`OUT_HIGH`] bytes wait to be
 //! written, while [`MAX_PARTS`] parts are queued, or while a command is stalled (the
 //! handler could not forward it); the driver then stops reading the socket.
+//!
+//! Memory: an idle session holds no buffer. A driver lends it the worker's read buffer
+//! for one readiness event ([`Session::borrow_read_buffer`]) and takes it back when every
+//! byte read has been parsed ([`Session::settle`]); only a session left holding part of a
+//! request keeps a buffer, sized for that part, until the request completes. Output and
+//! reply-part buffers larger than [`KEEP_OUTPUT`] are freed once written.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -21,6 +27,9 @@ pub const OUT_HIGH: usize = 4 << 20;
 /// Stop parsing while this many reply parts are queued.
 pub const MAX_PARTS: usize = 4096;
 const READ_CHUNK: usize = 64 << 10;
+/// Output buffers up to this size are kept for the next reply once written; larger ones
+/// are freed, so an idle connection never holds what one big reply needed.
+pub const KEEP_OUTPUT: usize = 1024;
 
 /// What a handler did with a command.
 #[must_use]
@@ -233,8 +242,57 @@ impl Session {
         if self.written == self.out.len() {
             self.out.clear();
             self.written = 0;
+            if self.out.capacity() > KEEP_OUTPUT {
+                self.out = Vec::new();
+            }
         }
         Ok(total)
+    }
+
+    /// Lends the session `pool` (the worker's read buffer) when it holds no buffer of its
+    /// own, so reading costs no allocation and an idle session none at all. Call before
+    /// [`fill`](Self::fill); [`settle`](Self::settle) gives it back.
+    pub fn borrow_read_buffer(&mut self, pool: &mut Vec<u8>) {
+        if self.rbuf.capacity() == 0 {
+            std::mem::swap(&mut self.rbuf, pool);
+            self.rpos = 0;
+            self.rend = 0;
+        }
+    }
+
+    /// After a readiness event: returns the read buffer to `pool` (when the pool is
+    /// empty) or frees it, if every byte read has been parsed; a session holding part of
+    /// a request keeps only that part. Also frees an emptied queue of reply parts.
+    pub fn settle(&mut self, pool: &mut Vec<u8>) {
+        if self.rpos == self.rend {
+            if pool.capacity() == 0 && self.rbuf.len() <= 4 * READ_CHUNK {
+                std::mem::swap(&mut self.rbuf, pool);
+            }
+            self.rbuf = Vec::new();
+            self.rpos = 0;
+            self.rend = 0;
+        } else if self.rbuf.len() > 2 * (self.rend - self.rpos) + 1024 {
+            // Keep only the unparsed tail, in a buffer of its own size; the next fill
+            // grows it as far as the rest of the request needs.
+            let tail = self.rbuf[self.rpos..self.rend].to_vec();
+            if pool.capacity() == 0 && self.rbuf.len() <= 4 * READ_CHUNK {
+                std::mem::swap(&mut self.rbuf, pool);
+            }
+            self.rend = tail.len();
+            self.rpos = 0;
+            self.rbuf = tail;
+        }
+        if self.parts.is_empty() && self.parts.capacity() > 0 {
+            self.parts = VecDeque::new();
+        }
+    }
+
+    /// Heap bytes the session holds now (read, output and part buffers).
+    pub fn held_bytes(&self) -> usize {
+        self.rbuf.capacity()
+            + self.out.capacity()
+            + self.parts.capacity() * std::mem::size_of::<Part>()
+            + self.parts.iter().map(|p| p.data.capacity()).sum::<usize>()
     }
 
     /// Takes everything written so far (tests and in-memory drivers).

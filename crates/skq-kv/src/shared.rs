@@ -50,6 +50,10 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
     });
     let handle = Server::start(&net, proto)
         .map_err(|e| anyhow::anyhow!("--addr {}: cannot serve: {e}", net.addr))?;
+    ctx.idle_conn_bytes.store(
+        handle.stats().memory.idle_conn_bytes as usize,
+        Ordering::Relaxed,
+    );
     Ok(Running {
         addr: handle.local_addr(),
         ctx,
@@ -215,6 +219,13 @@ impl Protocol for KvProtocol {
     fn rejected(&self, worker: usize) {
         self.ctx.counters[worker]
             .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn rejected_fd_limit(&self, worker: usize) {
+        self.rejected(worker);
+        self.ctx.counters[worker]
+            .skq_rejected_fd_limit
             .fetch_add(1, Ordering::Relaxed);
     }
 

@@ -77,8 +77,11 @@ counters! {
     bytes_written,
     /// Connections accepted.
     total_connections,
-    /// Connections refused because `--max-conns` was reached.
+    /// Connections refused: `--max-conns` reached, or out of file descriptors.
     rejected_connections,
+    /// Of those, connections taken off the backlog and closed because the process had
+    /// no file descriptor left (the listener never stalls on `EMFILE`).
+    skq_rejected_fd_limit,
     /// Connections closed for a protocol violation (line too long, bad data chunk, garbage).
     skq_protocol_closes,
     /// Requests forwarded to another worker (thread-per-core only).
@@ -111,6 +114,9 @@ pub struct StatsInfo {
     pub mode: String,
     /// Estimated index + header bytes per item.
     pub overhead_per_item: f64,
+    /// Bytes an idle connection holds in user space (its table slot and
+    /// session; buffers are lent per request).
+    pub idle_conn_bytes: usize,
 }
 
 /// The server version string.
@@ -162,6 +168,7 @@ pub fn write_stats(
     stat("skq_arch", &info.arch);
     stat("skq_mode", &info.mode);
     stat("skq_segment_bytes_allocated", &sum.allocated);
+    stat("skq_idle_conn_bytes", &info.idle_conn_bytes);
     stat(
         "skq_overhead_per_item",
         &format!("{:.1}", info.overhead_per_item),

@@ -95,6 +95,8 @@ struct Shared {
     bells: Vec<Doorbell>,
     published: Vec<CachePadded<Published>>,
     accepted: Arc<Vec<CachePadded<AtomicU64>>>,
+    /// One fd held back for refusing connections at the fd limit.
+    reserve: skq_sys::limits::FdReserve,
 }
 
 impl Shared {
@@ -377,6 +379,8 @@ struct Worker {
     next_gen: u32,
     /// Connections whose session parked a command (ring full).
     parked: Vec<u64>,
+    /// The read buffer lent to the connection being served (idle sessions hold none).
+    read_pool: Vec<u8>,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -416,7 +420,12 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             .map(|_| CachePadded::new(AtomicU64::new(0)))
             .collect(),
     );
+    // An idle connection costs its slot in a worker's table (the session
+    // included; its read buffer is lent per event).
+    ctx.idle_conn_bytes
+        .store(std::mem::size_of::<Option<Conn>>(), Relaxed);
     let shared = Arc::new(Shared {
+        reserve: skq_sys::limits::FdReserve::new()?,
         ctx: ctx.clone(),
         rings: Rings::new(n, ring_capacity),
         bells: (0..n)
@@ -449,6 +458,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             free: Vec::new(),
             next_gen: 1,
             parked: Vec::new(),
+            read_pool: Vec::new(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -570,7 +580,27 @@ impl Worker {
             let stream = match self.listener.accept() {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return, // WouldBlock, or EMFILE: retried on the next readiness
+                Err(e) if skq_sys::limits::is_fd_exhaustion(&e) => {
+                    // Out of fds: take the waiting connection with the reserve fd and
+                    // close it, counted, rather than leave it stuck in the backlog.
+                    let listener = &self.listener;
+                    let refused = self.core.shared.reserve.with_spare(|| {
+                        listener.accept().is_ok_and(|(s, _)| {
+                            let _ = std::io::Write::write_all(
+                                &mut &s,
+                                b"ERROR Too many open connections\r\n",
+                            );
+                            true
+                        })
+                    });
+                    if refused != Some(true) {
+                        return;
+                    }
+                    c.rejected_connections.fetch_add(1, Relaxed);
+                    c.skq_rejected_fd_limit.fetch_add(1, Relaxed);
+                    continue;
+                }
+                Err(_) => return, // WouldBlock: wait for the next readiness
             };
             if !ctx.admit() {
                 c.rejected_connections.fetch_add(1, Relaxed);
@@ -613,6 +643,7 @@ impl Worker {
             return self.close(idx);
         }
         if events & (IN | RDHUP) != 0 && conn.session.wants_read() {
+            conn.session.borrow_read_buffer(&mut self.read_pool);
             match conn.session.fill(&mut conn.stream) {
                 Ok(Fill::Read(n) | Fill::Full(n)) => {
                     self.core.shared.ctx.counters[self.core.me]
@@ -667,6 +698,7 @@ impl Worker {
             }
             conn.interest = interest;
         }
+        conn.session.settle(&mut self.read_pool);
     }
 
     fn close(&mut self, idx: usize) {

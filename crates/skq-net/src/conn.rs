@@ -14,7 +14,10 @@
 //!   ([`Outcome::Blocked`]) instead of growing without bound; the socket's
 //!   next writable edge resumes it;
 //! * buffers are allocated when bytes arrive and freed when they empty if
-//!   they grew beyond [`KEEP_CAPACITY`], so idle connections hold little.
+//!   they grew beyond [`KEEP_CAPACITY`]: an idle connection holds at most
+//!   two buffers of that size, whatever the largest request or reply was.
+//!   Drivers read into a per-worker scratch buffer and keep only the bytes
+//!   read.
 
 use std::io::{self, Read, Write};
 
@@ -26,8 +29,9 @@ pub const REQUESTS_PER_EVENT: usize = 32;
 /// Write replies out once this many bytes are pending, even when the
 /// protocol batches its flushes.
 pub const OUT_HIGH: usize = 256 * 1024;
-/// A buffer larger than this is freed rather than kept when it empties.
-pub const KEEP_CAPACITY: usize = 64 * 1024;
+/// A buffer larger than this is freed rather than kept when it empties
+/// (smaller ones are kept to spare an allocation per request).
+pub const KEEP_CAPACITY: usize = 512;
 
 /// What the driver should do after [`Conn::on_ready`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -124,6 +124,12 @@ pub trait Protocol: Send + Sync + 'static {
         let _ = worker;
     }
 
+    /// A connection was refused because the process ran out of file
+    /// descriptors (by default counted as [`Protocol::rejected`]).
+    fn rejected_fd_limit(&self, worker: usize) {
+        self.rejected(worker);
+    }
+
     /// Bytes written to a refused connection before it is closed.
     fn busy_message(&self) -> &'static [u8] {
         b""

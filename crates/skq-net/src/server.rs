@@ -10,7 +10,7 @@ use crate::config::{Driver, ServerConfig};
 use crate::driver;
 use crate::driver::epoll::Model;
 use crate::protocol::{Close, Protocol};
-use crate::stats::{Counters, SchedulerStats, ServerInfo, ServerStats};
+use crate::stats::{Counters, MemoryStats, SchedulerStats, ServerInfo, ServerStats};
 
 /// Per-worker read buffer of the fd-based drivers.
 pub(crate) const SCRATCH: usize = 64 * 1024;
@@ -23,6 +23,10 @@ pub(crate) struct Common<P> {
     pub info: ServerInfo,
     pub max_conns: usize,
     open: AtomicUsize,
+    /// One fd held back for refusing connections at the fd limit.
+    pub reserve: skq_sys::limits::FdReserve,
+    /// Bytes an idle connection holds (set by the driver at start).
+    pub idle_conn_bytes: AtomicUsize,
 }
 
 impl<P: Protocol> Common<P> {
@@ -83,8 +87,36 @@ impl<P: Protocol> Common<P> {
         self.proto.close(session, worker);
     }
 
-    pub fn snapshot(&self, sched: Option<SchedulerStats>) -> ServerStats {
-        self.counters.snapshot(&self.info, sched)
+    pub fn snapshot(&self, sched: Option<SchedulerStats>, table_bytes: usize) -> ServerStats {
+        let memory = MemoryStats {
+            idle_conn_bytes: self.idle_conn_bytes.load(Ordering::Relaxed) as u64,
+            table_bytes: table_bytes as u64,
+        };
+        self.counters.snapshot(&self.info, sched, memory)
+    }
+
+    /// The process is out of fds and `listener` has connections waiting:
+    /// takes one off the backlog with the reserve fd and closes it, counted
+    /// as refused. Returns false when none was waiting (or the reserve is
+    /// spent), so the caller stops accepting until the next readiness.
+    pub fn refuse_at_fd_limit(&self, worker: usize, listener: &TcpListener) -> bool {
+        let took = self.reserve.with_spare(|| match listener.accept() {
+            Ok((stream, _)) => {
+                let msg = self.proto.busy_message();
+                if !msg.is_empty() {
+                    let _ = io::Write::write_all(&mut &stream, msg);
+                }
+                true
+            }
+            Err(_) => false,
+        });
+        if took == Some(true) {
+            self.counters.conns.rejected_fd_limit();
+            self.proto.rejected_fd_limit(worker);
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -124,6 +156,8 @@ impl Server {
             },
             max_conns: cfg.max_conns,
             open: AtomicUsize::new(0),
+            reserve: skq_sys::limits::FdReserve::new()?,
+            idle_conn_bytes: AtomicUsize::new(0),
         });
         let running: Box<dyn Running> = match cfg.driver {
             Driver::Skq => Box::new(driver::skq::start(cfg, common)?),
@@ -211,10 +245,16 @@ pub(crate) fn spawn_workers<T: Send + Sync + 'static>(
 }
 
 /// The connections a non-blocking listener has ready: accepts until
-/// `EAGAIN`, skipping connections reset before they were accepted. Other
-/// errors (EMFILE and friends) end the batch with a warning; the next
+/// `EAGAIN`, skipping connections reset before they were accepted. Out of
+/// file descriptors, it refuses the waiting connections one by one with
+/// the reserve fd ([`Common::refuse_at_fd_limit`]) so none is left stuck
+/// in the backlog; other errors end the batch with a warning, and the next
 /// readiness of the listener offers the backlog again.
-pub(crate) fn accept_ready(listener: &TcpListener) -> impl Iterator<Item = TcpStream> + '_ {
+pub(crate) fn accept_ready<'a, P: Protocol>(
+    listener: &'a TcpListener,
+    common: &'a Common<P>,
+    worker: usize,
+) -> impl Iterator<Item = TcpStream> + 'a {
     std::iter::from_fn(move || loop {
         match listener.accept() {
             Ok((s, _)) => return Some(s),
@@ -224,6 +264,11 @@ pub(crate) fn accept_ready(listener: &TcpListener) -> impl Iterator<Item = TcpSt
                     e.kind(),
                     io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
                 ) => {}
+            Err(e) if skq_sys::limits::is_fd_exhaustion(&e) => {
+                if !common.refuse_at_fd_limit(worker, listener) {
+                    return None;
+                }
+            }
             Err(e) => {
                 eprintln!("warning: accept failed: {e}");
                 return None;

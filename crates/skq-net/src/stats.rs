@@ -56,6 +56,7 @@ impl WorkerCounters {
 pub struct ConnCounters {
     accepted: AtomicU64,
     rejected: AtomicU64,
+    rejected_fd_limit: AtomicU64,
     closed: AtomicU64,
     protocol_errors: AtomicU64,
     aborted: AtomicU64,
@@ -70,6 +71,13 @@ impl ConnCounters {
     /// A connection was accepted and closed at once (limit reached).
     pub fn rejected(&self) {
         self.rejected.fetch_add(1, Relaxed);
+    }
+
+    /// A connection was taken off the backlog and closed because the
+    /// process is out of file descriptors (also counted as rejected).
+    pub fn rejected_fd_limit(&self) {
+        self.rejected.fetch_add(1, Relaxed);
+        self.rejected_fd_limit.fetch_add(1, Relaxed);
     }
 
     /// A served connection ended for `why`.
@@ -108,7 +116,12 @@ impl Counters {
     }
 
     /// A snapshot; `scheduler` is the skq runtime's own report, if any.
-    pub fn snapshot(&self, info: &ServerInfo, scheduler: Option<SchedulerStats>) -> ServerStats {
+    pub fn snapshot(
+        &self,
+        info: &ServerInfo,
+        scheduler: Option<SchedulerStats>,
+        memory: MemoryStats,
+    ) -> ServerStats {
         let per_worker: Vec<WorkerSnapshot> = self.workers.iter().map(|w| w.snapshot()).collect();
         let c = &self.conns;
         let accepted = c.accepted.load(Relaxed);
@@ -123,6 +136,7 @@ impl Counters {
             requests: per_worker.iter().map(|w| w.requests).sum(),
             accepted,
             rejected: c.rejected.load(Relaxed),
+            rejected_fd_limit: c.rejected_fd_limit.load(Relaxed),
             closed,
             open: accepted.saturating_sub(closed),
             protocol_errors: c.protocol_errors.load(Relaxed),
@@ -130,6 +144,7 @@ impl Counters {
             imbalance: imbalance(per_worker.iter().map(|w| w.busy_ns)),
             per_worker,
             scheduler,
+            memory,
         }
     }
 }
@@ -191,6 +206,21 @@ pub struct SchedulerStats {
     pub ownership_violations: u64,
 }
 
+/// Memory a server holds for its connections (user space; the kernel's
+/// socket buffers come on top).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryStats {
+    /// Bytes an idle connection holds: its table slot with the session
+    /// (and, under skq, its scheduler slots; under tokio, its task's
+    /// future). Buffers are freed while idle, except up to
+    /// `conn::KEEP_CAPACITY` bytes each of input and output kept to spare
+    /// an allocation per request.
+    pub idle_conn_bytes: u64,
+    /// Bytes the connection tables hold now: they grow a segment of 1,024
+    /// slots at a time with the peak number of connections.
+    pub table_bytes: u64,
+}
+
 /// A snapshot of a server's counters (the `--stats-json` document).
 #[derive(Clone, Debug, Serialize)]
 pub struct ServerStats {
@@ -210,8 +240,12 @@ pub struct ServerStats {
     pub requests: u64,
     /// Connections accepted and served.
     pub accepted: u64,
-    /// Connections refused because the limit was reached.
+    /// Connections refused: `--max-conns` reached, the table full, or the
+    /// process out of file descriptors.
     pub rejected: u64,
+    /// Of `rejected`: taken off the backlog and closed because the process
+    /// had no file descriptor left (the listener never stalls on `EMFILE`).
+    pub rejected_fd_limit: u64,
     /// Served connections that have ended.
     pub closed: u64,
     /// Connections open now.
@@ -224,6 +258,8 @@ pub struct ServerStats {
     pub imbalance: f64,
     /// Per-worker counters.
     pub per_worker: Vec<WorkerSnapshot>,
+    /// What connections cost in memory.
+    pub memory: MemoryStats,
     /// The skq scheduler's own statistics (skq driver only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler: Option<SchedulerStats>,
@@ -257,7 +293,7 @@ mod tests {
             pinned: false,
             cpus: 2,
         };
-        let s = c.snapshot(&info, None);
+        let s = c.snapshot(&info, None, MemoryStats::default());
         assert_eq!(
             (s.accepted, s.closed, s.open, s.aborted, s.protocol_errors),
             (3, 2, 1, 1, 0)

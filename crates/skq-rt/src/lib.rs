@@ -154,6 +154,23 @@ const NONE: usize = usize::MAX;
 const KIND_OTHER: u8 = 0;
 const KIND_SOCKET: u8 = 1;
 
+/// What the harvest needs to know of one registered source.
+struct SourceFd {
+    fd: AtomicI32,
+    kind: AtomicU8,
+    hint: skq_core::HintCell,
+}
+
+impl Default for SourceFd {
+    fn default() -> SourceFd {
+        SourceFd {
+            fd: AtomicI32::new(-1),
+            kind: AtomicU8::new(KIND_OTHER),
+            hint: skq_core::HintCell::new(),
+        }
+    }
+}
+
 /// A worker's sleeping place when it is not the poller.
 struct Parker {
     flag: Mutex<bool>,
@@ -201,11 +218,10 @@ pub struct Skq {
     sleepers: AtomicU64,
     shutdown: AtomicBool,
     taken: Box<[AtomicBool]>,
-    /// Per source slot: its fd (for SO_INCOMING_CPU) and kind.
-    fds: Box<[AtomicI32]>,
-    kinds: Box<[AtomicU8]>,
-    /// Per source slot: its cached CPU hint (`Config::hint_refresh`).
-    hints: Box<[skq_core::HintCell]>,
+    /// Per source slot: its fd and kind (for SO_INCOMING_CPU) and its
+    /// cached CPU hint (`Config::hint_refresh`). Grows with the core's
+    /// source table, a segment at a time.
+    sources: skq_core::SegVec<SourceFd>,
     hint_refresh: u32,
     /// `getsockopt(SO_INCOMING_CPU)` calls made so far.
     incoming_cpu_calls: AtomicU64,
@@ -257,13 +273,22 @@ impl Skq {
             sleepers: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             taken: (0..n).map(|_| AtomicBool::new(false)).collect(),
-            fds: (0..cap).map(|_| AtomicI32::new(-1)).collect(),
-            kinds: (0..cap).map(|_| AtomicU8::new(KIND_OTHER)).collect(),
-            hints: (0..cap).map(|_| skq_core::HintCell::new()).collect(),
+            sources: skq_core::SegVec::new(cap),
             hint_refresh,
             incoming_cpu_calls: AtomicU64::new(0),
             need_cpu,
         }))
+    }
+
+    /// Bytes one registered source adds to the source tables.
+    pub fn bytes_per_source() -> usize {
+        Scheduler::slot_bytes() + std::mem::size_of::<SourceFd>()
+    }
+
+    /// Bytes the source tables (the core's and the runtime's) hold now:
+    /// they grow a segment at a time with the sources registered.
+    pub fn table_bytes(&self) -> usize {
+        self.core.table_bytes() + self.sources.memory_bytes()
     }
 
     /// The scheduling core (counters, configuration, phases).
@@ -302,8 +327,12 @@ impl Skq {
         } else {
             KIND_OTHER
         };
-        self.fds[idx].store(fd, Ordering::Relaxed);
-        self.kinds[idx].store(kind, Ordering::Relaxed);
+        let src = self
+            .sources
+            .ensure(idx)
+            .expect("the core checked the index");
+        src.fd.store(fd, Ordering::Relaxed);
+        src.kind.store(kind, Ordering::Relaxed);
         if let Err(e) = self.epoll.add(fd, interest.epoll_flags(), id.as_u64()) {
             let _ = self.core.deregister(id);
             return Err(e);
@@ -330,7 +359,9 @@ impl Skq {
     /// in-flight deliveries of the source are dropped.
     pub fn deregister(&self, id: SourceId, fd: RawFd) -> io::Result<()> {
         let r = self.epoll.delete(fd);
-        self.fds[id.index() as usize].store(-1, Ordering::Relaxed);
+        if let Some(src) = self.sources.get(id.index() as usize) {
+            src.fd.store(-1, Ordering::Relaxed);
+        }
         self.core.deregister(id).map_err(io::Error::other)?;
         r
     }
@@ -463,17 +494,19 @@ impl Skq {
             // sources (pipes, user events) carry none and stay with their
             // registering worker under the locality policies.
             let cpu = if self.need_cpu {
-                let idx = id.index() as usize;
-                let sock =
-                    self.kinds.get(idx).map(|k| k.load(Ordering::Relaxed)) == Some(KIND_SOCKET);
-                let fd = self.fds.get(idx).map_or(-1, |f| f.load(Ordering::Relaxed));
-                match self.hints.get(idx) {
-                    Some(cell) if sock && fd >= 0 => cell.cached(id, here).unwrap_or_else(|| {
-                        asked += 1;
-                        let hint = sys::socket::incoming_cpu(fd);
-                        cell.store(id, here, hint, self.hint_refresh);
-                        hint
-                    }),
+                match self.sources.get(id.index() as usize) {
+                    Some(src)
+                        if src.kind.load(Ordering::Relaxed) == KIND_SOCKET
+                            && src.fd.load(Ordering::Relaxed) >= 0 =>
+                    {
+                        let fd = src.fd.load(Ordering::Relaxed);
+                        src.hint.cached(id, here).unwrap_or_else(|| {
+                            asked += 1;
+                            let hint = sys::socket::incoming_cpu(fd);
+                            src.hint.store(id, here, hint, self.hint_refresh);
+                            hint
+                        })
+                    }
                     _ => None,
                 }
             } else {

@@ -128,6 +128,10 @@ pub(crate) fn start<P: Protocol>(
         },
         pin: cfg.pin,
     });
+    shared.common.idle_conn_bytes.store(
+        Table::<(TcpStream, Conn<P::Session>)>::slot_bytes(),
+        Ordering::Relaxed,
+    );
     let name = cfg.driver.name();
     let threads = spawn_workers(cfg.workers, name, &shared, run)?;
     Ok(EpollDriver {
@@ -143,7 +147,9 @@ impl<P: Protocol> Running for EpollDriver<P> {
     }
 
     fn stats(&self) -> ServerStats {
-        self.shared.common.snapshot(None)
+        self.shared
+            .common
+            .snapshot(None, self.shared.table.memory_bytes())
     }
 
     fn shutdown(self: Box<Self>) -> ServerStats {
@@ -155,7 +161,7 @@ impl<P: Protocol> Running for EpollDriver<P> {
                 eprintln!("warning: a worker panicked");
             }
         }
-        let stats = s.common.snapshot(None);
+        let stats = s.common.snapshot(None, s.table.memory_bytes());
         s.table.drain(|(stream, _)| {
             for ep in s.epolls.iter() {
                 let _ = ep.delete(stream.as_raw_fd());
@@ -188,7 +194,7 @@ fn run<P: Protocol>(s: &Shared<P>, w: usize) {
 }
 
 fn accept_all<P: Protocol>(s: &Shared<P>, w: usize) {
-    for stream in accept_ready(&s.listener) {
+    for stream in accept_ready(&s.listener, &s.common, w) {
         let Some(stream) = s.common.admit(w, stream) else {
             continue;
         };

@@ -100,6 +100,10 @@ pub(crate) fn start<P: Protocol>(
         batch: cfg.sched.batch,
         pin: cfg.pin,
     });
+    shared.common.idle_conn_bytes.store(
+        Table::<Entry<P::Session>>::slot_bytes() + Skq::bytes_per_source(),
+        Ordering::Relaxed,
+    );
     let threads = spawn_workers(cfg.workers, "skq", &shared, worker_main)?;
     Ok(SkqDriver {
         shared,
@@ -123,7 +127,8 @@ impl<P: Protocol> SkqDriver<P> {
             accept_races: s.accept_races.load(Ordering::Relaxed),
             ownership_violations: s.ownership_violations.load(Ordering::Relaxed),
         };
-        s.common.snapshot(Some(sched))
+        s.common
+            .snapshot(Some(sched), s.table.memory_bytes() + s.skq.table_bytes())
     }
 }
 
@@ -212,7 +217,7 @@ fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize) {
 /// Accepts until `EAGAIN`, registering each connection.
 fn accept_all<P: Protocol>(shared: &Shared<P>, worker: &Worker) {
     let w = worker.id();
-    for stream in accept_ready(&shared.listener) {
+    for stream in accept_ready(&shared.listener, &shared.common, w) {
         let Some(stream) = shared.common.admit(w, stream) else {
             continue;
         };

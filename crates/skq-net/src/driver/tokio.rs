@@ -33,6 +33,12 @@ use crate::stats::ServerStats;
 const READ_CHUNK: usize = 16 * 1024;
 
 thread_local! {
+    /// Each runtime thread's read buffer (tasks read synchronously with
+    /// `try_read`, so no task holds it across an await).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_CHUNK]);
+}
+
+thread_local! {
     /// Index of the tokio worker thread running on this OS thread.
     static WORKER_INDEX: Cell<usize> = const { Cell::new(0) };
 }
@@ -85,14 +91,14 @@ impl<P: Protocol> Running for TokioDriver<P> {
     }
 
     fn stats(&self) -> ServerStats {
-        self.common.snapshot(None)
+        self.common.snapshot(None, 0)
     }
 
     /// Drops every task (closing their sockets) and joins the worker threads.
     fn shutdown(self: Box<Self>) -> ServerStats {
         let me = *self;
         me.runtime.shutdown_timeout(Duration::from_secs(10));
-        me.common.snapshot(None)
+        me.common.snapshot(None, 0)
     }
 }
 
@@ -101,10 +107,31 @@ fn worker_index() -> usize {
 }
 
 async fn accept_loop<P: Protocol>(listener: TcpListener, common: Arc<Common<P>>) {
+    let common_ref = common.clone();
+    let mut task_bytes = 0;
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
-            // Out of fds (or similar): back off instead of spinning.
+            // Out of fds: take the waiting connection with the reserve fd
+            // and close it, counted, rather than leave it in the backlog.
+            Err(e) if skq_sys::limits::is_fd_exhaustion(&e) => {
+                let w = worker_index();
+                if common.reserve.release() {
+                    if let Ok((refused, _)) = listener.accept().await {
+                        let msg = common.proto.busy_message();
+                        if !msg.is_empty() {
+                            let _ = refused.try_write(msg);
+                        }
+                        common.counters.conns.rejected_fd_limit();
+                        common.proto.rejected_fd_limit(w);
+                    }
+                    common.reserve.restore();
+                } else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                continue;
+            }
+            // Anything else: back off instead of spinning.
             Err(e) => {
                 eprintln!("warning: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -124,11 +151,20 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, common: Arc<Common<P>>)
             continue;
         };
         let common = common.clone();
-        tokio::spawn(async move {
+        let task = async move {
             let mut conn = Conn::new(common.open_session(w));
             let why = serve_connection(stream, &mut conn, &common).await;
             common.closed(worker_index(), why, conn.session);
-        });
+        };
+        if task_bytes == 0 {
+            // The task's future is the connection's whole state (tokio's
+            // own task header comes on top and is not counted here).
+            task_bytes = std::mem::size_of_val(&task);
+            common_ref
+                .idle_conn_bytes
+                .store(task_bytes, Ordering::Relaxed);
+        }
+        tokio::spawn(task);
     }
 }
 
@@ -186,9 +222,18 @@ async fn serve_connection<P: Protocol>(
             return Close::Aborted;
         }
         common.counters.workers[worker_index()].record_event();
-        let buf = conn.input_buf();
-        buf.reserve(READ_CHUNK);
-        match stream.try_read_buf(buf) {
+        // Read into this thread's scratch buffer and keep only the bytes
+        // read, as the other drivers do: a connection holds no read buffer
+        // sized for the largest read it ever made.
+        let read = SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let r = stream.try_read(&mut scratch[..]);
+            if let Ok(n) = r {
+                conn.input_buf().extend_from_slice(&scratch[..n]);
+            }
+            r
+        });
+        match read {
             Ok(0) => conn.set_eof(),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
