@@ -177,8 +177,6 @@ impl Command {
 pub enum CloseReason {
     /// No newline within the line limit.
     LineTooLong,
-    /// The data block was not terminated by `\r\n` where its length said.
-    BadDataChunk,
     /// Control bytes in a command line, or the binary protocol's magic byte.
     Garbage,
 }
@@ -188,7 +186,6 @@ impl CloseReason {
     pub fn message(self) -> &'static [u8] {
         match self {
             CloseReason::LineTooLong => b"CLIENT_ERROR line too long\r\n",
-            CloseReason::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
             CloseReason::Garbage => b"CLIENT_ERROR binary data in command line\r\n",
         }
     }

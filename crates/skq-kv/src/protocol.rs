@@ -17,10 +17,15 @@
 //!   buffering it; `set` and `ms` also unlink the key's old item ([`Command::TooLarge`]),
 //!   other storage commands leave it (memcached does the same);
 //! - meta commands (`mg`, `ms`, `md`, `mn`) are parsed by [`crate::meta`];
-//! - fatal, the connection must be closed ([`Step::Close`]): a data block whose announced
-//!   length is not followed by `\r\n` (`CLIENT_ERROR bad data chunk` is sent first), a line
-//!   longer than [`Limits::max_line`] (retrieval lines may reach [`Limits::max_get_line`]),
-//!   control bytes in a command line, or the binary protocol's magic byte 0x80.
+//! - a data block whose announced length is not followed by `\r\n` →
+//!   `CLIENT_ERROR bad data chunk` (suppressed by `noreply`, never by a meta `q`), nothing
+//!   stored and the old item kept; like memcached 1.6.18, exactly the announced length plus
+//!   two bytes are consumed and parsing resumes after them, so `set x 0 0 2\r\nabc\r\n`
+//!   answers `CLIENT_ERROR bad data chunk\r\nERROR\r\n` (the lone `\n` left over is an
+//!   empty command line) and the connection stays open;
+//! - fatal, the connection must be closed ([`Step::Close`]): a line longer than
+//!   [`Limits::max_line`] (retrieval lines may reach [`Limits::max_get_line`]), control
+//!   bytes in a command line, or the binary protocol's magic byte 0x80.
 
 pub use crate::command::{
     parse_i64, parse_u64, CloseReason, Command, Step, StoreMode, MAX_KEY_LEN,
@@ -78,6 +83,7 @@ const BAD_DELETE: &[u8] =
 const BAD_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
 const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+const BAD_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
 
 /// Incremental parser state for one connection.
 #[derive(Debug)]
@@ -235,8 +241,10 @@ impl Parser {
             return (line_len, self.swallow_block(bytes, step));
         }
         let (need, data) = match read_block(buf, line_len, bytes) {
-            Ok(block) => block,
-            Err(why) => return (0, block_step(why)),
+            Block::Data(need, data) => (need, data),
+            Block::Incomplete => return (0, Step::NeedMore),
+            Block::Bad(need) if noreply => return (need, Step::Skip),
+            Block::Bad(need) => return (need, Step::Reply(BAD_CHUNK)),
         };
         let mode = if let StoreMode::Cas(_) = mode {
             StoreMode::Cas(cas)
@@ -311,9 +319,11 @@ impl Parser {
             });
             return (line_len, self.swallow_block(bytes, step));
         }
+        // memcached reports a bad chunk to `ms` even in quiet mode (its `mset_res`).
         let (need, data) = match read_block(buf, line_len, bytes) {
-            Ok(block) => block,
-            Err(why) => return (0, block_step(why)),
+            Block::Data(need, data) => (need, data),
+            Block::Incomplete => return (0, Step::NeedMore),
+            Block::Bad(need) => return (need, Step::Reply(BAD_CHUNK)),
         };
         (
             need,
@@ -327,26 +337,27 @@ impl Parser {
     }
 }
 
-/// The `bytes`-long data block after a `line_len`-byte command line: (bytes consumed, the
-/// block), or why not yet: `None` = incomplete, `Some(reason)` = badly terminated.
-fn read_block(
-    buf: &[u8],
-    line_len: usize,
-    bytes: usize,
-) -> Result<(usize, Vec<u8>), Option<CloseReason>> {
-    let need = line_len + bytes + 2;
-    if buf.len() < need {
-        return Err(None);
-    }
-    if &buf[line_len + bytes..need] != b"\r\n" {
-        return Err(Some(CloseReason::BadDataChunk));
-    }
-    Ok((need, buf[line_len..line_len + bytes].to_vec()))
+/// What [`read_block`] found after a storage command line.
+enum Block {
+    /// The block is complete: bytes consumed (line included) and the value.
+    Data(usize, Vec<u8>),
+    /// Not all of it has arrived.
+    Incomplete,
+    /// The announced length was not followed by `\r\n`; consume this many bytes (line,
+    /// length and two more, as memcached does) and report the bad chunk.
+    Bad(usize),
 }
 
-/// The step for a data block [`read_block`] could not return.
-fn block_step(why: Option<CloseReason>) -> Step {
-    why.map_or(Step::NeedMore, Step::Close)
+/// The `bytes`-long data block after a `line_len`-byte command line.
+fn read_block(buf: &[u8], line_len: usize, bytes: usize) -> Block {
+    let need = line_len + bytes + 2;
+    if buf.len() < need {
+        return Block::Incomplete;
+    }
+    if &buf[line_len + bytes..need] != b"\r\n" {
+        return Block::Bad(need);
+    }
+    Block::Data(need, buf[line_len..line_len + bytes].to_vec())
 }
 
 /// Whether the (possibly incomplete) line starts a multi-key retrieval command.

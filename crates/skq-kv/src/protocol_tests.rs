@@ -244,16 +244,42 @@ fn item_size_limit_counts_header_key_and_flags() {
     assert!(!stored("set kk 0 0 40\r\n"));
 }
 
+/// memcached 1.6.18 (checked against the real server): a data block not followed by
+/// `\r\n` where its length says is answered `CLIENT_ERROR bad data chunk` after consuming
+/// exactly line + length + 2 bytes; parsing goes on from there and the connection stays.
 #[test]
-fn bad_data_chunk_closes() {
+fn bad_data_chunk_is_reported_and_parsing_resumes() {
+    let input = b"set k 0 0 3\r\nabcd\r\nget k\r\n";
+    let mut parser = p();
+    let (n, step) = parser.parse(input);
     assert_eq!(
-        one(b"set k 0 0 3\r\nabcd\r\n").1,
-        Step::Close(CloseReason::BadDataChunk)
+        (n, step),
+        (18, Step::Reply(b"CLIENT_ERROR bad data chunk\r\n"))
     );
+    // What is left is "\nget k\r\n": an empty line (ERROR), then the get.
+    assert_eq!(parser.parse(&input[n..]), (1, Step::Reply(b"ERROR\r\n")));
+    assert!(matches!(
+        parser.parse(&input[n + 1..]),
+        (7, Step::Command(Command::Get { .. }))
+    ));
+    // Too much data: the surplus is read as a command line.
     assert_eq!(
-        CloseReason::BadDataChunk.message(),
+        one(b"set k 0 0 2\r\nabcdefgh\r\n"),
+        (17, Step::Reply(b"CLIENT_ERROR bad data chunk\r\n"))
+    );
+    // Every storage command, cas included.
+    for line in ["add", "replace", "append", "prepend"] {
+        let input = format!("{line} k 0 0 1\r\nxyz\r\n");
+        assert_eq!(reply(input.as_bytes()), b"CLIENT_ERROR bad data chunk\r\n");
+    }
+    assert_eq!(
+        reply(b"cas k 0 0 1 5\r\nxyz\r\n"),
         b"CLIENT_ERROR bad data chunk\r\n"
     );
+    // noreply suppresses the error (memcached prints only the ERROR for the leftover `\n`).
+    assert_eq!(one(b"set k 0 0 2 noreply\r\nabc\r\n"), (25, Step::Skip));
+    // Not all of the block yet: wait, even if the bytes so far cannot end well.
+    assert_eq!(one(b"set k 0 0 2\r\nabc"), (0, Step::NeedMore));
 }
 
 #[test]
