@@ -179,6 +179,8 @@ pub enum CloseReason {
     LineTooLong,
     /// Control bytes in a command line, or the binary protocol's magic byte.
     Garbage,
+    /// An HTTP request line (`GET / HTTP/1.0`): closed without a reply, like memcached.
+    Http,
 }
 
 impl CloseReason {
@@ -187,6 +189,7 @@ impl CloseReason {
         match self {
             CloseReason::LineTooLong => b"CLIENT_ERROR line too long\r\n",
             CloseReason::Garbage => b"CLIENT_ERROR binary data in command line\r\n",
+            CloseReason::Http => b"",
         }
     }
 }

@@ -21,6 +21,21 @@ pub struct Now {
     pub started_unix: i64,
 }
 
+/// The delay of `flush_all <time>` in seconds from `now`, read as memcached 1.6.18 reads
+/// it: up to 30 days an offset; more, a unix time — one after the server started flushes
+/// then (at once if it has passed), one before the server started flushes nothing and
+/// cancels a pending flush (memcached's `realtime()` maps it to 1, so its flush mark becomes
+/// 0, "none"): that is a delay no server lives to see. `time` is non-negative.
+pub fn flush_delay(time: i64, now: Now) -> u32 {
+    if time <= crate::protocol::REALTIME_MAXDELTA {
+        return u32::try_from(time.max(0)).unwrap_or(u32::MAX);
+    }
+    if time <= now.started_unix {
+        return u32::MAX;
+    }
+    exp_at(time, now.rel, now.started_unix).saturating_sub(now.rel)
+}
+
 /// Writes the `VALUE` block for one key of a get/gets/gat/gats (nothing on a miss).
 pub fn get_one(
     part: &mut Partition,

@@ -39,7 +39,8 @@ impl Handler for Mem {
                 out.extend_from_slice(b"END\r\n");
             }
             Command::FlushAll { delay, .. } => {
-                self.part.flush_all(*delay as u32, now.rel);
+                self.part
+                    .flush_all(crate::exec::flush_delay(*delay, now), now.rel);
                 s.reply(b"OK\r\n");
             }
             Command::Stats { .. } => s.reply(b"END\r\n"),

@@ -25,7 +25,8 @@
 //!   empty command line) and the connection stays open;
 //! - fatal, the connection must be closed ([`Step::Close`]): a line longer than
 //!   [`Limits::max_line`] (retrieval lines may reach [`Limits::max_get_line`]), control
-//!   bytes in a command line, or the binary protocol's magic byte 0x80.
+//!   bytes in a command line, the binary protocol's magic byte 0x80, or an HTTP request
+//!   line (an unknown command ending in `HTTP/…`, closed without a reply, as memcached does).
 
 pub use crate::command::{
     parse_i64, parse_u64, CloseReason, Command, Step, StoreMode, MAX_KEY_LEN,
@@ -168,10 +169,13 @@ impl Parser {
             b"append" => self.storage(buf, line_len, args, StoreMode::Append),
             b"prepend" => self.storage(buf, line_len, args, StoreMode::Prepend),
             b"cas" => self.storage(buf, line_len, args, StoreMode::Cas(0)),
-            b"delete" => (line_len, delete(args)),
-            b"incr" | b"decr" => (line_len, arith(args, name == b"incr")),
-            b"touch" => (line_len, touch(args)),
-            b"flush_all" => (line_len, flush_all(args)),
+            b"delete" => (line_len, quiet_if_noreply(args, delete(args))),
+            b"incr" | b"decr" => (
+                line_len,
+                quiet_if_noreply(args, arith(args, name == b"incr")),
+            ),
+            b"touch" => (line_len, quiet_if_noreply(args, touch(args))),
+            b"flush_all" => (line_len, quiet_if_noreply(args, flush_all(args))),
             b"mg" => (line_len, meta::parse_get(args)),
             b"md" => (line_len, meta::parse_delete(args)),
             b"ms" => self.meta_set(buf, line_len, args),
@@ -184,7 +188,16 @@ impl Parser {
             }
             b"verbosity" if (1..=2).contains(&args.len()) => {
                 let noreply = args.len() == 2 && args[1] == b"noreply";
-                (line_len, Step::Command(Command::Verbosity { noreply }))
+                let step = match parse_u64(args[0]).and_then(|l| u32::try_from(l).ok()) {
+                    Some(_) => Step::Command(Command::Verbosity { noreply }),
+                    None => Step::Reply(BAD_FORMAT),
+                };
+                (line_len, quiet_if_noreply(args, step))
+            }
+            // memcached hangs up, silently, on an unknown command whose last token starts
+            // with `HTTP/` (an HTTP request sent to the cache port).
+            _ if args.last().is_some_and(|t| t.starts_with(b"HTTP/")) => {
+                (0, Step::Close(CloseReason::Http))
             }
             _ => (line_len, Step::Reply(ERROR)),
         }
@@ -192,6 +205,17 @@ impl Parser {
 
     /// `<cmd> <key> <flags> <exptime> <bytes> [cas] [noreply]` followed by the data block.
     fn storage(
+        &mut self,
+        buf: &[u8],
+        line_len: usize,
+        args: &[&[u8]],
+        mode: StoreMode,
+    ) -> (usize, Step) {
+        let (n, step) = self.storage_inner(buf, line_len, args, mode);
+        (n, quiet_if_noreply(args, step))
+    }
+
+    fn storage_inner(
         &mut self,
         buf: &[u8],
         line_len: usize,
@@ -390,6 +414,21 @@ fn retrieval(line_len: usize, keys: &[&[u8]], cas: bool, touch: Option<i64>) -> 
     (line_len, Step::Command(Command::Get { keys, cas, touch }))
 }
 
+/// memcached marks a command `noreply` from its last token before validating the rest
+/// (`set_noreply_maybe`), so a `CLIENT_ERROR` about a malformed set, delete, incr/decr,
+/// touch, flush_all or verbosity line is suppressed when that line ends in `noreply`
+/// (`delete k 10 noreply` answers nothing). A wrong token count (`ERROR`) still answers.
+fn quiet_if_noreply(args: &[&[u8]], step: Step) -> Step {
+    match step {
+        Step::Reply(msg)
+            if msg.starts_with(b"CLIENT_ERROR") && args.last() == Some(&&b"noreply"[..]) =>
+        {
+            Step::Skip
+        }
+        other => other,
+    }
+}
+
 fn delete(args: &[&[u8]]) -> Step {
     let Some((key, rest)) = args.split_first() else {
         return Step::Reply(ERROR);
@@ -458,9 +497,13 @@ fn flush_all(args: &[&[u8]]) -> Step {
         [a, b] if *b == b"noreply" => (parse_i64(a), true),
         _ => return Step::Reply(ERROR),
     };
+    // A negative delay flushes at once, as in memcached (which treats it as 0).
     match delay {
-        Some(delay) if delay >= 0 => Step::Command(Command::FlushAll { delay, noreply }),
-        _ => Step::Reply(BAD_EXPTIME),
+        Some(delay) => Step::Command(Command::FlushAll {
+            delay: delay.max(0),
+            noreply,
+        }),
+        None => Step::Reply(BAD_EXPTIME),
     }
 }
 

@@ -465,3 +465,60 @@ fn numbers_are_strict() {
     assert_eq!(parse_i64(b"2147483648"), None);
     assert_eq!(parse_i64(b"-"), None);
 }
+
+/// memcached reads `noreply` from the last token before validating a line, so the
+/// CLIENT_ERROR of a malformed line ending in `noreply` is never sent (checked against
+/// memcached 1.6.18; its t/issue_3.t relies on `delete k 10 noreply` answering nothing).
+/// A wrong token count is still `ERROR`.
+#[test]
+fn noreply_silences_client_errors_of_malformed_lines() {
+    for line in [
+        &b"delete k 10 noreply\r\n"[..],
+        b"incr k abc noreply\r\n",
+        b"touch k abc noreply\r\n",
+        b"flush_all soon noreply\r\n",
+        b"set k x 0 1 noreply\r\n",
+        b"verbosity x noreply\r\n",
+    ] {
+        assert_eq!(one(line), (line.len(), Step::Skip), "{line:?}");
+    }
+    let long = format!("set {} 0 0 1 noreply\r\n", "k".repeat(251));
+    assert_eq!(one(long.as_bytes()), (long.len(), Step::Skip));
+    assert_eq!(reply(b"delete k 10 20 noreply\r\n"), b"ERROR\r\n");
+    // Without noreply the errors stay.
+    assert_eq!(
+        reply(b"delete k 10\r\n"),
+        b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
+    );
+    assert_eq!(
+        reply(b"verbosity -1\r\n"),
+        b"CLIENT_ERROR bad command line format\r\n"
+    );
+    assert_eq!(
+        cmd(b"verbosity 1\r\n"),
+        Command::Verbosity { noreply: false }
+    );
+    // A negative flush_all delay is "now", as in memcached.
+    assert_eq!(
+        cmd(b"flush_all -1\r\n"),
+        Command::FlushAll {
+            delay: 0,
+            noreply: false
+        }
+    );
+}
+
+/// memcached closes, without a reply, a connection whose unknown command ends in an
+/// `HTTP/` token (t/malicious-commands.t); other unknown commands are `ERROR`.
+#[test]
+fn http_request_lines_close_silently() {
+    for line in [
+        &b"GET / HTTP/1.0\r\n"[..],
+        b"PUT /asdf/asd/fasdfasdf/sadf HTTP/1.1\r\n",
+        b"DELETE HTTP/1.1\r\n",
+    ] {
+        assert_eq!(one(line), (0, Step::Close(CloseReason::Http)), "{line:?}");
+    }
+    assert_eq!(CloseReason::Http.message(), b"");
+    assert_eq!(reply(b"GET / HTTP\r\n"), b"ERROR\r\n");
+}

@@ -15,7 +15,7 @@ use skq_net::{Close, Cx, Protocol, Served, Server};
 
 use crate::config::ServerConfig;
 use crate::ctx::Ctx;
-use crate::exec::{apply, get_one};
+use crate::exec::{apply, flush_delay, get_one};
 use crate::murmur3::murmur3_x86_32;
 use crate::protocol::{Command, Parser, Step};
 use crate::running::{Running, Workers};
@@ -132,7 +132,7 @@ pub fn execute(ctx: &Ctx, store: &SharedStore, worker: usize, cmd: &Command, out
         }
         Command::FlushAll { delay, noreply } => {
             c.cmd_flush.fetch_add(1, Ordering::Relaxed);
-            store.flush_all(*delay as u32, now.rel);
+            store.flush_all(flush_delay(*delay, now), now.rel);
             if !noreply {
                 out.extend_from_slice(b"OK\r\n");
             }

@@ -8,12 +8,19 @@
 //! written before a `flush_all` took effect (its CAS is at most the flush mark).
 //! Dead items are dropped lazily, on access or when their segment is evicted.
 //!
+//! CAS uniques are unique across every partition of the process, as memcached's single
+//! counter makes them (clients, and memcached's t/cas.t, compare the uniques of different
+//! keys): a partition takes them [`CAS_BLOCK`] at a time from one process-wide counter, so
+//! the shared atomic is touched once per [`CAS_BLOCK`] writes and a partition's own uniques
+//! still rise, which the flush mark relies on.
+//!
 //! The index maps a 64-bit hash of the key to the record's [`Loc`]; the key itself lives
 //! only in the arena, so a lookup compares the stored key (hash collisions chain in a
 //! small vector).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::arena::{record_len, Arena, Loc, Meta, Record, HEADER, SEGMENT_SIZE};
 use crate::protocol::{item_size, Limits, StoreMode, REALTIME_MAXDELTA};
@@ -129,11 +136,22 @@ pub fn exp_at(exptime: i64, now: u32, started_unix: i64) -> u32 {
     }
 }
 
+/// CAS uniques a partition takes from [`NEXT_CAS_BLOCK`] at a time.
+pub const CAS_BLOCK: u64 = 4096;
+
+/// The first unique of the next block any partition takes (uniques start at 1; 0 is
+/// "no CAS" in the protocol).
+static NEXT_CAS_BLOCK: AtomicU64 = AtomicU64::new(1);
+
 /// One partition.
 pub struct Partition {
     index: HashMap<u64, Slot, BuildHasherDefault<IdHasher>>,
     arena: Arena,
+    /// The next unique to give, and the end (exclusive) of the block it comes from.
     next_cas: u64,
+    cas_end: u64,
+    /// The unique given to the most recent write (0 before any).
+    last_cas: u64,
     /// Items with a CAS at most this were written before the last effective flush.
     flushed_below: u64,
     /// A delayed `flush_all` taking effect at this second.
@@ -151,7 +169,9 @@ impl Partition {
         Partition {
             index: HashMap::default(),
             arena: Arena::new((limit_bytes / SEGMENT_SIZE).max(1)),
-            next_cas: 1,
+            next_cas: 0,
+            cas_end: 0,
+            last_cas: 0,
             flushed_below: 0,
             pending_flush: None,
             stats: PartStats::default(),
@@ -167,7 +187,20 @@ impl Partition {
 
     /// The CAS unique given to the most recent write (0 before any).
     pub fn last_cas(&self) -> u64 {
-        self.next_cas - 1
+        self.last_cas
+    }
+
+    /// A new CAS unique, larger than every one this partition gave before and unique in the
+    /// process.
+    fn new_cas(&mut self) -> u64 {
+        if self.next_cas == self.cas_end {
+            // Relaxed: only uniqueness matters, and fetch_add gives it in any order.
+            self.next_cas = NEXT_CAS_BLOCK.fetch_add(CAS_BLOCK, Ordering::Relaxed);
+            self.cas_end = self.next_cas + CAS_BLOCK;
+        }
+        self.last_cas = self.next_cas;
+        self.next_cas += 1;
+        self.last_cas
     }
 
     /// Current counters.
@@ -190,7 +223,7 @@ impl Partition {
     fn tick(&mut self, now: u32) {
         if self.pending_flush.is_some_and(|at| now >= at) {
             self.pending_flush = None;
-            self.flushed_below = self.next_cas - 1;
+            self.flushed_below = self.last_cas;
         }
     }
 
@@ -198,7 +231,7 @@ impl Partition {
     pub fn flush_all(&mut self, delay: u32, now: u32) {
         self.tick(now);
         if delay == 0 {
-            self.flushed_below = self.next_cas - 1;
+            self.flushed_below = self.last_cas;
             self.pending_flush = None;
         } else {
             self.pending_flush = Some(now.saturating_add(delay));
@@ -369,8 +402,7 @@ impl Partition {
         if let Some(old) = self.lookup(h, key) {
             self.unlink(h, old);
         }
-        let cas = self.next_cas;
-        self.next_cas += 1;
+        let cas = self.new_cas();
         let loc = self.arena.append(Meta { flags, exp_at, cas }, key, parts);
         match self.index.get_mut(&h) {
             None => {

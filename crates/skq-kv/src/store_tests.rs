@@ -290,3 +290,40 @@ fn append_past_the_item_limit_is_not_stored() {
     );
     assert_eq!(val(&mut p, "k", 1).unwrap().len(), 40);
 }
+
+/// memcached gives every item a unique CAS from one counter; t/cas.t checks that two keys
+/// never share one. Partitions (shards, thread-per-core workers) take theirs from blocks of
+/// one process-wide counter, so two partitions never hand out the same unique, and each
+/// partition's uniques keep rising (the flush mark depends on it).
+#[test]
+fn cas_uniques_are_unique_across_partitions() {
+    let mut a = Partition::new(8 << 20);
+    let mut b = Partition::new(8 << 20);
+    let mut seen = std::collections::HashSet::new();
+    let (mut last_a, mut last_b) = (0, 0);
+    // Past one block each, interleaved, so blocks are taken while the other holds one.
+    for i in 0..(CAS_BLOCK + 10) {
+        let key = format!("k{i}");
+        for (p, last) in [(&mut a, &mut last_a), (&mut b, &mut last_b)] {
+            assert_eq!(
+                p.store(StoreMode::Set, key.as_bytes(), 0, 0, b"v", 1),
+                StoreOutcome::Stored
+            );
+            let cas = p.last_cas();
+            assert!(
+                cas > *last,
+                "a partition's uniques rise: {cas} after {last}"
+            );
+            assert!(seen.insert(cas), "unique {cas} given twice");
+            *last = cas;
+        }
+    }
+    // A flush still covers exactly what was written before it.
+    a.flush_all(0, 1);
+    assert_eq!(val(&mut a, "k0", 1), None);
+    assert_eq!(
+        a.store(StoreMode::Set, b"after", 0, 0, b"v", 1),
+        StoreOutcome::Stored
+    );
+    assert_eq!(val(&mut a, "after", 1).as_deref(), Some(&b"v"[..]));
+}

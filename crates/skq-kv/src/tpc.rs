@@ -27,7 +27,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::config::ServerConfig;
 use crate::ctx::Ctx;
-use crate::exec::{apply, get_one};
+use crate::exec::{apply, flush_delay, get_one};
 use crate::murmur3::murmur3_x86_32;
 use crate::protocol::Command;
 use crate::ring::{Doorbell, Rings};
@@ -314,7 +314,7 @@ impl Handler for Core {
                     return Dispatch::Stalled(Command::FlushAll { delay, noreply });
                 }
                 c.cmd_flush.fetch_add(1, Relaxed);
-                let delay = delay as u32;
+                let delay = flush_delay(delay, now);
                 self.part.flush_all(delay, now.rel);
                 let me = self.me;
                 for d in (0..self.n).filter(|&d| d != me) {

@@ -168,6 +168,9 @@ fn bad_input_closes_only_that_connection() {
                 b"get \x00\xff\xfe\r\n".to_vec(),
                 b"CLIENT_ERROR binary data in command line\r\n",
             ),
+            // memcached's t/malicious-commands.t: an HTTP request is hung up on, silently.
+            (b"GET / HTTP/1.0\r\n".to_vec(), b""),
+            (b"DELETE HTTP/1.1\r\n".to_vec(), b""),
         ];
         for (input, msg) in &cases {
             let mut bad = Client::connect(srv.addr);
@@ -214,6 +217,47 @@ fn bad_data_chunk_keeps_the_connection() {
         c.send(b"set z 0 0 3\r\nab");
         c.expect(b"cd\r\n", b"CLIENT_ERROR bad data chunk\r\nERROR\r\n");
         assert_eq!(c.stat("skq_protocol_closes"), 0);
+        srv.stop();
+    });
+}
+
+/// From memcached's t/cas.t and t/flush-all.t: two keys never share a CAS unique (on
+/// thread-per-core they live in different partitions), and `flush_all <time>` past 30 days
+/// is a unix time, not a delay (replies checked against memcached 1.6.18).
+#[test]
+fn cas_uniques_differ_and_flush_all_takes_a_unix_time() {
+    each_arch(|arch| {
+        let srv = start(arch, 4);
+        let mut c = Client::connect(srv.addr);
+        let keys: Vec<String> = (0..16).map(|i| format!("key{i}")).collect();
+        for k in &keys {
+            c.expect(format!("set {k} 0 0 1\r\nv\r\n").as_bytes(), b"STORED\r\n");
+        }
+        c.send(format!("gets {}\r\n", keys.join(" ")).as_bytes());
+        let reply = String::from_utf8(c.read_until(b"END\r\n")).unwrap();
+        let uniques: std::collections::HashSet<&str> = reply
+            .lines()
+            .filter(|l| l.starts_with("VALUE"))
+            .map(|l| l.split(' ').nth(4).expect("gets shows the CAS"))
+            .collect();
+        assert_eq!(uniques.len(), keys.len(), "one unique per key: {reply}");
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        c.expect(
+            format!("flush_all {}\r\n", unix + 3600).as_bytes(),
+            b"OK\r\n",
+        );
+        c.expect(b"get key0\r\n", b"VALUE key0 0 1\r\nv\r\nEND\r\n");
+        // Before the server started (2001-09-09): memcached flushes nothing.
+        c.expect(b"flush_all 1000000000\r\n", b"OK\r\n");
+        c.expect(b"get key0\r\n", b"VALUE key0 0 1\r\nv\r\nEND\r\n");
+        // A negative delay flushes at once.
+        c.expect(b"flush_all -1\r\n", b"OK\r\n");
+        for k in &keys {
+            c.expect(format!("get {k}\r\n").as_bytes(), b"END\r\n");
+        }
         srv.stop();
     });
 }
