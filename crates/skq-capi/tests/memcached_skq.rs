@@ -1,0 +1,269 @@
+//! memcached 1.6.18 patched onto libskq (patches/memcached-1.6.18-skq.patch,
+//! built by scripts/build-memcached-skq.sh against the libskq of this test
+//! run) under real clients, in the cpu and hybrid policies: the libmemcached
+//! tools (memccp, memccat, memcrm, memcstat, memcslap) and pymemcache,
+//! including concurrent connections with values large enough to need partial
+//! writes. These tests FAIL when the source package, the compiler, libevent
+//! or the clients are missing: `bash scripts/setup.sh` installs them
+//! (scripts/setup.d/20-kv.sh and 40-capi.sh).
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds the patched memcached once per test binary.
+fn memcached_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let deps = exe.parent().unwrap();
+        let lib = [deps, deps.parent().unwrap()]
+            .iter()
+            .map(|d| d.join("libskq_capi.a"))
+            .find(|p| p.exists())
+            .expect("libskq_capi.a built by this test run");
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("memcached-skq");
+        let r = Command::new("bash")
+            .arg(root().join("scripts/build-memcached-skq.sh"))
+            .env("SKQ_CAPI_LIB", &lib)
+            .env("SKQ_MEMCACHED_OUT", &out)
+            .output()
+            .expect("bash");
+        assert!(
+            r.status.success(),
+            "building memcached-on-skq failed (run `bash scripts/setup.sh` if a package is \
+             missing):\n{}{}",
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr)
+        );
+        out.join("memcached")
+    })
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(policy: &str, threads: u32) -> Server {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(memcached_bin())
+        .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "256"])
+        .args(["-p", &port.to_string(), "-t", &threads.to_string()])
+        .env("MEMCACHED_SKQ", policy)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Server { child, port };
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("memcached-on-skq ({policy}) did not start on port {port}");
+}
+
+/// A libmemcached tool under its upstream or Debian (`memc*`) name.
+fn tool(name: &str) -> String {
+    let debian = format!("memc{}", &name[3..]);
+    [name.to_string(), debian]
+        .into_iter()
+        .find(|c| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {c}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} (libmemcached-tools) is not installed: run `bash scripts/setup.sh` first"
+            )
+        })
+}
+
+fn run(cmd: &str, args: &[&str]) -> (bool, String) {
+    let o = Command::new("timeout")
+        .arg("60")
+        .arg(cmd)
+        .args(args)
+        .output()
+        .expect("timeout(1)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+fn tools_against(policy: &str) {
+    let srv = start(policy, 4);
+    let servers = format!("--servers=127.0.0.1:{}", srv.port);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mc-tools-{policy}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("note.txt");
+    std::fs::write(&file, "stored by memcp on skq\n").unwrap();
+    let (ok, out) = run(&tool("memcp"), &[&servers, file.to_str().unwrap()]);
+    assert!(ok, "{policy}: memcp: {out}");
+    let (ok, out) = run(&tool("memcat"), &[&servers, "note.txt"]);
+    assert!(
+        ok && out.trim_end() == "stored by memcp on skq",
+        "{policy}: memcat: {out:?}"
+    );
+    let (ok, out) = run(&tool("memrm"), &[&servers, "note.txt"]);
+    assert!(ok, "{policy}: memrm: {out}");
+    let (ok, _) = run(&tool("memcat"), &[&servers, "note.txt"]);
+    assert!(!ok, "{policy}: memcat must fail after memrm");
+    let (ok, out) = run(&tool("memstat"), &[&servers]);
+    assert!(ok && out.contains("threads: 4"), "{policy}: memstat: {out}");
+    for test in ["set", "get", "mget"] {
+        let (ok, out) = run(
+            &tool("memslap"),
+            &[
+                &servers,
+                "--concurrency=4",
+                "--execute-number=500",
+                &format!("--test={test}"),
+            ],
+        );
+        assert!(
+            ok && !out.contains("fail"),
+            "{policy}: memslap --test={test}: {out}"
+        );
+    }
+    let (_, out) = run(&tool("memstat"), &[&servers]);
+    let stat = |name: &str| -> u64 {
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{policy}: no {name} in {out}"))
+    };
+    assert!(
+        stat("cmd_set") >= 2000,
+        "{policy}: memslap's sets arrived: {out}"
+    );
+    assert!(
+        stat("get_hits") >= 2000,
+        "{policy}: memslap's gets hit: {out}"
+    );
+}
+
+const PY: &str = r#"
+import sys, threading
+from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheServerError
+port = int(sys.argv[1])
+def client():
+    return Client(("127.0.0.1", port), default_noreply=False, connect_timeout=10, timeout=30)
+c = client()
+assert c.set("a", b"1", expire=100, flags=3)
+assert c.get("a") == b"1"
+assert c.get_many(["a", "absent"]) == {"a": b"1"}
+assert c.add("a", b"2") is False and c.replace("a", b"3") is True
+assert c.append("a", b"4") and c.prepend("a", b"0")
+assert c.get("a") == b"034"
+v, cas = c.gets("a")
+assert c.cas("a", b"x", int(cas) + 99) is False
+assert c.cas("a", b"new", cas) is True
+assert c.set("n", b"41") and c.incr("n", 1) == 42 and c.decr("n", 50) == 0
+assert c.incr("absent", 1) is None
+assert c.touch("n", 50) is True and c.touch("absent", 50) is False
+assert c.delete("n") is True and c.delete("n") is False
+try:
+    c.set("huge", b"x" * (2 << 20))
+    raise SystemExit("a value over the item size limit was accepted")
+except MemcacheServerError as e:
+    assert "too large" in str(e), e
+# Concurrent connections, values up to 200 KB (replies need several writes),
+# multi-gets of 100 keys: every connection reads back exactly what it wrote.
+errors = []
+def worker(t):
+    try:
+        cl = client()
+        for i in range(150):
+            key = "t%d-%d" % (t, i)
+            val = bytes([65 + t]) * ((i * 1499) % 200000)
+            assert cl.set(key, val), key
+            assert cl.get(key) == val, key
+        got = cl.get_many(["t%d-%d" % (t, i) for i in range(100)])
+        assert len(got) == 100 and all(got["t%d-%d" % (t, i)] == bytes([65 + t]) * ((i * 1499) % 200000) for i in range(100))
+        cl.quit()
+    except Exception as e:
+        errors.append(repr(e))
+ts = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+assert not errors, errors
+st = c.stats()
+assert st[b"threads"] == 4, st
+assert st[b"curr_items"] >= 8 * 150, st
+assert c.version().startswith(b"1.6.18")
+assert c.flush_all() is True and c.get("a") is None
+print("pymemcache ok")
+"#;
+
+fn pymemcache_against(policy: &str) {
+    let probe = Command::new("python3")
+        .args(["-c", "import pymemcache"])
+        .output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "python3 with pymemcache is not installed: run `bash scripts/setup.sh` first"
+    );
+    let srv = start(policy, 4);
+    let (ok, out) = run("python3", &["-c", PY, &srv.port.to_string()]);
+    assert!(ok && out.contains("pymemcache ok"), "{policy}: {out}");
+}
+
+#[test]
+fn libmemcached_tools_cpu() {
+    tools_against("cpu");
+}
+
+#[test]
+fn libmemcached_tools_hybrid() {
+    tools_against("hybrid");
+}
+
+#[test]
+fn pymemcache_cpu() {
+    pymemcache_against("cpu");
+}
+
+#[test]
+fn pymemcache_hybrid() {
+    pymemcache_against("hybrid");
+}
+
+/// An unknown policy is refused with a usage error, not ignored; so is
+/// `shared`, whose one queue cannot keep each thread's notify eventfd PINNED.
+#[test]
+fn unknown_and_shared_policies_are_refused() {
+    for policy in ["fastest", "shared"] {
+        let o = Command::new(memcached_bin())
+            .args(["-u", "root", "-U", "0", "-p", "0"])
+            .env("MEMCACHED_SKQ", policy)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{policy} accepted");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("MEMCACHED_SKQ"));
+    }
+}
