@@ -64,7 +64,7 @@ fn start(policy: &str, threads: u32) -> Server {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new(memcached_bin())
+    let mut child = Command::new(memcached_bin())
         .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "256"])
         .args(["-p", &port.to_string(), "-t", &threads.to_string()])
         .env("MEMCACHED_SKQ", policy)
@@ -78,6 +78,8 @@ fn start(policy: &str, threads: u32) -> Server {
         }
         std::thread::sleep(Duration::from_millis(25));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("memcached-on-skq ({policy}) did not start on port {port}");
 }
 
