@@ -172,9 +172,14 @@ def experiment(name, args):
             "io_label": "io=none",
         }
     miss, lat = args.io_miss, args.io_latency_us
-    io = ["--io-variance", "emulate", "--io-miss", str(miss), "--io-latency-us", str(lat), "--io-dist", "exp"]
+    if args.io_mode == "fadvise":
+        io = ["--io-variance", "fadvise", "--io-miss", str(miss)]
+        label = f"io=fadvise miss={miss:.3f}"
+    else:
+        io = ["--io-variance", "emulate", "--io-miss", str(miss), "--io-latency-us", str(lat), "--io-dist", "exp"]
+        label = f"io=emulated miss={miss:.3f} latency=exp({lat:g}us)"
     return {
-        "what": "640-byte page, 8 workers on 1 server CPU, emulated storage misses (BRIEF §8)",
+        "what": f"640-byte page, 8 workers on 1 server CPU, page-cache misses ({args.io_mode})",
         "slo_us": args.slo_us or 5000.0,
         "baseline": "epoll-1to1",
         "rates": args.rates or [2000, 4000, 6000, 8000, 10000, 12000, 14000],
@@ -183,8 +188,63 @@ def experiment(name, args):
             {"name": "hybrid", "mode": "hybrid", "workers": 8, "args": io},
             {"name": "hybrid+steal", "mode": "hybrid+steal", "workers": 8, "args": io},
         ],
-        "io_label": f"io=emulated miss={miss:.3f} latency=exp({lat:g}us)",
+        "io_label": label,
     }
+
+
+def summarize(path, slo, baseline):
+    """Re-reads a saved output of this script and summarizes it by the median over runs
+    (a VM stall that wrecks one run's point does not decide the figure)."""
+    data = {}  # name -> rate -> list of (p99, cpu, achieved)
+    name = None
+    for line in open(path):
+        m = re.match(r"run (\d+) · (\S+) \(", line)
+        if m:
+            name = m.group(2)
+            continue
+        m = re.match(r"\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(PASS|FAIL)", line)
+        if m and name:
+            rate, ach, _p50, p99, cpu = (int(m.group(1)), int(m.group(2)), int(m.group(3)),
+                                         int(m.group(4)), float(m.group(5)))
+            data.setdefault(name, {}).setdefault(rate, []).append((p99, cpu, ach))
+        elif not line.startswith(" "):
+            name = None
+
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+    print(f"# summary by median over runs of {path}; SLO p99 <= {slo:.0f} us; baseline {baseline}")
+    print("config          load: median p99 us (runs)  ...")
+    best = {}
+    for n, by_rate in data.items():
+        cells, mx = [], 0
+        stop = False
+        for rate in sorted(by_rate):
+            p99s = [x[0] for x in by_rate[rate]]
+            m = med(p99s)
+            ok = all(abs(x[2] - rate) <= 0.05 * rate for x in by_rate[rate])
+            if not stop and m <= slo and ok:
+                mx = rate
+            else:
+                stop = True
+            cells.append(f"{rate}:{m:.0f} ({'/'.join(str(p) for p in p99s)})")
+        best[n] = mx
+        print(f"{n:14s}  " + "  ".join(cells))
+    print("\nconfig          max load @SLO on median p99   ratio vs baseline   median cpu us/req at each load")
+    for n, by_rate in data.items():
+        b = best.get(baseline, 0)
+        ratio = f"{best[n] / b:.2f}" if b else "n/a (baseline 0)"
+        cpu = "  ".join(f"{rate}:{med([x[1] for x in by_rate[rate]]):.1f}" for rate in sorted(by_rate))
+        print(f"{n:14s}  {best[n]:>10d} req/s              {ratio:18s}  {cpu}")
+    print("\nwidest gap of median p99 (baseline / config) at the same offered load:")
+    for n, by_rate in data.items():
+        if n == baseline or baseline not in data:
+            continue
+        gaps = [(med([x[0] for x in data[baseline][r]]) / med([x[0] for x in by_rate[r]]), r)
+                for r in sorted(by_rate) if r in data[baseline]]
+        g = max(gaps)
+        print(f"{n:14s}  {g[0]:.2f}x at {g[1]} req/s")
 
 
 def main():
@@ -199,12 +259,20 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--server-cpus", default="0")
     ap.add_argument("--load-cpus", default="1")
+    ap.add_argument("--io-mode", choices=["emulate", "fadvise"], default="emulate",
+                    help="io experiment: emulated storage latency, or real misses (POSIX_FADV_DONTNEED)")
     ap.add_argument("--io-miss", type=float, default=0.1, help="io experiment: fraction of reads that miss")
     ap.add_argument("--io-latency-us", type=float, default=1000.0, help="io experiment: mean emulated miss latency")
     ap.add_argument("--slo-us", type=float, default=None, help="override the experiment's p99 SLO")
     ap.add_argument("--rates", type=lambda v: [int(x) for x in v.split(",")], default=None,
                     help="override the offered loads (comma-separated req/s)")
+    ap.add_argument("--summarize", metavar="FILE", default=None,
+                    help="summarize a saved output of this script by the median over runs, and exit")
+    ap.add_argument("--baseline", default=None, help="with --summarize: the baseline configuration")
     args = ap.parse_args()
+    if args.summarize:
+        summarize(args.summarize, args.slo_us or 1000.0, args.baseline or "nginx")
+        return
     exp = experiment(args.experiment, args)
     if args.slo_us:
         exp["slo_us"] = args.slo_us
