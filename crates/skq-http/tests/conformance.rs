@@ -290,3 +290,45 @@ fn a_client_that_vanishes_mid_response_costs_only_its_connection() {
         assert_eq!(stats.aborted, 3, "{mode}");
     }
 }
+
+#[test]
+fn io_variance_misses_keep_replies_correct_and_are_counted() {
+    use skq_http::iovar::{IoVariance, Latency};
+    let root = Root::new("iovar");
+    for io in [
+        IoVariance::Fadvise { miss: 1.0 },
+        IoVariance::Emulate {
+            miss: 1.0,
+            mean_us: 200.0,
+            latency: Latency::Exponential,
+        },
+    ] {
+        for mode in ["hybrid", "epoll-1to1"] {
+            let mut cfg = skq_http::HttpConfig::new(&root.www, mode, 2);
+            cfg.io = io;
+            let (server, proto) = skq_http::start(&cfg, Default::default()).unwrap();
+            assert_eq!(server.stats().service, format!("spin {}", io.label()));
+            let mut c = Client::connect(server.local_addr());
+            let mut batch = Vec::new();
+            for _ in 0..5 {
+                batch.extend_from_slice(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            }
+            // HEAD and 304 read no file, so they draw no miss.
+            batch.extend_from_slice(b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+            c.send(&batch);
+            for _ in 0..5 {
+                assert_eq!(c.reply(false).body, page(), "{mode} {io}");
+            }
+            assert_eq!(c.reply(true).code, 200);
+            drop(c);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while server.stats().closed < 1 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            server.shutdown();
+            let (misses, waited_ns) = proto.emulated_misses();
+            assert_eq!(misses, 5, "{mode} {io}");
+            assert_eq!(waited_ns > 0, io.is_emulated(), "{mode} {io}");
+        }
+    }
+}
