@@ -2,8 +2,10 @@
 //!
 //! `cargo bench -p skq-capi --bench boundary` — each operation is timed
 //! through skq-rt directly (the baseline) and through the `skq_*` C
-//! functions, interleaved, three rounds each; it prints ns per call for
-//! every round, and the C/Rust ratio of each round, with the CPU count seen.
+//! functions. A round alternates the two in 15 chunks each and keeps each
+//! side's median chunk (the machine may be shared); three rounds; it prints
+//! ns per call of every round, the C/Rust ratio of each round and their
+//! spread, with the CPU count seen.
 //! The operations touch no network: a wait on an idle worker with a zero
 //! timeout, a user event's notify + wait + reset round trip, and a stats
 //! snapshot.
@@ -16,6 +18,7 @@ use skq_capi::api::*;
 use skq_rt::{Config, Events, Flags, Policy, Skq};
 
 const ROUNDS: usize = 3;
+const CHUNKS: usize = 15;
 
 fn time(iters: u64, mut f: impl FnMut()) -> f64 {
     for _ in 0..iters / 10 {
@@ -26,6 +29,18 @@ fn time(iters: u64, mut f: impl FnMut()) -> f64 {
         f();
     }
     t.elapsed().as_nanos() as f64 / iters as f64
+}
+
+/// One round: `a` and `b` alternated in CHUNKS chunks; each side's median.
+fn round(iters: u64, mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    for _ in 0..CHUNKS {
+        ta.push(time(iters / CHUNKS as u64, &mut a));
+        tb.push(time(iters / CHUNKS as u64, &mut b));
+    }
+    ta.sort_by(f64::total_cmp);
+    tb.sort_by(f64::total_cmp);
+    (ta[CHUNKS / 2], tb[CHUNKS / 2])
 }
 
 fn report(name: &str, rust: &[f64], c: &[f64]) {
@@ -55,7 +70,7 @@ fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` would pass
     // nothing: run a tiny round then, so the target stays compiled and run.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let iters: u64 = if quick { 1_000 } else { 200_000 };
+    let iters: u64 = if quick { 1_500 } else { 600_000 };
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("boundary: {cpus} CPUs seen, {iters} calls per round, {ROUNDS} rounds");
 
@@ -83,43 +98,58 @@ fn main() {
 
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        a.push(time(iters, || {
-            black_box(rw.wait(&mut revs, Some(Duration::ZERO)).unwrap());
-        }));
-        b.push(time(iters, || {
-            // SAFETY: live handle, buffer of 16 events.
-            black_box(unsafe { skq_worker_wait(cw, cevs.as_mut_ptr(), 16, 0) });
-        }));
+        let (x, y) = round(
+            iters,
+            || {
+                black_box(rw.wait(&mut revs, Some(Duration::ZERO)).unwrap());
+            },
+            || {
+                // SAFETY: live handle, buffer of 16 events.
+                black_box(unsafe { skq_worker_wait(cw, cevs.as_mut_ptr(), 16, 0) });
+            },
+        );
+        a.push(x);
+        b.push(y);
     }
     report("wait(timeout 0, idle)", &a, &b);
 
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        a.push(time(iters / 4, || {
-            rue.notify().unwrap();
-            assert_eq!(rw.wait(&mut revs, None).unwrap(), 1);
-            black_box(rue.reset());
-        }));
-        b.push(time(iters / 4, || {
-            // SAFETY: live handles, buffer of 16 events.
-            unsafe {
-                skq_user_event_notify(cue);
-                assert_eq!(skq_worker_wait(cw, cevs.as_mut_ptr(), 16, -1), 1);
-                skq_user_event_reset(cue, ptr::null_mut());
-            }
-        }));
+        let (x, y) = round(
+            iters / 10,
+            || {
+                rue.notify().unwrap();
+                assert_eq!(rw.wait(&mut revs, None).unwrap(), 1);
+                black_box(rue.reset());
+            },
+            || {
+                // SAFETY: live handles, buffer of 16 events.
+                unsafe {
+                    skq_user_event_notify(cue);
+                    assert_eq!(skq_worker_wait(cw, cevs.as_mut_ptr(), 16, -1), 1);
+                    skq_user_event_reset(cue, ptr::null_mut());
+                }
+            },
+        );
+        a.push(x);
+        b.push(y);
     }
     report("notify+wait+reset", &a, &b);
 
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        a.push(time(iters, || {
-            black_box(rs.stats());
-        }));
-        b.push(time(iters, || {
-            // SAFETY: live handle, room for one entry.
-            black_box(unsafe { skq_stats(cskq, cstats.as_mut_ptr(), 1) });
-        }));
+        let (x, y) = round(
+            iters,
+            || {
+                black_box(rs.stats());
+            },
+            || {
+                // SAFETY: live handle, room for one entry.
+                black_box(unsafe { skq_stats(cskq, cstats.as_mut_ptr(), 1) });
+            },
+        );
+        a.push(x);
+        b.push(y);
     }
     report("stats", &a, &b);
 
