@@ -1,12 +1,15 @@
 /* A small skq RPC server in C on libskq (crates/skq-capi/include/skq.h).
  *
- *   rpc_server PORT POLICY THREADS
+ *   rpc_server PORT POLICY THREADS [raw|ev]
  *
  * PORT 0 picks a free port; the server prints "listening on PORT" once ready.
- * POLICY is vanilla, shared, queue, cpu, best2 or hybrid. THREADS worker
- * threads share one skq instance; each loops on skq_worker_wait. SIGTERM or
- * SIGINT shuts the instance down and the server exits 0 after freeing
- * everything (so AddressSanitizer's leak check sees a clean exit).
+ * POLICY is vanilla, shared, queue, cpu, best2 or hybrid. THREADS threads
+ * share one skq instance. With `raw` (the default) each loops on
+ * skq_worker_wait; with `ev` the same server runs on the libevent-style
+ * layer: one event base dispatched by all THREADS threads at once, a
+ * persistent event per connection. SIGTERM or SIGINT stops it and the server
+ * exits 0 after freeing everything (so AddressSanitizer's leak check sees a
+ * clean exit).
  *
  * Protocol (crates/skq-proto/src/wire.rs): 20-byte little-endian frames
  * {u32 frame_len, u8 kind, u8 class, u16 flags, u64 id, u32 service_ns}
@@ -38,7 +41,8 @@
 
 struct conn {
     int fd;
-    uint64_t id;
+    uint64_t id; /* raw: the registration */
+    skq_ev ev;   /* ev: the connection's event (caller storage) */
     unsigned char *in;
     size_t in_len, in_cap;
     unsigned char *out;
@@ -46,6 +50,7 @@ struct conn {
 };
 
 static skq_t *skq;
+static skq_ev_base *base; /* ev mode */
 static int listen_fd;
 /* Open connections by fd, so the ones still open at shutdown are freed. */
 #define MAX_FDS 65536
@@ -82,7 +87,7 @@ static int reserve(unsigned char **buf, size_t *cap, size_t need) {
 }
 
 static void conn_close(struct conn *c) {
-    int r = skq_deregister(skq, c->id, c->fd);
+    int r = base ? skq_ev_del(&c->ev) : skq_deregister(skq, c->id, c->fd);
     if (r != SKQ_OK) fprintf(stderr, "rpc_server: deregister: %s\n", skq_last_error());
     conns[c->fd] = NULL;
     close(c->fd);
@@ -136,6 +141,8 @@ static int serve_frames(struct conn *c) {
     return 0;
 }
 
+static void ev_on_conn(int fd, short what, void *arg);
+
 static void on_conn(struct conn *c, uint32_t ready) {
     if (c->out_len && flush_out(c) < 0) goto close;
     if (ready & (SKQ_READY_READABLE | SKQ_READY_HUP | SKQ_READY_ERROR)) {
@@ -162,6 +169,12 @@ close:
     conn_close(c);
 }
 
+static void ev_on_conn(int fd, short what, void *arg) {
+    (void)fd;
+    uint32_t ready = (what & SKQ_EV_READ ? SKQ_READY_READABLE : 0) | (what & SKQ_EV_WRITE ? SKQ_READY_WRITABLE : 0);
+    on_conn(arg, ready);
+}
+
 static void on_listener(int worker) {
     for (;;) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -178,7 +191,13 @@ static void on_listener(int worker) {
         }
         c->fd = fd;
         conns[fd] = c;
-        int r = skq_register(skq, fd, (uint64_t)(uintptr_t)c, SKQ_READ | SKQ_WRITE, 0, worker, &c->id);
+        int r;
+        if (base) {
+            r = skq_ev_assign(&c->ev, base, fd, SKQ_EV_READ | SKQ_EV_WRITE | SKQ_EV_PERSIST, ev_on_conn, c);
+            if (r == SKQ_OK) r = skq_ev_add(&c->ev, NULL);
+        } else {
+            r = skq_register(skq, fd, (uint64_t)(uintptr_t)c, SKQ_READ | SKQ_WRITE, 0, worker, &c->id);
+        }
         if (r != SKQ_OK) {
             fprintf(stderr, "rpc_server: register: %s\n", skq_last_error());
             conns[fd] = NULL;
@@ -209,6 +228,21 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+static void ev_on_listener(int fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    (void)arg;
+    on_listener(SKQ_NO_WORKER);
+}
+
+static void *ev_thread_main(void *arg) {
+    (void)arg;
+    int r = skq_ev_base_dispatch(base);
+    if (r < 0) die("dispatch", r);
+    if ((r = skq_ev_base_thread_exit(base)) != SKQ_OK) die("thread exit", r);
+    return NULL;
+}
+
 static int policy_of(const char *s) {
     const char *names[] = {"vanilla", "shared", "queue", "cpu", "best2", "hybrid"};
     const int ids[] = {SKQ_POLICY_VANILLA, SKQ_POLICY_SHARED, SKQ_POLICY_QUEUE,
@@ -219,10 +253,11 @@ static int policy_of(const char *s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: rpc_server PORT POLICY THREADS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: rpc_server PORT POLICY THREADS [raw|ev]\n");
         return 2;
     }
+    int ev_mode = argc == 5 && strcmp(argv[4], "ev") == 0;
     int port = atoi(argv[1]);
     int policy = policy_of(argv[2]);
     int threads = atoi(argv[3]);
@@ -241,7 +276,11 @@ int main(int argc, char **argv) {
     skq_config cfg;
     int r = skq_config_init(&cfg, policy, (uint32_t)threads);
     if (r != SKQ_OK) die("config", r);
-    if ((r = skq_new(&cfg, &skq)) != SKQ_OK) die("new", r);
+    if (ev_mode) {
+        if (!(base = skq_ev_base_new_with_config(&cfg))) die("base", SKQ_ECONFIG);
+    } else if ((r = skq_new(&cfg, &skq)) != SKQ_OK) {
+        die("new", r);
+    }
 
     listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -254,12 +293,21 @@ int main(int argc, char **argv) {
     }
     socklen_t alen = sizeof a;
     getsockname(listen_fd, (struct sockaddr *)&a, &alen);
-    uint64_t lid;
-    if ((r = skq_register(skq, listen_fd, LISTENER_TOKEN, SKQ_READ, 0, SKQ_NO_WORKER, &lid)) != SKQ_OK)
+    uint64_t lid = 0;
+    skq_ev *lev = NULL;
+    if (ev_mode) {
+        lev = skq_ev_new(base, listen_fd, SKQ_EV_READ | SKQ_EV_PERSIST, ev_on_listener, NULL);
+        if (!lev || (r = skq_ev_add(lev, NULL)) != SKQ_OK) die("listener event", SKQ_EINVAL);
+    } else if ((r = skq_register(skq, listen_fd, LISTENER_TOKEN, SKQ_READ, 0, SKQ_NO_WORKER, &lid)) != SKQ_OK) {
         die("register listener", r);
+    }
 
     pthread_t *th = calloc((size_t)threads, sizeof *th);
     for (int i = 0; i < threads; i++) {
+        if (ev_mode) {
+            pthread_create(&th[i], NULL, ev_thread_main, NULL);
+            continue;
+        }
         skq_worker_t *w;
         if ((r = skq_worker_new(skq, (uint32_t)i, &w)) != SKQ_OK) die("worker", r);
         pthread_create(&th[i], NULL, worker_main, w);
@@ -269,11 +317,21 @@ int main(int argc, char **argv) {
 
     int sig;
     sigwait(&sigs, &sig);
-    skq_shutdown(skq);
+    if (ev_mode)
+        skq_ev_base_loopbreak(base);
+    else
+        skq_shutdown(skq);
     for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
     free(th);
     for (int fd = 0; fd < MAX_FDS; fd++)
         if (conns[fd]) conn_close(conns[fd]);
+    if (ev_mode) {
+        if ((r = skq_ev_free(lev)) != SKQ_OK) die("free listener event", r);
+        close(listen_fd);
+        if ((r = skq_ev_base_free(base)) != SKQ_OK) die("free base", r);
+        fprintf(stderr, "rpc_server: event base stopped; delivered by %d threads\n", threads);
+        return 0;
+    }
     skq_deregister(skq, lid, listen_fd);
     close(listen_fd);
     skq_worker_stats st[64];

@@ -3,7 +3,9 @@
 //! * `tests/c/test_api.c` calls every function of `include/skq.h`, error
 //!   paths included;
 //! * `examples/c/rpc_server.c` serves skq load's RPC protocol on one skq
-//!   instance with several threads, and must answer every request once.
+//!   instance with several threads, through the `skq_*` API (`raw`) or the
+//!   libevent-style layer (`ev`, one base dispatched by every thread), and
+//!   must answer every request once.
 //!
 //! These tests FAIL when no C compiler is installed: `bash scripts/setup.sh`
 //! installs one (scripts/setup.d/40-capi.sh).
@@ -75,11 +77,11 @@ fn c_test_program_passes_under_asan() {
     assert!(!err.contains("AddressSanitizer"), "{err}");
 }
 
-fn run_example(policy: &str) {
+fn run_example(policy: &str, api: &str) {
     let src = manifest().join("../../examples/c/rpc_server.c");
-    let exe = build(&src, &format!("rpc_server_{policy}"));
+    let exe = build(&src, &format!("rpc_server_{policy}_{api}"));
     let mut child = Command::new(&exe)
-        .args(["0", policy, "3"])
+        .args(["0", policy, "3", api])
         .env("ASAN_OPTIONS", "detect_leaks=1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -125,10 +127,15 @@ fn run_example(policy: &str) {
 
 #[test]
 fn c_example_server_answers_skq_load_cpu() {
-    run_example("cpu");
+    run_example("cpu", "raw");
 }
 
 #[test]
 fn c_example_server_answers_skq_load_hybrid() {
-    run_example("hybrid");
+    run_example("hybrid", "raw");
+}
+
+#[test]
+fn c_example_server_on_the_event_layer_answers_skq_load() {
+    run_example("hybrid", "ev");
 }
