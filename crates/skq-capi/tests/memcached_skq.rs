@@ -269,3 +269,63 @@ fn unknown_and_shared_policies_are_refused() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("MEMCACHED_SKQ"));
     }
 }
+
+/// `watch` and `lru_crawler metadump` hand a connection to a side thread
+/// (logger, crawler) and back: the watcher gets log lines, its close is
+/// handled by its worker, and a metadump connection serves commands again.
+#[test]
+fn side_threads_hand_connections_back_hybrid() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let srv = start("hybrid", 2);
+    let addr = ("127.0.0.1", srv.port);
+    let connect = || {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let mut watcher = connect();
+    watcher.write_all(b"watch fetchers\r\n").unwrap();
+    let mut ok = [0u8; 4];
+    watcher.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"OK\r\n");
+    let mut c = connect();
+    c.write_all(b"set w 0 0 1\r\nv\r\nget w\r\n").unwrap();
+    let mut reply = BufReader::new(c.try_clone().unwrap());
+    let mut line = String::new();
+    for want in ["STORED", "VALUE w 0 1", "v", "END"] {
+        line.clear();
+        reply.read_line(&mut line).unwrap();
+        assert_eq!(line.trim_end(), want);
+    }
+    let mut log = [0u8; 256];
+    let n = watcher.read(&mut log).unwrap();
+    assert!(
+        String::from_utf8_lossy(&log[..n]).contains("key=w"),
+        "watcher log"
+    );
+    drop(watcher); // the logger hands the connection back to be closed
+    c.write_all(b"lru_crawler metadump all\r\n").unwrap();
+    let mut dump = String::new();
+    while !dump.ends_with("END\r\n") {
+        line.clear();
+        assert!(
+            reply.read_line(&mut line).unwrap() > 0,
+            "metadump cut: {dump}"
+        );
+        dump.push_str(&line);
+    }
+    assert!(dump.contains("key=w"), "{dump}");
+    // The crawler gave the connection back: it serves commands again.
+    c.write_all(b"get w\r\n").unwrap();
+    line.clear();
+    reply.read_line(&mut line).unwrap();
+    assert_eq!(line.trim_end(), "VALUE w 0 1");
+    // And the server still takes new connections after all of it.
+    for _ in 0..20 {
+        let mut n = connect();
+        n.write_all(b"version\r\n").unwrap();
+        let mut v = [0u8; 14];
+        n.read_exact(&mut v).unwrap();
+        assert_eq!(&v, b"VERSION 1.6.18");
+    }
+}
