@@ -92,7 +92,8 @@ pub enum Command {
     },
     /// `stats [group]`.
     Stats {
-        /// The group asked for (`settings`, ...), if any.
+        /// The group asked for (`settings`, `cachedump 1 100`, ...: words joined by one
+        /// space), if any.
         group: Option<Vec<u8>>,
     },
     /// `version`.

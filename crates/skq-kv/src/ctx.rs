@@ -113,6 +113,11 @@ impl Ctx {
                     );
                 }
                 b"items" | b"slabs" | b"sizes" | b"conns" => out.extend_from_slice(b"END\r\n"),
+                // No slab classes, so no class has items to dump; no per-prefix detail is
+                // kept, so the dump is empty (`stats detail on|off` stays ERROR).
+                g if g.starts_with(b"cachedump ") || g == b"detail dump" => {
+                    out.extend_from_slice(b"END\r\n")
+                }
                 _ => out.extend_from_slice(b"ERROR\r\n"),
             },
             _ => return false,

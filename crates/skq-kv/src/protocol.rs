@@ -182,8 +182,10 @@ impl Parser {
             b"mn" => (line_len, Step::Command(Command::MetaNoop)),
             b"version" if args.is_empty() => (line_len, Step::Command(Command::Version)),
             b"quit" if args.is_empty() => (line_len, Step::Command(Command::Quit)),
-            b"stats" if args.len() <= 1 => {
-                let group = args.first().map(|g| g.to_vec());
+            b"stats" => {
+                // Multi-word groups (`cachedump 1 100`, `detail dump`) keep their words,
+                // joined by one space.
+                let group = (!args.is_empty()).then(|| args.join(&b' '));
                 (line_len, Step::Command(Command::Stats { group }))
             }
             b"verbosity" if (1..=2).contains(&args.len()) => {

@@ -522,3 +522,22 @@ fn http_request_lines_close_silently() {
     assert_eq!(CloseReason::Http.message(), b"");
     assert_eq!(reply(b"GET / HTTP\r\n"), b"ERROR\r\n");
 }
+
+/// `stats` groups of several words reach the server whole, so it can answer them rather
+/// than leave a client waiting for an `END` (memcached's t/stats.t asks for
+/// `stats cachedump 1 100`, t/stats-detail.t for `stats detail dump`).
+#[test]
+fn multi_word_stats_groups_are_kept() {
+    assert_eq!(
+        cmd(b"stats cachedump 1  100\r\n"),
+        Command::Stats {
+            group: Some(k("cachedump 1 100"))
+        }
+    );
+    assert_eq!(
+        cmd(b"stats detail dump\r\n"),
+        Command::Stats {
+            group: Some(k("detail dump"))
+        }
+    );
+}

@@ -262,6 +262,22 @@ fn cas_uniques_differ_and_flush_all_takes_a_unix_time() {
     });
 }
 
+/// memcached answers `stats cachedump <class> <n>` and `stats detail dump` with a list
+/// ending in `END` (empty here: no slab classes, no per-prefix detail), so clients reading
+/// to `END` do not hang; an unknown group is `ERROR`, as in memcached.
+#[test]
+fn multi_word_stats_groups_answer() {
+    each_arch(|arch| {
+        let srv = start(arch, 2);
+        let mut c = Client::connect(srv.addr);
+        c.expect(b"stats cachedump 1 100\r\n", b"END\r\n");
+        c.expect(b"stats detail dump\r\n", b"END\r\n");
+        c.expect(b"stats foo bar\r\n", b"ERROR\r\n");
+        c.expect(b"version\r\n", b"VERSION ");
+        srv.stop();
+    });
+}
+
 #[test]
 fn max_conns_rejects_with_memcached_message() {
     each_arch(|arch| {
