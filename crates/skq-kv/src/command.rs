@@ -139,6 +139,21 @@ pub enum Command {
         /// Its flags.
         flags: MetaFlags,
     },
+    /// `ma <key> <flags>*`: meta arithmetic (incr/decr, with optional creation on a miss).
+    MetaArith {
+        /// The key (decoded when sent with `b`).
+        key: Vec<u8>,
+        /// Its flags (`T`, `C`, `q`, `v` and the returned `t`, `c`, `k`, `O`).
+        flags: MetaFlags,
+        /// `M`: increment (`I`, `+`, the default) or decrement (`D`, `-`).
+        incr: bool,
+        /// `D<delta>`, default 1.
+        delta: u64,
+        /// `J<initial>`: the value created on a miss with `N`, default 0.
+        initial: u64,
+        /// `N<ttl>`: create the item on a miss, with this exptime.
+        vivify: Option<i64>,
+    },
     /// `mn`: meta no-op, replies `MN` (marks the end of a pipeline of quiet commands).
     MetaNoop,
 }
@@ -154,7 +169,8 @@ impl Command {
             | Command::TooLarge { key, .. }
             | Command::MetaGet { key, .. }
             | Command::MetaSet { key, .. }
-            | Command::MetaDelete { key, .. } => Some(key),
+            | Command::MetaDelete { key, .. }
+            | Command::MetaArith { key, .. } => Some(key),
             _ => None,
         }
     }

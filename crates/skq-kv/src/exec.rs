@@ -89,6 +89,7 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
             flags,
         } => return meta_set(part, key, *mode, data, flags, now, c, out),
         Command::MetaDelete { key, flags } => return meta_delete(part, key, flags, now, c, out),
+        Command::MetaArith { .. } => return meta_arith(part, cmd, now, c, out),
         Command::TooLarge { key, noreply } => {
             // memcached unlinks the old item so that a failed set leaves no stale value.
             part.delete(key, now.rel);
@@ -289,6 +290,109 @@ fn meta_get(
     out.extend_from_slice(b"\r\n");
     if f.value {
         out.extend_from_slice(r.value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// `ma`: as memcached 1.6.18 — `HD` or, with `v`, `VA <len>` and the new value (nothing
+/// with `q`, unless the item was created); `NF` on a miss without `N`; `EX` when `C` does not match; `NS` if
+/// creating with `N` lost a race (cannot happen here: the partition is held). With `N` a
+/// miss creates the item with value `J` (0) and exptime `N`, applied before the return
+/// flags (memcached applies it where the `N` token stands, which only changes what a `t`
+/// placed before `N` shows). `T` touches where it stands; `t` and `c` show the item.
+fn meta_arith(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &mut Vec<u8>) {
+    let Command::MetaArith {
+        key,
+        flags: f,
+        incr,
+        delta,
+        initial,
+        vivify,
+    } = cmd
+    else {
+        unreachable!("meta_arith takes ma only");
+    };
+    let (hits, misses) = if *incr {
+        (&c.incr_hits, &c.incr_misses)
+    } else {
+        (&c.decr_hits, &c.decr_misses)
+    };
+    let have = part.get(key, now.rel).map(|r| r.meta.cas);
+    if let (Some(want), Some(have)) = (f.cas, have) {
+        if want != have {
+            out.extend_from_slice(b"EX");
+            return echo_line(out, f, key, None);
+        }
+    }
+    let mut created = false;
+    let value = match part.arith(key, *incr, *delta, now.rel) {
+        ArithOutcome::Value(v) => {
+            hits.fetch_add(1, Relaxed);
+            v
+        }
+        ArithOutcome::NonNumeric => {
+            out.extend_from_slice(
+                b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+            );
+            return;
+        }
+        ArithOutcome::NotFound => {
+            let Some(ttl) = vivify else {
+                misses.fetch_add(1, Relaxed);
+                out.extend_from_slice(b"NF");
+                return echo_line(out, f, key, None);
+            };
+            let exp = exp_at(*ttl, now.rel, now.started_unix);
+            let text = initial.to_string();
+            if part.store(StoreMode::Add, key, 0, exp, text.as_bytes(), now.rel)
+                != StoreOutcome::Stored
+            {
+                out.extend_from_slice(b"NS");
+                return echo_line(out, f, key, None);
+            }
+            created = true;
+            *initial
+        }
+    };
+    let text = value.to_string();
+    let mut line = Vec::new();
+    if f.value {
+        let _ = write!(line, "VA {}", text.len());
+    } else {
+        line.extend_from_slice(b"HD");
+    }
+    for t in &f.toks {
+        match t {
+            MetaTok::Touch => {
+                let ttl = f.ttl.expect("a T token carries its ttl");
+                part.touch(key, exp_at(ttl, now.rel, now.started_unix), now.rel);
+            }
+            MetaTok::Ttl => match part.get(key, now.rel).map(|r| r.meta.exp_at) {
+                Some(0) | None => line.extend_from_slice(b" t-1"),
+                Some(at) => {
+                    let _ = write!(line, " t{}", at.wrapping_sub(now.rel));
+                }
+            },
+            MetaTok::Cas => {
+                let cas = part.get(key, now.rel).map_or(0, |r| r.meta.cas);
+                let _ = write!(line, " c{cas}");
+            }
+            MetaTok::Key => push_key(&mut line, key, f.base64),
+            MetaTok::Opaque(o) => {
+                line.push(b' ');
+                line.extend_from_slice(o);
+            }
+            MetaTok::Size | MetaTok::Flags => {}
+        }
+    }
+    // `q` hides a successful incr/decr; memcached still answers a creation.
+    if f.quiet && !created {
+        return;
+    }
+    out.extend_from_slice(&line);
+    out.extend_from_slice(b"\r\n");
+    if f.value {
+        out.extend_from_slice(text.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
 }

@@ -1,5 +1,5 @@
-//! memcached's meta commands, parsing side: `mg` (get), `ms` (set), `md` (delete), `mn`
-//! (no-op). [`crate::exec`] executes them.
+//! memcached's meta commands, parsing side: `mg` (get), `ms` (set), `md` (delete), `ma`
+//! (arithmetic), `mn` (no-op). [`crate::exec`] executes them.
 //!
 //! Every flag is one token: a letter, optionally followed by an argument (`T30`, `Oabc`).
 //! Parsing follows memcached 1.6.18, checked byte for byte in tests/clients.rs:
@@ -14,8 +14,8 @@
 //! - `ms` errors after a valid data length swallow the data block; a missing or bad length
 //!   does not (the block is then read as a command line, as memcached does).
 //!
-//! Not implemented (replied `CLIENT_ERROR invalid flag`, where memcached accepts them):
-//! `N` (vivify on miss), `R` (recache), `h` (hit before), `l` (last access) and `I`
+//! Not implemented for mg/ms/md (replied `CLIENT_ERROR invalid flag`, where memcached
+//! accepts them): `N` (vivify on miss; `ma` has it), `R` (recache), `h` (hit before), `l` (last access) and `I`
 //! (invalidate) — they need per-item state the arena does not keep (win/stale tokens, access
 //! times). `u` (no LRU bump) is accepted and trivially honoured: eviction is FIFO by segment.
 //! `b` (base64 key) is implemented, but the `k` flag re-encodes the key when *this request*
@@ -65,6 +65,59 @@ pub(crate) fn parse_delete(args: &[&[u8]]) -> Step {
         Err(_) => Step::Reply(MD_INVALID),
         Ok((_, flags)) if long_opaque(&flags) => Step::Reply(OPAQUE_TOO_LONG),
         Ok((key, flags)) => Step::Command(Command::MetaDelete { key, flags }),
+    }
+}
+
+const BAD_MA_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ma M token\r\n";
+
+/// `ma <key> <flags>*`. Its own flags (`N<ttl>`, `J<initial>`, `D<delta>`, `M<mode>`) are
+/// read here, the common ones by [`parse_flags`]; any flag error is memcached's
+/// `CLIENT_ERROR invalid or duplicate flag`.
+pub(crate) fn parse_arith(args: &[&[u8]]) -> Step {
+    let Some((key, toks)) = args.split_first() else {
+        return Step::Reply(ERROR);
+    };
+    if key.len() > MAX_KEY_LEN {
+        return Step::Reply(BAD_FORMAT);
+    }
+    let (mut incr, mut delta, mut initial, mut vivify) = (true, 1, 0, None);
+    let mut common: Vec<&[u8]> = Vec::with_capacity(toks.len());
+    let mut mode = None;
+    for t in toks {
+        let arg = &t[1..];
+        match t[0] {
+            b'N' => match parse_i64(arg) {
+                Some(v) if vivify.is_none() => vivify = Some(v),
+                _ => return Step::Reply(MD_INVALID),
+            },
+            b'J' => match parse_u64(arg) {
+                Some(v) => initial = v,
+                None => return Step::Reply(MD_INVALID),
+            },
+            b'D' => match parse_u64(arg) {
+                Some(v) => delta = v,
+                None => return Step::Reply(MD_INVALID),
+            },
+            b'M' if t.len() == 2 => mode = Some(t[1]),
+            _ => common.push(t),
+        }
+    }
+    match mode {
+        None | Some(b'I' | b'+') => {}
+        Some(b'D' | b'-') => incr = false,
+        Some(_) => return Step::Reply(BAD_MA_MODE),
+    }
+    match parse_flags(key, &common) {
+        Err(_) => Step::Reply(MD_INVALID),
+        Ok((_, flags)) if long_opaque(&flags) => Step::Reply(OPAQUE_TOO_LONG),
+        Ok((key, flags)) => Step::Command(Command::MetaArith {
+            key,
+            flags,
+            incr,
+            delta,
+            initial,
+            vivify,
+        }),
     }
 }
 

@@ -179,6 +179,7 @@ impl Parser {
             b"mg" => (line_len, meta::parse_get(args)),
             b"md" => (line_len, meta::parse_delete(args)),
             b"ms" => self.meta_set(buf, line_len, args),
+            b"ma" => (line_len, meta::parse_arith(args)),
             b"mn" => (line_len, Step::Command(Command::MetaNoop)),
             b"version" if args.is_empty() => (line_len, Step::Command(Command::Version)),
             b"quit" if args.is_empty() => (line_len, Step::Command(Command::Quit)),

@@ -311,3 +311,50 @@ fn meta_split_input_gives_the_same_steps() {
         );
     }
 }
+
+#[test]
+fn meta_arith_forms() {
+    assert_eq!(
+        only(b"ma k\r\n"),
+        Step::Command(Command::MetaArith {
+            key: k("k"),
+            flags: MetaFlags::default(),
+            incr: true,
+            delta: 1,
+            initial: 0,
+            vivify: None
+        })
+    );
+    match only(b"ma k N30 J13 D5 MD v t q\r\n") {
+        Step::Command(Command::MetaArith {
+            incr,
+            delta,
+            initial,
+            vivify,
+            flags,
+            ..
+        }) => {
+            assert_eq!((incr, delta, initial, vivify), (false, 5, 13, Some(30)));
+            assert!(flags.value && flags.quiet);
+            assert_eq!(flags.toks, vec![MetaTok::Ttl]);
+        }
+        other => panic!("ma with flags: {other:?}"),
+    }
+    assert_eq!(
+        only(b"ma k MX\r\n"),
+        Step::Reply(b"CLIENT_ERROR invalid mode for ma M token\r\n")
+    );
+    for bad in [
+        &b"ma k Dx\r\n"[..],
+        b"ma k J-1\r\n",
+        b"ma k N1 N2\r\n",
+        b"ma k v v\r\n",
+    ] {
+        assert_eq!(
+            only(bad),
+            Step::Reply(b"CLIENT_ERROR invalid or duplicate flag\r\n"),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(only(b"ma\r\n"), Step::Reply(b"ERROR\r\n"));
+}

@@ -278,6 +278,53 @@ fn multi_word_stats_groups_answer() {
     });
 }
 
+/// `ma` (meta arithmetic), replies checked against memcached 1.6.18 for the same session
+/// (the sequence of memcached's t/metaget.t "marithmetic tests").
+#[test]
+fn meta_arithmetic_matches_memcached() {
+    each_arch(|arch| {
+        let srv = start(arch, 2);
+        let mut c = Client::connect(srv.addr);
+        c.expect(b"ma mo\r\nma mo D1\r\n", b"NF\r\nNF\r\n");
+        c.expect(b"set mo 0 0 1\r\n1\r\nma mo\r\n", b"STORED\r\nHD\r\n");
+        c.expect(
+            b"set mo 0 0 1\r\nq\r\nma mo\r\n",
+            b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        );
+        c.expect(b"ma mi N0 J13 v t\r\n", b"VA 2 t-1\r\n13\r\n");
+        c.expect(b"ma mi N0 J13 v t\r\n", b"VA 2 t-1\r\n14\r\n");
+        c.expect(b"ma mi v D30 Oab k\r\n", b"VA 2 Oab kmi\r\n44\r\n");
+        c.expect(b"ma mi v MD D22\r\n", b"VA 2\r\n22\r\n");
+        c.expect(b"ma mi v M- D9000\r\n", b"VA 1\r\n0\r\n");
+        c.expect(b"ma mi q D1\r\nmn\r\n", b"MN\r\n");
+        c.expect(b"ma mi q N0 C1 v\r\n", b"EX\r\n");
+        c.expect(
+            b"ma mi MX\r\n",
+            b"CLIENT_ERROR invalid mode for ma M token\r\n",
+        );
+        // q hides a successful increment, not a creation.
+        c.expect(b"ma mi N0 J1 q\r\nma mz N0 J7 q\r\n", b"HD\r\n");
+        c.expect(b"ma mi v T0 t\r\n", b"VA 1 t-1\r\n3\r\n");
+        c.expect(b"ma mn q\r\nmn\r\n", b"NF\r\nMN\r\n");
+        c.expect(
+            b"ma mi Dx\r\n",
+            b"CLIENT_ERROR invalid or duplicate flag\r\n",
+        );
+        // A created item carries the N exptime; the CAS shown is the item's.
+        c.expect(b"ma mt N90 J5 t\r\n", b"HD t90\r\n");
+        c.send(b"ma mt c\r\n");
+        let got = String::from_utf8(c.read_until(b"\r\n")).unwrap();
+        c.send(b"mg mt c\r\n");
+        let again = String::from_utf8(c.read_until(b"\r\n")).unwrap();
+        assert_eq!(got, again, "ma's c is the item's CAS");
+        c.expect(
+            b"get mt mz\r\n",
+            b"VALUE mt 0 1\r\n6\r\nVALUE mz 0 1\r\n7\r\nEND\r\n",
+        );
+        srv.stop();
+    });
+}
+
 #[test]
 fn max_conns_rejects_with_memcached_message() {
     each_arch(|arch| {
