@@ -77,7 +77,7 @@ fn run(input: &[u8], cuts: &[usize]) -> (Vec<u8>, Option<crate::protocol::CloseR
     };
     let mut s = Session::new(limits);
     let mut h = Mem {
-        part: Partition::new(4 << 20),
+        part: Partition::new(4 << 20).with_private_cas(),
         counters: Counters::default(),
     };
     let mut out = Vec::new();

@@ -185,6 +185,16 @@ impl Partition {
         self
     }
 
+    /// Numbers this partition's CAS uniques 1, 2, 3, ... on its own instead of taking blocks
+    /// of the process-wide counter: for a partition that is alone in its cache and must
+    /// give the same uniques whatever other partitions the process holds (the fuzz body
+    /// compares two runs of one input).
+    pub fn with_private_cas(mut self) -> Partition {
+        self.next_cas = self.last_cas + 1;
+        self.cas_end = u64::MAX;
+        self
+    }
+
     /// The CAS unique given to the most recent write (0 before any).
     pub fn last_cas(&self) -> u64 {
         self.last_cas

@@ -326,4 +326,10 @@ fn cas_uniques_are_unique_across_partitions() {
         StoreOutcome::Stored
     );
     assert_eq!(val(&mut a, "after", 1).as_deref(), Some(&b"v"[..]));
+    // A private partition numbers its own: the same uniques in every run.
+    let mut p = Partition::new(8 << 20).with_private_cas();
+    for want in 1..=3 {
+        p.store(StoreMode::Set, b"k", 0, 0, b"v", 1);
+        assert_eq!(p.last_cas(), want);
+    }
 }
