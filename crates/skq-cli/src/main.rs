@@ -27,6 +27,9 @@ enum Cmd {
     Bench(skq_bench::cli::BenchArgs),
     /// Discrete-event simulator driving the real scheduling core in virtual time.
     Sim(skq_sim::cli::SimArgs),
+    /// Hold many idle connections to a running server and report its memory per
+    /// idle connection (RSS growth) while a busy client checks its replies.
+    Conns(skq_load::idle::IdleArgs),
     /// SKQ's pipe scalability benchmark (paper §6.1).
     Pipes(skq_servers::pipes::PipesArgs),
     /// Print the CPU topology tree (NUMA node → last-level cache → core → CPUs), the CPUs this
@@ -58,6 +61,7 @@ fn main() {
         Cmd::Bench(a) => skq_bench::cli::run(a),
         Cmd::Sim(a) => skq_sim::cli::run(a),
         Cmd::Pipes(a) => skq_servers::pipes::run(a),
+        Cmd::Conns(a) => skq_load::idle::run(a),
         Cmd::Topology { workers } => skq_rt::topology::report(workers)
             .map(|t| print!("{t}"))
             .map_err(anyhow::Error::from),

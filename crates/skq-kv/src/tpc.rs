@@ -36,6 +36,7 @@ use crate::session::{Dispatch, Fill, Handler, Session};
 use crate::store::{PartStats, Partition};
 use skq_sys::epoll::{Epoll, HUP, IN, OUT, RDHUP};
 use skq_sys::eventfd::EventFd;
+use skq_sys::limits::Accepted;
 use skq_sys::{cpu, net};
 
 /// Default messages per ring.
@@ -577,28 +578,31 @@ impl Worker {
         let ctx = self.core.shared.ctx.clone();
         let c = &ctx.counters[self.core.me];
         loop {
-            let stream = match self.listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if skq_sys::limits::is_fd_exhaustion(&e) => {
-                    // Out of fds: take the waiting connection with the reserve fd and
-                    // close it, counted, rather than leave it stuck in the backlog.
-                    let listener = &self.listener;
-                    let refused = self.core.shared.reserve.with_spare(|| {
-                        listener.accept().is_ok_and(|(s, _)| {
-                            let _ = std::io::Write::write_all(
-                                &mut &s,
-                                b"ERROR Too many open connections\r\n",
-                            );
-                            true
-                        })
-                    });
-                    if refused != Some(true) {
-                        return;
-                    }
+            let listener = &self.listener;
+            let got = self.core.shared.reserve.accept(
+                || listener.accept().map(|(s, _)| s),
+                |refused| {
+                    let _ = std::io::Write::write_all(
+                        &mut &refused,
+                        b"ERROR Too many open connections\r\n",
+                    );
+                },
+            );
+            let stream = match got {
+                Ok(Accepted::Conn(s)) => s,
+                Ok(Accepted::Refused) => {
+                    // Out of fds: the waiting connection was taken with the reserve fd
+                    // and closed, counted, rather than left stuck in the backlog.
                     c.rejected_connections.fetch_add(1, Relaxed);
                     c.skq_rejected_fd_limit.fetch_add(1, Relaxed);
                     continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if skq_sys::limits::is_fd_exhaustion(&e) => {
+                    // The reserve is spent (something else holds every fd): back off so
+                    // the level-triggered listener does not spin.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    return;
                 }
                 Err(_) => return, // WouldBlock: wait for the next readiness
             };

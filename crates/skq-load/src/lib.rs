@@ -36,6 +36,7 @@ pub mod checks;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod idle;
 pub mod protocol;
 pub mod queueing;
 pub mod refserver;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 /// Most worker threads (the scheduling core's limit, applied to every driver).
 pub const MAX_WORKERS: usize = 64;
 /// Largest connection table.
-pub const MAX_CONNS: usize = 1 << 20;
+pub const MAX_CONNS: usize = (1 << 24) - 1;
 
 /// How connections are spread over worker threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use crate::driver;
 use crate::driver::epoll::Model;
 use crate::protocol::{Close, Protocol};
 use crate::stats::{Counters, MemoryStats, SchedulerStats, ServerInfo, ServerStats};
+use skq_sys::limits::Accepted;
 
 /// Per-worker read buffer of the fd-based drivers.
 pub(crate) const SCRATCH: usize = 64 * 1024;
@@ -95,28 +96,15 @@ impl<P: Protocol> Common<P> {
         self.counters.snapshot(&self.info, sched, memory)
     }
 
-    /// The process is out of fds and `listener` has connections waiting:
-    /// takes one off the backlog with the reserve fd and closes it, counted
-    /// as refused. Returns false when none was waiting (or the reserve is
-    /// spent), so the caller stops accepting until the next readiness.
-    pub fn refuse_at_fd_limit(&self, worker: usize, listener: &TcpListener) -> bool {
-        let took = self.reserve.with_spare(|| match listener.accept() {
-            Ok((stream, _)) => {
-                let msg = self.proto.busy_message();
-                if !msg.is_empty() {
-                    let _ = io::Write::write_all(&mut &stream, msg);
-                }
-                true
-            }
-            Err(_) => false,
-        });
-        if took == Some(true) {
-            self.counters.conns.rejected_fd_limit();
-            self.proto.rejected_fd_limit(worker);
-            true
-        } else {
-            false
+    /// Refuses a connection taken with the reserve fd at the fd limit:
+    /// writes the busy message and counts it (the caller closes it).
+    fn refuse_at_fd_limit(&self, worker: usize, stream: &TcpStream) {
+        let msg = self.proto.busy_message();
+        if !msg.is_empty() {
+            let _ = io::Write::write_all(&mut &*stream, msg);
         }
+        self.counters.conns.rejected_fd_limit();
+        self.proto.rejected_fd_limit(worker);
     }
 }
 
@@ -247,30 +235,34 @@ pub(crate) fn spawn_workers<T: Send + Sync + 'static>(
 /// The connections a non-blocking listener has ready: accepts until
 /// `EAGAIN`, skipping connections reset before they were accepted. Out of
 /// file descriptors, it refuses the waiting connections one by one with
-/// the reserve fd ([`Common::refuse_at_fd_limit`]) so none is left stuck
-/// in the backlog; other errors end the batch with a warning, and the next
-/// readiness of the listener offers the backlog again.
+/// the reserve fd (see [`skq_sys::limits::FdReserve`]) so none is left
+/// stuck in the backlog; other errors end the batch with a warning, and
+/// the next readiness of the listener offers the backlog again.
 pub(crate) fn accept_ready<'a, P: Protocol>(
     listener: &'a TcpListener,
     common: &'a Common<P>,
     worker: usize,
 ) -> impl Iterator<Item = TcpStream> + 'a {
     std::iter::from_fn(move || loop {
-        match listener.accept() {
-            Ok((s, _)) => return Some(s),
+        let got = common.reserve.accept(
+            || listener.accept().map(|(s, _)| s),
+            |refused| common.refuse_at_fd_limit(worker, &refused),
+        );
+        match got {
+            Ok(Accepted::Conn(s)) => return Some(s),
+            Ok(Accepted::Refused) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
                 ) => {}
-            Err(e) if skq_sys::limits::is_fd_exhaustion(&e) => {
-                if !common.refuse_at_fd_limit(worker, listener) {
-                    return None;
-                }
-            }
             Err(e) => {
+                // Out of fds with the reserve spent (something else in the
+                // process holds them all), or worse: back off briefly so a
+                // level-triggered listener does not spin.
                 eprintln!("warning: accept failed: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(1));
                 return None;
             }
         }

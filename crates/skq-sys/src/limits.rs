@@ -38,8 +38,25 @@ pub fn is_fd_exhaustion(e: &io::Error) -> bool {
 /// limit can still take a waiting connection off its backlog and close it
 /// (refusing it) instead of leaving it stuck there: an edge-triggered
 /// listener would see no new edge, a level-triggered one would spin.
+///
+/// Every accept of the listeners it guards goes through
+/// [`FdReserve::accept`], under one lock: when the reserve fd is closed to
+/// make room, no other thread's accept can take that room first (which
+/// would spend the reserve for good while the process stays at its limit).
+/// The lock is uncontended except when workers accept at the same instant,
+/// which the kernel serialises on the listener anyway.
 pub struct FdReserve {
     spare: std::sync::Mutex<Option<std::fs::File>>,
+}
+
+/// What [`FdReserve::accept`] did.
+#[derive(Debug)]
+pub enum Accepted<T> {
+    /// A connection to serve.
+    Conn(T),
+    /// The process was out of fds: one waiting connection was taken with
+    /// the reserve fd and handed to the refusal callback (then closed).
+    Refused,
 }
 
 impl FdReserve {
@@ -50,20 +67,44 @@ impl FdReserve {
         })
     }
 
-    /// Closes the reserve fd, runs `f` (which may use one fd), and reopens
-    /// the reserve. Returns `None` when the reserve was already spent (a
-    /// failed reopen, or another thread inside) so the caller backs off.
-    pub fn with_spare<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+    /// Accepts one connection with `accept`. Out of fds (`EMFILE`,
+    /// `ENFILE`) with the reserve in hand, it closes the reserve, accepts
+    /// again, hands that connection to `refuse` (which writes a busy
+    /// message, say) and closes it, then reopens the reserve. Errors are
+    /// `accept`'s: `WouldBlock` when nothing waits, and the fd-exhaustion
+    /// error itself only when the reserve could not be restored (another
+    /// part of the process holds every fd), so the caller backs off.
+    pub fn accept<T>(
+        &self,
+        mut accept: impl FnMut() -> io::Result<T>,
+        refuse: impl FnOnce(T),
+    ) -> io::Result<Accepted<T>> {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        let had = spare.take().is_some();
-        let out = had.then(f);
-        *spare = std::fs::File::open("/dev/null").ok();
-        out
+        if spare.is_none() {
+            *spare = std::fs::File::open("/dev/null").ok();
+        }
+        match accept() {
+            Err(e) if is_fd_exhaustion(&e) && spare.is_some() => {
+                drop(spare.take());
+                let r = accept();
+                let out = match r {
+                    Ok(conn) => {
+                        refuse(conn); // closes it: its fd is the reserve's
+                        Ok(Accepted::Refused)
+                    }
+                    Err(e) => Err(e),
+                };
+                *spare = std::fs::File::open("/dev/null").ok();
+                out
+            }
+            r => r.map(Accepted::Conn),
+        }
     }
 
-    /// Closes the reserve fd for a caller that cannot run its use inside
-    /// [`FdReserve::with_spare`] (an async accept); false if it was spent.
-    /// Call [`FdReserve::restore`] after.
+    /// Closes the reserve fd for a caller that cannot accept inside
+    /// [`FdReserve::accept`] (an async accept loop that is the listener's
+    /// only acceptor); false if it was spent. Call [`FdReserve::restore`]
+    /// after the refused connection is closed.
     pub fn release(&self) -> bool {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         spare.take().is_some()
@@ -81,11 +122,32 @@ impl FdReserve {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_reserve_lends_its_fd_and_takes_it_back() {
+    fn the_reserve_lends_its_fd_to_refuse_and_takes_it_back() {
         let r = super::FdReserve::new().unwrap();
-        let got = r.with_spare(|| std::fs::File::open("/dev/null").is_ok());
-        assert_eq!(got, Some(true));
+        // First call out of fds, the retry (with the reserve closed) gets one.
+        let mut calls = 0;
+        let mut refused = Vec::new();
+        let got = r.accept(
+            || {
+                calls += 1;
+                if calls == 1 {
+                    Err(std::io::Error::from_raw_os_error(libc::EMFILE))
+                } else {
+                    Ok(calls)
+                }
+            },
+            |c| refused.push(c),
+        );
+        assert!(matches!(got, Ok(super::Accepted::Refused)), "{got:?}");
+        assert_eq!(refused, vec![2]);
         assert!(r.spare.lock().unwrap().is_some(), "reopened");
+        let got = r.accept(|| Ok(7), |_| panic!("nothing to refuse"));
+        assert!(matches!(got, Ok(super::Accepted::Conn(7))));
+        let got = r.accept(
+            || Err::<u8, _>(std::io::ErrorKind::WouldBlock.into()),
+            |_| panic!("nothing to refuse"),
+        );
+        assert_eq!(got.unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
         let e = std::io::Error::from_raw_os_error(libc::EMFILE);
         assert!(super::is_fd_exhaustion(&e));
         assert!(!super::is_fd_exhaustion(

@@ -520,6 +520,62 @@ fn exiting_worker_hands_over_queued_work_and_reports_pinned_sources() {
 }
 
 #[test]
+fn worker_exit_visits_only_the_sources_it_pinned() {
+    // A large, mostly free table: 50,000 sources registered and 49,990 of
+    // them gone again; worker 1 pinned 4 of the survivors, then unpinned one
+    // and deregistered another. Its exit must visit its own pinned sources,
+    // not every slot ever used.
+    let s = sched(Policy::Hybrid, 2, |_| {});
+    let ids: Vec<_> = (0..50_000u64)
+        .map(|i| s.register(i, Flags::NONE, Some(0)).unwrap())
+        .collect();
+    for id in &ids[10..] {
+        s.deregister(*id).unwrap();
+    }
+    let pinned: Vec<_> = (0..4u64)
+        .map(|i| s.register(900 + i, Flags::PINNED, Some(1)).unwrap())
+        .collect();
+    s.modify(pinned[0], 900, Flags::NONE).unwrap();
+    s.deregister(pinned[1]).unwrap();
+    let _other = s.register(999, Flags::PINNED, Some(0)).unwrap();
+    let w1 = s.worker(1);
+    let report = s.exit(w1, 0);
+    assert_eq!(report.visited, 2, "{report:?}");
+    let mut unpinned: Vec<_> = report.unpinned.iter().map(|p| p.1).collect();
+    unpinned.sort();
+    assert_eq!(unpinned, vec![902, 903]);
+    // The table grew with use: freed slots were reused, not a new segment each.
+    assert!(
+        s.slots_allocated() <= 50_000 + SEGMENT,
+        "{}",
+        s.slots_allocated()
+    );
+}
+
+#[test]
+fn the_source_table_grows_with_use_and_reuses_freed_slots() {
+    let s = sched(Policy::Cpu, 1, |c| c.capacity = 1 << 20);
+    assert_eq!(s.slots_allocated(), 0, "nothing is preallocated");
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    assert_eq!(s.slots_allocated(), SEGMENT);
+    s.deregister(a).unwrap();
+    // Churn of one live source at a time stays in the first segment.
+    for i in 0..10_000 {
+        let id = s.register(i, Flags::NONE, None).unwrap();
+        s.deregister(id).unwrap();
+    }
+    assert_eq!(s.slots_allocated(), SEGMENT);
+    // A stale id from a segment never allocated is just stale.
+    let far = SourceId::new(500_000, 0);
+    assert_eq!(s.phase(far), Phase::Free);
+    let mut rng = FastRng::new(1);
+    assert_eq!(
+        s.activate(far, Ready::READABLE, None, 0, &mut rng),
+        Activation::Stale
+    );
+}
+
+#[test]
 fn imbalance_is_max_minus_min_over_max() {
     let mk = |b: u64| WorkerStats {
         busy_ns: b,
