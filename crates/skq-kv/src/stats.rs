@@ -82,7 +82,7 @@ counters! {
     /// Of those, connections taken off the backlog and closed because the process had
     /// no file descriptor left (the listener never stalls on `EMFILE`).
     skq_rejected_fd_limit,
-    /// Connections closed for a protocol violation (line too long, bad data chunk, garbage).
+    /// Connections closed for a protocol violation (line too long, garbage, an HTTP request).
     skq_protocol_closes,
     /// Requests forwarded to another worker (thread-per-core only).
     skq_forwarded,
