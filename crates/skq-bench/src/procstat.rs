@@ -60,23 +60,11 @@ pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
 
 /// utime and stime (fields 14 and 15) of a `/proc/PID/stat` line, in seconds.
 pub fn parse_stat_cpu(stat: &str, ticks_per_s: f64) -> Result<CpuTime> {
-    // The command name (field 2) is in parentheses and may hold spaces.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
+    let (user, sys) = skq_sys::process::parse_stat_cpu_ticks(stat)
         .ok_or_else(|| anyhow!("malformed /proc stat line"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state), so field n is fields[n - 3].
-    let get = |n: usize| -> Result<f64> {
-        let v: u64 = fields
-            .get(n - 3)
-            .ok_or_else(|| anyhow!("short /proc stat line"))?
-            .parse()?;
-        Ok(v as f64 / ticks_per_s)
-    };
     Ok(CpuTime {
-        user_s: get(14)?,
-        sys_s: get(15)?,
+        user_s: user as f64 / ticks_per_s,
+        sys_s: sys as f64 / ticks_per_s,
     })
 }
 

@@ -287,14 +287,6 @@ impl Session {
         }
     }
 
-    /// Heap bytes the session holds now (read, output and part buffers).
-    pub fn held_bytes(&self) -> usize {
-        self.rbuf.capacity()
-            + self.out.capacity()
-            + self.parts.capacity() * std::mem::size_of::<Part>()
-            + self.parts.iter().map(|p| p.data.capacity()).sum::<usize>()
-    }
-
     /// Takes everything written so far (tests and in-memory drivers).
     pub fn take_output(&mut self) -> Vec<u8> {
         let out = self.out.split_off(self.written);

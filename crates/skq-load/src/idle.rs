@@ -87,21 +87,7 @@ pub fn rss_bytes(pid: u32) -> Result<u64> {
 
 /// User + system CPU time of a live process, ns (from `/proc/PID/stat`).
 pub fn cpu_ns(pid: u32) -> Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    let after = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .context("malformed /proc/PID/stat")?;
-    // Fields after the command: state is field 3; utime, stime are 14, 15.
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| -> Result<u64> {
-        f.get(i - 3)
-            .and_then(|v| v.parse().ok())
-            .context("malformed /proc/PID/stat")
-    };
-    let hz = skq_sys::process::clock_ticks_per_sec().max(1.0);
-    Ok(((ticks(14)? + ticks(15)?) as f64 * 1e9 / hz) as u64)
+    skq_sys::process::cpu_time_ns(pid).with_context(|| format!("reading /proc/{pid}/stat"))
 }
 
 fn slab_bytes() -> Result<u64> {

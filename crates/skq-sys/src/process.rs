@@ -109,6 +109,25 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// User and system CPU time, in clock ticks ([`clock_ticks_per_sec`]),
+/// from a `/proc/PID/stat` line; `None` if the line is malformed.
+pub fn parse_stat_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
+    // The command name (field 2) is in parentheses and may hold spaces, so
+    // fields are counted after its closing one: field n is fields[n - 3].
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let get = |n: usize| fields.get(n - 3)?.parse().ok();
+    Some((get(14)?, get(15)?))
+}
+
+/// User + system CPU time of a live process, in nanoseconds.
+pub fn cpu_time_ns(pid: u32) -> io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let (user, sys) = parse_stat_cpu_ticks(&stat)
+        .ok_or_else(|| io::Error::other(format!("malformed /proc/{pid}/stat")))?;
+    Ok(((user + sys) as f64 * 1e9 / clock_ticks_per_sec()) as u64)
+}
+
 /// Clock ticks per second of the times in /proc/PID/stat (usually 100).
 pub fn clock_ticks_per_sec() -> f64 {
     // SAFETY: sysconf has no preconditions.

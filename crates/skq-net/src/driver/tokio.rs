@@ -107,7 +107,6 @@ fn worker_index() -> usize {
 }
 
 async fn accept_loop<P: Protocol>(listener: TcpListener, common: Arc<Common<P>>) {
-    let common_ref = common.clone();
     let mut task_bytes = 0;
     loop {
         let stream = match listener.accept().await {
@@ -150,19 +149,17 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, common: Arc<Common<P>>)
             common.release_admitted(w);
             continue;
         };
-        let common = common.clone();
+        let shared = common.clone();
         let task = async move {
-            let mut conn = Conn::new(common.open_session(w));
-            let why = serve_connection(stream, &mut conn, &common).await;
-            common.closed(worker_index(), why, conn.session);
+            let mut conn = Conn::new(shared.open_session(w));
+            let why = serve_connection(stream, &mut conn, &shared).await;
+            shared.closed(worker_index(), why, conn.session);
         };
         if task_bytes == 0 {
             // The task's future is the connection's whole state (tokio's
             // own task header comes on top and is not counted here).
             task_bytes = std::mem::size_of_val(&task);
-            common_ref
-                .idle_conn_bytes
-                .store(task_bytes, Ordering::Relaxed);
+            common.idle_conn_bytes.store(task_bytes, Ordering::Relaxed);
         }
         tokio::spawn(task);
     }
