@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::config::{self, ConfigEntry, Curve, MatrixEntry, ServiceMode, Sweep, SweepFile};
+use crate::crosscheck;
 use crate::interrupt;
 use crate::output::{self, RunInfo};
 use crate::process::{allowed_cpus, ProcessRunner};
@@ -186,7 +187,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         ))
     });
     let points: usize = sweep.curves.len() * sweep.settings.loads.len();
-    let est = sweep::estimate(&sweep);
+    let est = sweep::estimate(&sweep) + crosscheck::estimate(&sweep);
     println!(
         "skq bench: {} configurations × {} loads = {points} points, at most {:.0} s plus re-measured points ({} CPUs); output {}",
         sweep.curves.len(),
@@ -255,6 +256,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let t0 = Instant::now();
     let records = sweep::run(&sweep, &out, &mut runner, &mut progress);
     progress.0.finish_and_clear();
+    let cross_checks = if interrupt::interrupted() {
+        Vec::new()
+    } else {
+        crosscheck::run_all(&sweep, &records, &runner, &out, &mut |l| {
+            println!("skq bench: cross-check {l}")
+        })
+    };
     let summaries = summary::summarize(&sweep, &records);
     let info = RunInfo {
         started,
@@ -265,6 +273,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         loadavg_after: output::loadavg(),
         rss,
         interrupted: interrupt::interrupted(),
+        cross_checks,
     };
     output::write_all(&out, &sweep, &records, &summaries, &info)?;
     for line in output::run_lines(&info) {
@@ -274,6 +283,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "{}",
         output::summary_table(&summaries, &sweep.settings.baseline).to_text()
     );
+    for line in output::cross_check_lines(&info) {
+        println!("{line}");
+    }
     println!("p99 (µs) at each offered load (* = the point failed a self-check):");
     print!("{}", output::p99_table(&sweep, &records).to_text());
     let failed = summaries

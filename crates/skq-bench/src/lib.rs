@@ -38,6 +38,7 @@
 //! * [`interrupt`]: Ctrl-C and SIGTERM;
 //! * [`summary`]: max load at SLO, ratios and self-check verdicts;
 //! * [`bound`]: the theoretical bound from the simulator;
+//! * [`crosscheck`]: wrk's independent closed-loop figure beside a curve's;
 //! * [`output`] and [`hdr`]: files, tables, plots and the HTML report,
 //!   rendered through `skq_report`;
 //! * [`cli`]: `BenchArgs` and `run`, called by the `skq` binary.
@@ -47,6 +48,7 @@
 pub mod bound;
 pub mod cli;
 pub mod config;
+pub mod crosscheck;
 pub mod hdr;
 pub mod interrupt;
 pub mod output;

@@ -23,7 +23,33 @@ pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> R
         ServerKind::Memcached => memcached_command(curve.workers, port),
         ServerKind::Nginx => nginx_command(curve.workers, port, workdir),
         ServerKind::Kv => Ok(kv_command(curve, skq, port)),
+        ServerKind::Http => http_command(curve, skq, port, workdir),
     }
+}
+
+/// `skq serve http --root WORKDIR/www --mode MODE ...` for modes
+/// `http-MODE`, serving the same document root ([`write_docroot`]) as the
+/// nginx peer, with the curve's IO variance.
+pub fn http_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Result<Command> {
+    let www = write_docroot(workdir)?;
+    let mode = curve.mode.strip_prefix("http-").unwrap_or(&curve.mode);
+    let mut c = Command::new(skq);
+    c.args(["serve", "http", "--addr", &format!("127.0.0.1:{port}")]);
+    c.arg("--root").arg(&www);
+    c.args(["--workers", &curve.workers.to_string(), "--mode", mode]);
+    if curve.pin {
+        c.arg("--pin");
+    }
+    if let Some(b) = curve.batch {
+        c.args(["--batch", &b.to_string()]);
+    }
+    if let Some(k) = curve.steal_k {
+        c.args(["--steal-k", &k.to_string()]);
+    }
+    if let Some(io) = &curve.io {
+        c.args(io.args());
+    }
+    Ok(c)
 }
 
 /// `skq serve kv --arch tpc|shared [--mode MODE] --addr 127.0.0.1:PORT
@@ -80,6 +106,9 @@ pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     if let Some(v) = curve.steal_k {
         c.args(["--steal-k", &v.to_string()]);
     }
+    if let Some(b) = curve.batch {
+        c.args(["--batch", &b.to_string()]);
+    }
     c
 }
 
@@ -116,19 +145,35 @@ pub fn memcached_command(threads: usize, port: u16) -> Result<Command> {
     Ok(c)
 }
 
-/// The small file nginx serves at `/` (and its size, for HTTP load).
-pub const NGINX_INDEX: &str = "<!DOCTYPE html><html><body>skq bench</body></html>\n";
+/// The page nginx and `skq serve http` serve at `/`: a static HTML page of
+/// about 640 bytes, the size SKQ §6.7 served.
+pub fn index_page() -> String {
+    let mut p = String::from("<!DOCTYPE html>\n<html><head><title>skq</title></head><body>\n");
+    while p.len() < 620 {
+        p.push_str("<p>static page for skq bench</p>\n");
+    }
+    p.push_str("</body></html>\n");
+    p
+}
 
-/// Writes an nginx configuration into `workdir` (serving [`NGINX_INDEX`]
+/// Writes the document root both web servers serve (`WORKDIR/www` with
+/// `index.html` = [`index_page`]) and returns its path.
+pub fn write_docroot(workdir: &Path) -> Result<PathBuf> {
+    let www = workdir.join("www");
+    std::fs::create_dir_all(&www).with_context(|| format!("creating {}", www.display()))?;
+    std::fs::write(www.join("index.html"), index_page())
+        .with_context(|| format!("writing {}/index.html", www.display()))?;
+    Ok(www)
+}
+
+/// Writes an nginx configuration into `workdir` (serving [`index_page`]
 /// at `/` on `127.0.0.1:port` with `workers` worker processes, logging
 /// errors to stderr, in the foreground) and returns the command to start it.
 pub fn nginx_command(workers: usize, port: u16, workdir: &Path) -> Result<Command> {
     let bin = find_program("nginx").context(
         "nginx not found: install it with scripts/setup.sh (Debian package nginx-light)",
     )?;
-    let www = workdir.join("www");
-    std::fs::create_dir_all(&www).with_context(|| format!("creating {}", www.display()))?;
-    std::fs::write(www.join("index.html"), NGINX_INDEX)?;
+    write_docroot(workdir)?;
     let conf = workdir.join("nginx.conf");
     std::fs::write(&conf, nginx_conf(workers, port, workdir))?;
     let mut c = Command::new(bin);
@@ -273,5 +318,58 @@ mod tests {
             &args_of("kv-epoll-shared")[6..],
             ["--arch", "shared", "--mode", "epoll-shared"]
         );
+    }
+
+    #[test]
+    fn http_modes_map_to_skq_serve_http_on_the_shared_page() {
+        let e = ConfigEntry {
+            mode: Some("http-hybrid+steal".into()),
+            workers: Some(4),
+            capacity_rps: Some(1000.0),
+            slo_us: Some(500.0),
+            batch: Some(16),
+            io_variance: Some("emulate".into()),
+            io_miss: Some(0.25),
+            io_latency_us: Some(2000.0),
+            ..ConfigEntry::default()
+        };
+        let curve = Curve::from_entry(&e, 2).unwrap();
+        let dir = std::env::temp_dir().join(format!("skq-peers-http-{}", std::process::id()));
+        let c = server_command(&curve, Path::new("/bin/skq"), 4242, &dir).unwrap();
+        let args: Vec<String> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let www = dir.join("www").to_string_lossy().into_owned();
+        assert_eq!(
+            args,
+            [
+                "serve",
+                "http",
+                "--addr",
+                "127.0.0.1:4242",
+                "--root",
+                www.as_str(),
+                "--workers",
+                "4",
+                "--mode",
+                "hybrid+steal",
+                "--batch",
+                "16",
+                "--io-variance",
+                "emulate",
+                "--io-miss",
+                "0.25",
+                "--io-latency-us",
+                "2000",
+                "--io-dist",
+                "exp"
+            ]
+        );
+        // The page nginx serves too, of about 640 bytes (SKQ §6.7).
+        let page = std::fs::read_to_string(dir.join("www/index.html")).unwrap();
+        assert_eq!(page, index_page());
+        assert!((620..=680).contains(&page.len()), "{}", page.len());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

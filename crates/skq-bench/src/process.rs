@@ -43,7 +43,7 @@ use skq_report::result::{CpuTime, PointResult};
 use skq_sys::netns::RpsNamespace;
 use skq_sys::process::{reap, send_signal, Signal};
 
-use crate::config::{Affinity, Curve, ServerKind, Settings};
+use crate::config::{Affinity, Curve, Settings};
 use crate::interrupt;
 pub use crate::procstat::{
     child_pids, parse_stat_cpu, parse_stat_ppid, proc_cpu_time, tree_cpu_time,
@@ -273,11 +273,7 @@ impl ProcessRunner {
             .arg(&files.json)
             .arg("--hdr-log")
             .arg(&files.hdr_log);
-        let label = match curve.server {
-            ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => curve.service.as_str(),
-            ServerKind::Memcached | ServerKind::Nginx | ServerKind::Kv => "spin",
-        };
-        c.args(["--service-mode-label", label, "--quiet"]);
+        c.args(["--service-mode-label", &curve.service_label(), "--quiet"]);
         c
     }
 }

@@ -59,6 +59,7 @@ impl ServerProcess {
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let workdir = match curve.server {
             ServerKind::Nginx => Some(peers::workdir(scratch, "nginx")?),
+            ServerKind::Http => Some(peers::workdir(scratch, "http")?),
             _ => None,
         };
         let cmd = peers::server_command(curve, skq, port, workdir.as_deref().unwrap_or(scratch))?;

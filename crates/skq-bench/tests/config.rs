@@ -263,3 +263,94 @@ fn epoll_and_kv_epoll_modes_are_accepted() {
         ]
     );
 }
+
+#[test]
+fn http_examples_parse_with_their_io_variance_and_wrk_cross_checks() {
+    for (text, io) in [
+        (include_str!("../examples/http-vs-nginx.toml"), None),
+        (
+            include_str!("../examples/http-io.toml"),
+            Some("io=emulate miss=0.10 latency=exp(5000µs)"),
+        ),
+    ] {
+        let s = Sweep::from_file(&SweepFile::parse(text).unwrap(), 2).unwrap();
+        for c in &s.curves {
+            assert_eq!(c.protocol, "http", "{}", c.name);
+            assert_eq!(c.service, ServiceMode::Spin, "{}", c.name);
+            assert!(
+                matches!(c.server, ServerKind::Http | ServerKind::Nginx),
+                "{}",
+                c.name
+            );
+            assert_eq!(
+                c.io.as_ref().map(|i| i.label()).as_deref(),
+                io,
+                "{}",
+                c.name
+            );
+            // Every output's group names the IO variance.
+            if let Some(io) = io {
+                assert!(c.group().contains(io), "{}", c.group());
+                assert!(c.service_label().starts_with("spin+io=emulate"));
+            }
+        }
+    }
+    let s = Sweep::from_file(
+        &SweepFile::parse(include_str!("../examples/http-vs-nginx.toml")).unwrap(),
+        2,
+    )
+    .unwrap();
+    let wrk: Vec<&str> = s
+        .curves
+        .iter()
+        .filter(|c| c.wrk)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(wrk, ["nginx", "hybrid"]);
+    let batch = s
+        .curves
+        .iter()
+        .find(|c| c.name == "hybrid-batch64")
+        .unwrap();
+    assert_eq!(batch.batch, Some(64));
+}
+
+#[test]
+fn http_keys_are_refused_where_they_do_not_apply() {
+    let err = |entry: &str| {
+        let text = format!("[[config]]\ncapacity_rps=1000\nslo_us=500\n{entry}");
+        format!(
+            "{:#}",
+            Sweep::from_file(&SweepFile::parse(&text).unwrap(), 2).unwrap_err()
+        )
+    };
+    let e = err("mode='nginx'\nio_variance='emulate'");
+    assert!(
+        e.contains("`io_variance`") && e.contains("only http-MODE"),
+        "{e}"
+    );
+    let e = err("mode='http-hybrid'\nio_variance='slow'");
+    assert!(e.contains("unknown IO variance `slow`"), "{e}");
+    let e = err("mode='http-hybrid'\nio_variance='fadvise'\nio_miss=1.5");
+    assert!(e.contains("out of range 0..=1"), "{e}");
+    let e = err("mode='http-hybrid'\nio_miss=0.5");
+    assert!(e.contains("need io_variance"), "{e}");
+    let e = err("mode='memcached'\nwrk=true");
+    assert!(e.contains("`wrk`") && e.contains("HTTP"), "{e}");
+    let e = err("mode='http-epoll-1to1'\nbatch=8");
+    assert!(e.contains("`batch`"), "{e}");
+    let e = err("mode='http-fastest'");
+    assert!(e.contains("unknown mode `http-fastest`"), "{e}");
+    // And accepted where they do.
+    for mode in [
+        "http-hybrid",
+        "http-best2+steal",
+        "http-epoll-1to1",
+        "http-epoll-shared",
+        "http-tokio",
+    ] {
+        let text = format!("[[config]]\nmode='{mode}'\ncapacity_rps=1000\nslo_us=500\nio_variance='fadvise'\nwrk=true");
+        let s = Sweep::from_file(&SweepFile::parse(&text).unwrap(), 2).unwrap();
+        assert_eq!(s.curves[0].server, ServerKind::Http, "{mode}");
+    }
+}

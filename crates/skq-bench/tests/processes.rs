@@ -261,7 +261,7 @@ fn nginx_starts_serves_its_file_and_stops() {
     .expect("nginx must be installed (scripts/setup.sh) and start");
     let reply = exchange(server.addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "</html>");
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-    assert!(reply.contains(skq_bench::peers::NGINX_INDEX.trim()));
+    assert!(reply.contains(skq_bench::peers::index_page().trim()));
     // Two worker processes under the master, and their CPU time is counted.
     let workers = skq_bench::process::child_pids(server.pid()).unwrap();
     assert_eq!(workers.len(), 2, "nginx workers: {workers:?}");

@@ -97,6 +97,7 @@ fn report_renders_in_chromium_without_console_errors() {
         loadavg_after: Some(1.0),
         rss: RssStatus::off("network namespaces not permitted: `ip netns add skq-1-0` failed"),
         interrupted: true,
+        cross_checks: Vec::new(),
     };
     output::write_all(&dir, &s, &records, &sums, &info).unwrap();
 

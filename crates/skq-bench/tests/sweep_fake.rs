@@ -248,6 +248,7 @@ fn outputs_round_trip() {
             off_reason: None,
         },
         interrupted: false,
+        cross_checks: Vec::new(),
     };
     output::write_all(&dir, &s, &records, &sums, &info).unwrap();
     for f in [

@@ -29,6 +29,11 @@ pub enum ServerKind {
     /// architecture on skq mode MODE, e.g. `kv-hybrid`, or the plain epoll
     /// servers `kv-epoll`, `kv-epoll-1to1`, `kv-epoll-shared`).
     Kv,
+    /// `skq serve http --mode MODE` for modes `http-MODE`: an skq policy
+    /// (`http-hybrid`), a plain epoll server (`http-epoll-1to1`,
+    /// `http-epoll-shared`) or tokio (`http-tokio`), serving the same
+    /// document root as the nginx peer.
+    Http,
 }
 
 impl ServerKind {
@@ -40,6 +45,7 @@ impl ServerKind {
             "memcached" => ServerKind::Memcached,
             "nginx" => ServerKind::Nginx,
             m if m.starts_with("kv-") => ServerKind::Kv,
+            m if m.starts_with("http-") => ServerKind::Http,
             _ => ServerKind::Skq,
         }
     }
@@ -49,7 +55,7 @@ impl ServerKind {
         match self {
             ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => "rpc",
             ServerKind::Memcached | ServerKind::Kv => "memcached",
-            ServerKind::Nginx => "http",
+            ServerKind::Nginx | ServerKind::Http => "http",
         }
     }
 }
@@ -85,6 +91,51 @@ impl std::str::FromStr for ServiceMode {
             "emulate" => Ok(ServiceMode::Emulate),
             _ => bail!("unknown service mode `{s}`; expected spin or emulate"),
         }
+    }
+}
+
+/// IO variance of the HTTP server (`skq serve http --io-variance`): a
+/// fraction of file reads miss the page cache, for real (`fadvise`) or with
+/// an emulated storage latency (`emulate`). SKQ §6.7's disk-backed pages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoSpec {
+    /// `fadvise` or `emulate`.
+    pub variance: String,
+    /// Fraction of reads that miss (0..=1).
+    pub miss: f64,
+    /// Mean emulated storage latency of a miss (µs; `emulate` only).
+    pub latency_us: f64,
+}
+
+impl IoSpec {
+    /// How every output names it: `io=emulate miss=0.10 latency=exp(1000µs)`.
+    pub fn label(&self) -> String {
+        match self.variance.as_str() {
+            "emulate" => format!(
+                "io=emulate miss={:.2} latency=exp({}µs)",
+                self.miss, self.latency_us
+            ),
+            v => format!("io={v} miss={:.2}", self.miss),
+        }
+    }
+
+    /// The server's arguments.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec![
+            "--io-variance".to_string(),
+            self.variance.clone(),
+            "--io-miss".into(),
+            self.miss.to_string(),
+        ];
+        if self.variance == "emulate" {
+            a.extend([
+                "--io-latency-us".into(),
+                self.latency_us.to_string(),
+                "--io-dist".into(),
+                "exp".into(),
+            ]);
+        }
+        a
     }
 }
 
@@ -139,6 +190,15 @@ pub struct Curve {
     pub slo_us: Option<f64>,
     /// CPU placement.
     pub affinity: Affinity,
+    /// `--batch` (skq modes of the rpc and http servers).
+    #[serde(default)]
+    pub batch: Option<usize>,
+    /// IO variance (http modes only).
+    #[serde(default)]
+    pub io: Option<IoSpec>,
+    /// Cross-check the curve with `wrk` (http servers and nginx).
+    #[serde(default)]
+    pub wrk: bool,
 }
 
 impl Curve {
@@ -149,8 +209,39 @@ impl Curve {
         let name = e.name.clone().unwrap_or_else(|| mode.clone());
         let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
         let server = ServerKind::from_mode(&mode);
-        if server == ServerKind::Skq && !valid_mode(&mode) {
-            bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc or kv-MODE", ctx("mode"));
+        let known = match server {
+            ServerKind::Skq => valid_mode(&mode),
+            ServerKind::Http => mode
+                .strip_prefix("http-")
+                .is_some_and(|m| valid_mode(m) || EPOLL_MODES.contains(&m) || m == "tokio"),
+            _ => true,
+        };
+        if !known {
+            bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc, kv-MODE or http-MODE", ctx("mode"));
+        }
+        let io = io_spec(e, server).map_err(|m| anyhow::anyhow!("{}: {m}", ctx("io_variance")))?;
+        if let Some(b) = e.batch {
+            if !(1..=1024).contains(&b) {
+                bail!("{}: {b} is out of range 1..=1024", ctx("batch"));
+            }
+            let skq_mode = match server {
+                ServerKind::Skq => true,
+                ServerKind::Http => mode.strip_prefix("http-").is_some_and(valid_mode),
+                _ => false,
+            };
+            if !skq_mode {
+                bail!(
+                    "{}: only skq modes of the rpc and http servers take a batch size (`{mode}` does not)",
+                    ctx("batch")
+                );
+            }
+        }
+        let wrk = e.wrk.unwrap_or(false);
+        if wrk && !matches!(server, ServerKind::Http | ServerKind::Nginx) {
+            bail!(
+                "{}: the wrk cross-check speaks HTTP: only http-MODE and nginx curves take it",
+                ctx("wrk")
+            );
         }
         let workers = e.workers.unwrap_or(8);
         if !(1..=64).contains(&workers) {
@@ -159,7 +250,9 @@ impl Curve {
         // Peers do their real work: `service` (often inherited from
         // [defaults] or --service) does not apply to them.
         let service = match server {
-            ServerKind::Memcached | ServerKind::Nginx | ServerKind::Kv => ServiceMode::Spin,
+            ServerKind::Memcached | ServerKind::Nginx | ServerKind::Kv | ServerKind::Http => {
+                ServiceMode::Spin
+            }
             _ => e.service.unwrap_or(ServiceMode::Emulate),
         };
         let mean_us = e.mean_us.unwrap_or(500.0);
@@ -180,6 +273,7 @@ impl Curve {
         let default_workload = match protocol.as_str() {
             "rpc" => "exponential",
             "memcached" => "etc",
+            "http" => "page-640B",
             _ => "default",
         };
         let workload = e
@@ -253,7 +347,19 @@ impl Curve {
             capacity_rps,
             slo_us: e.slo_us,
             affinity,
+            batch: e.batch,
+            io,
+            wrk,
         })
+    }
+
+    /// The service label every output carries: `spin`, `emulate`, or for
+    /// an http curve with IO variance `spin+io=emulate miss=0.10 ...`.
+    pub fn service_label(&self) -> String {
+        match &self.io {
+            Some(io) => format!("{}+{}", self.service.as_str(), io.label()),
+            None => self.service.as_str().to_string(),
+        }
     }
 
     /// The key of the group of curves that share a plot and a baseline:
@@ -264,7 +370,7 @@ impl Curve {
             self.workload,
             self.workers,
             self.connections,
-            self.service.as_str(),
+            self.service_label(),
             self.protocol
         )
     }
@@ -289,6 +395,44 @@ impl Curve {
             })
             .collect()
     }
+}
+
+/// The IO variance an entry asks for: `None` for `none` or no key; an error
+/// for a bad value or for a server that is not `http-MODE` (nginx reads
+/// through the page cache as it always does).
+fn io_spec(e: &ConfigEntry, server: ServerKind) -> std::result::Result<Option<IoSpec>, String> {
+    let variance = e.io_variance.as_deref().unwrap_or("none");
+    if variance == "none" {
+        if e.io_miss.is_some() || e.io_latency_us.is_some() {
+            return Err(
+                "io_miss and io_latency_us need io_variance = \"fadvise\" or \"emulate\"".into(),
+            );
+        }
+        return Ok(None);
+    }
+    if !matches!(variance, "fadvise" | "emulate") {
+        return Err(format!(
+            "unknown IO variance `{variance}`; expected none, fadvise or emulate"
+        ));
+    }
+    if server != ServerKind::Http {
+        return Err("only http-MODE servers take IO variance".into());
+    }
+    let miss = e.io_miss.unwrap_or(0.1);
+    if !(0.0..=1.0).contains(&miss) {
+        return Err(format!("io_miss {miss} is out of range 0..=1"));
+    }
+    let latency_us = e.io_latency_us.unwrap_or(1000.0);
+    if !(latency_us.is_finite() && latency_us >= 0.0) {
+        return Err(format!(
+            "io_latency_us {latency_us} must be a non-negative number"
+        ));
+    }
+    Ok(Some(IoSpec {
+        variance: variance.into(),
+        miss,
+        latency_us,
+    }))
 }
 
 /// Whether `mode` is a policy name with optional `+steal`.

@@ -42,7 +42,8 @@
 //! name = "memcached-4t"      # label in tables and plots (default: mode)
 //! mode = "memcached"         # an skq policy ("vanilla", "best2+steal", ...),
 //!                            # "epoll-1to1", "epoll-shared", "tokio",
-//!                            # "memcached", "nginx", "kv-tpc" or "kv-MODE"
+//!                            # "memcached", "nginx", "kv-tpc", "kv-MODE"
+//!                            # or "http-MODE" (skq serve http)
 //! workers = 4
 //! protocol = "memcached"     # rpc | memcached | http (default by mode)
 //! workload = "etc"           # rpc: service-time workload (`--workload`);
@@ -55,8 +56,16 @@
 //! `workload`, `workers`, `service`, `mean_us`, `scale`, `pin`, `rtshare`,
 //! `rtfreq`, `steal_k`, `connections`, `threads`, `protocol`,
 //! `capacity_rps`, `slo_us`, `affinity` (`none` or `split`: server and load
-//! generator on disjoint halves of the CPUs; default `split`). Unknown keys are errors. Peers (memcached, nginx)
-//! always do real work: `service` is ignored for them and reads `spin`.
+//! generator on disjoint halves of the CPUs; default `split`), `batch`
+//! (`--batch` of skq modes), and for `http-MODE` servers `io_variance`
+//! (`none`, `fadvise` or `emulate`), `io_miss` (fraction of reads that miss
+//! the page cache, default 0.1) and `io_latency_us` (mean emulated storage
+//! latency, exponential, default 1000), and `wrk = true` (http servers and
+//! nginx: after the curve, `wrk` drives the server closed-loop with the
+//! curve's connections and its figures sit beside the curve's in every
+//! summary). Unknown keys are errors. Peers (memcached, nginx) and the
+//! cache and web servers always do real work: `service` is ignored for them
+//! and reads `spin` (plus the IO variance, when set).
 //!
 //! # Emulated RSS
 //!
@@ -82,7 +91,7 @@ use serde::Deserialize;
 
 use crate::rss::RssSpec;
 
-pub use curve::{Affinity, Curve, ServerKind, ServiceMode};
+pub use curve::{Affinity, Curve, IoSpec, ServerKind, ServiceMode};
 pub use settings::{Settings, Sweep};
 
 /// One configuration as written in TOML or built from flags: every field
@@ -124,6 +133,16 @@ pub struct ConfigEntry {
     pub slo_us: Option<f64>,
     /// CPU placement.
     pub affinity: Option<Affinity>,
+    /// `--batch` for skq modes of the rpc and http servers.
+    pub batch: Option<usize>,
+    /// IO variance of an http server: `none`, `fadvise` or `emulate`.
+    pub io_variance: Option<String>,
+    /// Fraction of file reads that miss the page cache (default 0.1).
+    pub io_miss: Option<f64>,
+    /// Mean emulated storage latency of a miss (µs, default 1000).
+    pub io_latency_us: Option<f64>,
+    /// Cross-check the curve with wrk (http servers and nginx).
+    pub wrk: Option<bool>,
 }
 
 impl ConfigEntry {
@@ -149,7 +168,12 @@ impl ConfigEntry {
             protocol,
             capacity_rps,
             slo_us,
-            affinity
+            affinity,
+            batch,
+            io_variance,
+            io_miss,
+            io_latency_us,
+            wrk
         )
     }
 }

@@ -85,7 +85,20 @@ pub fn report_html(
              under the SLO passed the load generator's checks and the first point over it kept its \
              schedule (Poisson arrivals, send lateness) with no correctness errors.",
         )
-        .table(&summary_table(summaries, &sweep.settings.baseline))
+        .table(&summary_table(summaries, &sweep.settings.baseline));
+    if !run.cross_checks.is_empty() {
+        r = r
+            .heading("Cross-check with wrk")
+            .paragraph(
+                "wrk, an independent closed-loop HTTP client, drove a fresh server of each curve \
+                 with the curve's connections for one point's duration. A closed loop saturates \
+                 the server, so its requests/s should agree with the highest rate skq load \
+                 achieved; the nearest point is the curve's point whose achieved rate is closest \
+                 to wrk's.",
+            )
+            .table(&cross_check_table(&run.cross_checks));
+    }
+    r = r
         .heading("p99 at each offered load")
         .paragraph(
             "p99 latency (µs) of every configuration at each offered load, with the offered rate \
@@ -235,4 +248,59 @@ fn cdf_series(
         series.push(Series::new(format!("{} @ {:.2}", m.spec.name, p.load), pts));
     }
     (series, coarse)
+}
+
+/// The cross-checks as a table.
+fn cross_check_table(checks: &[crate::crosscheck::CrossCheck]) -> skq_report::table::Table {
+    use skq_report::table::{Align, Table};
+    let mut t = Table::new([
+        "config",
+        "wrk req/s",
+        "wrk p50 µs",
+        "wrk p99 µs",
+        "server CPU µs/reply",
+        "skq load peak req/s",
+        "peak ÷ wrk",
+        "nearest point: load",
+        "achieved req/s",
+        "p50 µs",
+        "p99 µs",
+    ]);
+    for c in 1..11 {
+        t = t.align(c, Align::Right);
+    }
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    for c in checks {
+        let mut row = vec![c.config.clone()];
+        match &c.wrk {
+            Ok(w) => {
+                row.extend([
+                    format!("{:.0}", w.rps),
+                    format!("{:.0}", w.p50_us),
+                    format!("{:.0}", w.p99_us),
+                    c.server_cpu_per_reply_us
+                        .map_or("-".into(), |v| format!("{v:.1}")),
+                    f(c.peak_achieved_rps),
+                    c.peak_achieved_rps.map_or("-".into(), |p| {
+                        format!("{:.2}", p / w.rps.max(f64::MIN_POSITIVE))
+                    }),
+                ]);
+                match &c.matched {
+                    Some(m) => row.extend([
+                        format!("{:.2}", m.load),
+                        format!("{:.0}", m.achieved_rps),
+                        format!("{:.0}", m.p50_us),
+                        format!("{:.0}", m.p99_us),
+                    ]),
+                    None => row.extend(std::iter::repeat_n("-".to_string(), 4)),
+                }
+            }
+            Err(e) => {
+                row.push(format!("failed: {e}"));
+                row.extend(std::iter::repeat_n(String::new(), 9));
+            }
+        }
+        t.push(row);
+    }
+    t
 }

@@ -34,6 +34,7 @@ pub use tables::{
 };
 
 use crate::config::{Settings, Sweep};
+use crate::crosscheck::CrossCheck;
 use crate::rss::RssStatus;
 use crate::summary::CurveSummary;
 use crate::sweep::PointRecord;
@@ -61,6 +62,10 @@ pub struct RunInfo {
     /// A signal stopped the sweep before its end.
     #[serde(default)]
     pub interrupted: bool,
+    /// The wrk cross-checks of the curves that asked for one
+    /// ([`crate::crosscheck`]).
+    #[serde(default)]
+    pub cross_checks: Vec<CrossCheck>,
 }
 
 /// The run's facts every text output starts with: emulated RSS, and the
@@ -70,6 +75,18 @@ pub fn run_lines(run: &RunInfo) -> Vec<String> {
     if run.interrupted {
         lines.push(INTERRUPTED.to_string());
     }
+    lines
+}
+
+/// The cross-check section of the text summaries (empty without one).
+pub fn cross_check_lines(run: &RunInfo) -> Vec<String> {
+    if run.cross_checks.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![
+        "cross-check: wrk, an independent closed-loop client, on a fresh server with the curve's connections (saturation), beside skq load's peak and its nearest point:".to_string(),
+    ];
+    lines.extend(run.cross_checks.iter().map(|c| format!("  {}", c.line())));
     lines
 }
 
@@ -137,9 +154,13 @@ pub fn write_all(
     w(
         "summary.txt",
         format!(
-            "{}\n{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}",
+            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}",
             run_lines(run).join("\n"),
             table.to_text(),
+            cross_check_lines(run)
+                .iter()
+                .map(|l| format!("{l}\n"))
+                .collect::<String>(),
             p99_table(sweep, records).to_text(),
             load_table(sweep, records, PointMetric::P50).to_text(),
             load_table(sweep, records, PointMetric::ServerCpuPerRequest).to_text()
