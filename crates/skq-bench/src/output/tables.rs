@@ -223,7 +223,7 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
             c.mode.clone(),
             c.workload.clone(),
             c.workers.to_string(),
-            c.service.as_str().to_string(),
+            c.service_label(),
             r.load.to_string(),
             r.target_rps.to_string(),
         ];
