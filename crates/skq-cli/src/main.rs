@@ -18,9 +18,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run a server (rpc, kv, http).
+    /// Run a server (rpc, kv, http, rocksdb).
     #[command(subcommand)]
     Serve(Serve),
+    /// Build or measure the RocksDB front end's database (preload, sample).
+    #[command(subcommand)]
+    Db(skq_db::cli::DbCmd),
     /// Open-loop load generator with self-checks.
     Load(skq_load::cli::LoadArgs),
     /// Sweep offered load over configurations and report max load at SLO (the main job).
@@ -49,6 +52,8 @@ enum Serve {
     Kv(skq_kv::cli::KvArgs),
     /// A static-file HTTP/1.1 server (every skq mode, epoll and tokio baselines).
     Http(skq_http::cli::HttpArgs),
+    /// The RocksDB front end: GET/PUT/SEEK over a real RocksDB (SKQ §6.6's ZippyDB).
+    Rocksdb(skq_db::cli::ServeArgs),
 }
 
 fn main() {
@@ -57,6 +62,8 @@ fn main() {
         Cmd::Serve(Serve::Rpc(a)) => skq_servers::cli::run_rpc(a),
         Cmd::Serve(Serve::Kv(a)) => skq_kv::cli::run_kv(a),
         Cmd::Serve(Serve::Http(a)) => skq_http::cli::run_http(a),
+        Cmd::Serve(Serve::Rocksdb(a)) => skq_db::cli::run_serve(a),
+        Cmd::Db(c) => skq_db::cli::run_db(c),
         Cmd::Load(a) => skq_load::cli::run(a),
         Cmd::Bench(a) => skq_bench::cli::run(a),
         Cmd::Sim(a) => skq_sim::cli::run(a),

@@ -25,7 +25,9 @@ pub struct LoadArgs {
     /// Server address (HOST:PORT).
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub addr: String,
-    /// Wire protocol: rpc, memcached or http.
+    /// Wire protocol: rpc, memcached, http or rocksdb (ZippyDB GET/PUT/SEEK
+    /// against `skq serve rocksdb`; `--workload`/`--mean-us` then ask for extra
+    /// emulated service per request, e.g. `--workload fixed --mean-us 0` for none).
     #[arg(long, default_value = "rpc")]
     pub protocol: Protocol,
     /// Offered load of the regular connections, requests/s.
@@ -98,6 +100,9 @@ pub struct LoadArgs {
     /// Do not set every key before a memcached run.
     #[arg(long)]
     pub no_prefill: bool,
+    /// Records preloaded in the RocksDB front end's database (`skq db preload --keys`).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub db_keys: u64,
     /// Path requested by the http protocol.
     #[arg(long, default_value = "/")]
     pub http_path: String,
@@ -187,6 +192,7 @@ impl LoadArgs {
         .map_err(anyhow::Error::msg)?;
         cfg.prefill = !self.no_prefill;
         cfg.http_path = self.http_path.clone();
+        cfg.db_keys = self.db_keys;
         cfg.service_mode_label = self.service_mode_label.clone();
         cfg.seed = self.seed;
         cfg.max_lateness_us = self.max_lateness_us;

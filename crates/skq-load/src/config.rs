@@ -55,6 +55,8 @@ pub struct LoadConfig {
     pub kv: KvSpec,
     /// Set every key once before the run so gets hit (memcached).
     pub prefill: bool,
+    /// Records in the RocksDB front end's database (ZippyDB key space).
+    pub db_keys: u64,
     /// Path GET by the HTTP protocol.
     pub http_path: String,
     /// What the server does for service (`spin`, `emulate`, ...), for the report.
@@ -101,6 +103,7 @@ impl LoadConfig {
             high_priority_rate: 0.0,
             kv: KvSpec::named("sphinx-ro", 30, 200, 1.0, 10_000).expect("valid default"),
             prefill: true,
+            db_keys: 1_000_000,
             http_path: "/".into(),
             service_mode_label: "unknown".into(),
             seed: 1,

@@ -40,6 +40,7 @@ fn codec(cfg: &LoadConfig) -> Box<dyn Codec> {
             spec: cfg.kv.clone(),
         }),
         Protocol::Http => Box::new(Http::new(&cfg.addr.to_string(), &cfg.http_path)),
+        Protocol::Rocksdb => Box::new(crate::protocol::rocksdb::Rocksdb),
     }
 }
 
@@ -167,6 +168,13 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     let sample_p = (CHECK_SAMPLES / expected).min(1.0);
     let series_p = (SERIES_SAMPLES / expected).min(1.0);
     let kv = (cfg.protocol == Protocol::Memcached).then_some(&cfg.kv);
+    let zippy = match cfg.protocol {
+        Protocol::Rocksdb => Some(
+            crate::zippydb::ZippyDb::new(cfg.db_keys, cfg.seed)
+                .map_err(|e| anyhow::anyhow!("--db-keys: {e}"))?,
+        ),
+        _ => None,
+    };
     let mut workers = Vec::with_capacity(cfg.threads);
     for (t, setups) in per_thread.into_iter().enumerate() {
         let params = WorkerParams {
@@ -177,6 +185,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             spin_ns: cfg.spin_us * 1000,
             service: cfg.service,
             kv,
+            zippy: zippy.as_ref(),
             sample_p,
             series_p,
             interval_ns: cfg.hdr_log.as_ref().map(|_| 1_000_000_000),
@@ -366,6 +375,7 @@ fn assemble(
                 Protocol::Rpc => cfg.workload_label.clone(),
                 Protocol::Memcached => format!("kv:{}", cfg.kv.name),
                 Protocol::Http => format!("http GET {}", cfg.http_path),
+                Protocol::Rocksdb => format!("zippydb ({} keys)", cfg.db_keys),
             },
             nominal_service_us: (cfg.protocol == Protocol::Rpc && nominal)
                 .then(|| cfg.service.mean() / 1e3),

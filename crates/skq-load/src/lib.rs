@@ -44,6 +44,7 @@ pub mod schedule;
 pub mod stats;
 pub mod validate;
 pub mod worker;
+pub mod zippydb;
 
 pub use config::{LoadConfig, Stall};
 pub use engine::run;

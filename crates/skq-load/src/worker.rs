@@ -110,6 +110,8 @@ pub struct WorkerParams<'a> {
     pub service: ServiceSpec,
     /// Key-value mix (memcached).
     pub kv: Option<&'a KvSpec>,
+    /// ZippyDB mix (RocksDB front end).
+    pub zippy: Option<&'a crate::zippydb::ZippyDb>,
     /// Probability of keeping an inter-arrival gap.
     pub sample_p: f64,
     /// Probability of keeping a latency sample for the independence check.
@@ -416,6 +418,9 @@ impl<'a> Worker<'a> {
         req.class = u8::from(c.role == Role::High);
         if let Some(kv) = self.p.kv {
             kv.draw(&mut self.rng, &mut req);
+        }
+        if let Some(z) = self.p.zippy {
+            z.draw(&mut self.rng, &mut req);
         }
         self.codec.encode(&req, &mut c.wbuf);
         let mut record = u32::MAX;

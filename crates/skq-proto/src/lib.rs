@@ -1,6 +1,7 @@
 //! Code shared by every skq component that speaks or models requests.
 //!
 //! * [`wire`]: the skq RPC binary protocol (framing, encode, incremental decode).
+//! * [`db`]: the GET/PUT/SEEK payloads of the RocksDB front end, inside RPC frames.
 //! * [`workload`]: the service-time catalogue of BRIEF §9 (fixed, exponential,
 //!   bimodal-1/2, gis, skewed-mix, uniform-10/20), sampled identically by the
 //!   load generator (to encode requested service times) and by the simulator.
@@ -10,5 +11,6 @@
 //! on a workload's distribution.
 #![deny(missing_docs)]
 
+pub mod db;
 pub mod wire;
 pub mod workload;

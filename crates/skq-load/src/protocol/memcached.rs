@@ -167,7 +167,8 @@ pub struct Memcached {
 impl Codec for Memcached {
     fn encode(&self, req: &Request, out: &mut Vec<u8>) {
         match req.op {
-            Op::Get => {
+            // A SEEK is never drawn for memcached; it reads like a get.
+            Op::Get | Op::Seek => {
                 out.extend_from_slice(b"get ");
                 self.spec.write_key(req.key, out);
                 out.extend_from_slice(b"\r\n");

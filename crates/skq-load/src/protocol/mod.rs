@@ -8,6 +8,7 @@
 
 pub mod http;
 pub mod memcached;
+pub mod rocksdb;
 pub mod rpc;
 
 /// Protocol names accepted by `--protocol`.
@@ -19,6 +20,8 @@ pub enum Protocol {
     Memcached,
     /// HTTP/1.1 GET with keep-alive.
     Http,
+    /// The RocksDB front end (`skq serve rocksdb`): ZippyDB GET/PUT/SEEK.
+    Rocksdb,
 }
 
 impl Protocol {
@@ -28,6 +31,7 @@ impl Protocol {
             Protocol::Rpc => "rpc",
             Protocol::Memcached => "memcached",
             Protocol::Http => "http",
+            Protocol::Rocksdb => "rocksdb",
         }
     }
 }
@@ -39,8 +43,9 @@ impl std::str::FromStr for Protocol {
             "rpc" => Ok(Protocol::Rpc),
             "memcached" | "mc" => Ok(Protocol::Memcached),
             "http" => Ok(Protocol::Http),
+            "rocksdb" => Ok(Protocol::Rocksdb),
             _ => Err(format!(
-                "unknown protocol `{s}`; expected rpc, memcached or http"
+                "unknown protocol `{s}`; expected rpc, memcached, http or rocksdb"
             )),
         }
     }
@@ -51,8 +56,10 @@ impl std::str::FromStr for Protocol {
 pub enum Op {
     /// Read (RPC and HTTP requests use this too).
     Get,
-    /// Write.
+    /// Write (memcached set, RocksDB PUT).
     Set,
+    /// Seek and scan `value_len` entries (RocksDB front end only).
+    Seek,
 }
 
 /// One drawn request, before encoding. Also what is remembered about it while
@@ -67,7 +74,8 @@ pub struct Request {
     pub class: u8,
     /// Key index (memcached).
     pub key: u32,
-    /// Value size in bytes (memcached set).
+    /// Value size in bytes (memcached set, RocksDB PUT), or entries to scan
+    /// (RocksDB SEEK).
     pub value_len: u32,
     /// Operation (memcached).
     pub op: Op,
