@@ -57,5 +57,6 @@ pub mod process;
 pub mod procstat;
 pub mod rss;
 pub mod server;
+pub mod serverstats;
 pub mod summary;
 pub mod sweep;

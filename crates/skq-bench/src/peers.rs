@@ -14,16 +14,22 @@ use crate::config::{Curve, ServerKind};
 
 /// The command that serves `curve` on `127.0.0.1:port`. `skq` is the skq
 /// binary; `workdir` is an empty private folder for peers that need files
-/// (nginx's configuration, document root, pid file and temp paths).
+/// (nginx's configuration, document root, pid file and temp paths), and
+/// where skq's own servers write their statistics ([`STATS_FILE`]).
 pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Result<Command> {
+    let stats = |mut c: Command| {
+        c.arg("--stats-json").arg(workdir.join(STATS_FILE));
+        c
+    };
     match curve.server {
         ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => {
-            Ok(skq_command(curve, skq, port))
+            Ok(stats(skq_command(curve, skq, port)))
         }
         ServerKind::Memcached => memcached_command(curve.workers, port),
         ServerKind::Nginx => nginx_command(curve.workers, port, workdir),
         ServerKind::Kv => Ok(kv_command(curve, skq, port)),
         ServerKind::Http => http_command(curve, skq, port, workdir),
+        ServerKind::Rocksdb => Ok(stats(rocksdb_command(curve, skq, port))),
     }
 }
 
@@ -50,6 +56,29 @@ pub fn http_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Res
         c.args(io.args());
     }
     Ok(c)
+}
+
+/// Where skq's own servers write their statistics (`--stats-json`), in the
+/// folder given to [`server_command`]; read by the harness after each point
+/// (`crate::serverstats`).
+pub const STATS_FILE: &str = "server-stats.json";
+
+/// `skq serve rocksdb --db DIR --dilate F --addr 127.0.0.1:PORT --workers N
+/// --mode MODE --service S` for modes `rocksdb-MODE`.
+pub fn rocksdb_command(curve: &Curve, skq: &Path, port: u16) -> Command {
+    let mut c = Command::new(skq);
+    c.args(["serve", "rocksdb", "--addr", &format!("127.0.0.1:{port}")]);
+    c.args(["--workers", &curve.workers.to_string()]);
+    c.args(["--mode", &curve.mode["rocksdb-".len()..]]);
+    c.args(["--service", curve.service.as_str()]);
+    c.args(["--db", &curve.db_dir, "--dilate", &curve.dilate.to_string()]);
+    if curve.pin {
+        c.arg("--pin");
+    }
+    if let Some(v) = curve.steal_k {
+        c.args(["--steal-k", &v.to_string()]);
+    }
+    c
 }
 
 /// `skq serve kv --arch tpc|shared [--mode MODE] --addr 127.0.0.1:PORT
@@ -274,7 +303,9 @@ mod tests {
                     "--mode",
                     mode,
                     "--service",
-                    "emulate"
+                    "emulate",
+                    "--stats-json",
+                    "/tmp/server-stats.json",
                 ]
             );
         }

@@ -207,6 +207,8 @@ pub struct ProcessRunner {
     pub rss: Option<RssEnv>,
     /// What [`Runner::rss_label`] reports for each point.
     pub rss_label: String,
+    /// The last point's server statistics ([`Runner::take_server_stats`]).
+    pub server_stats: Option<crate::serverstats::ServerPointStats>,
 }
 
 impl ProcessRunner {
@@ -226,6 +228,7 @@ impl ProcessRunner {
             ready_timeout: READY_TIMEOUT,
             rss: None,
             rss_label: "off".into(),
+            server_stats: None,
         }
     }
 
@@ -267,6 +270,12 @@ impl ProcessRunner {
             "memcached" if curve.workload != "default" => {
                 c.args(["--kv-workload", &curve.workload]);
             }
+            "rocksdb" => {
+                // ZippyDB operations; no extra service asked per request (the
+                // server's --dilate stretches each operation instead).
+                c.args(["--db-keys", &curve.db_keys.to_string()]);
+                c.args(["--workload", "fixed", "--mean-us", "0"]);
+            }
             _ => {}
         }
         c.arg("--json")
@@ -301,6 +310,10 @@ impl Runner for ProcessRunner {
             r.reset().context("emulated RSS: setting the mask")?;
         }
         let (server_cpus, load_cpus) = split_cpus(curve.affinity, &self.cpus);
+        let stats_file = self.scratch.join(crate::peers::STATS_FILE);
+        let _ = std::fs::remove_file(&stats_file);
+        self.server_stats = None;
+        let server_started = Instant::now();
         let mut server = ServerProcess::start_in(
             curve,
             &self.skq,
@@ -338,6 +351,13 @@ impl Runner for ProcessRunner {
         let (code, gen_cpu, killed) = waited?;
         let alive = server.check_alive();
         server.stop();
+        let server_secs = server_started.elapsed().as_secs_f64();
+        if let Ok(text) = std::fs::read_to_string(&stats_file) {
+            match crate::serverstats::from_stats_json(&text, server_secs) {
+                Ok(st) => self.server_stats = Some(st),
+                Err(e) => eprintln!("skq bench: {}: {e:#}", stats_file.display()),
+            }
+        }
         match killed {
             Some(Killed::Interrupted) => bail!("interrupted; load generator killed"),
             Some(Killed::Timeout) => bail!(
@@ -382,6 +402,10 @@ impl Runner for ProcessRunner {
 
     fn rss_label(&self) -> String {
         self.rss_label.clone()
+    }
+
+    fn take_server_stats(&mut self) -> Option<crate::serverstats::ServerPointStats> {
+        self.server_stats.take()
     }
 }
 

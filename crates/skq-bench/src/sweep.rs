@@ -117,6 +117,12 @@ pub trait Runner {
     fn rss_label(&self) -> String {
         "off".into()
     }
+
+    /// The server's own figures for the point just run, taken once
+    /// (None when the server wrote none).
+    fn take_server_stats(&mut self) -> Option<crate::serverstats::ServerPointStats> {
+        None
+    }
 }
 
 /// What happened to one planned point.
@@ -131,6 +137,10 @@ pub enum Outcome {
         hdr_log: Option<PathBuf>,
         /// This point saturated the curve (its successors were skipped).
         saturated: bool,
+        /// The server's own figures (imbalance, steals/s, migrations/s),
+        /// when it wrote a statistics file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<crate::serverstats::ServerPointStats>,
     },
     /// The runner failed; the curve ended here.
     Failed {
@@ -161,6 +171,14 @@ pub struct PointRecord {
 }
 
 impl PointRecord {
+    /// The server's own figures, when measured and written.
+    pub fn server_stats(&self) -> Option<&crate::serverstats::ServerPointStats> {
+        match &self.outcome {
+            Outcome::Measured { server, .. } => server.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The result, when measured.
     pub fn result(&self) -> Option<&PointResult> {
         match &self.outcome {
@@ -306,6 +324,7 @@ pub fn run(
             let files = PointFiles::under(out_dir, curve, p);
             match measure(runner, curve, &sweep.settings, p, &files, progress) {
                 Ok(result) => {
+                    let server = runner.take_server_stats();
                     measured.push(result.clone());
                     let refs: Vec<&PointResult> = measured.iter().collect();
                     let slo = slo_us(curve, &sweep.settings, &refs);
@@ -327,6 +346,7 @@ pub fn run(
                         result: Box::new(result),
                         hdr_log,
                         saturated: sat,
+                        server,
                     }));
                 }
                 Err(e) => {

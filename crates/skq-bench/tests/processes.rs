@@ -146,6 +146,33 @@ fn a_point_runs_server_and_generator_as_processes() {
 }
 
 #[test]
+fn the_servers_own_statistics_reach_the_point_record_and_points_csv() {
+    let dir = temp_dir("proc-stats");
+    let s = one_curve("best2+steal", &[0.3]);
+    let result = write_result(&dir, &s);
+    // The stand-in server writes a statistics file where --stats-json says,
+    // as `skq serve rpc` does at shutdown: workers busy 40 and 10 ms, 6
+    // steals and 9 migrations.
+    let server = r#"while [ $# -gt 0 ]; do [ "$1" = --stats-json ] && out="$2"; shift; done
+         echo '{"imbalance":0.75,"per_worker":[{"busy_ns":40000000},{"busy_ns":10000000}],"scheduler":{"per_worker":[{"steals_made":6,"migrations":{"cpu_follow":0,"balance":3,"steal":6,"exit":0}}]}}' > "$out"
+         echo "listening on 127.0.0.1:1"; exec sleep 30"#;
+    let skq = fake_skq(&dir, server, &result);
+    let out = dir.join("out");
+    let records = sweep::run(&s, &out, &mut runner(skq, &dir), &mut Quiet);
+    let st = records[0].server_stats().expect("server statistics read");
+    assert_eq!(st.imbalance_pct, 75.0);
+    assert!(st.secs > 0.0);
+    assert!((st.steals_per_s.unwrap() * st.secs - 6.0).abs() < 1e-6);
+    assert!((st.migrations_per_s.unwrap() * st.secs - 9.0).abs() < 1e-6);
+    let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
+    assert!(serve.contains("--stats-json"), "{serve}");
+    let csv = skq_bench::output::points_table(&s, &records).to_csv();
+    let rows = skq_bench::output::parse_points_csv(&csv).unwrap();
+    assert_eq!(rows[0].num("imbalance_pct"), Some(75.0));
+    assert_eq!(rows[0].num("steals_per_s"), st.steals_per_s);
+}
+
+#[test]
 fn dead_or_silent_servers_fail_their_curve_only() {
     let dir = temp_dir("proc-bad");
     let s = one_curve("vanilla", &[0.2, 0.4]);

@@ -34,6 +34,9 @@ pub enum ServerKind {
     /// `http-epoll-shared`) or tokio (`http-tokio`), serving the same
     /// document root as the nginx peer.
     Http,
+    /// `skq serve rocksdb --mode MODE` for modes `rocksdb-MODE`: MODE is an
+    /// skq policy, `epoll-1to1`, `epoll-shared` or `tokio`.
+    Rocksdb,
 }
 
 impl ServerKind {
@@ -46,6 +49,7 @@ impl ServerKind {
             "nginx" => ServerKind::Nginx,
             m if m.starts_with("kv-") => ServerKind::Kv,
             m if m.starts_with("http-") => ServerKind::Http,
+            m if m.starts_with("rocksdb-") => ServerKind::Rocksdb,
             _ => ServerKind::Skq,
         }
     }
@@ -56,6 +60,7 @@ impl ServerKind {
             ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => "rpc",
             ServerKind::Memcached | ServerKind::Kv => "memcached",
             ServerKind::Nginx | ServerKind::Http => "http",
+            ServerKind::Rocksdb => "rocksdb",
         }
     }
 }
@@ -199,6 +204,15 @@ pub struct Curve {
     /// Cross-check the curve with `wrk` (http servers and nginx).
     #[serde(default)]
     pub wrk: bool,
+    /// RocksDB front end: database directory.
+    #[serde(default)]
+    pub db_dir: String,
+    /// RocksDB front end: records preloaded.
+    #[serde(default)]
+    pub db_keys: u64,
+    /// RocksDB front end: `--dilate`.
+    #[serde(default)]
+    pub dilate: f64,
 }
 
 impl Curve {
@@ -214,10 +228,13 @@ impl Curve {
             ServerKind::Http => mode
                 .strip_prefix("http-")
                 .is_some_and(|m| valid_mode(m) || EPOLL_MODES.contains(&m) || m == "tokio"),
+            ServerKind::Rocksdb => mode
+                .strip_prefix("rocksdb-")
+                .is_some_and(|m| valid_mode(m) || EPOLL_MODES.contains(&m) || m == "tokio"),
             _ => true,
         };
         if !known {
-            bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc, kv-MODE or http-MODE", ctx("mode"));
+            bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode"));
         }
         let io = io_spec(e, server).map_err(|m| anyhow::anyhow!("{}: {m}", ctx("io_variance")))?;
         if let Some(b) = e.batch {
@@ -242,6 +259,10 @@ impl Curve {
                 "{}: the wrk cross-check speaks HTTP: only http-MODE and nginx curves take it",
                 ctx("wrk")
             );
+        }
+        let dilate = e.dilate.unwrap_or(0.0);
+        if !(dilate.is_finite() && dilate >= 0.0) {
+            bail!("{}: {dilate} must be >= 0", ctx("dilate"));
         }
         let workers = e.workers.unwrap_or(8);
         if !(1..=64).contains(&workers) {
@@ -274,6 +295,7 @@ impl Curve {
             "rpc" => "exponential",
             "memcached" => "etc",
             "http" => "page-640B",
+            "rocksdb" => "zippydb",
             _ => "default",
         };
         let workload = e
@@ -350,6 +372,12 @@ impl Curve {
             batch: e.batch,
             io,
             wrk,
+            db_dir: e
+                .db_dir
+                .clone()
+                .unwrap_or_else(|| "/dev/shm/skq-rocksdb".into()),
+            db_keys: e.db_keys.unwrap_or(2_000_000),
+            dilate,
         })
     }
 

@@ -143,6 +143,13 @@ pub struct ConfigEntry {
     pub io_latency_us: Option<f64>,
     /// Cross-check the curve with wrk (http servers and nginx).
     pub wrk: Option<bool>,
+    /// RocksDB front end (`rocksdb-MODE`): the preloaded database directory.
+    pub db_dir: Option<String>,
+    /// RocksDB front end: records preloaded (the generator's key space).
+    pub db_keys: Option<u64>,
+    /// RocksDB front end: `--dilate`, extra emulated service per operation as
+    /// a multiple of the operation's own time.
+    pub dilate: Option<f64>,
 }
 
 impl ConfigEntry {
@@ -173,7 +180,10 @@ impl ConfigEntry {
             io_variance,
             io_miss,
             io_latency_us,
-            wrk
+            wrk,
+            db_dir,
+            db_keys,
+            dilate
         )
     }
 }

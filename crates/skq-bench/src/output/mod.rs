@@ -32,6 +32,7 @@ pub use tables::{
     load_table, p99_table, parse_points_csv, points_table, summary_csv, summary_table, PointMetric,
     PointRow, POINT_COLUMNS,
 };
+pub use tables::{server_table, ServerMetric};
 
 use crate::config::{Settings, Sweep};
 use crate::crosscheck::CrossCheck;
@@ -154,7 +155,7 @@ pub fn write_all(
     w(
         "summary.txt",
         format!(
-            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}",
+            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\n{}",
             run_lines(run).join("\n"),
             table.to_text(),
             cross_check_lines(run)
@@ -163,7 +164,8 @@ pub fn write_all(
                 .collect::<String>(),
             p99_table(sweep, records).to_text(),
             load_table(sweep, records, PointMetric::P50).to_text(),
-            load_table(sweep, records, PointMetric::ServerCpuPerRequest).to_text()
+            load_table(sweep, records, PointMetric::ServerCpuPerRequest).to_text(),
+            server_lines(sweep, records)
         ),
     )?;
     w(
@@ -180,6 +182,20 @@ pub fn write_all(
     w("points.json", serde_json::to_string_pretty(records)?)?;
     w("report.html", report_html(sweep, records, summaries, run))?;
     Ok(())
+}
+
+/// The server's own figures per point (imbalance, steals/s, migrations/s),
+/// or nothing when no server wrote statistics.
+pub fn server_lines(sweep: &Sweep, records: &[PointRecord]) -> String {
+    if records.iter().all(|r| r.server_stats().is_none()) {
+        return String::new();
+    }
+    format!(
+        "worker imbalance, busiest vs least busy processing time (%), from the server's statistics:\n{}\nsteals per second (skq scheduler):\n{}\nmigrations per second (skq scheduler, all reasons):\n{}",
+        server_table(sweep, records, ServerMetric::Imbalance).to_text(),
+        server_table(sweep, records, ServerMetric::Steals).to_text(),
+        server_table(sweep, records, ServerMetric::Migrations).to_text()
+    )
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) of a Unix time in seconds.

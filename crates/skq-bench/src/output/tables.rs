@@ -85,7 +85,7 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
 }
 
 /// Columns of `points.csv`.
-pub const POINT_COLUMNS: [&str; 25] = [
+pub const POINT_COLUMNS: [&str; 28] = [
     "config",
     "mode",
     "workload",
@@ -111,6 +111,9 @@ pub const POINT_COLUMNS: [&str; 25] = [
     "server_cpu_s",
     "client_cpu_s",
     "rss",
+    "imbalance_pct",
+    "steals_per_s",
+    "migrations_per_s",
 ];
 
 /// One row of `points.csv`, typed (what [`parse_points_csv`] returns).
@@ -162,6 +165,48 @@ impl PointMetric {
             }
         }
     }
+}
+
+/// A figure the server reports about itself, per point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerMetric {
+    /// Busiest vs least busy worker's processing time, percent.
+    Imbalance,
+    /// Steals per second (skq driver).
+    Steals,
+    /// Migrations per second, all reasons (skq driver).
+    Migrations,
+}
+
+/// `metric` of every curve at each load fraction, from the server's own
+/// statistics ("-" where the point was not measured or the server does not
+/// count it).
+pub fn server_table(sweep: &Sweep, records: &[PointRecord], metric: ServerMetric) -> Table {
+    let loads = &sweep.settings.loads;
+    let mut head = vec!["config".to_string(), "group".to_string()];
+    head.extend(loads.iter().map(|l| format!("load {l}")));
+    let mut t = Table::new(head.iter().map(String::as_str));
+    for c in 2..head.len() {
+        t = t.align(c, Align::Right);
+    }
+    for (i, c) in sweep.curves.iter().enumerate() {
+        let mut row = vec![c.name.clone(), c.group()];
+        for &l in loads {
+            let cell = records
+                .iter()
+                .find(|r| r.curve == i && (r.load - l).abs() < 1e-9)
+                .and_then(|r| r.server_stats())
+                .and_then(|s| match metric {
+                    ServerMetric::Imbalance => Some(format!("{:.1}", s.imbalance_pct)),
+                    ServerMetric::Steals => s.steals_per_s.map(|v| format!("{v:.0}")),
+                    ServerMetric::Migrations => s.migrations_per_s.map(|v| format!("{v:.0}")),
+                })
+                .unwrap_or_else(|| "-".to_string());
+            row.push(cell);
+        }
+        t.push(row);
+    }
+    t
 }
 
 /// p99 (µs) of every curve at each load fraction of the sweep, with the
@@ -262,8 +307,13 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
             }
             Outcome::Skipped => row.push("skipped".into()),
         }
-        row.resize(POINT_COLUMNS.len() - 1, String::new());
+        row.resize(POINT_COLUMNS.len() - 4, String::new());
         row.push(r.rss.clone());
+        let s = r.server_stats();
+        let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+        row.push(num(s.map(|s| s.imbalance_pct)));
+        row.push(num(s.and_then(|s| s.steals_per_s)));
+        row.push(num(s.and_then(|s| s.migrations_per_s)));
         t.push(row);
     }
     t
