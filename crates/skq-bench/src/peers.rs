@@ -63,15 +63,16 @@ pub fn http_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Res
 /// (`crate::serverstats`).
 pub const STATS_FILE: &str = "server-stats.json";
 
-/// `skq serve rocksdb --db DIR --dilate F --addr 127.0.0.1:PORT --workers N
-/// --mode MODE --service S` for modes `rocksdb-MODE`.
+/// `skq serve rocksdb --db DIR --addr 127.0.0.1:PORT --workers N --mode
+/// MODE --service S` for modes `rocksdb-MODE` (the extra emulated service is
+/// asked per request by the generator: `skq load --db-dilate`).
 pub fn rocksdb_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     let mut c = Command::new(skq);
     c.args(["serve", "rocksdb", "--addr", &format!("127.0.0.1:{port}")]);
     c.args(["--workers", &curve.workers.to_string()]);
     c.args(["--mode", &curve.mode["rocksdb-".len()..]]);
     c.args(["--service", curve.service.as_str()]);
-    c.args(["--db", &curve.db_dir, "--dilate", &curve.dilate.to_string()]);
+    c.args(["--db", &curve.db_dir]);
     if curve.pin {
         c.arg("--pin");
     }

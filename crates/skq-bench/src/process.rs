@@ -271,9 +271,10 @@ impl ProcessRunner {
                 c.args(["--kv-workload", &curve.workload]);
             }
             "rocksdb" => {
-                // ZippyDB operations; no extra service asked per request (the
-                // server's --dilate stretches each operation instead).
+                // ZippyDB operations, each asking for `dilate` × its modelled
+                // cost of extra emulated service on top of the real work.
                 c.args(["--db-keys", &curve.db_keys.to_string()]);
+                c.args(["--db-dilate", &curve.dilate.to_string()]);
                 c.args(["--workload", "fixed", "--mean-us", "0"]);
             }
             _ => {}

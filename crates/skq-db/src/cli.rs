@@ -25,7 +25,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = crate::DEFAULT_DB)]
     pub db: PathBuf,
     /// Extra service after each operation, as a multiple of the operation's
-    /// own measured time, delivered by --service (emulate: sleep; spin: CPU).
+    /// own CPU time, delivered by --service (emulate: sleep; spin: CPU).
     /// Stretches real RocksDB work so many workers on few cores queue as on a
     /// larger machine; 0 = real work only.
     #[arg(long, default_value_t = 0.0)]
@@ -76,7 +76,7 @@ pub struct SampleArgs {
     /// Operations to time.
     #[arg(long, default_value_t = 100_000)]
     pub requests: u64,
-    /// Multiply each time by 1 + DILATE (what `skq serve rocksdb --dilate` serves).
+    /// Add DILATE × each operation's CPU time (what `skq serve rocksdb --dilate` serves).
     #[arg(long, default_value_t = 0.0)]
     pub dilate: f64,
     /// Seed of the operations.
@@ -132,6 +132,8 @@ fn sample(a: &SampleArgs) -> anyhow::Result<()> {
     let (mut payload, mut reply, mut key) = (Vec::new(), Vec::new(), [0u8; KEY_LEN]);
     let mut text = String::from("# skq db sample: ZippyDB operation service times (µs)\n");
     let mut sums = [(0u64, 0f64); 3];
+    // Least squares of SEEK time (µs) against entries returned.
+    let (mut sx, mut sy, mut sxx, mut sxy) = (0f64, 0f64, 0f64, 0f64);
     for i in 0..a.requests {
         let mut r = Request::new(i);
         z.draw(&mut rng, &mut r);
@@ -153,14 +155,30 @@ fn sample(a: &SampleArgs) -> anyhow::Result<()> {
         db::encode_request(op, &key, arg, &value, &mut payload);
         let req: DbRequest<'_> = db::decode_request(&payload).map_err(anyhow::Error::msg)?;
         reply.clear();
-        let t0 = cpu::monotonic_ns();
+        let (t0, c0) = (cpu::monotonic_ns(), cpu::thread_cputime_ns());
         proto.execute(req, &mut reply)?;
-        let us = (cpu::monotonic_ns() - t0) as f64 / 1e3 * (1.0 + a.dilate);
+        // What the server serves: the operation's wall time plus `dilate`
+        // times its CPU time.
+        let (wall, cpu_ns) = (cpu::monotonic_ns() - t0, cpu::thread_cputime_ns() - c0);
+        let us = (wall as f64 + a.dilate * cpu_ns as f64) / 1e3;
         sums[slot].0 += 1;
         sums[slot].1 += us;
+        if slot == 2 {
+            let n = f64::from(u32::from_le_bytes(reply[4..8].try_into().expect("4 bytes")));
+            (sx, sy, sxx, sxy) = (sx + n, sy + us, sxx + n * n, sxy + n * us);
+        }
         text.push_str(&format!("{us:.3}\n"));
     }
     std::fs::write(&a.out, text).with_context(|| format!("--out {}", a.out.display()))?;
+    let n = sums[2].0 as f64;
+    if n > 1.0 && n * sxx - sx * sx > 0.0 {
+        let slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+        println!(
+            "SEEK fit: {:.2} µs + {:.3} µs per entry returned",
+            (sy - slope * sx) / n,
+            slope
+        );
+    }
     for (name, (n, s)) in ["GET", "PUT", "SEEK"].iter().zip(sums) {
         if n > 0 {
             println!("{name}: {n} operations, mean {:.2} µs", s / n as f64);

@@ -38,11 +38,15 @@ pub use protocol::DbProtocol;
 /// Default database directory (memory-backed).
 pub const DEFAULT_DB: &str = "/dev/shm/skq-rocksdb";
 
-/// The options every open uses: create when missing, no compression (the
-/// data is in memory), both cores for background work.
+/// The options every open uses: create when missing, no compression and
+/// memory-mapped reads (the files are in memory: a lookup reads the mapped
+/// block instead of copying it into RocksDB's small default block cache,
+/// which a database of this size would thrash), both cores for background
+/// work.
 pub fn options(create: bool) -> Options {
     let mut o = Options::default();
     o.create_if_missing(create);
+    o.set_allow_mmap_reads(true);
     o.set_compression_type(rocksdb::DBCompressionType::None);
     o.increase_parallelism(2);
     o

@@ -6,9 +6,11 @@
 //!   RocksDB, and answered in order with the same id.
 //! * After the operation the worker delivers extra service, emulated or
 //!   spun ([`ServiceMode`]): the request's `service_ns` plus `dilate` × the
-//!   operation's own measured time. The reply's `service_ns` is the whole
-//!   time served, and that time is what the worker's busy counter (the
-//!   imbalance figure) records.
+//!   operation's own CPU time (the thread's CPU clock, not wall time: time
+//!   spent waiting for a busy CPU is not stretched, so dilation does not
+//!   feed back on contention). The reply's `service_ns` is the whole time
+//!   served (wall clock), and that time is what the worker's busy counter
+//!   (the imbalance figure) records.
 //! * A frame that is not a valid request (bad RPC header) closes the
 //!   connection at once; a valid frame whose payload is malformed (unknown
 //!   operation, oversized key or value, lengths that disagree with the
@@ -121,6 +123,7 @@ impl Protocol for DbProtocol {
             Ok(Some(h)) => h,
         };
         let start = cpu::monotonic_ns();
+        let cpu_start = cpu::thread_cputime_ns();
         let frame = &input[..req.frame_len()];
         let at = out.len();
         out.extend_from_slice(&[0u8; HEADER_LEN]);
@@ -141,7 +144,7 @@ impl Protocol for DbProtocol {
                 }
             },
         };
-        let op_ns = cpu::monotonic_ns() - start;
+        let op_ns = cpu::thread_cputime_ns().saturating_sub(cpu_start);
         if !close {
             let extra = u64::from(req.service_ns) + (self.dilate * op_ns as f64) as u64;
             self.service.serve(extra.min(u64::from(u32::MAX)) as u32);

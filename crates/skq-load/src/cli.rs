@@ -103,6 +103,11 @@ pub struct LoadArgs {
     /// Records preloaded in the RocksDB front end's database (`skq db preload --keys`).
     #[arg(long, default_value_t = 1_000_000)]
     pub db_keys: u64,
+    /// rocksdb: each request asks for DILATE × its operation's modelled cost
+    /// (measured from real RocksDB calls; skq_load::zippydb::CostModel) of extra
+    /// emulated service on top of the real work (replaces --workload's draw).
+    #[arg(long, default_value_t = 0.0)]
+    pub db_dilate: f64,
     /// Path requested by the http protocol.
     #[arg(long, default_value = "/")]
     pub http_path: String,
@@ -193,6 +198,7 @@ impl LoadArgs {
         cfg.prefill = !self.no_prefill;
         cfg.http_path = self.http_path.clone();
         cfg.db_keys = self.db_keys;
+        cfg.db_dilate = self.db_dilate;
         cfg.service_mode_label = self.service_mode_label.clone();
         cfg.seed = self.seed;
         cfg.max_lateness_us = self.max_lateness_us;

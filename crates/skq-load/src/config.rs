@@ -57,6 +57,9 @@ pub struct LoadConfig {
     pub prefill: bool,
     /// Records in the RocksDB front end's database (ZippyDB key space).
     pub db_keys: u64,
+    /// RocksDB: each request asks for this many times its operation's modelled
+    /// cost (`zippydb::CostModel::MEASURED`) of extra emulated service; 0 = none.
+    pub db_dilate: f64,
     /// Path GET by the HTTP protocol.
     pub http_path: String,
     /// What the server does for service (`spin`, `emulate`, ...), for the report.
@@ -104,6 +107,7 @@ impl LoadConfig {
             kv: KvSpec::named("sphinx-ro", 30, 200, 1.0, 10_000).expect("valid default"),
             prefill: true,
             db_keys: 1_000_000,
+            db_dilate: 0.0,
             http_path: "/".into(),
             service_mode_label: "unknown".into(),
             seed: 1,
@@ -160,6 +164,9 @@ impl LoadConfig {
                 "--scale must be a positive number, got {}",
                 self.service.scale
             ));
+        }
+        if !(self.db_dilate.is_finite() && self.db_dilate >= 0.0) {
+            return Err(format!("--db-dilate must be >= 0, got {}", self.db_dilate));
         }
         if !(self.service.mean_ns.is_finite() && self.service.mean_ns >= 0.0) {
             return Err(format!(

@@ -171,6 +171,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     let zippy = match cfg.protocol {
         Protocol::Rocksdb => Some(
             crate::zippydb::ZippyDb::new(cfg.db_keys, cfg.seed)
+                .map(|z| z.with_extra(crate::zippydb::CostModel::MEASURED, cfg.db_dilate))
                 .map_err(|e| anyhow::anyhow!("--db-keys: {e}"))?,
         ),
         _ => None,

@@ -110,6 +110,45 @@ pub fn wrap_scan(x: f64) -> u32 {
     (v as u32).max(1)
 }
 
+/// What each operation costs the server, for emulating extra service (and
+/// for the simulator): a GET, a PUT, and a SEEK as a fixed part plus a part
+/// per entry scanned. Fitted by `skq db sample` from real RocksDB calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// GET (ns).
+    pub get_ns: f64,
+    /// PUT (ns).
+    pub put_ns: f64,
+    /// SEEK, fixed part (ns).
+    pub seek_base_ns: f64,
+    /// SEEK, per entry returned (ns).
+    pub seek_entry_ns: f64,
+}
+
+impl CostModel {
+    /// Fitted on 2026-11-23 on the 2-core development VM (shared) by three
+    /// runs of `skq db sample --keys 10000000 --requests 100000` on a
+    /// 10M-key database in /dev/shm (docs/results/zippydb-2026-11-23.txt):
+    /// the runs' mean GET and PUT times and least-squares lines of SEEK time
+    /// against entries returned, averaged. Modelled mean ≈ 19.5 µs per
+    /// ZippyDB request.
+    pub const MEASURED: CostModel = CostModel {
+        get_ns: 15_840.0,
+        put_ns: 5_580.0,
+        seek_base_ns: 26_530.0,
+        seek_entry_ns: 291.0,
+    };
+
+    /// The cost of one operation (`len` = entries scanned, for a SEEK).
+    pub fn cost_ns(&self, op: Op, len: u32) -> f64 {
+        match op {
+            Op::Get => self.get_ns,
+            Op::Set => self.put_ns,
+            Op::Seek => self.seek_base_ns + self.seek_entry_ns * f64::from(len),
+        }
+    }
+}
+
 /// The ZippyDB request generator over a key space of `keys` records
 /// (`skq_proto::db::key_of(i)` for `i < keys`).
 #[derive(Clone, Debug)]
@@ -120,6 +159,9 @@ pub struct ZippyDb {
     range_cdf: Vec<f64>,
     /// Cumulative GET, PUT shares (SEEK takes the rest).
     mix_cdf: [f64; 2],
+    /// When set, each request asks for `factor × cost` of extra emulated
+    /// service (its `service_ns`).
+    extra: Option<(CostModel, f64)>,
 }
 
 impl ZippyDb {
@@ -156,7 +198,16 @@ impl ZippyDb {
             keys,
             range_cdf,
             mix_cdf: [g, g + p],
+            extra: None,
         })
+    }
+
+    /// Each drawn request asks for `factor × model.cost_ns(op, len)` of extra
+    /// service (0 = none): real RocksDB work plus emulated extra latency in
+    /// proportion to each operation's real cost.
+    pub fn with_extra(mut self, model: CostModel, factor: f64) -> ZippyDb {
+        self.extra = (factor > 0.0).then_some((model, factor));
+        self
     }
 
     /// Probability of each key range, in key-space order.
@@ -218,6 +269,9 @@ impl ZippyDb {
         } else {
             (Op::Seek, self.draw_scan_len(rng))
         };
+        if let Some((m, f)) = self.extra {
+            req.service_ns = (f * m.cost_ns(req.op, req.value_len)).min(f64::from(u32::MAX)) as u32;
+        }
     }
 }
 
@@ -369,6 +423,28 @@ mod tests {
             counts[edges.partition_point(|&e| e <= s) - 1] += 1;
         }
         assert!(chi_square(&counts, &expected, n) > chi_square_critical(counts.len() - 1));
+    }
+
+    #[test]
+    fn extra_service_follows_the_cost_model() {
+        let m = CostModel {
+            get_ns: 10.0,
+            put_ns: 20.0,
+            seek_base_ns: 100.0,
+            seek_entry_ns: 2.0,
+        };
+        let z = ZippyDb::new(1_000, 1).unwrap().with_extra(m, 3.0);
+        let mut rng = SmallRng::seed_from_u64(9);
+        for _ in 0..1_000 {
+            let mut r = Request::new(0);
+            z.draw(&mut rng, &mut r);
+            let want = match r.op {
+                Op::Get => 30,
+                Op::Set => 60,
+                Op::Seek => 300 + 6 * r.value_len,
+            };
+            assert_eq!(r.service_ns, want);
+        }
     }
 
     #[test]

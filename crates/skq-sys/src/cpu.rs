@@ -68,6 +68,18 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time the calling thread has run so far, in nanoseconds
+/// (`CLOCK_THREAD_CPUTIME_ID`): unlike wall time, it does not grow while the
+/// thread waits for a CPU.
+pub fn thread_cputime_ns() -> u64 {
+    // SAFETY: a zeroed timespec is a valid out-parameter.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: CLOCK_THREAD_CPUTIME_ID always exists on Linux; ts is a live
+    // out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Sleeps until the monotonic clock reaches `deadline_ns` (absolute, so
 /// early wake-ups and overshoots never accumulate).
 pub fn sleep_until(deadline_ns: u64) {

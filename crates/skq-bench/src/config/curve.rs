@@ -210,7 +210,7 @@ pub struct Curve {
     /// RocksDB front end: records preloaded.
     #[serde(default)]
     pub db_keys: u64,
-    /// RocksDB front end: `--dilate`.
+    /// RocksDB front end: the generator's `--db-dilate`.
     #[serde(default)]
     pub dilate: f64,
 }

@@ -147,8 +147,8 @@ pub struct ConfigEntry {
     pub db_dir: Option<String>,
     /// RocksDB front end: records preloaded (the generator's key space).
     pub db_keys: Option<u64>,
-    /// RocksDB front end: `--dilate`, extra emulated service per operation as
-    /// a multiple of the operation's own time.
+    /// RocksDB front end: the generator's `--db-dilate`, extra emulated
+    /// service per request as a multiple of its operation's modelled cost.
     pub dilate: Option<f64>,
 }
 
