@@ -35,7 +35,9 @@ pub struct SimArgs {
         default_value = "centralized-fcfs,partitioned-fcfs,vanilla,shared,hybrid"
     )]
     pub model: Vec<String>,
-    /// Service-time workload (BRIEF §9): fixed, exponential, bimodal-1, bimodal-2, gis, skewed-mix, uniform-10, uniform-20.
+    /// Service-time workload (BRIEF §9): fixed, exponential, bimodal-1, bimodal-2, gis, skewed-mix, uniform-10, uniform-20;
+    /// or zippydb (RocksDB under ZippyDB: each request costs what skq_load::zippydb::CostModel, fitted to real
+    /// RocksDB calls, says for its operation and scan length, times --scale; --scale 50 matches the bench's dilate 49).
     #[arg(long, default_value = "exponential")]
     pub workload: String,
     /// Mean service time S̄ in µs for the parametric workloads.
@@ -253,6 +255,12 @@ impl SimArgs {
                 bail!("--service-samples {}: no samples", p.display());
             }
             return Ok(Service::Samples(v.into()));
+        }
+        if self.workload == "zippydb" {
+            if !(self.scale.is_finite() && self.scale > 0.0) {
+                bail!("--scale must be positive, got {}", self.scale);
+            }
+            return Ok(zippydb_service(self.scale, self.seed));
         }
         let workload: Workload = self
             .workload
@@ -593,5 +601,52 @@ mod tests {
             .to_string()
             .contains("--loads"));
         assert!(parse_loads("a").is_err());
+    }
+}
+
+/// The ZippyDB catalogue entry: a million requests drawn from the very
+/// generator `skq load --protocol rocksdb` uses (operation mix, scan lengths)
+/// and costed by the model fitted to real RocksDB calls
+/// (`skq_load::zippydb::CostModel::MEASURED`), times `scale`; the simulator
+/// resamples them like measured samples.
+pub fn zippydb_service(scale: f64, seed: u64) -> Service {
+    use rand::SeedableRng;
+    use skq_load::protocol::Request;
+    use skq_load::zippydb::{CostModel, ZippyDb};
+    let z = ZippyDb::new(1_000_000, seed).expect("a valid key space");
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0x2199_DB);
+    let v: Vec<u64> = (0..1_000_000)
+        .map(|i| {
+            let mut r = Request::new(i);
+            z.draw(&mut rng, &mut r);
+            (CostModel::MEASURED.cost_ns(r.op, r.value_len) * scale).round() as u64
+        })
+        .collect();
+    Service::Samples(v.into())
+}
+
+#[cfg(test)]
+mod zippydb_tests {
+    use super::*;
+    use skq_load::zippydb::CostModel;
+
+    #[test]
+    fn zippydb_samples_carry_the_operation_mix_and_the_scale() {
+        let Service::Samples(v) = zippydb_service(50.0, 3) else {
+            panic!("zippydb is resampled")
+        };
+        let m = CostModel::MEASURED;
+        let share = |ns: f64| {
+            let want = (ns * 50.0).round() as u64;
+            v.iter().filter(|&&x| x == want).count() as f64 / v.len() as f64
+        };
+        // GET and PUT have one cost each; SEEKs cost more than both.
+        assert!((share(m.get_ns) - 0.83).abs() < 0.005);
+        assert!((share(m.put_ns) - 0.14).abs() < 0.005);
+        let seeks = v
+            .iter()
+            .filter(|&&x| x as f64 >= 50.0 * m.seek_base_ns)
+            .count();
+        assert!((seeks as f64 / v.len() as f64 - 0.03).abs() < 0.002);
     }
 }
