@@ -170,6 +170,11 @@ fn sample(a: &SampleArgs) -> anyhow::Result<()> {
         text.push_str(&format!("{us:.3}\n"));
     }
     std::fs::write(&a.out, text).with_context(|| format!("--out {}", a.out.display()))?;
+    for (name, (n, s)) in ["GET", "PUT", "SEEK"].iter().zip(sums) {
+        if n > 0 {
+            println!("{name}: {n} operations, mean {:.2} µs", s / n as f64);
+        }
+    }
     let n = sums[2].0 as f64;
     if n > 1.0 && n * sxx - sx * sx > 0.0 {
         let slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
@@ -178,11 +183,6 @@ fn sample(a: &SampleArgs) -> anyhow::Result<()> {
             (sy - slope * sx) / n,
             slope
         );
-    }
-    for (name, (n, s)) in ["GET", "PUT", "SEEK"].iter().zip(sums) {
-        if n > 0 {
-            println!("{name}: {n} operations, mean {:.2} µs", s / n as f64);
-        }
     }
     println!("wrote {} samples to {}", a.requests, a.out.display());
     Ok(())
