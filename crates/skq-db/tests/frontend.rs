@@ -346,7 +346,9 @@ fn scans_racing_with_writes_are_never_torn_or_reordered() {
                 assert_eq!(r.entries.len() as u64, N);
                 let mut prev: Option<&Vec<u8>> = None;
                 for (i, (k, v)) in r.entries.iter().enumerate() {
-                    assert!(prev.map_or(true, |p| p < k), "ascending keys");
+                    if let Some(p) = prev {
+                        assert!(p < k, "ascending keys");
+                    }
                     prev = Some(k);
                     let (vk, vg) = parse_value(v).expect("an intact value");
                     assert_eq!(vk, LO + i as u64);

@@ -614,7 +614,7 @@ pub fn zippydb_service(scale: f64, seed: u64) -> Service {
     use skq_load::protocol::Request;
     use skq_load::zippydb::{CostModel, ZippyDb};
     let z = ZippyDb::new(1_000_000, seed).expect("a valid key space");
-    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0x2199_DB);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0x0021_99DB);
     let v: Vec<u64> = (0..1_000_000)
         .map(|i| {
             let mut r = Request::new(i);
