@@ -101,7 +101,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub no_prefill: bool,
     /// Records preloaded in the RocksDB front end's database (`skq db preload --keys`).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 10_000_000)]
     pub db_keys: u64,
     /// rocksdb: each request asks for DILATE × its operation's modelled cost
     /// (measured from real RocksDB calls; skq_load::zippydb::CostModel) of extra

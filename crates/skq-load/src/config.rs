@@ -106,7 +106,7 @@ impl LoadConfig {
             high_priority_rate: 0.0,
             kv: KvSpec::named("sphinx-ro", 30, 200, 1.0, 10_000).expect("valid default"),
             prefill: true,
-            db_keys: 1_000_000,
+            db_keys: 10_000_000,
             db_dilate: 0.0,
             http_path: "/".into(),
             service_mode_label: "unknown".into(),

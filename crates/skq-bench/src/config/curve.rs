@@ -376,7 +376,7 @@ impl Curve {
                 .db_dir
                 .clone()
                 .unwrap_or_else(|| "/dev/shm/skq-rocksdb".into()),
-            db_keys: e.db_keys.unwrap_or(2_000_000),
+            db_keys: e.db_keys.unwrap_or(10_000_000),
             dilate,
         })
     }
