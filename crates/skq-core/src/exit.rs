@@ -33,7 +33,8 @@ impl Scheduler {
                     } else {
                         0
                     },
-                    exited: !self.is_alive(w),
+                    exited: !self.is_alive(w) && !self.is_parked(w),
+                    parked: self.is_parked(w),
                 }
             })
             .collect()
@@ -49,9 +50,16 @@ impl Scheduler {
     /// sources are rescheduled to live workers, and its pinned sources are
     /// unpinned (so nothing is lost) and listed in the report.
     pub fn exit(&self, mut ctx: WorkerCtx, now: Nanos) -> ExitReport {
+        let bit = 1u64 << ctx.id;
+        self.alive.fetch_and(!bit, Ordering::SeqCst);
+        self.leave(&mut ctx, now)
+    }
+
+    /// The part of leaving shared by exit and parking (`elastic.rs`): the
+    /// caller has already cleared `ctx`'s alive bit.
+    pub(crate) fn leave(&self, ctx: &mut WorkerCtx, now: Nanos) -> ExitReport {
         let me = ctx.id;
         let bit = 1u64 << me;
-        self.alive.fetch_and(!bit, Ordering::SeqCst);
         self.idle.fetch_and(!bit, Ordering::SeqCst);
         let mut report = ExitReport::default();
         let mut drained = Vec::new();
@@ -66,7 +74,7 @@ impl Scheduler {
             drained.extend(g.regular.drain(..));
             qs.len.store(g.len() as u64, Ordering::Relaxed);
         }
-        self.release(&mut ctx, now);
+        self.release(ctx, now);
         for id in drained {
             let s = self.slot_of(id);
             if s.load_if(id, QUEUED).is_none() {

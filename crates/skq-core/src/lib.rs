@@ -26,7 +26,9 @@
 //! 3. per-source order: readiness arriving during processing is redelivered
 //!    after release, never alongside;
 //! 4. a worker that exits hands its queued work to live workers; its pinned
-//!    sources are unpinned and reported, never dropped;
+//!    sources are unpinned and reported, never dropped; a worker that parks
+//!    ([`Scheduler::park_worker`], elastic worker count) does the same and
+//!    may [`Scheduler::rejoin`];
 //! 5. CPU hints map to workers through the topology tree
 //!    ([`Config::cpu_topology`], `cpumap.rs`): own CPU, SMT sibling, last-level
 //!    cache, node, else spread over live workers by a per-source salt, so no
@@ -46,8 +48,8 @@
 //!   queue locks.
 //! * `policy.rs` and `cpumap.rs` decide where a source goes and write only
 //!   the slot's placement hints (`home`, `homed`), never its state.
-//! * `exit.rs` is the only writer of the `alive` mask after
-//!   [`Scheduler::new`]; `wait.rs` and `sched.rs` own the `idle` mask
+//! * `exit.rs` and `elastic.rs` (park/rejoin) are the only writers of the
+//!   `alive` mask after [`Scheduler::new`]; `wait.rs` and `sched.rs` own the `idle` mask
 //!   (park handshake; `exit.rs` only clears an exiting worker's bit).
 //! * `hint.rs` ([`HintCell`]) is for drivers (skq-rt caches
 //!   `SO_INCOMING_CPU` in it); the scheduler never reads it.
@@ -76,6 +78,7 @@
 mod config;
 mod cpulist;
 mod cpumap;
+mod elastic;
 mod exit;
 mod hint;
 mod policy;
@@ -95,6 +98,7 @@ mod tests;
 pub use config::{Config, ConfigError, CpuPlace, Policy, MAX_CPUS, MAX_WORKERS};
 pub use cpulist::{format_cpu_list, parse_cpu_list};
 pub use cpumap::{CpuMap, HintLevel};
+pub use elastic::{Decision, ElasticConfig, ResourceManager};
 pub use exit::imbalance_of;
 pub use hint::HintCell;
 pub use rng::FastRng;

@@ -54,8 +54,10 @@ pub struct Scheduler {
     pub(crate) workers: Box<[WorkerShared]>,
     /// Bit w set: worker w is (about to be) asleep and must be woken.
     pub(crate) idle: CachePadded<AtomicU64>,
-    /// Bit w set: worker w has not exited.
+    /// Bit w set: worker w has not exited and is not parked.
     pub(crate) alive: AtomicU64,
+    /// Bit w set: worker w is parked (`elastic.rs`) and may rejoin.
+    pub(crate) parked: AtomicU64,
     /// CPU hint → candidate workers, through the topology tree.
     pub(crate) cpu_map: CpuMap,
     rr: AtomicU32,
@@ -86,6 +88,7 @@ impl Scheduler {
             workers: (0..n).map(|_| WorkerShared::new()).collect(),
             idle: CachePadded::new(AtomicU64::new(0)),
             alive: AtomicU64::new(if n == 64 { u64::MAX } else { (1u64 << n) - 1 }),
+            parked: AtomicU64::new(0),
             cpu_map,
             rr: AtomicU32::new(0),
             cfg,
@@ -415,7 +418,13 @@ impl Scheduler {
     /// The park handshake is done under the queue lock: `prepare_park` sets
     /// the idle bit and checks the length while holding it, so either it sees
     /// this push or this push sees its bit. No fence on the hot path.
-    fn push_claim(&self, q: usize, id: SourceId, high: bool, front: bool) -> Option<bool> {
+    pub(crate) fn push_claim(
+        &self,
+        q: usize,
+        id: SourceId,
+        high: bool,
+        front: bool,
+    ) -> Option<bool> {
         let qs = &self.queues[q];
         let mut g = lock(&qs.q);
         if !g.alive {
@@ -441,7 +450,7 @@ impl Scheduler {
 
     /// After pushing on `w`'s queue (`claimed`: its idle bit was taken by
     /// the push): the worker to wake, if any.
-    fn wake_after_push(&self, w: WorkerId, claimed: bool) -> Option<WorkerId> {
+    pub(crate) fn wake_after_push(&self, w: WorkerId, claimed: bool) -> Option<WorkerId> {
         let woken = if self.cfg.policy == Policy::Shared {
             self.claim_idle(u64::MAX)
         } else if claimed {

@@ -199,6 +199,9 @@ pub struct WorkerStats {
     pub queued: usize,
     /// Whether the worker has exited.
     pub exited: bool,
+    /// Whether the worker is parked (elastic worker count; it may rejoin).
+    #[serde(default)]
+    pub parked: bool,
 }
 
 /// What a worker's exit did with its work.

@@ -166,3 +166,40 @@ fn park_vs_push() {
         );
     });
 }
+
+/// Elastic workers: worker 1 parks and rejoins while worker 0 steals and an
+/// activator queues work routed to worker 1. Every activation is delivered
+/// exactly once by somebody; nothing is left queued on a closed queue.
+#[test]
+fn park_and_rejoin_vs_activation_and_stealing() {
+    model(|| {
+        let s = small(Policy::Cpu, 2, true);
+        let a = s.register(1, Flags::NONE, None).unwrap();
+        let b = s.register(2, Flags::NONE, None).unwrap();
+        let mut rng = s.activator_rng(0);
+        // `a` is queued on worker 1 (CPU 1).
+        let _ = s.activate(a, Ready::READABLE, Some(1), 0, &mut rng);
+        let s1 = s.clone();
+        let parker = thread::spawn(move || {
+            let mut c1 = s1.worker(1);
+            let report = s1.park_worker(&mut c1, 1).unwrap();
+            assert!(report.stranded.is_empty());
+            assert!(s1.rejoin(&mut c1));
+            c1
+        });
+        let s0 = s.clone();
+        let thief = thread::spawn(move || {
+            let mut c0 = s0.worker(0);
+            let _ = s0.steal(&mut c0);
+            c0
+        });
+        let _ = s.activate(b, Ready::READABLE, Some(1), 2, &mut rng);
+        let c1 = parker.join().unwrap();
+        let c0 = thief.join().unwrap();
+        let mut ctxs = [c0, c1];
+        assert_eq!(drain(&s, &mut ctxs), 2);
+        assert_eq!(s.phase(a), Phase::Idle);
+        assert_eq!(s.phase(b), Phase::Idle);
+        assert_eq!(s.live_workers(), 2);
+    });
+}

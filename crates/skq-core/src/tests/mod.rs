@@ -4,6 +4,7 @@
 use crate::sync::Ordering;
 use crate::*;
 
+mod elastic;
 mod locality;
 
 pub(crate) fn sched(policy: Policy, workers: usize, f: impl FnOnce(&mut Config)) -> Scheduler {
