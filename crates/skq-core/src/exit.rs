@@ -52,6 +52,7 @@ impl Scheduler {
     pub fn exit(&self, mut ctx: WorkerCtx, now: Nanos) -> ExitReport {
         let bit = 1u64 << ctx.id;
         self.alive.fetch_and(!bit, Ordering::SeqCst);
+        self.parked.fetch_and(!bit, Ordering::SeqCst);
         self.leave(&mut ctx, now)
     }
 

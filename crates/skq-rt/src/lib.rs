@@ -83,6 +83,7 @@
 
 /// The OS boundary, shared by every skq crate (re-exported from `skq-sys`).
 pub use skq_sys as sys;
+mod elastic;
 mod registry;
 pub mod topology;
 mod user_event;
@@ -94,11 +95,13 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize,
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+pub use elastic::{checkpoint, spawn_resource_manager};
 pub use registry::{RegisterError, Registered, Registry};
 pub use skq_core::{
     imbalance_of, Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready, Scheduler,
     SourceId, WorkerId, WorkerStats,
 };
+pub use skq_core::{Decision, ElasticConfig};
 use sys::epoll::{self, Epoll};
 use sys::eventfd::EventFd;
 pub use user_event::UserEvent;
@@ -226,6 +229,10 @@ pub struct Skq {
     /// `getsockopt(SO_INCOMING_CPU)` calls made so far.
     incoming_cpu_calls: AtomicU64,
     need_cpu: bool,
+    /// Workers that should be active (`elastic.rs`); all by default.
+    target: AtomicUsize,
+    /// The resource manager's decisions.
+    elastic_log: Mutex<Vec<skq_core::Decision>>,
 }
 
 impl Skq {
@@ -277,6 +284,8 @@ impl Skq {
             hint_refresh,
             incoming_cpu_calls: AtomicU64::new(0),
             need_cpu,
+            target: AtomicUsize::new(n),
+            elastic_log: Mutex::new(Vec::new()),
         }))
     }
 

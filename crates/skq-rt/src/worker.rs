@@ -73,6 +73,8 @@ pub struct Worker {
     ctx: Option<WorkerCtx>,
     ep_buf: Vec<skq_sys::epoll::Event>,
     wakes: Vec<WorkerId>,
+    /// Whether this thread's `checkpoint()` context is installed.
+    installed: bool,
 }
 
 impl Worker {
@@ -82,6 +84,7 @@ impl Worker {
             ctx: Some(ctx),
             ep_buf: Vec::with_capacity(256),
             wakes: Vec::new(),
+            installed: false,
         }
     }
 
@@ -111,6 +114,7 @@ impl Worker {
             ctx,
             ep_buf,
             wakes,
+            ..
         } = self;
         (
             skq,
@@ -123,7 +127,15 @@ impl Worker {
     /// Releases the previous batch and returns the next one (at most
     /// `events.capacity()` events). Blocks until work arrives, `timeout`
     /// passes (then `Ok(0)`), or the instance shuts down (`Ok(0)`).
+    ///
+    /// Elastic workers: a worker whose index is at or above
+    /// [`Skq::set_active`]'s target parks inside this call (sleeping through
+    /// `timeout`) until it is wanted again or the instance shuts down.
     pub fn wait(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<usize> {
+        if !self.installed {
+            self.installed = true;
+            crate::elastic::install(&self.skq, self.id());
+        }
         let (skq, ctx, ep_buf, wakes) = self.parts();
         let core = &skq.core;
         let me = ctx.id();
@@ -143,6 +155,9 @@ impl Worker {
             if skq.is_shutdown() {
                 core.record_return(ctx, monotonic_ns(), 0);
                 return Ok(0);
+            }
+            if me >= skq.target.load(Ordering::Relaxed) && skq.park_until_wanted(ctx, wakes) {
+                continue;
             }
             let cap = events.cap;
             let mut n = core.fill(ctx, &mut events.inner, cap);
@@ -233,6 +248,9 @@ impl Worker {
             return ExitReport::default();
         };
         let me = ctx.id();
+        if self.installed {
+            crate::elastic::uninstall(&self.skq, me);
+        }
         let report = self.skq.core.exit(ctx, monotonic_ns());
         for &w in &report.wakes {
             self.skq.wake(w, me);
