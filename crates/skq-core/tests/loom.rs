@@ -172,7 +172,10 @@ fn park_vs_push() {
 /// exactly once by somebody; nothing is left queued on a closed queue.
 #[test]
 fn park_and_rejoin_vs_activation_and_stealing() {
-    model(|| {
+    // Three threads: bound preemptions at 2 to keep CI time in hand.
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(2);
+    b.check(|| {
         let s = small(Policy::Cpu, 2, true);
         let a = s.register(1, Flags::NONE, None).unwrap();
         let b = s.register(2, Flags::NONE, None).unwrap();

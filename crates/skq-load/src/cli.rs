@@ -61,6 +61,17 @@ pub struct LoadArgs {
     /// Arrival process: poisson, fixed or trace=PATH (µs offsets, one per line).
     #[arg(long, default_value = "poisson")]
     pub schedule: ScheduleKind,
+    /// Offered rate changing over the run, as multiples of --rate, starting
+    /// with the warm-up: steps=F1,F2,..@SECS (each step SECS long, the last
+    /// holds), diurnal=SECS (a day of SECS seconds, mean 1, peak 3, repeated)
+    /// or bursts=ON,OFF (all of it in ON seconds, none in OFF, repeated).
+    /// Works with every --schedule and protocol.
+    #[arg(long)]
+    pub rate_profile: Option<crate::profile::RateProfile>,
+    /// Report offered rate, achieved rate and latency per interval of this
+    /// many ms (default with --rate-profile: 1000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval_ms: Option<u64>,
     /// Dedicated latency-probe connections.
     #[arg(long, default_value_t = 0)]
     pub probe_connections: usize,
@@ -206,6 +217,8 @@ impl LoadArgs {
         cfg.hdr_log = self.hdr_log.clone();
         cfg.rt_priority = self.rt_priority;
         cfg.cpus = self.cpus.clone();
+        cfg.rate_profile = self.rate_profile.clone().map(std::sync::Arc::new);
+        cfg.interval = self.interval_ms.map(Duration::from_millis);
         cfg.progress = !self.quiet;
         cfg.validate().map_err(anyhow::Error::msg)?;
         Ok(cfg)
@@ -345,6 +358,24 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
     }
     if let Some(sv) = r.measured_service_us {
         let _ = writeln!(s, "service delivered (server-reported mean): {sv:.1} us");
+    }
+    if !r.intervals.is_empty() {
+        if let Some(p) = &cfg.rate_profile {
+            let _ = writeln!(s, "rate profile {p}; per interval:");
+        }
+        let _ = writeln!(s, "  start_s  offered/s  achieved/s    p50_us    p99_us");
+        let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        for i in &r.intervals {
+            let _ = writeln!(
+                s,
+                "  {:>7.2}  {:>9.0}  {:>10.0}  {:>8}  {:>8}",
+                i.start_s,
+                i.offered_rps,
+                i.achieved_rps,
+                us(i.p50_us),
+                us(i.p99_us)
+            );
+        }
     }
     let e = &r.errors;
     let _ = writeln!(

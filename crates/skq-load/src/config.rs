@@ -83,6 +83,11 @@ pub struct LoadConfig {
     pub keep_requests: bool,
     /// Pin generator thread `t` to `cpus[t % cpus.len()]` (empty = no pinning).
     pub cpus: Vec<u32>,
+    /// Offered rate changing over the run (`--rate-profile`), if any.
+    pub rate_profile: Option<std::sync::Arc<crate::profile::RateProfile>>,
+    /// Length of the per-interval series (`--interval-ms`); with a rate
+    /// profile and no value, 1 s.
+    pub interval: Option<Duration>,
 }
 
 impl LoadConfig {
@@ -119,6 +124,8 @@ impl LoadConfig {
             rt_priority: None,
             keep_requests: false,
             cpus: Vec::new(),
+            rate_profile: None,
+            interval: None,
         }
     }
 

@@ -12,7 +12,7 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use skq_report::result::{CpuTime, Errors, Meta, PointResult};
+use skq_report::result::{CpuTime, Errors, IntervalPoint, Meta, PointResult};
 
 use crate::checks::{self, CheckInput};
 use crate::config::LoadConfig;
@@ -154,7 +154,10 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             ScheduleKind::Poisson
         };
         let seed = cfg.seed.wrapping_add((role as u64) << 40);
-        let schedule = ConnSchedule::new(&kind, trace.as_ref(), rate, i, count, seed);
+        let mut schedule = ConnSchedule::new(&kind, trace.as_ref(), rate, i, count, seed);
+        if let (Role::Load, Some(p)) = (role, &cfg.rate_profile) {
+            schedule = schedule.profiled(p.clone());
+        }
         let class = cfg.service.conn_class(&mut class_rng);
         per_thread[n % cfg.threads].push(ConnSetup {
             stream,
@@ -189,7 +192,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             zippy: zippy.as_ref(),
             sample_p,
             series_p,
-            interval_ns: cfg.hdr_log.as_ref().map(|_| 1_000_000_000),
+            interval_ns: interval_ns(cfg),
             stall: cfg.stall.map(|s| (s.every, s.pause)),
             seed: cfg.seed.wrapping_mul(31).wrapping_add(t as u64),
             rt_priority: cfg.rt_priority,
@@ -261,6 +264,14 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     Ok((result, cost))
 }
 
+/// Length of the per-interval series: `--interval-ms`, else 1 s with a
+/// rate profile or an HdrHistogram log.
+fn interval_ns(cfg: &LoadConfig) -> Option<u64> {
+    cfg.interval
+        .map(|d| d.as_nanos().max(1) as u64)
+        .or_else(|| (cfg.rate_profile.is_some() || cfg.hdr_log.is_some()).then_some(1_000_000_000))
+}
+
 fn progress_bar(cfg: &LoadConfig, total_ns: u64) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
     if !cfg.progress || !std::io::stderr().is_terminal() {
@@ -287,6 +298,7 @@ fn assemble(
     let mut raw: [Hist; 3] = Default::default();
     let mut lateness = Hist::new();
     let mut intervals: Vec<Hist> = Vec::new();
+    let mut intervals_sent: Vec<u64> = Vec::new();
     let mut errors = Errors::default();
     let (mut sent, mut recv_window, mut received, mut misses) = (0, 0, 0, 0);
     let (mut service_sum, mut service_n) = (0.0, 0);
@@ -310,6 +322,12 @@ fn assemble(
             }
             intervals[k].merge(h);
         }
+        for (k, &n) in o.intervals_sent.iter().enumerate() {
+            if intervals_sent.len() <= k {
+                intervals_sent.resize(k + 1, 0);
+            }
+            intervals_sent[k] += n;
+        }
         errors.missing += o.errors.missing;
         errors.duplicate += o.errors.duplicate;
         errors.out_of_order += o.errors.out_of_order;
@@ -331,10 +349,19 @@ fn assemble(
     let latency_series: Vec<f64> = series.iter().map(|&(_, l)| l as f64).collect();
     let lateness_p99_us = lateness.quantile_ci(0.99).1 as f64 / 1e3;
     let achieved_rps = recv_window as f64 / secs;
-    let expected = (cfg.rate * secs).max(1.0);
-    let poisson = cfg.schedule == ScheduleKind::Poisson;
+    // With a rate profile the target is its mean over the measured window,
+    // and the gaps are not those of a homogeneous Poisson process.
+    let target_rps = match &cfg.rate_profile {
+        Some(p) => {
+            let w = cfg.warmup.as_nanos() as u64;
+            cfg.rate * p.mean(w, w + cfg.duration.as_nanos() as u64)
+        }
+        None => cfg.rate,
+    };
+    let expected = (target_rps * secs).max(1.0);
+    let poisson = cfg.schedule == ScheduleKind::Poisson && cfg.rate_profile.is_none();
     let mut checks = checks::evaluate(&CheckInput {
-        target_rps: cfg.rate,
+        target_rps,
         achieved_rps,
         sent_rps: sent as f64 / secs,
         poisson_gaps: poisson.then_some(gaps),
@@ -362,6 +389,7 @@ fn assemble(
             .notes
             .push(format!("info: --cpus refused ({e}); ran unpinned"));
     }
+    let series_points = interval_points(cfg, &intervals, &intervals_sent, &mut checks.notes);
     if let Some(path) = &cfg.hdr_log {
         write_hdr_log(path, &intervals, window_start)
             .with_context(|| format!("--hdr-log {}", path.display()))?;
@@ -388,7 +416,7 @@ fn assemble(
             duration_s: secs,
             warmup_s: cfg.warmup.as_secs_f64(),
         },
-        target_rps: cfg.rate,
+        target_rps,
         achieved_rps,
         sent,
         received,
@@ -404,7 +432,54 @@ fn assemble(
             sys_s: cpu.1,
         },
         server_cpu: None,
+        intervals: series_points,
     })
+}
+
+/// The per-interval series, judged per interval: an interval whose replies
+/// (to requests scheduled in it) fall below 90% of its sends is noted.
+fn interval_points(
+    cfg: &LoadConfig,
+    lat: &[Hist],
+    sent: &[u64],
+    notes: &mut Vec<String>,
+) -> Vec<IntervalPoint> {
+    let Some(iv) = interval_ns(cfg) else {
+        return Vec::new();
+    };
+    let secs = iv as f64 / 1e9;
+    let n = (cfg.duration.as_nanos() as u64).div_ceil(iv) as usize;
+    let mut short = Vec::new();
+    let points: Vec<IntervalPoint> = (0..n)
+        .map(|k| {
+            let h = lat.get(k);
+            let done = h.map_or(0, |h| h.count());
+            let offered = sent.get(k).copied().unwrap_or(0);
+            if offered > 0 && (done as f64) < 0.9 * offered as f64 {
+                short.push(k);
+            }
+            let q = |p: f64| {
+                h.filter(|h| h.count() > 0)
+                    .map(|h| h.quantile_ci(p).1 as f64 / 1e3)
+            };
+            IntervalPoint {
+                start_s: k as f64 * secs,
+                offered_rps: offered as f64 / secs,
+                achieved_rps: done as f64 / secs,
+                p50_us: q(0.5),
+                p99_us: q(0.99),
+            }
+        })
+        .collect();
+    if !short.is_empty() {
+        notes.push(format!(
+            "info: {} of {} intervals got fewer than 90% of their replies (first at {:.1} s)",
+            short.len(),
+            n,
+            short[0] as f64 * secs
+        ));
+    }
+    points
 }
 
 fn write_hdr_log(

@@ -4,7 +4,11 @@
 //!   ([`schedule`]: Poisson, fixed rate, or a replayed trace); requests leave at
 //!   their scheduled time whether or not replies came back. Thousands of
 //!   non-blocking connections are spread over a few threads, each with its own
-//!   epoll instance ([`worker`]). Latency is measured from the *scheduled*
+//!   epoll instance ([`worker`]). A rate profile ([`profile`]: steps, a
+//!   diurnal ramp, on/off bursts) makes the offered rate change over the run
+//!   for every protocol; the offered rate, achieved rate and latency per
+//!   interval are then reported ([`skq_report::result::IntervalPoint`]).
+//!   Latency is measured from the *scheduled*
 //!   send time (no coordinated omission); latency from the actual send time is
 //!   reported beside it.
 //! * **Protocols** ([`protocol`]): skq RPC (`skq_proto::wire`), memcached text
@@ -37,6 +41,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod idle;
+pub mod profile;
 pub mod protocol;
 pub mod queueing;
 pub mod refserver;

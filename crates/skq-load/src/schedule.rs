@@ -130,6 +130,16 @@ pub enum ConnSchedule {
         /// Offset of the first send (ns).
         phase: f64,
     },
+    /// Another schedule run in operational time and warped to wall time
+    /// through a rate profile (`profile.rs`).
+    Profiled {
+        /// The schedule in operational time.
+        inner: Box<ConnSchedule>,
+        /// The profile.
+        profile: Arc<crate::profile::RateProfile>,
+        /// The previous send in operational time.
+        op: Option<u64>,
+    },
     /// Every `stride`-th offset of a shared trace starting at `index`.
     Trace {
         /// The trace.
@@ -170,10 +180,25 @@ impl ConnSchedule {
         }
     }
 
+    /// This schedule warped through `profile` (rate × the profile's
+    /// multiplier at each moment).
+    pub fn profiled(self, profile: Arc<crate::profile::RateProfile>) -> ConnSchedule {
+        ConnSchedule::Profiled {
+            inner: Box::new(self),
+            profile,
+            op: None,
+        }
+    }
+
     /// The next send time (ns, relative to the run's start) after `prev`
     /// (`None` for the first send).
     pub fn next(&mut self, prev: Option<u64>) -> u64 {
         match self {
+            ConnSchedule::Profiled { inner, profile, op } => {
+                let u = inner.next(*op);
+                *op = Some(u);
+                profile.warp(u)
+            }
             ConnSchedule::Poisson { exp, rng } => {
                 let base = prev.unwrap_or(0) as f64;
                 (base + exp.sample(rng)).round() as u64

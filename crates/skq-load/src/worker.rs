@@ -152,6 +152,8 @@ pub struct WorkerOut {
     pub lateness: Hist,
     /// Load-role latency per log interval.
     pub intervals: Vec<Hist>,
+    /// Load requests scheduled per log interval (measured window).
+    pub intervals_sent: Vec<u64>,
     /// Load requests sent in the measured window.
     pub sent_window: u64,
     /// Load replies received in the measured window.
@@ -445,6 +447,13 @@ impl<'a> Worker<'a> {
         if !c.dirty {
             c.dirty = true;
             self.dirty.push(ci as u32);
+        }
+        if let (true, Some(iv)) = (load && self.measured(sched), self.p.interval_ns) {
+            let k = ((sched - self.p.warm_end) / iv) as usize;
+            if self.out.intervals_sent.len() <= k {
+                self.out.intervals_sent.resize(k + 1, 0);
+            }
+            self.out.intervals_sent[k] += 1;
         }
         // Scheduled gaps in schedule order (writes are grouped per
         // connection, so stamping order is not schedule order).

@@ -97,6 +97,12 @@ pub struct SchedOptions {
     /// another worker, so large batches trade tail latency (head-of-line
     /// blocking) for fewer waits.
     pub batch: usize,
+    /// Elastic worker count (skq driver): fewest active workers; `None`
+    /// keeps all `workers` active. With it, a resource manager parks and
+    /// wakes workers between this and `workers` once per statistics period.
+    pub min_workers: Option<usize>,
+    /// The resource manager's statistics period (µs; default 20,000).
+    pub elastic_period_us: Option<u64>,
 }
 
 impl Default for SchedOptions {
@@ -109,6 +115,8 @@ impl Default for SchedOptions {
             rtfreq: None,
             penalty_ns: None,
             batch: 1,
+            min_workers: None,
+            elastic_period_us: None,
         }
     }
 }
@@ -177,6 +185,23 @@ impl ServerConfig {
         if self.driver == Driver::Skq {
             self.core_config().map_err(|e| e.to_string())?;
         }
+        if let Some(m) = self.sched.min_workers {
+            if !(1..=self.workers).contains(&m) {
+                return Err(format!(
+                    "--min-workers {m} is out of range: allowed 1..={} (--workers)",
+                    self.workers
+                ));
+            }
+            if self.driver != Driver::Skq {
+                return Err(format!(
+                    "--min-workers needs an skq mode; {} has a fixed worker count",
+                    self.driver
+                ));
+            }
+        }
+        if self.sched.elastic_period_us == Some(0) {
+            return Err("--elastic-period-us 0 is out of range: allowed 1..".into());
+        }
         Ok(())
     }
 
@@ -205,6 +230,16 @@ impl ServerConfig {
         c.capacity = self.max_conns + 1;
         c.validate()?;
         Ok(c)
+    }
+
+    /// The resource manager's settings, when the worker count is elastic.
+    pub fn elastic_config(&self) -> Option<skq_core::ElasticConfig> {
+        let min = self.sched.min_workers?;
+        let mut e = skq_core::ElasticConfig::new(min, self.workers);
+        if let Some(us) = self.sched.elastic_period_us {
+            e.period_ns = us.saturating_mul(1_000);
+        }
+        Some(e)
     }
 
     /// The mode reported in statistics: the skq mode's canonical name, or the driver's.

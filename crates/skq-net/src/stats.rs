@@ -204,6 +204,14 @@ pub struct SchedulerStats {
     /// Events whose connection another worker was still handling: a source
     /// delivered to two workers at once. Must be 0.
     pub ownership_violations: u64,
+    /// Workers live in the core at the snapshot (elastic worker count:
+    /// neither parked nor exited).
+    pub live_workers: usize,
+    /// Elastic worker count: every decision of the resource manager as
+    /// (ms since the server started, measured demand in busy workers,
+    /// active workers decided); empty with a fixed worker count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub elastic: Vec<(f64, f64, usize)>,
 }
 
 /// Memory a server holds for its connections (user space; the kernel's

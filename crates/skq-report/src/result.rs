@@ -174,4 +174,24 @@ pub struct PointResult {
     pub client_cpu: CpuTime,
     /// Server CPU time, when the harness measured it.
     pub server_cpu: Option<CpuTime>,
+    /// Offered rate, achieved rate and latency per interval of the measured
+    /// window (with a rate profile or `--interval-ms`; else empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalPoint>,
+}
+
+/// One interval of a point's time series. Requests belong to the interval
+/// in which they were scheduled.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalPoint {
+    /// Start of the interval, seconds from the start of the measured window.
+    pub start_s: f64,
+    /// Requests scheduled in the interval, per second.
+    pub offered_rps: f64,
+    /// Of those, replies received (whenever), per second.
+    pub achieved_rps: f64,
+    /// Median latency from the scheduled send time (µs); None without replies.
+    pub p50_us: Option<f64>,
+    /// p99 latency (µs); None without replies.
+    pub p99_us: Option<f64>,
 }

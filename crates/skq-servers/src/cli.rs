@@ -59,6 +59,20 @@ pub struct RpcArgs {
     /// stealable (best tail latency), larger values save waits.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub batch: u16,
+    /// Elastic worker count (skq modes): fewest active workers. A resource
+    /// manager parks and wakes workers between this and --workers once per
+    /// statistics period, following the measured load. Unset: all workers
+    /// stay active.
+    #[arg(long)]
+    pub min_workers: Option<usize>,
+    /// The resource manager's statistics period in µs (default 20000).
+    #[arg(long)]
+    pub elastic_period_us: Option<u64>,
+    /// Cooperative checkpoints (skq modes): a request's service loop calls
+    /// the runtime's checkpoint every this many µs, handing the worker's
+    /// queued events to others while it works. Unset: no checkpoints.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub checkpoint_us: Option<u64>,
     /// Most connections served at once.
     #[arg(long, default_value_t = 65_536)]
     pub max_conns: usize,
@@ -89,7 +103,10 @@ impl RpcArgs {
                 rtfreq: self.rtfreq,
                 penalty_ns: self.penalty_ns,
                 batch: self.batch as usize,
+                min_workers: self.min_workers,
+                elastic_period_us: self.elastic_period_us,
             },
+            checkpoint_us: self.checkpoint_us,
             service: self.service,
             pin: self.pin,
             max_conns: self.max_conns,

@@ -21,6 +21,9 @@ use crate::service::ServiceMode;
 pub struct RpcProtocol {
     /// How service is delivered.
     pub service: ServiceMode,
+    /// Call `skq_rt::checkpoint` every this many ns of a request's service
+    /// (0: never). Off skq worker threads the call does nothing.
+    pub checkpoint_ns: u64,
 }
 
 /// Per-connection state.
@@ -61,7 +64,14 @@ impl Protocol for RpcProtocol {
                     s.high_seen = true;
                     cx.raise_priority();
                 }
-                let delivered = self.service.serve(req.service_ns);
+                let delivered = if self.checkpoint_ns == 0 {
+                    self.service.serve(req.service_ns)
+                } else {
+                    self.service
+                        .serve_checkpointed(req.service_ns, self.checkpoint_ns, || {
+                            skq_rt::checkpoint();
+                        })
+                };
                 req.reply(delivered).encode(out);
                 cx.record_service(u64::from(delivered));
                 Served::Request {
@@ -164,6 +174,7 @@ mod tests {
 
     const PROTO: RpcProtocol = RpcProtocol {
         service: ServiceMode::Spin,
+        checkpoint_ns: 0,
     };
 
     fn drive(conn: &mut Conn<RpcSession>, s: &mut Mock) -> Outcome {

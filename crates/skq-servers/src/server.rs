@@ -33,6 +33,8 @@ pub struct RpcConfig {
     pub pin: bool,
     /// Most connections served at once; more are accepted and closed at once.
     pub max_conns: usize,
+    /// Checkpoint interval inside a request's service (µs); `None`: none.
+    pub checkpoint_us: Option<u64>,
 }
 
 impl RpcConfig {
@@ -46,6 +48,7 @@ impl RpcConfig {
             service: ServiceMode::Emulate,
             pin: false,
             max_conns: 65_536,
+            checkpoint_us: None,
         }
     }
 
@@ -83,6 +86,7 @@ impl RpcServer {
     pub fn start(cfg: RpcConfig) -> io::Result<RpcServerHandle> {
         let proto = Arc::new(RpcProtocol {
             service: cfg.service,
+            checkpoint_ns: cfg.checkpoint_us.map_or(0, |us| us.saturating_mul(1_000)),
         });
         Server::start(&cfg.server_config(), proto)
     }

@@ -85,6 +85,47 @@ impl ServiceMode {
         let delivered = cpu::monotonic_ns() - start;
         u32::try_from(delivered).unwrap_or(u32::MAX)
     }
+
+    /// Like [`Self::serve`], calling `checkpoint` once `every_ns` have
+    /// passed since the start or the end of the previous call, never at the
+    /// start or after the deadline: spinning checks the clock each
+    /// turn; emulation sleeps to the next checkpoint or the deadline,
+    /// whichever is first. Returns the nanoseconds delivered.
+    pub fn serve_checkpointed(
+        self,
+        service_ns: u32,
+        every_ns: u64,
+        mut checkpoint: impl FnMut(),
+    ) -> u32 {
+        let start = cpu::monotonic_ns();
+        if service_ns == 0 {
+            return 0;
+        }
+        let deadline = start + u64::from(service_ns);
+        let every = every_ns.max(1);
+        let mut next = start + every;
+        loop {
+            let now = match self {
+                ServiceMode::Spin => {
+                    std::hint::spin_loop();
+                    cpu::monotonic_ns()
+                }
+                ServiceMode::Emulate => {
+                    cpu::sleep_until(next.min(deadline));
+                    cpu::monotonic_ns()
+                }
+            };
+            if now >= deadline {
+                break;
+            }
+            if now >= next {
+                checkpoint();
+                next = cpu::monotonic_ns() + every;
+            }
+        }
+        let delivered = cpu::monotonic_ns() - start;
+        u32::try_from(delivered).unwrap_or(u32::MAX)
+    }
 }
 
 #[cfg(test)]
@@ -96,8 +137,36 @@ mod tests {
         for mode in [ServiceMode::Spin, ServiceMode::Emulate] {
             mode.prepare_thread();
             assert_eq!(mode.serve(0), 0);
+            assert_eq!(
+                mode.serve_checkpointed(0, 10, || panic!("no service, no call")),
+                0
+            );
             for ns in [1, 1_000, 30_000, 200_000] {
                 assert!(mode.serve(ns) >= ns, "{mode} {ns}");
+            }
+        }
+    }
+
+    #[test]
+    fn checkpoints_fall_inside_the_service_and_are_spaced() {
+        for mode in [ServiceMode::Spin, ServiceMode::Emulate] {
+            mode.prepare_thread();
+            let (service, every) = (20_000_000u32, 1_000_000u64);
+            let mut calls = Vec::new();
+            let start = cpu::monotonic_ns();
+            let got = mode.serve_checkpointed(service, every, || calls.push(cpu::monotonic_ns()));
+            assert!(got >= service, "{mode}");
+            // Each call at least `every` after the previous (or the start)
+            // and before the deadline: at most 19 of them.
+            assert!(
+                !calls.is_empty() && calls.len() < 20,
+                "{mode}: {}",
+                calls.len()
+            );
+            let mut prev = start;
+            for &t in &calls {
+                assert!(t >= prev + every && t < start + u64::from(service));
+                prev = t;
             }
         }
     }

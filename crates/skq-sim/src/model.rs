@@ -177,5 +177,6 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         },
         client_cpu: Default::default(),
         server_cpu: None,
+        intervals: Vec::new(),
     }
 }

@@ -70,6 +70,9 @@ pub(crate) struct SkqDriver<P: Protocol> {
     listener_id: SourceId,
     threads: Vec<JoinHandle<()>>,
     local_addr: SocketAddr,
+    /// The resource manager thread (elastic worker count).
+    manager: Option<JoinHandle<()>>,
+    started_ns: u64,
 }
 
 pub(crate) fn start<P: Protocol>(
@@ -104,12 +107,19 @@ pub(crate) fn start<P: Protocol>(
         Table::<Entry<P::Session>>::slot_bytes() + Skq::bytes_per_source(),
         Ordering::Relaxed,
     );
+    let started_ns = skq_sys::cpu::monotonic_ns();
     let threads = spawn_workers(cfg.workers, "skq", &shared, worker_main)?;
+    let manager = match cfg.elastic_config() {
+        Some(e) => Some(skq_rt::spawn_resource_manager(&shared.skq, e)?),
+        None => None,
+    };
     Ok(SkqDriver {
         shared,
         listener_id,
         threads,
         local_addr,
+        manager,
+        started_ns,
     })
 }
 
@@ -126,6 +136,16 @@ impl<P: Protocol> SkqDriver<P> {
             imbalance: s.skq.imbalance(),
             accept_races: s.accept_races.load(Ordering::Relaxed),
             ownership_violations: s.ownership_violations.load(Ordering::Relaxed),
+            live_workers: s.skq.live_workers(),
+            elastic: s
+                .skq
+                .elastic_history()
+                .iter()
+                .map(|d| {
+                    let ms = d.at.saturating_sub(self.started_ns) as f64 / 1e6;
+                    (ms, d.demand, d.active)
+                })
+                .collect(),
         };
         s.common
             .snapshot(Some(sched), s.table.memory_bytes() + s.skq.table_bytes())
@@ -156,6 +176,11 @@ impl<P: Protocol> Running for SkqDriver<P> {
         let s = &self.shared;
         s.skq.shutdown();
         let mut me = *self;
+        if let Some(m) = me.manager.take() {
+            if m.join().is_err() {
+                eprintln!("warning: the resource manager panicked");
+            }
+        }
         for t in std::mem::take(&mut me.threads) {
             if t.join().is_err() {
                 eprintln!("warning: a worker panicked");
