@@ -224,7 +224,10 @@ pub struct ElasticConfig {
 
 impl ElasticConfig {
     /// Between `min` and `max` workers, 20 ms periods, 75 % target busy
-    /// fraction, saturation at 90 %, shrink after 2 periods.
+    /// fraction, saturation at 90 %, shrink after 5 periods (100 ms) in a
+    /// row ask for fewer, to as many as the busiest of them needed: short
+    /// periods measure few requests at low load, and one noisy low period
+    /// must not take away a worker the load still needs.
     pub fn new(min: usize, max: usize) -> ElasticConfig {
         ElasticConfig {
             min,
@@ -232,7 +235,7 @@ impl ElasticConfig {
             period_ns: 20_000_000,
             target_util: 0.75,
             surge_util: 0.9,
-            shrink_periods: 2,
+            shrink_periods: 5,
         }
     }
 

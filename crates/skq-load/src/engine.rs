@@ -260,6 +260,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             (cpu1.1 - cpu0.1) as f64 * 1e-9,
         ),
         window_start,
+        start,
     )?;
     Ok((result, cost))
 }
@@ -293,6 +294,7 @@ fn assemble(
     outs: Vec<WorkerOut>,
     cpu: (f64, f64),
     window_start: SystemTime,
+    schedule_start: u64,
 ) -> anyhow::Result<PointResult> {
     let mut lat: [Hist; 3] = Default::default();
     let mut raw: [Hist; 3] = Default::default();
@@ -433,6 +435,7 @@ fn assemble(
         },
         server_cpu: None,
         intervals: series_points,
+        schedule_start_ns: Some(schedule_start),
     })
 }
 

@@ -212,6 +212,9 @@ pub struct SchedulerStats {
     /// active workers decided); empty with a fixed worker count.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub elastic: Vec<(f64, f64, usize)>,
+    /// CLOCK_MONOTONIC time (ns) the server started at (the origin of
+    /// `elastic`'s times).
+    pub started_ns: u64,
 }
 
 /// Memory a server holds for its connections (user space; the kernel's

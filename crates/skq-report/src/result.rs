@@ -178,6 +178,11 @@ pub struct PointResult {
     /// window (with a rate profile or `--interval-ms`; else empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<IntervalPoint>,
+    /// CLOCK_MONOTONIC time (ns) at which the send schedule (and a rate
+    /// profile) started, warm-up included: lines the series up with a
+    /// server's own timeline on the same machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_start_ns: Option<u64>,
 }
 
 /// One interval of a point's time series. Requests belong to the interval

@@ -178,5 +178,6 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         client_cpu: Default::default(),
         server_cpu: None,
         intervals: Vec::new(),
+        schedule_start_ns: None,
     }
 }

@@ -137,6 +137,7 @@ impl<P: Protocol> SkqDriver<P> {
             accept_races: s.accept_races.load(Ordering::Relaxed),
             ownership_violations: s.ownership_violations.load(Ordering::Relaxed),
             live_workers: s.skq.live_workers(),
+            started_ns: self.started_ns,
             elastic: s
                 .skq
                 .elastic_history()
