@@ -12,7 +12,8 @@
 //!   driver calls [`ResourceManager::tick`] with the time and the summed busy
 //!   time of all workers; once per statistics period it compares demand (busy
 //!   time per elapsed time, in workers) with the active count: it grows at
-//!   once (to every worker when the active ones are saturated), and shrinks
+//!   once (to every worker when the active ones are saturated with a
+//!   backlog queued), and shrinks
 //!   only after `shrink_periods` periods in a row asked for fewer. It never
 //!   goes below `min` or above `max`. Workers `0..active` are the active
 //!   ones, so the same workers (and CPUs) stay in use.
@@ -312,10 +313,16 @@ impl ResourceManager {
         self.active
     }
 
-    /// Feeds the time and the busy time summed over all workers since the
-    /// start (any monotonic counter, e.g. the sum of `WorkerStats::busy_ns`).
-    /// Returns a decision once a period has passed since the last one.
-    pub fn tick(&mut self, now: Nanos, busy_ns: u64) -> Option<Decision> {
+    /// Feeds the time, the busy time summed over all workers since the start
+    /// (any monotonic counter, e.g. the sum of `WorkerStats::busy_ns`) and
+    /// the events queued now. Returns a decision once a period has passed
+    /// since the last one. Saturation (busy fraction at or above
+    /// `surge_util`) with a backlog (at least one queued event per active
+    /// worker) grows to `max` at once: the busy time of saturated workers
+    /// no longer shows how much more is wanted. Saturation without a backlog
+    /// is a burst the active workers absorbed: it only asks for
+    /// demand / `target_util` workers like any other period.
+    pub fn tick(&mut self, now: Nanos, busy_ns: u64, queued: usize) -> Option<Decision> {
         let Some((t0, b0)) = self.last else {
             self.last = Some((now, busy_ns));
             return None;
@@ -328,7 +335,7 @@ impl ResourceManager {
         let util = demand / self.active as f64;
         let mut want =
             ((demand / self.cfg.target_util).ceil() as usize).clamp(self.cfg.min, self.cfg.max);
-        if util >= self.cfg.surge_util {
+        if util >= self.cfg.surge_util && queued >= self.active {
             want = self.cfg.max;
         }
         if want > self.active {

@@ -106,8 +106,10 @@ pub fn spawn_resource_manager(skq: &Arc<Skq>, cfg: ElasticConfig) -> io::Result<
             let period = Duration::from_nanos(rm.config().period_ns);
             skq.set_active(rm.active());
             loop {
-                let busy: u64 = skq.core.stats().iter().map(|w| w.busy_ns).sum();
-                if let Some(d) = rm.tick(monotonic_ns(), busy) {
+                let stats = skq.core.stats();
+                let busy: u64 = stats.iter().map(|w| w.busy_ns).sum();
+                let queued: usize = stats.iter().map(|w| w.queued).sum();
+                if let Some(d) = rm.tick(monotonic_ns(), busy, queued) {
                     if d.active != skq.active_target() {
                         skq.set_active(d.active);
                     }

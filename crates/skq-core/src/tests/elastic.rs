@@ -108,8 +108,10 @@ impl Model {
                 }
             }
         }
-        let busy: u64 = self.s.stats().iter().map(|w| w.busy_ns).sum();
-        if self.rm.tick(now, busy).is_some() {
+        let stats = self.s.stats();
+        let busy: u64 = stats.iter().map(|w| w.busy_ns).sum();
+        let queued: usize = stats.iter().map(|w| w.queued).sum();
+        if self.rm.tick(now, busy, queued).is_some() {
             self.history.push((t, self.rm.active()));
             self.apply(now);
         }
@@ -302,4 +304,38 @@ fn checkpoint_moves_queued_events_and_keeps_the_source_in_hand() {
     assert!(toks.contains(&9));
     let total: usize = (0..3).map(|w| s.queued(w)).sum::<usize>() + n;
     assert_eq!(total, 2, "pinned + redelivery of the in-hand source");
+}
+
+#[test]
+fn saturation_grows_to_max_only_with_a_backlog() {
+    let mut c = ElasticConfig::new(1, 8);
+    c.period_ns = 1_000;
+    let mut rm = ResourceManager::new(c).unwrap();
+    let mut busy = 0;
+    let mut t = 0;
+    let mut tick = |rm: &mut ResourceManager, workers_busy: f64, queued: usize| {
+        t += 1_000;
+        busy += (workers_busy * 1_000.0) as u64;
+        rm.tick(t, busy, queued)
+    };
+    assert!(
+        tick(&mut rm, 0.0, 0).is_none(),
+        "the first call only starts a period"
+    );
+    for _ in 0..5 {
+        tick(&mut rm, 0.5, 0);
+    }
+    assert_eq!(rm.active(), 1, "half a worker busy needs one");
+    // One worker fully busy, nothing queued: a burst it absorbed.
+    let d = tick(&mut rm, 1.0, 0).unwrap();
+    assert_eq!((d.active, d.demand), (2, 1.0), "ceil(1 / 0.75) workers");
+    // Saturated with a backlog: straight to the maximum.
+    let d = tick(&mut rm, 2.0, 5).unwrap();
+    assert_eq!(d.active, 8);
+    // Demand known again: four periods of 3 busy workers keep 8 ...
+    for _ in 0..4 {
+        assert_eq!(tick(&mut rm, 3.0, 0).unwrap().active, 8);
+    }
+    // ... the fifth shrinks to what the busiest of them needed.
+    assert_eq!(tick(&mut rm, 2.0, 0).unwrap().active, 4);
 }
