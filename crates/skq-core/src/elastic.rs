@@ -196,6 +196,14 @@ impl Scheduler {
         Some(if eb < ea { b } else { a })
     }
 
+    /// Events queued on all queues now (relaxed reads).
+    pub fn queued_total(&self) -> usize {
+        self.queues
+            .iter()
+            .map(|q| q.len.load(Ordering::Relaxed) as usize)
+            .sum()
+    }
+
     /// Whether `id` sits on a queue now (for tests and introspection).
     pub fn is_queued(&self, id: SourceId) -> bool {
         self.slots
@@ -221,6 +229,11 @@ pub struct ElasticConfig {
     pub surge_util: f64,
     /// Periods in a row that must ask for fewer workers before shrinking.
     pub shrink_periods: u32,
+    /// Between periods, a backlog of this many queued events per active
+    /// worker grows to `max` at once ([`ResourceManager::backlog`]); 0: off.
+    pub backlog_per_worker: usize,
+    /// How often the driver should look at the backlog (ns).
+    pub backlog_check_ns: Nanos,
 }
 
 impl ElasticConfig {
@@ -237,6 +250,8 @@ impl ElasticConfig {
             target_util: 0.75,
             surge_util: 0.9,
             shrink_periods: 5,
+            backlog_per_worker: 4,
+            backlog_check_ns: 2_000_000,
         }
     }
 
@@ -272,7 +287,8 @@ impl ElasticConfig {
 pub struct Decision {
     /// End of the period (driver's clock).
     pub at: Nanos,
-    /// Demand measured over the period, in busy workers.
+    /// Demand measured over the period, in busy workers (NaN for a growth
+    /// between periods on a backlog, [`ResourceManager::backlog`]).
     pub demand: f64,
     /// Active workers decided for the next period.
     pub active: usize,
@@ -311,6 +327,21 @@ impl ResourceManager {
     /// Workers that should be active now (workers `0..active`).
     pub fn active(&self) -> usize {
         self.active
+    }
+
+    /// Between periods: with `queued` events waiting and at least
+    /// `backlog_per_worker` of them per active worker, grows to `max` at once
+    /// and returns the new count (a load step must not wait for the period
+    /// to end: every request that arrives meanwhile queues). The next
+    /// period's measurement then says how many are needed.
+    pub fn backlog(&mut self, queued: usize) -> Option<usize> {
+        let per = self.cfg.backlog_per_worker;
+        if per == 0 || self.active >= self.cfg.max || queued < per * self.active {
+            return None;
+        }
+        self.active = self.cfg.max;
+        self.low_streak = 0;
+        Some(self.active)
     }
 
     /// Feeds the time, the busy time summed over all workers since the start

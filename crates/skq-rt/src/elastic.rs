@@ -103,9 +103,29 @@ pub fn spawn_resource_manager(skq: &Arc<Skq>, cfg: ElasticConfig) -> io::Result<
     std::thread::Builder::new()
         .name("skq-elastic".into())
         .spawn(move || {
-            let period = Duration::from_nanos(rm.config().period_ns);
+            let period = rm.config().period_ns;
+            let check = rm.config().backlog_check_ns.clamp(1, period);
             skq.set_active(rm.active());
+            let mut next_period = monotonic_ns() + period;
             loop {
+                // Between periods, only the backlog: a few relaxed loads.
+                while monotonic_ns() < next_period && !skq.is_shutdown() {
+                    std::thread::sleep(Duration::from_nanos(check));
+                    let queued = skq.core.queued_total();
+                    if let Some(a) = rm.backlog(queued) {
+                        skq.set_active(a);
+                        let d = Decision {
+                            at: monotonic_ns(),
+                            demand: f64::NAN,
+                            active: a,
+                        };
+                        skq.elastic_log
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(d);
+                    }
+                }
+                next_period += period;
                 let stats = skq.core.stats();
                 let busy: u64 = stats.iter().map(|w| w.busy_ns).sum();
                 let queued: usize = stats.iter().map(|w| w.queued).sum();
@@ -121,7 +141,6 @@ pub fn spawn_resource_manager(skq: &Arc<Skq>, cfg: ElasticConfig) -> io::Result<
                 if skq.is_shutdown() {
                     return;
                 }
-                std::thread::sleep(period);
             }
         })
 }

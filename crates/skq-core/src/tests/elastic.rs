@@ -339,3 +339,25 @@ fn saturation_grows_to_max_only_with_a_backlog() {
     // ... the fifth shrinks to what the busiest of them needed.
     assert_eq!(tick(&mut rm, 2.0, 0).unwrap().active, 4);
 }
+
+#[test]
+fn a_backlog_between_periods_grows_to_max_at_once() {
+    let mut c = ElasticConfig::new(2, 8);
+    c.period_ns = 1_000;
+    let mut rm = ResourceManager::new(c).unwrap();
+    rm.tick(0, 0, 0);
+    for i in 1..=5 {
+        rm.tick(i * 1_000, 0, 0);
+    }
+    assert_eq!(rm.active(), 2);
+    assert_eq!(rm.backlog(7), None, "under 4 per active worker");
+    assert_eq!(rm.backlog(8), Some(8));
+    assert_eq!(rm.backlog(100), None, "already at the maximum");
+    let mut off = ElasticConfig::new(1, 8);
+    off.backlog_per_worker = 0;
+    let mut rm = ResourceManager::new(off).unwrap();
+    for i in 0..=6 {
+        rm.tick(i * 20_000_000, 0, 0);
+    }
+    assert_eq!(rm.backlog(1_000), None);
+}
