@@ -229,6 +229,9 @@ pub struct ElasticConfig {
     pub surge_util: f64,
     /// Periods in a row that must ask for fewer workers before shrinking.
     pub shrink_periods: u32,
+    /// Shrinking aims at this busy fraction (below `target_util`: the gap is
+    /// a hysteresis band, so a demand near a boundary does not flap).
+    pub shrink_util: f64,
     /// Between periods, a backlog of this many queued events per active
     /// worker grows to `max` at once ([`ResourceManager::backlog`]); 0: off.
     pub backlog_per_worker: usize,
@@ -238,7 +241,8 @@ pub struct ElasticConfig {
 
 impl ElasticConfig {
     /// Between `min` and `max` workers, 20 ms periods, 75 % target busy
-    /// fraction, saturation at 90 %, shrink after 5 periods (100 ms) in a
+    /// fraction (60 % when shrinking), saturation at 90 %, shrink after 5
+    /// periods (100 ms) in a
     /// row ask for fewer, to as many as the busiest of them needed: short
     /// periods measure few requests at low load, and one noisy low period
     /// must not take away a worker the load still needs.
@@ -250,6 +254,7 @@ impl ElasticConfig {
             target_util: 0.75,
             surge_util: 0.9,
             shrink_periods: 5,
+            shrink_util: 0.6,
             backlog_per_worker: 4,
             backlog_check_ns: 2_000_000,
         }
@@ -275,8 +280,12 @@ impl ElasticConfig {
         }
         if !(self.target_util > 0.0 && self.target_util <= 1.0)
             || !(self.surge_util > 0.0 && self.surge_util <= 1.0)
+            || !(self.shrink_util > 0.0 && self.shrink_util <= self.target_util)
         {
-            return bad("elastic workers: utilisations must be in (0, 1]".into());
+            return bad(
+                "elastic workers: utilisations must be in (0, 1], shrink_util <= target_util"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -364,10 +373,14 @@ impl ResourceManager {
         self.last = Some((now, busy_ns));
         let demand = busy_ns.saturating_sub(b0) as f64 / (now - t0) as f64;
         let util = demand / self.active as f64;
-        let mut want =
-            ((demand / self.cfg.target_util).ceil() as usize).clamp(self.cfg.min, self.cfg.max);
+        let clamp = |x: f64| (x.ceil() as usize).clamp(self.cfg.min, self.cfg.max);
+        let mut want = clamp(demand / self.cfg.target_util);
         if util >= self.cfg.surge_util && queued >= self.active {
             want = self.cfg.max;
+        }
+        if want < self.active {
+            // Inside the hysteresis band: keep what we have.
+            want = clamp(demand / self.cfg.shrink_util).min(self.active);
         }
         if want > self.active {
             self.active = want;

@@ -336,8 +336,9 @@ fn saturation_grows_to_max_only_with_a_backlog() {
     for _ in 0..4 {
         assert_eq!(tick(&mut rm, 3.0, 0).unwrap().active, 8);
     }
-    // ... the fifth shrinks to what the busiest of them needed.
-    assert_eq!(tick(&mut rm, 2.0, 0).unwrap().active, 4);
+    // ... the fifth shrinks to what the busiest of them needs at the
+    // shrinking busy fraction: ceil(3 / 0.6).
+    assert_eq!(tick(&mut rm, 2.0, 0).unwrap().active, 5);
 }
 
 #[test]
