@@ -210,14 +210,17 @@ def step(args):
 def checkpoint(args):
     cap = args.workers * 1e6 / args.mean_us
     slo = args.slo_factor * args.mean_us
-    variants = [("no-checkpoints", []), (f"checkpoint-{args.checkpoint_us}us",
-                                         ["--checkpoint-us", str(args.checkpoint_us)])]
+    variants = []
+    for mode in args.modes:
+        variants.append((f"{mode} no-checkpoints", mode, []))
+        variants.append((f"{mode} checkpoint-{args.checkpoint_us}us", mode,
+                         ["--checkpoint-us", str(args.checkpoint_us)]))
     rows = []
     for run in range(args.runs):
-        for name, extra in variants:
+        for name, mode, extra in variants:
             for load in args.loads:
-                tag = f"{args.out}/ckpt-{name}-{load}-r{run}"
-                port, proc = start_server(args, args.mode, extra, tag + "-server.json", 120)
+                tag = f"{args.out}/ckpt-{name.replace(' ', '-')}-{load}-r{run}"
+                port, proc = start_server(args, mode, extra, tag + "-server.json", 120)
                 r = run_load(port, cap * load, tag + "-load.json", [
                     "--mean-us", str(args.mean_us), "--workload", "bimodal-2",
                     "--connections", str(args.connections), "--warmup", "0.5",
@@ -233,18 +236,18 @@ def checkpoint(args):
     with open(f"{args.out}/checkpoint-summary.json", "w") as f:
         json.dump(rows, f, indent=1)
     print()
-    print(f"bimodal-2 (99.9% 0.5 S, 0.1% 500.5 S; S = {args.mean_us} us), mode {args.mode}, "
-          f"{args.workers} workers, emulated service, SLO {slo:.0f} us, cores seen "
-          f"{os.cpu_count()}, shared machine")
+    print(f"bimodal-2 (99.9% 0.5 S, 0.1% 500.5 S; S = {args.mean_us} us), "
+          f"{args.workers} workers, {args.connections} connections, emulated service, "
+          f"SLO {slo:.0f} us, cores seen {os.cpu_count()}, shared machine")
     for run in range(args.runs):
-        for name, _ in variants:
+        for name, _, _ in variants:
             pts = [x for x in rows if x["variant"] == name and x["run"] == run]
             best = 0.0
             for x in sorted(pts, key=lambda x: x["load"]):
                 if not x["ok"]:
                     break
                 best = x["load"]
-            print(f"run {run} {name:<22} max load at SLO {best:.2f} "
+            print(f"run {run} {name:<32} max load at SLO {best:.2f} "
                   f"({best * cap:.0f} req/s); p99 by load: "
                   + ", ".join(f"{x['load']}: {x['p99_us']:.0f}" for x in pts))
 
@@ -257,7 +260,8 @@ def main():
     ap.add_argument("--mean-us", type=float, default=1000.0)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--step-s", type=float, default=4.0)
-    ap.add_argument("--mode", default="hybrid", help="checkpoint experiment's skq mode")
+    ap.add_argument("--modes", nargs="+", default=["hybrid-steal", "hybrid"],
+                    help="checkpoint experiment's skq modes")
     ap.add_argument("--checkpoint-us", type=int, default=50)
     ap.add_argument("--loads", type=float, nargs="+", default=[0.3, 0.5, 0.6, 0.7, 0.8])
     ap.add_argument("--point-s", type=float, default=3.0)
