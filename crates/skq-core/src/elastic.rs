@@ -278,10 +278,12 @@ impl ElasticConfig {
         if self.period_ns == 0 {
             return bad("elastic workers: the period must be positive".into());
         }
-        if !(self.target_util > 0.0 && self.target_util <= 1.0)
-            || !(self.surge_util > 0.0 && self.surge_util <= 1.0)
-            || !(self.shrink_util > 0.0 && self.shrink_util <= self.target_util)
-        {
+        let unit = |x: f64| x > 0.0 && x <= 1.0;
+        let ok = unit(self.target_util)
+            && unit(self.surge_util)
+            && unit(self.shrink_util)
+            && self.shrink_util <= self.target_util;
+        if !ok {
             return bad(
                 "elastic workers: utilisations must be in (0, 1], shrink_util <= target_util"
                     .into(),

@@ -211,8 +211,8 @@ fn parking_moves_queued_work_and_unpins_as_exit_does() {
     // Both are delivered by the live workers, once each.
     let mut ev = Vec::new();
     let mut got = Vec::new();
-    for w in 0..2 {
-        s.wait(&mut ctxs[w], 20, &mut ev, 8);
+    for c in &mut ctxs[..2] {
+        s.wait(c, 20, &mut ev, 8);
         got.extend(ev.iter().map(|e| e.token));
     }
     got.sort();
@@ -288,9 +288,9 @@ fn checkpoint_moves_queued_events_and_keeps_the_source_in_hand() {
     assert_eq!(ctxs[0].in_flight(), &[in_hand]);
     // The others deliver the moved events; none of them gets the source in hand.
     let mut got = Vec::new();
-    for w in 1..3 {
-        s.unpark(&ctxs[w]);
-        s.wait(&mut ctxs[w], 4, &mut ev, 8);
+    for c in &mut ctxs[1..3] {
+        s.unpark(c);
+        s.wait(c, 4, &mut ev, 8);
         assert!(ev.iter().all(|e| e.source != in_hand));
         got.extend(ev.iter().map(|e| e.source));
     }
