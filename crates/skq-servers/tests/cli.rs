@@ -51,7 +51,9 @@ fn stops_by_itself_and_writes_stats() {
 
 #[test]
 fn bad_values_fail_with_one_line_naming_the_option() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
+        (&["--workers", "2", "--min-workers", "3"], "--min-workers"),
+        (&["--mode", "tokio", "--min-workers", "1"], "--min-workers"),
         (&["--mode", "fastest"], "--mode"),
         (&["--mode", "shared+steal"], "--mode"),
         (&["--workers", "0"], "--workers"),
