@@ -41,7 +41,8 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod idle;
-pub mod profile;
+/// Rate profiles live in `skq-proto` (the simulator uses them too).
+pub use skq_proto::profile;
 pub mod protocol;
 pub mod queueing;
 pub mod refserver;

@@ -5,6 +5,8 @@
 //! * [`workload`]: the service-time catalogue of BRIEF §9 (fixed, exponential,
 //!   bimodal-1/2, gis, skewed-mix, uniform-10/20), sampled identically by the
 //!   load generator (to encode requested service times) and by the simulator.
+//! * [`profile`]: rate profiles (steps, diurnal, bursts) that warp an arrival
+//!   process, used by `skq load --rate-profile` and by the simulator.
 //!
 //! Pure functions and plain data: no I/O, no clock, no shared state, so the
 //! server, the generator and the simulator can never disagree on a frame or
@@ -12,5 +14,6 @@
 #![deny(missing_docs)]
 
 pub mod db;
+pub mod profile;
 pub mod wire;
 pub mod workload;

@@ -196,6 +196,8 @@ impl SimArgs {
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--harvest: {e}"))?,
             machine: self.machine()?,
+            elastic: None,
+            rate_profile: None,
         })
     }
 

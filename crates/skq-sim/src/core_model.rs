@@ -35,6 +35,14 @@
 //!   on, `steal` then `fill` again, then `record_return`); a test checks this
 //!   gives the very same run as `Scheduler::wait`.
 //!
+//! * with [`CoreOpts::elastic`], the core's `ResourceManager` runs in virtual
+//!   time: every `backlog_check_ns` it sees the queued total, every
+//!   `period_ns` the summed busy time. A worker above the decided count
+//!   parks (`park_worker`) when it next finds itself idle or between
+//!   batches; a parked worker below it rejoins (`rejoin`) and starts
+//!   working at once. Parked workers get no wake-ups and no steal retries.
+//!   [`CoreOpts::rate_profile`] warps the arrivals (a load step).
+//!
 //! Invariant checked at the end: every request completes. Requests left when
 //! the simulation stalls (no worker will ever run again, or none made progress
 //! for a long virtual time after the last arrival) are reported as stranded —
@@ -74,6 +82,10 @@ pub struct CoreOutcome {
     pub off_home: u64,
     /// The core's imbalance figure at the end of the run.
     pub imbalance: f64,
+    /// Elastic runs: (virtual ns, active workers) at every change.
+    pub active: Vec<(u64, usize)>,
+    /// Elastic runs: active workers integrated over the run (worker·ns).
+    pub active_worker_ns: f64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -99,6 +111,8 @@ enum Ev {
     Step(u32),
     /// Wake-up or steal retry of an idle worker, valid for one idle period.
     Wake(u32, u32),
+    /// The resource manager looks (elastic runs).
+    Manage,
 }
 
 struct Worker {
@@ -110,6 +124,8 @@ struct Worker {
     epoch: u32,
     /// The first this-many events of `batch` were stolen.
     stolen_in_batch: usize,
+    /// Parked by the resource manager.
+    parked: bool,
 }
 
 struct Sim {
@@ -130,6 +146,9 @@ struct Sim {
     /// Runtime harvest: the idle worker blocked in `epoll_wait`.
     poller: Option<usize>,
     last_progress: u64,
+    rm: Option<skq_core::ResourceManager>,
+    next_period: u64,
+    active: Vec<(u64, usize)>,
     empty_events: u64,
     stolen: u64,
     off_home: u64,
@@ -183,8 +202,13 @@ pub fn run(
             wake_pending: false,
             epoch: 0,
             stolen_in_batch: 0,
+            parked: false,
         })
         .collect();
+    let rm = match &opts.elastic {
+        Some(e) => Some(skq_core::ResourceManager::new(e.clone()).map_err(|e| anyhow!("{e}"))?),
+        None => None,
+    };
     let gen = Generator::new(sc);
     let total = gen.total() as u64;
     let rng = sched.activator_rng(1);
@@ -204,6 +228,9 @@ pub fn run(
         in_kernel: vec![false; sc.connections],
         poller: None,
         last_progress: 0,
+        next_period: rm.as_ref().map_or(0, |r| r.config().period_ns),
+        active: rm.as_ref().map_or(Vec::new(), |r| vec![(0, r.active())]),
+        rm,
         empty_events: 0,
         stolen: 0,
         off_home: 0,
@@ -211,6 +238,11 @@ pub fn run(
     let mut mrng = SmallRng::seed_from_u64(sc.seed ^ CORE_SALT ^ 2);
     for w in 0..sc.workers {
         sim.step(w, 0);
+    }
+    if let Some(rm) = &mut sim.rm {
+        rm.tick(0, 0, 0);
+        let check = rm.config().backlog_check_ns.max(1);
+        sim.q.push(check, Ev::Manage);
     }
 
     // A run is stalled when, after the last arrival, nobody has served a
@@ -226,7 +258,16 @@ pub fn run(
     };
     let event_cap = 64 * total + 1_000_000 + retries as u64;
     let mut events = 0u64;
-    let mut gen = gen.peekable();
+    // A rate profile warps the arrival times (monotonic, so order is kept).
+    let profile = opts.rate_profile.clone();
+    let mut gen = gen
+        .map(move |mut r| {
+            if let Some(p) = &profile {
+                r.arrival = p.warp(r.arrival);
+            }
+            r
+        })
+        .peekable();
     loop {
         let next_arrival = gen.peek().map(|r| r.arrival);
         let next_event = sim.q.peek_time();
@@ -254,9 +295,13 @@ pub fn run(
             let (t, ev) = sim.q.pop().expect("peeked");
             match ev {
                 Ev::Step(w) => sim.step(w as usize, t),
+                Ev::Manage => {
+                    let more = gen.peek().is_some() || sim.rec.completed() < total;
+                    sim.manage(t, more)
+                }
                 Ev::Wake(w, epoch) => {
                     let wk = &mut sim.workers[w as usize];
-                    if wk.idle && wk.epoch == epoch {
+                    if wk.idle && !wk.parked && wk.epoch == epoch {
                         wk.idle = false;
                         wk.wake_pending = false;
                         sim.woken(w as usize, t);
@@ -269,7 +314,15 @@ pub fn run(
     events += sim.rec.completed();
     let stranded = total - sim.rec.completed();
     let imbalance = sim.sched.imbalance();
+    let end = sim.last_progress;
+    let mut active_worker_ns = 0.0;
+    for (i, &(t, a)) in sim.active.iter().enumerate() {
+        let until = sim.active.get(i + 1).map_or(end, |x| x.0).min(end);
+        active_worker_ns += until.saturating_sub(t) as f64 * a as f64;
+    }
     Ok(CoreOutcome {
+        active: sim.active,
+        active_worker_ns,
         summary: sim.rec.finish(),
         events,
         stranded,
@@ -393,12 +446,80 @@ impl Sim {
         self.step(w, t);
     }
 
+    /// The resource manager's turn at `t` (elastic runs): the backlog check,
+    /// and the period's decision when one is due; then parks idle workers
+    /// above the count and brings parked ones below it back.
+    fn manage(&mut self, t: u64, more: bool) {
+        let Some(rm) = &mut self.rm else { return };
+        let check = rm.config().backlog_check_ns.max(1);
+        let period = rm.config().period_ns;
+        let queued = self.sched.queued_total();
+        let before = rm.active();
+        rm.backlog(queued);
+        if t >= self.next_period {
+            self.next_period += period;
+            let busy: u64 = self.sched.stats().iter().map(|s| s.busy_ns).sum();
+            rm.tick(t, busy, queued);
+        }
+        let now_active = rm.active();
+        if now_active != before {
+            self.active.push((t, now_active));
+        }
+        for w in 0..self.workers.len() {
+            if w < now_active && self.workers[w].parked {
+                let wk = &mut self.workers[w];
+                wk.parked = false;
+                wk.idle = false;
+                wk.wake_pending = false;
+                wk.epoch = wk.epoch.wrapping_add(1);
+                self.sched.rejoin(&mut wk.ctx);
+                self.step(w, t);
+            } else if w >= now_active && self.workers[w].idle && !self.workers[w].parked {
+                self.park(w, t);
+            }
+        }
+        // Keep looking while requests may still come or remain queued.
+        if more {
+            self.q.push(t + check, Ev::Manage);
+        }
+    }
+
+    /// Parks worker `w` (idle or between batches) in the core.
+    fn park(&mut self, w: usize, t: u64) {
+        let wk = &mut self.workers[w];
+        if self.sched.is_parked(w) {
+            return;
+        }
+        if wk.idle {
+            self.sched.unpark(&wk.ctx);
+        }
+        let Ok(report) = self.sched.park_worker(&mut wk.ctx, t) else {
+            return; // the last live worker
+        };
+        wk.parked = true;
+        wk.idle = true;
+        wk.wake_pending = false;
+        wk.epoch = wk.epoch.wrapping_add(1);
+        for x in report.wakes {
+            self.wake(x, t);
+        }
+        if self.poller == Some(w) {
+            // The poller parked: another idle worker takes over.
+            self.poller = None;
+            if let Some(f) = (0..self.workers.len())
+                .find(|&f| f != w && self.workers[f].idle && !self.workers[f].parked)
+            {
+                self.wake(f, t);
+            }
+        }
+    }
+
     /// Schedules worker `w`'s wake-up if it sleeps and none is on the way.
     fn wake(&mut self, w: usize, t: u64) {
         let Some(wk) = self.workers.get_mut(w) else {
             return;
         };
-        if wk.idle && !wk.wake_pending {
+        if wk.idle && !wk.parked && !wk.wake_pending {
             wk.wake_pending = true;
             self.q
                 .push(t + self.ov.wake_ns, Ev::Wake(w as u32, wk.epoch));
@@ -419,6 +540,20 @@ impl Sim {
                 return;
             }
             wk.pos = 0;
+            if self.rm.as_ref().is_some_and(|rm| w >= rm.active()) {
+                // Between batches above the decided count: release the batch
+                // and park (the core reschedules anything queued here).
+                self.sched.release(&mut self.workers[w].ctx, t);
+                self.wakes.clear();
+                self.workers[w].ctx.drain_wakes_into(&mut self.wakes);
+                for i in 0..self.wakes.len() {
+                    self.wake(self.wakes[i], t);
+                }
+                self.park(w, t);
+                if self.workers[w].parked {
+                    return;
+                }
+            }
             if self.opts.harvest == Harvest::Runtime && self.poller.is_none() {
                 // Nobody blocks in epoll_wait: harvest on the way in. (The
                 // runtime releases first; releasing only re-queues sources

@@ -97,6 +97,12 @@ pub struct CoreOpts {
     /// topology between them (default: worker `w` on CPU `w`, connection `i`
     /// on worker `i % n`'s CPU).
     pub machine: Machine,
+    /// Elastic worker count: the core's resource manager parks and wakes
+    /// workers (`None`: all workers always active).
+    pub elastic: Option<skq_core::ElasticConfig>,
+    /// Offered rate changing over the run: arrivals are warped through it
+    /// (`None`: constant rate).
+    pub rate_profile: Option<std::sync::Arc<skq_proto::profile::RateProfile>>,
 }
 
 /// When an arrival's readiness reaches the core.
@@ -136,6 +142,8 @@ impl Default for CoreOpts {
             plain_wait: false,
             harvest: Harvest::Immediate,
             machine: Machine::default(),
+            elastic: None,
+            rate_profile: None,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Rate profiles: offered load that changes over the run (`--rate-profile`).
+//! Rate profiles: offered load that changes over the run (`skq load
+//! --rate-profile`; the simulator warps its arrivals the same way).
 //!
 //! A profile is a multiplier `m(t)` of `--rate`, piecewise constant over
 //! segments, starting at the start of the run (warm-up included):
