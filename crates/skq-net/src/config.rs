@@ -103,6 +103,9 @@ pub struct SchedOptions {
     pub min_workers: Option<usize>,
     /// The resource manager's statistics period (µs; default 20,000).
     pub elastic_period_us: Option<u64>,
+    /// How often it looks for a backlog between periods (µs; default 2,000;
+    /// keep it within about ten service times).
+    pub elastic_backlog_us: Option<u64>,
 }
 
 impl Default for SchedOptions {
@@ -117,6 +120,7 @@ impl Default for SchedOptions {
             batch: 1,
             min_workers: None,
             elastic_period_us: None,
+            elastic_backlog_us: None,
         }
     }
 }
@@ -202,6 +206,9 @@ impl ServerConfig {
         if self.sched.elastic_period_us == Some(0) {
             return Err("--elastic-period-us 0 is out of range: allowed 1..".into());
         }
+        if self.sched.elastic_backlog_us == Some(0) {
+            return Err("--elastic-backlog-us 0 is out of range: allowed 1..".into());
+        }
         Ok(())
     }
 
@@ -239,6 +246,9 @@ impl ServerConfig {
         if let Some(us) = self.sched.elastic_period_us {
             e.period_ns = us.saturating_mul(1_000);
         }
+        if let Some(us) = self.sched.elastic_backlog_us {
+            e.backlog_check_ns = us.saturating_mul(1_000);
+        }
         Some(e)
     }
 
@@ -268,6 +278,26 @@ mod tests {
             .parse::<Driver>()
             .unwrap_err()
             .contains("epoll-1to1"));
+    }
+
+    #[test]
+    fn elastic_options_map_to_the_resource_manager() {
+        let mut c = ServerConfig::with_mode("hybrid", 8);
+        assert_eq!(c.elastic_config(), None, "fixed by default");
+        c.sched.min_workers = Some(2);
+        c.sched.elastic_period_us = Some(5_000);
+        c.sched.elastic_backlog_us = Some(100);
+        let e = c.elastic_config().unwrap();
+        assert_eq!(
+            (e.min, e.max, e.period_ns, e.backlog_check_ns),
+            (2, 8, 5_000_000, 100_000)
+        );
+        c.validate().unwrap();
+        c.sched.min_workers = Some(9);
+        assert!(c.validate().unwrap_err().contains("--min-workers 9"));
+        let mut t = ServerConfig::with_mode("tokio", 8);
+        t.sched.min_workers = Some(2);
+        assert!(t.validate().unwrap_err().contains("needs an skq mode"));
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub struct RpcArgs {
     /// The resource manager's statistics period in µs (default 20000).
     #[arg(long)]
     pub elastic_period_us: Option<u64>,
+    /// How often (µs) the resource manager looks for a backlog between
+    /// periods, growing to --workers at once when it finds one (default
+    /// 2000; keep it within about ten service times).
+    #[arg(long)]
+    pub elastic_backlog_us: Option<u64>,
     /// Cooperative checkpoints (skq modes): a request's service loop calls
     /// the runtime's checkpoint every this many µs, handing the worker's
     /// queued events to others while it works. Unset: no checkpoints.
@@ -105,6 +110,7 @@ impl RpcArgs {
                 batch: self.batch as usize,
                 min_workers: self.min_workers,
                 elastic_period_us: self.elastic_period_us,
+                elastic_backlog_us: self.elastic_backlog_us,
             },
             checkpoint_us: self.checkpoint_us,
             service: self.service,

@@ -51,7 +51,11 @@ fn stops_by_itself_and_writes_stats() {
 
 #[test]
 fn bad_values_fail_with_one_line_naming_the_option() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["--min-workers", "1", "--elastic-backlog-us", "0"],
+            "--elastic-backlog-us",
+        ),
         (&["--workers", "2", "--min-workers", "3"], "--min-workers"),
         (&["--mode", "tokio", "--min-workers", "1"], "--min-workers"),
         (&["--mode", "fastest"], "--mode"),
