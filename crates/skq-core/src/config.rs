@@ -146,6 +146,9 @@ pub struct Config {
     pub hint_refresh: u32,
     /// Seed for scheduling randomness.
     pub seed: u64,
+    /// Priority diffusion: bit w set = worker w runs batch-class sources
+    /// and the others never do (0 = off; see `priority.rs`).
+    pub batch_workers: u64,
 }
 
 impl Config {
@@ -165,6 +168,7 @@ impl Config {
             cpu_topology: Vec::new(),
             hint_refresh: 16,
             seed: 0x5eed,
+            batch_workers: 0,
         }
     }
 
@@ -237,6 +241,7 @@ impl Config {
                 self.policy, self.policy
             )));
         }
+        crate::priority::validate_diffusion(self)?;
         if !self.worker_cpus.is_empty() && self.worker_cpus.len() != self.workers {
             return Err(ConfigError::Conflict(format!(
                 "worker_cpus lists {} CPUs for {} workers",

@@ -385,6 +385,7 @@ impl Scheduler {
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         for _ in 0..=self.cfg.workers {
             let (w, reason) = self.choose(s, cpu, now, rng)?;
+            let w = self.diffuse(s, w);
             if let Some(claimed) = self.push_claim(self.qidx(w), id, high, false) {
                 // Accounting only: a plain load and store (no locked RMW on
                 // the activation path); a racing update just miscounts.

@@ -74,7 +74,10 @@ impl Scheduler {
                             dq.remove(i);
                             break;
                         }
-                        if cur & STOLEN != 0 || s.flags().contains(Flags::PINNED) {
+                        if cur & STOLEN != 0
+                            || s.flags().contains(Flags::PINNED)
+                            || !self.may_steal(me, s)
+                        {
                             break;
                         }
                         match s.cas(cur, cur | STOLEN) {

@@ -21,6 +21,9 @@ impl Flags {
     pub const PINNED: Flags = Flags(1);
     /// Queued on the high-priority queue of its worker.
     pub const HIGH_PRIORITY: Flags = Flags(2);
+    /// Batch / best-effort work: with priority diffusion on, queued only on
+    /// batch workers (see `priority.rs`).
+    pub const BATCH: Flags = Flags(4);
 
     /// Whether every bit of `other` is set.
     pub fn contains(self, other: Flags) -> bool {

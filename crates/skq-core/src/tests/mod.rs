@@ -6,6 +6,7 @@ use crate::*;
 
 mod elastic;
 mod locality;
+mod priority;
 
 pub(crate) fn sched(policy: Policy, workers: usize, f: impl FnOnce(&mut Config)) -> Scheduler {
     let mut c = Config::new(policy, workers);
