@@ -203,7 +203,7 @@ pub fn checkpoint() -> usize {
             if !polled && !skq.harvesting.swap(true, Ordering::AcqRel) {
                 if let Ok(n) = skq.epoll.wait_ns(&mut cur.ep_buf, Some(0)) {
                     if n > 0 {
-                        skq.activate_all(&cur.ep_buf, cur.id, &mut cur.rng);
+                        skq.activate_all(&mut cur.ep_buf, cur.id, &mut cur.rng);
                     }
                 }
                 skq.harvesting.store(false, Ordering::Release);

@@ -98,8 +98,8 @@ use std::time::Duration;
 pub use elastic::{checkpoint, spawn_resource_manager};
 pub use registry::{RegisterError, Registered, Registry};
 pub use skq_core::{
-    imbalance_of, Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready, Scheduler,
-    SourceId, WorkerId, WorkerStats,
+    imbalance_of, Class, Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready,
+    Scheduler, SourceId, WorkerId, WorkerStats,
 };
 pub use skq_core::{Decision, ElasticConfig};
 use sys::epoll::{self, Epoll};
@@ -153,6 +153,8 @@ const DOORBELL: u64 = u64::MAX;
 /// harvested before (an edge could be consumed by another worker's
 /// non-blocking harvest just before a new poller blocks).
 const SHUTDOWN: u64 = u64::MAX - 1;
+/// Marks a harvested event already activated by the high-priority pass.
+const SKIPPED: u64 = u64::MAX - 2;
 const NONE: usize = usize::MAX;
 const KIND_OTHER: u8 = 0;
 const KIND_SOCKET: u8 = 1;
@@ -233,6 +235,9 @@ pub struct Skq {
     target: AtomicUsize,
     /// The resource manager's decisions.
     elastic_log: Mutex<Vec<skq_core::Decision>>,
+    /// Set once any source was made high priority: from then on each
+    /// harvest activates high-priority sources first.
+    prioritized: AtomicBool,
 }
 
 impl Skq {
@@ -286,6 +291,7 @@ impl Skq {
             need_cpu,
             target: AtomicUsize::new(n),
             elastic_log: Mutex::new(Vec::new()),
+            prioritized: AtomicBool::new(false),
         }))
     }
 
@@ -326,6 +332,9 @@ impl Skq {
         flags: Flags,
         registrar: Option<WorkerId>,
     ) -> io::Result<SourceId> {
+        if flags.contains(Flags::HIGH_PRIORITY) {
+            self.prioritized.store(true, Ordering::Relaxed);
+        }
         let id = self
             .core
             .register(token, flags, registrar)
@@ -358,10 +367,25 @@ impl Skq {
         interest: Interest,
         flags: Flags,
     ) -> io::Result<()> {
+        if flags.contains(Flags::HIGH_PRIORITY) {
+            self.prioritized.store(true, Ordering::Relaxed);
+        }
         self.core
             .modify(id, token, flags)
             .map_err(io::Error::other)?;
         self.epoll.modify(fd, interest.epoll_flags(), id.as_u64())
+    }
+
+    /// Sets a source's priority class (QStack's per-request priority): the
+    /// class governs the source's next activation, at harvest (high first),
+    /// in the worker queues, in stealing and under diffusion. Touches only
+    /// the scheduler's flags word, no system call; call it from the worker
+    /// processing the source. Returns whether the class changed.
+    pub fn set_class(&self, id: SourceId, class: skq_core::Class) -> io::Result<bool> {
+        if class == skq_core::Class::High {
+            self.prioritized.store(true, Ordering::Relaxed);
+        }
+        self.core.set_class(id, class).map_err(io::Error::other)
     }
 
     /// Removes a registration; call before closing `fd`. Pending and
@@ -467,7 +491,7 @@ impl Skq {
     /// harvesting thread runs on another CPU than the one that asked last.
     /// So a flow that moves is followed at most `hint_refresh − 1`
     /// activations late, or at its first harvest from another CPU.
-    fn activate_all(&self, evs: &[epoll::Event], me: WorkerId, rng: &mut skq_core::FastRng) {
+    fn activate_all(&self, evs: &mut [epoll::Event], me: WorkerId, rng: &mut skq_core::FastRng) {
         let now = sys::cpu::monotonic_ns();
         let here = if self.need_cpu {
             sys::cpu::current_cpu()
@@ -475,60 +499,91 @@ impl Skq {
             None
         };
         let mut asked = 0u64;
-        for ev in evs {
-            let data = ev.u64;
-            if data == DOORBELL {
-                self.doorbell.drain();
-                continue;
-            }
-            if data == SHUTDOWN {
-                continue; // never drained: stays readable
-            }
-            let id = SourceId::from_u64(data);
-            let bits = ev.events;
-            let mut ready = Ready::EMPTY;
-            if bits & epoll::IN != 0 {
-                ready = ready | Ready::READABLE;
-            }
-            if bits & epoll::OUT != 0 {
-                ready = ready | Ready::WRITABLE;
-            }
-            if bits & (epoll::HANGUP | epoll::RDHUP) != 0 {
-                ready = ready | Ready::HUP | Ready::READABLE;
-            }
-            if bits & epoll::ERR != 0 {
-                ready = ready | Ready::ERROR;
-            }
-            // Sockets carry the CPU that processed their packets; other
-            // sources (pipes, user events) carry none and stay with their
-            // registering worker under the locality policies.
-            let cpu = if self.need_cpu {
-                match self.sources.get(id.index() as usize) {
-                    Some(src)
-                        if src.kind.load(Ordering::Relaxed) == KIND_SOCKET
-                            && src.fd.load(Ordering::Relaxed) >= 0 =>
-                    {
-                        let fd = src.fd.load(Ordering::Relaxed);
-                        src.hint.cached(id, here).unwrap_or_else(|| {
-                            asked += 1;
-                            let hint = sys::socket::incoming_cpu(fd);
-                            src.hint.store(id, here, hint, self.hint_refresh);
-                            hint
-                        })
-                    }
-                    _ => None,
+        // High-priority readiness becomes activations first (QStack's
+        // full-datapath priority): one pass over the harvest for sources
+        // whose class is high, marking them done, then the rest in order.
+        // The class is read once per event, so each event is activated
+        // exactly once even if a worker changes a class meanwhile.
+        if self.prioritized.load(Ordering::Relaxed) {
+            for ev in evs.iter_mut() {
+                let data = ev.u64;
+                if data < SKIPPED
+                    && self.core.class_of(SourceId::from_u64(data)) == skq_core::Class::High
+                {
+                    self.activate_one(ev, now, here, &mut asked, me, rng);
+                    ev.u64 = SKIPPED;
                 }
-            } else {
-                None
-            };
-            if let skq_core::Activation::Queued { wake: Some(w), .. } =
-                self.core.activate(id, ready, cpu, now, rng)
-            {
-                self.wake(w, me);
             }
+        }
+        for ev in evs.iter() {
+            self.activate_one(ev, now, here, &mut asked, me, rng);
         }
         if asked > 0 {
             self.incoming_cpu_calls.fetch_add(asked, Ordering::Relaxed);
+        }
+    }
+
+    /// Turns one harvested readiness into an activation (see
+    /// [`Skq::activate_all`]).
+    #[inline]
+    fn activate_one(
+        &self,
+        ev: &epoll::Event,
+        now: u64,
+        here: Option<u32>,
+        asked: &mut u64,
+        me: WorkerId,
+        rng: &mut skq_core::FastRng,
+    ) {
+        let data = ev.u64;
+        if data == DOORBELL {
+            self.doorbell.drain();
+            return;
+        }
+        if data == SHUTDOWN || data == SKIPPED {
+            return; // SHUTDOWN is never drained: it stays readable
+        }
+        let id = SourceId::from_u64(data);
+        let bits = ev.events;
+        let mut ready = Ready::EMPTY;
+        if bits & epoll::IN != 0 {
+            ready = ready | Ready::READABLE;
+        }
+        if bits & epoll::OUT != 0 {
+            ready = ready | Ready::WRITABLE;
+        }
+        if bits & (epoll::HANGUP | epoll::RDHUP) != 0 {
+            ready = ready | Ready::HUP | Ready::READABLE;
+        }
+        if bits & epoll::ERR != 0 {
+            ready = ready | Ready::ERROR;
+        }
+        // Sockets carry the CPU that processed their packets; other
+        // sources (pipes, user events) carry none and stay with their
+        // registering worker under the locality policies.
+        let cpu = if self.need_cpu {
+            match self.sources.get(id.index() as usize) {
+                Some(src)
+                    if src.kind.load(Ordering::Relaxed) == KIND_SOCKET
+                        && src.fd.load(Ordering::Relaxed) >= 0 =>
+                {
+                    let fd = src.fd.load(Ordering::Relaxed);
+                    src.hint.cached(id, here).unwrap_or_else(|| {
+                        *asked += 1;
+                        let hint = sys::socket::incoming_cpu(fd);
+                        src.hint.store(id, here, hint, self.hint_refresh);
+                        hint
+                    })
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
+        if let skq_core::Activation::Queued { wake: Some(w), .. } =
+            self.core.activate(id, ready, cpu, now, rng)
+        {
+            self.wake(w, me);
         }
     }
 }

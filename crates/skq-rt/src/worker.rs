@@ -287,7 +287,7 @@ fn harvest(
 ) -> io::Result<()> {
     if skq.epoll.wait_ns(ep_buf, timeout_ns)? > 0 {
         let me = ctx.id();
-        skq.activate_all(ep_buf, me, ctx.rng());
+        skq.activate_all(ep_buf.as_mut_slice(), me, ctx.rng());
     }
     Ok(())
 }
