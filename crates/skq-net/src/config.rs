@@ -106,6 +106,10 @@ pub struct SchedOptions {
     /// How often it looks for a backlog between periods (µs; default 2,000;
     /// keep it within about ten service times).
     pub elastic_backlog_us: Option<u64>,
+    /// Priority diffusion: the workers that take batch-class requests
+    /// (the others never run them; empty = off). See skq-core's
+    /// `priority.rs` for the rule.
+    pub batch_workers: Vec<usize>,
 }
 
 impl Default for SchedOptions {
@@ -121,8 +125,21 @@ impl Default for SchedOptions {
             min_workers: None,
             elastic_period_us: None,
             elastic_backlog_us: None,
+            batch_workers: Vec::new(),
         }
     }
+}
+
+/// Parses a `--batch-workers` list such as `6,7` or `4-7`.
+pub fn parse_worker_list(s: &str) -> Result<Vec<usize>, String> {
+    skq_core::parse_cpu_list(s)
+        .map(|v| v.into_iter().map(|w| w as usize).collect())
+        .map_err(|_| {
+            format!(
+                "--batch-workers `{}` is not a worker list (e.g. 6,7 or 4-7)",
+                s.trim()
+            )
+        })
 }
 
 /// Everything a driver needs besides the protocol.
@@ -186,6 +203,12 @@ impl ServerConfig {
                 self.sched.batch
             ));
         }
+        if self.driver != Driver::Skq && !self.sched.batch_workers.is_empty() {
+            return Err(format!(
+                "--batch-workers needs the skq driver: {} has no priority diffusion",
+                self.driver
+            ));
+        }
         if self.driver == Driver::Skq {
             self.core_config().map_err(|e| e.to_string())?;
         }
@@ -233,6 +256,15 @@ impl ServerConfig {
         }
         if let Some(v) = s.penalty_ns {
             c.penalty_ns = v;
+        }
+        for &w in &s.batch_workers {
+            if w >= self.workers {
+                return Err(skq_core::ConfigError::Conflict(format!(
+                    "--batch-workers names worker {w} but there are only {} workers (0..{})",
+                    self.workers, self.workers
+                )));
+            }
+            c.batch_workers |= 1u64 << w;
         }
         c.capacity = self.max_conns + 1;
         c.validate()?;

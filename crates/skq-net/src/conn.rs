@@ -21,6 +21,7 @@
 
 use std::io::{self, Read, Write};
 
+use crate::classify::{Class, ClassTracker};
 use crate::protocol::{Close, Cx, Protocol, Served};
 
 /// Most requests served per readiness event before the connection yields
@@ -55,6 +56,9 @@ pub struct Conn<S> {
     output: Vec<u8>,
     out_start: usize,
     eof: bool,
+    /// Classification of the request at the front (allocated at the first
+    /// bytes when the protocol has a classifier).
+    class: Option<Box<ClassTracker>>,
     /// The protocol's per-connection state.
     pub session: S,
 }
@@ -68,8 +72,26 @@ impl<S> Conn<S> {
             output: Vec::new(),
             out_start: 0,
             eof: false,
+            class: None,
             session,
         }
+    }
+
+    /// The connection's priority level: the class of its latest classified
+    /// request (regular without a classifier; see [`crate::classify`]).
+    pub fn level(&self) -> Class {
+        self.class.as_ref().map_or(Class::Regular, |t| t.level())
+    }
+
+    /// Shows the protocol's classifier the unserved bytes it has not seen;
+    /// returns the front request's class if decided.
+    pub fn classify<P: Protocol<Session = S>>(&mut self, proto: &P) -> Option<Class> {
+        let c = proto.classifier()?;
+        if self.in_start == self.input.len() {
+            return None;
+        }
+        let t = self.class.get_or_insert_with(Default::default);
+        t.feed(c, &self.input[self.in_start..])
     }
 
     /// Bytes received and not yet served.
@@ -145,6 +167,7 @@ impl<S> Conn<S> {
     /// Serves one request with `proto` (see [`Protocol::serve`]), consuming
     /// its bytes; the reply is appended to the pending output.
     pub fn serve_one<P: Protocol<Session = S>>(&mut self, proto: &P, cx: &mut Cx<'_>) -> Served {
+        cx.set_class(self.classify(proto).unwrap_or(Class::Regular));
         let served = proto.serve(
             &mut self.session,
             &self.input[self.in_start..],
@@ -155,6 +178,14 @@ impl<S> Conn<S> {
         | Served::NeedInput { consumed }
         | Served::Close { consumed, .. }) = served;
         self.consume_input(consumed);
+        if consumed > 0 {
+            if let Some(t) = self.class.as_mut() {
+                t.request_done();
+            }
+            // The next request's first bytes, if already here: the level
+            // rises (or falls) as soon as it is known.
+            let _ = self.classify(proto);
+        }
         if matches!(served, Served::Request { .. }) {
             cx.count_request();
         }

@@ -67,6 +67,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod classify;
 pub mod config;
 pub mod conn;
 mod driver;
@@ -75,6 +76,7 @@ mod server;
 pub mod stats;
 pub mod table;
 
+pub use classify::{Class, ClassState, ClassTracker, Classifier};
 pub use config::{Driver, SchedOptions, ServerConfig, MAX_CONNS, MAX_WORKERS};
 pub use protocol::{Close, Cx, Protocol, Served};
 pub use server::{Server, ServerHandle};

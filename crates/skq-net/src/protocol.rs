@@ -51,7 +51,7 @@ pub enum Served {
 pub struct Cx<'a> {
     worker: usize,
     counters: &'a WorkerCounters,
-    raise_priority: bool,
+    class: crate::classify::Class,
 }
 
 impl<'a> Cx<'a> {
@@ -60,7 +60,7 @@ impl<'a> Cx<'a> {
         Cx {
             worker,
             counters,
-            raise_priority: false,
+            class: crate::classify::Class::Regular,
         }
     }
 
@@ -75,19 +75,19 @@ impl<'a> Cx<'a> {
         self.counters.record_service(ns);
     }
 
-    /// Asks the driver to serve this connection's future events first
-    /// (skq runtime: `Flags::HIGH_PRIORITY`; other drivers have one level).
-    pub fn raise_priority(&mut self) {
-        self.raise_priority = true;
-    }
-
     pub(crate) fn count_request(&self) {
         self.counters.record_request();
     }
 
-    /// Whether [`Cx::raise_priority`] was called (drivers read it).
-    pub fn priority_raised(&self) -> bool {
-        self.raise_priority
+    /// The class of the request being served, as the protocol's classifier
+    /// decided it (regular without a classifier).
+    pub fn class(&self) -> crate::classify::Class {
+        self.class
+    }
+
+    /// Sets the class [`Cx::class`] reports (the connection layer does).
+    pub fn set_class(&mut self, class: crate::classify::Class) {
+        self.class = class;
     }
 }
 
@@ -147,6 +147,13 @@ pub trait Protocol: Send + Sync + 'static {
     /// [`Close::Protocol`].
     fn read_limit(&self) -> usize {
         256 * 1024
+    }
+
+    /// The classifier that decides each request's priority class from its
+    /// first bytes (see [`crate::classify`]); `None` (the default): every
+    /// request is regular and no bytes are inspected.
+    fn classifier(&self) -> Option<&dyn crate::classify::Classifier> {
+        None
     }
 
     /// Called once on every worker thread before it serves (e.g. timer slack).

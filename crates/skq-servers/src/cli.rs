@@ -78,6 +78,14 @@ pub struct RpcArgs {
     /// queued events to others while it works. Unset: no checkpoints.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_us: Option<u64>,
+    /// Priority diffusion (skq driver): workers that take batch-class
+    /// requests, e.g. `6,7` or `4-7`; the others never run them.
+    #[arg(long, value_parser = skq_net::config::parse_worker_list)]
+    pub batch_workers: Option<Vec<usize>>,
+    /// How requests are classified: `header` (the RPC header's class byte:
+    /// 0 regular, 1 high, 2 batch) or `none` (all regular).
+    #[arg(long, default_value = "header")]
+    pub classify: crate::rpc::Classify,
     /// Most connections served at once.
     #[arg(long, default_value_t = 65_536)]
     pub max_conns: usize,
@@ -111,8 +119,10 @@ impl RpcArgs {
                 min_workers: self.min_workers,
                 elastic_period_us: self.elastic_period_us,
                 elastic_backlog_us: self.elastic_backlog_us,
+                batch_workers: self.batch_workers.clone().unwrap_or_default(),
             },
             checkpoint_us: self.checkpoint_us,
+            classify: self.classify,
             service: self.service,
             pin: self.pin,
             max_conns: self.max_conns,

@@ -8,11 +8,51 @@
 //!   actually delivered.
 //! * The first invalid frame (bad length, kind, reserved flags, or a reply
 //!   sent to the server) closes that connection only.
-//! * A request of class 1 asks the driver to serve the connection's future
-//!   events first (the skq driver re-flags it `HIGH_PRIORITY`).
+//! * Priority comes from a classifier callback (`skq_net::classify`), by
+//!   default [`FlagByte`] on the header's class byte (offset 5: 0 regular,
+//!   1 high, 2 batch); the skq driver places the connection's next events by
+//!   the class of its latest request. `--classify none` turns it off.
 
+use std::fmt;
+use std::str::FromStr;
+
+use skq_net::classify::{Class, Classifier, FlagByte};
 use skq_net::{Close, Cx, Protocol, Served};
 use skq_proto::wire;
+
+/// Offset of the class byte in the RPC header.
+pub const CLASS_OFFSET: usize = 5;
+
+/// How the RPC server classifies requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Classify {
+    /// By the header's class byte.
+    Header,
+    /// Not at all: every request is regular.
+    None,
+}
+
+impl FromStr for Classify {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "header" => Ok(Classify::Header),
+            "none" => Ok(Classify::None),
+            _ => Err(format!(
+                "--classify `{s}` is unknown: expected header or none"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Classify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Classify::Header => "header",
+            Classify::None => "none",
+        })
+    }
+}
 
 use crate::service::ServiceMode;
 
@@ -24,18 +64,37 @@ pub struct RpcProtocol {
     /// Call `skq_rt::checkpoint` every this many ns of a request's service
     /// (0: never). Off skq worker threads the call does nothing.
     pub checkpoint_ns: u64,
+    /// The classifier callback (None: no classification).
+    pub classifier: Option<FlagByte>,
+}
+
+impl RpcProtocol {
+    /// A protocol delivering `service`, classifying as `classify` says.
+    pub const fn new(service: ServiceMode, classify: Classify) -> RpcProtocol {
+        RpcProtocol {
+            service,
+            checkpoint_ns: 0,
+            classifier: match classify {
+                Classify::Header => Some(FlagByte {
+                    offset: CLASS_OFFSET,
+                    map: [Class::Regular, Class::High, Class::Batch],
+                }),
+                Classify::None => None,
+            },
+        }
+    }
 }
 
 /// Per-connection state.
 #[derive(Debug, Default)]
 pub struct RpcSession {
-    high_seen: bool,
+    high_served: u64,
 }
 
 impl RpcSession {
-    /// Whether a class-1 (high-priority) request has arrived.
-    pub fn high_priority_seen(&self) -> bool {
-        self.high_seen
+    /// Requests served on this connection that were classified high.
+    pub fn high_served(&self) -> u64 {
+        self.high_served
     }
 }
 
@@ -60,9 +119,8 @@ impl Protocol for RpcProtocol {
             },
             Ok(None) => Served::NeedInput { consumed: 0 },
             Ok(Some(req)) => {
-                if req.class == 1 && !s.high_seen {
-                    s.high_seen = true;
-                    cx.raise_priority();
+                if cx.class() == Class::High {
+                    s.high_served += 1;
                 }
                 let delivered = if self.checkpoint_ns == 0 {
                     self.service.serve(req.service_ns)
@@ -84,6 +142,10 @@ impl Protocol for RpcProtocol {
     /// A whole frame of the largest size must fit.
     fn read_limit(&self) -> usize {
         wire::MAX_FRAME + 64 * 1024
+    }
+
+    fn classifier(&self) -> Option<&dyn Classifier> {
+        self.classifier.as_ref().map(|c| c as &dyn Classifier)
     }
 
     fn prepare_worker(&self, _worker: usize) {
@@ -172,10 +234,7 @@ mod tests {
         ids
     }
 
-    const PROTO: RpcProtocol = RpcProtocol {
-        service: ServiceMode::Spin,
-        checkpoint_ns: 0,
-    };
+    const PROTO: RpcProtocol = RpcProtocol::new(ServiceMode::Spin, Classify::Header);
 
     fn drive(conn: &mut Conn<RpcSession>, s: &mut Mock) -> Outcome {
         let mut scratch = [0u8; 7]; // tiny: frames always span reads
@@ -268,20 +327,49 @@ mod tests {
     }
 
     #[test]
-    fn a_high_priority_request_raises_the_connection_once() {
+    fn the_level_follows_each_request_split_at_every_byte() {
+        // Requests of classes high, regular, batch, high; fed split at every
+        // byte boundary, the connection's level after each request is the
+        // class of that request, and every request is served once, in order.
+        let classes = [1u8, 0, 2, 1];
+        let mut all = Vec::new();
+        for (id, &c) in classes.iter().enumerate() {
+            Header::request(id as u64, 0, c).encode(&mut all);
+        }
+        let frame = all.len() / classes.len();
+        let want = [Class::High, Class::Regular, Class::Batch, Class::High];
+        for cut in 1..frame {
+            let mut s = mock(usize::MAX);
+            let mut c = Conn::new(RpcSession::default());
+            let mut levels = Vec::new();
+            for f in all.chunks(frame) {
+                s.chunks.push_back(Some(f[..cut].to_vec()));
+                assert_eq!(drive(&mut c, &mut s), Outcome::Idle);
+                if cut > CLASS_OFFSET {
+                    let class = [Class::Regular, Class::High, Class::Batch][f[5] as usize];
+                    assert_eq!(c.level(), class, "pending request classified at cut {cut}");
+                }
+                s.chunks.push_back(Some(f[cut..].to_vec()));
+                assert_eq!(drive(&mut c, &mut s), Outcome::Idle);
+                levels.push(c.level());
+            }
+            assert_eq!(levels, want, "cut {cut}");
+            assert_eq!(reply_ids(&s.written), vec![0, 1, 2, 3]);
+            assert_eq!(c.session.high_served(), 2);
+        }
+        // Without a classifier: all regular.
+        let none = RpcProtocol::new(ServiceMode::Spin, Classify::None);
+        let mut s = mock(usize::MAX);
+        s.chunks.push_back(Some(all.clone()));
+        let mut c = Conn::new(RpcSession::default());
         let counters = WorkerCounters::default();
-        let mut session = RpcSession::default();
-        let mut bytes = requests(0..1);
-        Header::request(1, 0, 1).encode(&mut bytes);
-        let mut out = Vec::new();
         let mut cx = Cx::new(0, &counters);
-        let Served::Request { consumed } = PROTO.serve(&mut session, &bytes, &mut out, &mut cx)
-        else {
-            panic!("a whole request is buffered")
-        };
-        assert!(!cx.priority_raised() && !session.high_priority_seen());
-        let _ = PROTO.serve(&mut session, &bytes[consumed..], &mut out, &mut cx);
-        assert!(cx.priority_raised() && session.high_priority_seen());
+        assert_eq!(
+            c.on_ready(&none, &mut s, &mut [0u8; 64], &mut cx, false),
+            Outcome::Idle
+        );
+        assert_eq!(c.level(), Class::Regular);
+        assert_eq!(c.session.high_served(), 0);
     }
 
     #[test]

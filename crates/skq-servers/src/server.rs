@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use skq_net::{Driver, Server, ServerConfig};
 
-use crate::rpc::RpcProtocol;
+use crate::rpc::{Classify, RpcProtocol};
 use crate::service::ServiceMode;
 
 pub use skq_net::{SchedOptions, ServerHandle as RpcServerHandle, MAX_CONNS, MAX_WORKERS};
@@ -35,6 +35,8 @@ pub struct RpcConfig {
     pub max_conns: usize,
     /// Checkpoint interval inside a request's service (µs); `None`: none.
     pub checkpoint_us: Option<u64>,
+    /// How requests are classified (priority classes).
+    pub classify: Classify,
 }
 
 impl RpcConfig {
@@ -49,6 +51,7 @@ impl RpcConfig {
             pin: false,
             max_conns: 65_536,
             checkpoint_us: None,
+            classify: Classify::Header,
         }
     }
 
@@ -84,10 +87,9 @@ impl RpcServer {
     /// connections. Invalid configuration is an `InvalidInput` error whose
     /// message names the option and its range.
     pub fn start(cfg: RpcConfig) -> io::Result<RpcServerHandle> {
-        let proto = Arc::new(RpcProtocol {
-            service: cfg.service,
-            checkpoint_ns: cfg.checkpoint_us.map_or(0, |us| us.saturating_mul(1_000)),
-        });
+        let mut proto = RpcProtocol::new(cfg.service, cfg.classify);
+        proto.checkpoint_ns = cfg.checkpoint_us.map_or(0, |us| us.saturating_mul(1_000));
+        let proto = Arc::new(proto);
         Server::start(&cfg.server_config(), proto)
     }
 }

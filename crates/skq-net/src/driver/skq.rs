@@ -15,8 +15,10 @@
 //!   event it is the accept race (`accept_races`); anything else would mean a
 //!   source was handed to two workers at once (`ownership_violations`, which
 //!   the tests require to stay 0).
-//! * A protocol that raises a connection's priority (`Cx::raise_priority`)
-//!   has it re-registered with `Flags::HIGH_PRIORITY`.
+//! * With a classifier ([`crate::Protocol::classifier`]) a connection's
+//!   level follows its requests: after each event the driver hands the
+//!   connection's level to the scheduler (`Skq::set_class`, no system
+//!   call), which places its next activation by it.
 //! * [`SkqDriver::retire_worker`] sets a flag the worker checks between
 //!   batches (waits use a 20 ms timeout so an idle worker notices too); it
 //!   then calls `Worker::exit()` and the core hands its queued events to the
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use skq_core::{Event, Flags, SourceId};
+use skq_core::{Class, Event, Flags, SourceId};
 use skq_rt::{Events, Interest, Skq, Worker};
 
 use crate::config::ServerConfig;
@@ -49,7 +51,8 @@ struct Entry<S> {
     stream: TcpStream,
     id: SourceId,
     conn: Conn<S>,
-    high: bool,
+    /// The class last handed to the scheduler.
+    class: Class,
     handled: u64,
 }
 
@@ -265,7 +268,7 @@ fn accept_all<P: Protocol>(shared: &Shared<P>, worker: &Worker) {
                     stream,
                     id,
                     conn: Conn::new(shared.common.open_session(w)),
-                    high: false,
+                    class: Class::Regular,
                     handled: 0,
                 });
             }
@@ -311,16 +314,13 @@ fn on_connection<P: Protocol>(
     let outcome = entry
         .conn
         .on_ready(proto, &mut entry.stream, scratch, &mut cx, hup);
-    if cx.priority_raised() && !entry.high && !matches!(outcome, Outcome::Close(_)) {
-        entry.high = true;
-        if let Err(e) = shared.skq.modify(
-            entry.id,
-            entry.stream.as_raw_fd(),
-            ev.token,
-            Interest::READABLE | Interest::WRITABLE,
-            Flags::HIGH_PRIORITY,
-        ) {
-            eprintln!("warning: could not raise a connection's priority: {e}");
+    // The connection's level follows its requests (`classify.rs`): it
+    // governs the next activation. Only the scheduler's flags change.
+    let level = entry.conn.level();
+    if level != entry.class && !matches!(outcome, Outcome::Close(_)) {
+        entry.class = level;
+        if let Err(e) = shared.skq.set_class(entry.id, level) {
+            eprintln!("warning: could not change a connection's priority: {e}");
         }
     }
     match outcome {
