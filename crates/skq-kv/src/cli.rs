@@ -38,6 +38,44 @@ pub struct KvArgs {
     /// Pin worker threads to CPUs.
     #[arg(long)]
     pub pin: bool,
+    /// A priority rule, `CLASS:COND[&COND...]` (repeatable; first match wins;
+    /// unmatched requests are regular). CLASS: high, regular or batch. COND:
+    /// cmd=NAME[|NAME...], prefix=KEYPREFIX (first key), multikey (a get of
+    /// two or more keys), any. E.g. --priority regular:multikey
+    /// --priority 'high:cmd=get|gets|mg&prefix=user:'. Needs --arch shared
+    /// with an skq mode.
+    #[arg(long = "priority", value_name = "RULE")]
+    pub priority: Vec<String>,
+    /// Priority diffusion: workers that take batch-class requests (e.g. 3 or
+    /// 2-3); the others never run them. skq modes only.
+    #[arg(long)]
+    pub batch_workers: Option<Workers>,
+}
+
+/// A worker list such as `3`, `2,3` or `2-3`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workers(pub Vec<usize>);
+
+impl std::str::FromStr for Workers {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_workers(s).map(Workers)
+    }
+}
+
+fn parse_workers(s: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("`{s}` is not a worker list (e.g. 3, 2,3 or 2-3)");
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let a: usize = a.trim().parse().map_err(|_| bad())?;
+        let b: usize = b.trim().parse().map_err(|_| bad())?;
+        if a > b || b >= 64 {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
 }
 
 /// Parses `1048576`, `512k`, `1m`.
@@ -98,7 +136,25 @@ impl KvArgs {
             },
             max_conns: self.max_conns,
             pin: self.pin,
+            priority: self.priority.clone(),
+            batch_workers: self.batch_workers.clone().unwrap_or_default().0,
         };
+        #[cfg(feature = "runtime")]
+        crate::priority::Rules::parse(&self.priority)?;
+        let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
+        let skq_mode = !matches!(
+            self.mode.as_str(),
+            "epoll-1to1" | "epoll-shared" | "epoll" | "tokio"
+        );
+        anyhow::ensure!(
+            !prioritized || (self.arch == Arch::Shared && skq_mode),
+            "--priority and --batch-workers need --arch shared with an skq mode (not {})",
+            if self.arch == Arch::Tpc {
+                "--arch tpc"
+            } else {
+                self.mode.as_str()
+            }
+        );
         #[cfg(feature = "runtime")]
         if self.arch == Arch::Shared {
             crate::shared::net_config(&cfg)
@@ -178,5 +234,38 @@ mod tests {
         assert_eq!(cfg(&["--mode", "epoll"]).unwrap().mode, "epoll");
         assert_eq!(cfg(&[]).unwrap().mode, "hybrid");
         assert_eq!(cfg(&["--arch", "tpc"]).unwrap().mode, "tpc");
+    }
+
+    #[test]
+    fn priority_rules_and_batch_workers_are_checked() {
+        let c = cfg(&[
+            "--priority",
+            "regular:multikey",
+            "--priority",
+            "high:cmd=get|gets|mg&prefix=user:",
+            "--batch-workers",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(c.priority.len(), 2);
+        assert_eq!(c.batch_workers, vec![3]);
+        let e = cfg(&["--priority", "urgent:any"]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--priority `urgent:any`: class `urgent`"),
+            "{e}"
+        );
+        let e = cfg(&["--arch", "tpc", "--priority", "high:any"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--arch shared with an skq mode"), "{e}");
+        let e = cfg(&["--mode", "tokio", "--batch-workers", "1"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not tokio"), "{e}");
+        let e = cfg(&["--batch-workers", "4"]).unwrap_err().to_string();
+        assert!(e.contains("--batch-workers names worker 4"), "{e}");
+        let e = cfg(&["--batch-workers", "0-3"]).unwrap_err().to_string();
+        assert!(e.contains("every worker"), "{e}");
+        assert!(cfg(&["--batch-workers", "x"]).is_err());
     }
 }

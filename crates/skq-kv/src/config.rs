@@ -43,6 +43,10 @@ pub struct ServerConfig {
     /// Pin worker threads to CPUs (skq modes: the runtime's CPU for the worker; tpc:
     /// worker `w` on the w-th allowed CPU, wrapping).
     pub pin: bool,
+    /// Priority rules (`--priority`, see `priority.rs`); empty = none.
+    pub priority: Vec<String>,
+    /// Priority diffusion: workers that take batch-class requests.
+    pub batch_workers: Vec<usize>,
 }
 
 /// The smallest memory per lock shard (two 2 MiB segments).

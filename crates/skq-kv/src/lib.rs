@@ -42,6 +42,8 @@ pub mod exec;
 pub mod fuzzing;
 pub mod meta;
 pub mod murmur3;
+#[cfg(feature = "runtime")]
+pub mod priority;
 pub mod protocol;
 pub mod ring;
 pub mod running;

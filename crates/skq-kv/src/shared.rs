@@ -33,6 +33,7 @@ pub fn net_config(cfg: &ServerConfig) -> skq_net::ServerConfig {
     // The cache answers many small requests per event: take a batch of
     // events per wait, as memcached does.
     c.sched.batch = 64;
+    c.sched.batch_workers = cfg.batch_workers.clone();
     c
 }
 
@@ -41,12 +42,14 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
     let net = net_config(&cfg);
     net.validate()
         .map_err(|e| anyhow::anyhow!("--mode {}: {e}", cfg.mode))?;
+    let rules = crate::priority::Rules::parse(&cfg.priority)?;
     let store = SharedStore::new(cfg.limit_bytes, cfg.limits.max_item_size);
     let workers = cfg.workers;
     let ctx = Arc::new(Ctx::new(cfg));
     let proto = Arc::new(KvProtocol {
         ctx: ctx.clone(),
         store,
+        rules: (!rules.is_empty()).then_some(rules),
     });
     let handle = Server::start(&net, proto)
         .map_err(|e| anyhow::anyhow!("--addr {}: cannot serve: {e}", net.addr))?;
@@ -152,6 +155,8 @@ pub struct KvProtocol {
     pub ctx: Arc<Ctx>,
     /// The store.
     pub store: SharedStore,
+    /// Priority rules, the classifier callback (`--priority`).
+    pub rules: Option<crate::priority::Rules>,
 }
 
 impl Protocol for KvProtocol {
@@ -231,6 +236,12 @@ impl Protocol for KvProtocol {
 
     fn busy_message(&self) -> &'static [u8] {
         b"ERROR Too many open connections\r\n"
+    }
+
+    fn classifier(&self) -> Option<&dyn skq_net::classify::Classifier> {
+        self.rules
+            .as_ref()
+            .map(|r| r as &dyn skq_net::classify::Classifier)
     }
 
     /// Pipelined cache requests are cheap: write their replies once per batch.

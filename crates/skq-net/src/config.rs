@@ -130,16 +130,17 @@ impl Default for SchedOptions {
     }
 }
 
-/// Parses a `--batch-workers` list such as `6,7` or `4-7`.
-pub fn parse_worker_list(s: &str) -> Result<Vec<usize>, String> {
-    skq_core::parse_cpu_list(s)
-        .map(|v| v.into_iter().map(|w| w as usize).collect())
-        .map_err(|_| {
-            format!(
-                "--batch-workers `{}` is not a worker list (e.g. 6,7 or 4-7)",
-                s.trim()
-            )
-        })
+/// A `--batch-workers` list such as `6,7` or `4-7`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerList(pub Vec<usize>);
+
+impl FromStr for WorkerList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        skq_core::parse_cpu_list(s)
+            .map(|v| WorkerList(v.into_iter().map(|w| w as usize).collect()))
+            .map_err(|_| format!("`{}` is not a worker list (e.g. 6,7 or 4-7)", s.trim()))
+    }
 }
 
 /// Everything a driver needs besides the protocol.

@@ -260,6 +260,12 @@ impl<S> Conn<S> {
                 if served == REQUESTS_PER_EVENT {
                     break false;
                 }
+                if cx.refuses_batch() && self.classify(proto) == Some(Class::Batch) {
+                    // Diffusion: not on this worker. Yield; the connection's
+                    // level is now batch, so it is redelivered to a batch
+                    // worker.
+                    break false;
+                }
                 match self.serve_one(proto, cx) {
                     Served::Request { .. } => {
                         served += 1;

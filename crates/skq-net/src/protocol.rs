@@ -52,6 +52,7 @@ pub struct Cx<'a> {
     worker: usize,
     counters: &'a WorkerCounters,
     class: crate::classify::Class,
+    refuse_batch: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -61,6 +62,7 @@ impl<'a> Cx<'a> {
             worker,
             counters,
             class: crate::classify::Class::Regular,
+            refuse_batch: false,
         }
     }
 
@@ -83,6 +85,19 @@ impl<'a> Cx<'a> {
     /// decided it (regular without a classifier).
     pub fn class(&self) -> crate::classify::Class {
         self.class
+    }
+
+    /// Marks the serving worker as reserved for latency-critical work
+    /// (priority diffusion): a batch-class request at the front of a
+    /// connection is not served here; the connection is handed back to the
+    /// scheduler, which places it on a batch worker.
+    pub fn refuse_batch(&mut self) {
+        self.refuse_batch = true;
+    }
+
+    /// Whether [`Cx::refuse_batch`] was called.
+    pub fn refuses_batch(&self) -> bool {
+        self.refuse_batch
     }
 
     /// Sets the class [`Cx::class`] reports (the connection layer does).

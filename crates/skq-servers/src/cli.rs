@@ -80,8 +80,8 @@ pub struct RpcArgs {
     pub checkpoint_us: Option<u64>,
     /// Priority diffusion (skq driver): workers that take batch-class
     /// requests, e.g. `6,7` or `4-7`; the others never run them.
-    #[arg(long, value_parser = skq_net::config::parse_worker_list)]
-    pub batch_workers: Option<Vec<usize>>,
+    #[arg(long)]
+    pub batch_workers: Option<skq_net::config::WorkerList>,
     /// How requests are classified: `header` (the RPC header's class byte:
     /// 0 regular, 1 high, 2 batch) or `none` (all regular).
     #[arg(long, default_value = "header")]
@@ -119,7 +119,7 @@ impl RpcArgs {
                 min_workers: self.min_workers,
                 elastic_period_us: self.elastic_period_us,
                 elastic_backlog_us: self.elastic_backlog_us,
-                batch_workers: self.batch_workers.clone().unwrap_or_default(),
+                batch_workers: self.batch_workers.clone().unwrap_or_default().0,
             },
             checkpoint_us: self.checkpoint_us,
             classify: self.classify,

@@ -23,6 +23,8 @@ pub fn config(arch: Arch, workers: usize) -> ServerConfig {
         limits: Limits::default(),
         max_conns: 256,
         pin: false,
+        priority: Vec::new(),
+        batch_workers: Vec::new(),
     }
 }
 

@@ -309,6 +309,10 @@ fn on_connection<P: Protocol>(
     let counters = &shared.common.counters.workers[w];
     counters.record_event();
     let mut cx = Cx::new(w, counters);
+    let cfg = shared.skq.config();
+    if cfg.diffusion() && !cfg.is_batch_worker(w) {
+        cx.refuse_batch();
+    }
     let proto = &*shared.common.proto;
     let hup = ev.ready.contains(skq_core::Ready::HUP);
     let outcome = entry
