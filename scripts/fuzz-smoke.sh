@@ -13,6 +13,7 @@ if cargo fuzz --version >/dev/null 2>&1 && rustup run nightly rustc --version >/
     echo "fuzz-smoke: cargo-fuzz + nightly found: libFuzzer on kv_parser and http_parser for ${secs}s each"
     cd "$root"
     cargo +nightly fuzz run --fuzz-dir fuzz kv_parser -- -max_total_time="$secs" -max_len=8192
+    cargo +nightly fuzz run --fuzz-dir fuzz classifier -- -max_total_time="$secs" -max_len=4096
     exec cargo +nightly fuzz run --fuzz-dir fuzz http_parser -- -max_total_time="$secs" -max_len=20000
 fi
 
@@ -20,6 +21,7 @@ echo "fuzz-smoke: cargo-fuzz or nightly missing: running the fuzz body as a seed
 cd "$root"
 SKQ_FUZZ_ITERS="${SKQ_FUZZ_ITERS:-500000}" timeout "$((secs * 4))" \
     cargo test --release -p skq-kv --test fuzz_random -- --nocapture
+echo "fuzz-smoke: the classifiers' body (skq_net::classify::check_split) runs seeded in cargo test (classify and kv priority tests)"
 echo "fuzz-smoke: the same for skq-http's request path (skq_http::fuzzing::check, seeded, not coverage-guided)"
 SKQ_FUZZ_ITERS="${SKQ_HTTP_FUZZ_ITERS:-50000}" timeout "$((secs * 4))" \
     cargo test --release -p skq-http --test fuzz_random -- --nocapture

@@ -328,4 +328,37 @@ mod tests {
             .to_string()
             .contains("at most 32"));
     }
+
+    #[test]
+    fn fuzz_body_rules_decide_the_same_however_split() {
+        use rand::{Rng, SeedableRng};
+        let r = rules(&[
+            "regular:multikey",
+            "high:cmd=get|gets|mg&prefix=user:",
+            "batch:cmd=set&prefix=report:",
+        ]);
+        let pieces: [&[u8]; 7] = [
+            b"get user:1\r\n",
+            b"get user:1 user:2\r\n",
+            b"set report:1 0 0 1\r\nx\r\n",
+            b"mg user:abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz v\r\n",
+            b"gat 1 user:1\r\n",
+            b"\r\n",
+            b"get ",
+        ];
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        for _ in 0..2000 {
+            let mut data = Vec::new();
+            for _ in 0..rng.gen_range(0..6) {
+                if rng.gen_bool(0.25) {
+                    let n = rng.gen_range(0..30);
+                    data.extend((0..n).map(|_| rng.gen::<u8>()));
+                } else {
+                    data.extend_from_slice(pieces[rng.gen_range(0..pieces.len())]);
+                }
+            }
+            let cuts: Vec<usize> = (0..4).map(|_| rng.gen_range(1..12)).collect();
+            skq_net::classify::check_split(&r, &data, &cuts);
+        }
+    }
 }

@@ -266,6 +266,60 @@ impl Classifier for Prefixes {
     }
 }
 
+/// The fuzz body for classifiers (the cargo-fuzz target
+/// `fuzz/fuzz_targets/classifier.rs` and the seeded tests run it): treats
+/// `data` as a stream of `\n`-terminated requests, feeds it to `c` once
+/// whole and once in chunks whose sizes `cuts` gives (cycled), the way a
+/// connection does, and asserts that nothing panics and that every verdict
+/// reached in the split run is the one reached whole: a classifier's
+/// decision never depends on read boundaries. (A request served before its
+/// classifier decided counts as regular; with bytes of the following
+/// request already buffered the whole run may have decided it, which is
+/// why only decided verdicts are compared.) Returns the number of requests.
+pub fn check_split(c: &dyn Classifier, data: &[u8], cuts: &[usize]) -> usize {
+    let whole = run_stream(c, data, &[usize::MAX]);
+    let split = run_stream(c, data, cuts);
+    assert_eq!(whole.len(), split.len());
+    for (i, (w, s)) in whole.iter().zip(&split).enumerate() {
+        if s.0.is_some() {
+            assert_eq!(
+                w.0, s.0,
+                "request {i}: the verdict depends on read boundaries"
+            );
+        }
+    }
+    whole.len()
+}
+
+/// Feeds `data` as a connection would: bytes arrive in chunks; after each
+/// arrival every complete request at the front is "served" (its verdict and
+/// the level recorded, then `request_done`).
+fn run_stream(c: &dyn Classifier, data: &[u8], cuts: &[usize]) -> Vec<(Option<Class>, Class)> {
+    let mut t = ClassTracker::new();
+    let mut out = Vec::new();
+    let (mut arrived, mut front, mut k) = (0usize, 0usize, 0usize);
+    while arrived < data.len() {
+        let step = cuts
+            .get(k % cuts.len().max(1))
+            .copied()
+            .unwrap_or(usize::MAX)
+            .max(1);
+        k += 1;
+        arrived = arrived.saturating_add(step).min(data.len());
+        loop {
+            let pending = &data[front..arrived];
+            let v = t.feed(c, pending);
+            let Some(end) = pending.iter().position(|&b| b == b'\n') else {
+                break;
+            };
+            t.request_done();
+            out.push((v, t.level()));
+            front += end + 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +384,42 @@ mod tests {
         }
         assert!(Prefixes::new(vec![(Vec::new(), Class::High)]).is_err());
         assert!(Prefixes::new(vec![(vec![b'x'; 49], Class::High)]).is_err());
+    }
+
+    #[test]
+    fn fuzz_body_random_streams_classify_the_same_however_split() {
+        use rand::{Rng, SeedableRng};
+        let prefixes = Prefixes::new(vec![
+            (b"GET /api/".to_vec(), Class::High),
+            (b"GET /".to_vec(), Class::Regular),
+            (b"POST /report".to_vec(), Class::Batch),
+            (b"P".to_vec(), Class::High),
+        ])
+        .unwrap();
+        let flag = FlagByte::new(3);
+        let pieces: [&[u8]; 6] = [
+            b"GET /api/x\n",
+            b"GET /a\n",
+            b"POST /report\n",
+            b"PUT\n",
+            b"\n",
+            b"P",
+        ];
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+        for _ in 0..3000 {
+            let mut data = Vec::new();
+            for _ in 0..rng.gen_range(0..8) {
+                if rng.gen_bool(0.3) {
+                    let n = rng.gen_range(0..20);
+                    data.extend((0..n).map(|_| rng.gen::<u8>()));
+                } else {
+                    data.extend_from_slice(pieces[rng.gen_range(0..pieces.len())]);
+                }
+            }
+            let cuts: Vec<usize> = (0..4).map(|_| rng.gen_range(1..9)).collect();
+            check_split(&prefixes, &data, &cuts);
+            check_split(&flag, &data, &cuts);
+        }
     }
 
     #[test]
