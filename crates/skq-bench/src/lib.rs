@@ -53,6 +53,7 @@ pub mod hdr;
 pub mod interrupt;
 pub mod output;
 pub mod peers;
+pub mod priority;
 pub mod process;
 pub mod procstat;
 pub mod rss;

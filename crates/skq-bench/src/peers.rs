@@ -139,6 +139,9 @@ pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     if let Some(b) = curve.batch {
         c.args(["--batch", &b.to_string()]);
     }
+    if !curve.prio.batch_workers.is_empty() {
+        c.args(["--batch-workers", &curve.prio.batch_workers]);
+    }
     c
 }
 

@@ -279,6 +279,20 @@ impl ProcessRunner {
             }
             _ => {}
         }
+        let prio = &curve.prio;
+        if prio.probe_rps > 0.0 {
+            let rate = format!("{:.3}", prio.probe_rps);
+            if prio.probe_high {
+                c.args(["--high-priority-rate", &rate]);
+            } else {
+                c.args(["--probe-connections", "1", "--probe-rate", &rate]);
+            }
+        }
+        if prio.batch_rps > 0.0 {
+            c.args(["--batch-rate", &format!("{:.3}", prio.batch_rps)]);
+            c.args(["--batch-connections", &prio.batch_connections.to_string()]);
+            c.args(["--batch-service-us", &prio.batch_service_us.to_string()]);
+        }
         c.arg("--json")
             .arg(&files.json)
             .arg("--hdr-log")

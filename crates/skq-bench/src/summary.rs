@@ -87,6 +87,10 @@ pub struct CurveSummary {
     pub service_mode: String,
     /// Points measured.
     pub measured_points: usize,
+    /// Priority experiment figures (probe, best-effort), when the curve
+    /// ran that traffic.
+    #[serde(default)]
+    pub priority: Option<crate::priority::PrioritySummary>,
 }
 
 /// Summaries of every curve, in sweep order.
@@ -232,5 +236,12 @@ fn summarize_curve(
             .max(),
         service_mode,
         measured_points: measured.len(),
+        priority: crate::priority::PrioritySummary::of(
+            curve,
+            &measured
+                .iter()
+                .map(|(r, x)| (r.load, *x))
+                .collect::<Vec<_>>(),
+        ),
     }
 }

@@ -81,6 +81,17 @@ pub struct LoadArgs {
     /// Rate of a separate high-priority client (RPC class 1); 0 = off.
     #[arg(long, default_value_t = 0.0)]
     pub high_priority_rate: f64,
+    /// Total rate of best-effort clients (RPC class 2, each request asking
+    /// --batch-service-us of service), requests/s; 0 = off. Reported apart
+    /// (`batch_latency`), like the high-priority client.
+    #[arg(long, default_value_t = 0.0)]
+    pub batch_rate: f64,
+    /// Best-effort connections (with --batch-rate).
+    #[arg(long, default_value_t = 4)]
+    pub batch_connections: usize,
+    /// Service time each best-effort request asks for, µs.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub batch_service_us: f64,
     /// Write the result as JSON (skq_report PointResult) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -198,6 +209,9 @@ impl LoadArgs {
         } else {
             self.high_priority_rate
         };
+        cfg.batch_rate = self.batch_rate;
+        cfg.batch_connections = self.batch_connections;
+        cfg.batch_service_us = self.batch_service_us;
         cfg.kv = KvSpec::named(
             &self.kv_workload,
             self.key_size,

@@ -51,6 +51,12 @@ pub struct LoadConfig {
     pub probe_rate: f64,
     /// Rate of the high-priority client (0 = none).
     pub high_priority_rate: f64,
+    /// Total rate of the best-effort (batch, class 2) clients (0 = none).
+    pub batch_rate: f64,
+    /// Best-effort connections.
+    pub batch_connections: usize,
+    /// Service time each best-effort request asks for (µs).
+    pub batch_service_us: f64,
     /// Key-value mix (memcached).
     pub kv: KvSpec,
     /// Set every key once before the run so gets hit (memcached).
@@ -109,6 +115,9 @@ impl LoadConfig {
             probe_connections: 0,
             probe_rate: 0.0,
             high_priority_rate: 0.0,
+            batch_rate: 0.0,
+            batch_connections: 4,
+            batch_service_us: 10_000.0,
             kv: KvSpec::named("sphinx-ro", 30, 200, 1.0, 10_000).expect("valid default"),
             prefill: true,
             db_keys: 10_000_000,
@@ -157,6 +166,29 @@ impl LoadConfig {
                 "--high-priority-rate must be >= 0, got {}",
                 self.high_priority_rate
             ));
+        }
+        if !(self.batch_rate.is_finite() && self.batch_rate >= 0.0) {
+            return Err(format!(
+                "--batch-rate must be >= 0, got {}",
+                self.batch_rate
+            ));
+        }
+        if self.batch_rate > 0.0 {
+            if self.batch_connections == 0 {
+                return Err("--batch-connections must be at least 1 with --batch-rate".into());
+            }
+            if !(self.batch_service_us.is_finite()
+                && self.batch_service_us >= 0.0
+                && self.batch_service_us <= 4e6)
+            {
+                return Err(format!(
+                    "--batch-service-us must be 0..=4000000, got {}",
+                    self.batch_service_us
+                ));
+            }
+            if self.protocol != Protocol::Rpc {
+                return Err("--batch-rate needs --protocol rpc (its class byte)".into());
+            }
         }
         if let Some(p) = self.rt_priority {
             if !(1..=99).contains(&p) {

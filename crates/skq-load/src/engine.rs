@@ -137,6 +137,12 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     if cfg.high_priority_rate > 0.0 {
         plan.push((Role::High, 0, 1, cfg.high_priority_rate));
     }
+    if cfg.batch_rate > 0.0 {
+        plan.extend(
+            (0..cfg.batch_connections)
+                .map(|i| (Role::Batch, i, cfg.batch_connections, cfg.batch_rate)),
+        );
+    }
     let mut per_thread: Vec<Vec<ConnSetup>> = (0..cfg.threads).map(|_| Vec::new()).collect();
     let mut class_rng = SmallRng::seed_from_u64(cfg.seed ^ 0xC1A5_5000);
     for (n, &(role, i, count, rate)) in plan.iter().enumerate() {
@@ -182,6 +188,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     let mut workers = Vec::with_capacity(cfg.threads);
     for (t, setups) in per_thread.into_iter().enumerate() {
         let params = WorkerParams {
+            batch_service_ns: (cfg.batch_service_us * 1e3).min(u32::MAX as f64) as u32,
             start: 0,
             warm_end: 0,
             end: 0,
@@ -296,8 +303,8 @@ fn assemble(
     window_start: SystemTime,
     schedule_start: u64,
 ) -> anyhow::Result<PointResult> {
-    let mut lat: [Hist; 3] = Default::default();
-    let mut raw: [Hist; 3] = Default::default();
+    let mut lat: [Hist; 4] = Default::default();
+    let mut raw: [Hist; 4] = Default::default();
     let mut lateness = Hist::new();
     let mut intervals: Vec<Hist> = Vec::new();
     let mut intervals_sent: Vec<u64> = Vec::new();
@@ -313,7 +320,7 @@ fn assemble(
     for o in outs {
         rt_refused = rt_refused.or(o.rt_refused);
         pin_refused = pin_refused.or(o.pin_refused);
-        for r in 0..3 {
+        for r in 0..4 {
             lat[r].merge(&o.lat[r]);
             raw[r].merge(&o.raw[r]);
         }
@@ -396,7 +403,7 @@ fn assemble(
         write_hdr_log(path, &intervals, window_start)
             .with_context(|| format!("--hdr-log {}", path.display()))?;
     }
-    let [lat_load, lat_probe, lat_high] = lat;
+    let [lat_load, lat_probe, lat_high, lat_batch] = lat;
     let checks = checks;
     let nominal = cfg.service.workload.takes_mean() || cfg.service.mean() > 0.0;
     Ok(PointResult {
@@ -426,6 +433,7 @@ fn assemble(
         raw_latency: raw[0].summary_with(checks.effective_n),
         probe_latency: (cfg.probe_connections > 0).then(|| lat_probe.summary()),
         high_priority_latency: (cfg.high_priority_rate > 0.0).then(|| lat_high.summary()),
+        batch_latency: (cfg.batch_rate > 0.0).then(|| lat_batch.summary()),
         measured_service_us: (service_n > 0).then(|| service_sum / service_n as f64 / 1e3),
         errors,
         checks,

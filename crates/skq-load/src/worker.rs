@@ -50,6 +50,8 @@ pub enum Role {
     Probe = 1,
     /// High-priority client (RPC class 1).
     High = 2,
+    /// Best-effort clients (RPC class 2, fixed long service).
+    Batch = 3,
 }
 
 /// One connection as handed to a worker.
@@ -96,6 +98,8 @@ const MAX_BURST: u32 = 64;
 /// Parameters shared by all workers of a run (absolute times in ns; the four
 /// times are set by [`Worker::set_times`]).
 pub struct WorkerParams<'a> {
+    /// Service time asked by best-effort (batch) requests, ns.
+    pub batch_service_ns: u32,
     /// First scheduled send.
     pub start: u64,
     /// End of warm-up.
@@ -145,9 +149,9 @@ pub struct RequestRecord {
 #[derive(Default)]
 pub struct WorkerOut {
     /// Latency from scheduled send, per role.
-    pub lat: [Hist; 3],
+    pub lat: [Hist; 4],
     /// Latency from actual send, per role.
-    pub raw: [Hist; 3],
+    pub raw: [Hist; 4],
     /// Send lateness of measured requests (all roles).
     pub lateness: Hist,
     /// Load-role latency per log interval.
@@ -412,12 +416,19 @@ impl<'a> Worker<'a> {
         let c = &mut self.conns[ci];
         let mut req = Request::new(c.seq);
         c.seq += 1;
-        req.service_ns = self
-            .p
-            .service
-            .sample(c.class, &mut self.rng)
-            .min(u32::MAX as u64) as u32;
-        req.class = u8::from(c.role == Role::High);
+        req.service_ns = if c.role == Role::Batch {
+            self.p.batch_service_ns
+        } else {
+            self.p
+                .service
+                .sample(c.class, &mut self.rng)
+                .min(u32::MAX as u64) as u32
+        };
+        req.class = match c.role {
+            Role::High => 1,
+            Role::Batch => 2,
+            Role::Load | Role::Probe => 0,
+        };
         if let Some(kv) = self.p.kv {
             kv.draw(&mut self.rng, &mut req);
         }

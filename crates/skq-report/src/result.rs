@@ -164,6 +164,10 @@ pub struct PointResult {
     pub probe_latency: Option<Latency>,
     /// Latency of the high-priority client (priority workload).
     pub high_priority_latency: Option<Latency>,
+    /// Latency of the best-effort (batch, RPC class 2) clients, when
+    /// enabled; its `count` over `meta.duration_s` is their throughput.
+    #[serde(default)]
+    pub batch_latency: Option<Latency>,
     /// Mean service time actually delivered, from the replies (µs).
     pub measured_service_us: Option<f64>,
     /// Correctness counters.

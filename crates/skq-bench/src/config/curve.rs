@@ -213,6 +213,71 @@ pub struct Curve {
     /// RocksDB front end: the generator's `--db-dilate`.
     #[serde(default)]
     pub dilate: f64,
+    /// Priority experiment traffic and diffusion (SKQ §6.8, QStack).
+    #[serde(default)]
+    pub prio: PrioritySpec,
+}
+
+/// The priority experiments' extra traffic and server setting, fixed at
+/// every load point of a curve.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrioritySpec {
+    /// Probe client rate (req/s), 0 = none.
+    pub probe_rps: f64,
+    /// Whether the probe is the high-priority client (else a regular probe).
+    pub probe_high: bool,
+    /// Best-effort (class 2) rate (req/s), 0 = none.
+    pub batch_rps: f64,
+    /// Best-effort connections.
+    pub batch_connections: usize,
+    /// Best-effort service (µs).
+    pub batch_service_us: f64,
+    /// Server `--batch-workers`, empty = no diffusion.
+    pub batch_workers: String,
+}
+
+impl PrioritySpec {
+    fn from_entry(e: &ConfigEntry, name: &str, server: ServerKind) -> Result<PrioritySpec> {
+        let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
+        let probe_rps = e.probe_rps.unwrap_or(0.0);
+        if !(probe_rps.is_finite() && probe_rps >= 0.0) {
+            bail!("{}: {probe_rps} must be >= 0", ctx("probe_rps"));
+        }
+        let probe_high = match e.probe_class.as_deref().unwrap_or("regular") {
+            "regular" => false,
+            "high" => true,
+            other => bail!(
+                "{}: `{other}` is unknown: expected regular or high",
+                ctx("probe_class")
+            ),
+        };
+        let batch_rps = e.batch_rps.unwrap_or(0.0);
+        if !(batch_rps.is_finite() && batch_rps >= 0.0) {
+            bail!("{}: {batch_rps} must be >= 0", ctx("batch_rps"));
+        }
+        let batch_service_us = e.batch_service_us.unwrap_or(10_000.0);
+        if !(batch_service_us.is_finite() && batch_service_us > 0.0) {
+            bail!(
+                "{}: {batch_service_us} must be positive",
+                ctx("batch_service_us")
+            );
+        }
+        let batch_workers = e.batch_workers.clone().unwrap_or_default();
+        if !batch_workers.is_empty() && server != ServerKind::Skq {
+            bail!(
+                "{}: priority diffusion needs an skq mode",
+                ctx("batch_workers")
+            );
+        }
+        Ok(PrioritySpec {
+            probe_rps,
+            probe_high,
+            batch_rps,
+            batch_connections: e.batch_connections.unwrap_or(4).max(1),
+            batch_service_us,
+            batch_workers,
+        })
+    }
 }
 
 impl Curve {
@@ -349,7 +414,9 @@ impl Curve {
             ServiceMode::Spin => Affinity::Split,
             ServiceMode::Emulate => Affinity::Split,
         });
+        let prio = PrioritySpec::from_entry(e, &name, server)?;
         Ok(Curve {
+            prio,
             name,
             server,
             mode,

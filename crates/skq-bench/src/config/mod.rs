@@ -91,7 +91,7 @@ use serde::Deserialize;
 
 use crate::rss::RssSpec;
 
-pub use curve::{Affinity, Curve, IoSpec, ServerKind, ServiceMode};
+pub use curve::{Affinity, Curve, IoSpec, PrioritySpec, ServerKind, ServiceMode};
 pub use settings::{Settings, Sweep};
 
 /// One configuration as written in TOML or built from flags: every field
@@ -150,6 +150,21 @@ pub struct ConfigEntry {
     /// RocksDB front end: the generator's `--db-dilate`, extra emulated
     /// service per request as a multiple of its operation's modelled cost.
     pub dilate: Option<f64>,
+    /// Rate (req/s) of a light probe client, fixed at every load point
+    /// (not scaled with the load): SKQ §6.8's probe.
+    pub probe_rps: Option<f64>,
+    /// The probe's class: `regular` (its latency is `probe_latency`) or
+    /// `high` (the generator's high-priority client, RPC class 1).
+    pub probe_class: Option<String>,
+    /// Rate (req/s) of best-effort clients (RPC class 2), fixed at every
+    /// load point: QStack's co-located long work.
+    pub batch_rps: Option<f64>,
+    /// Best-effort connections.
+    pub batch_connections: Option<usize>,
+    /// Service each best-effort request asks for (µs).
+    pub batch_service_us: Option<f64>,
+    /// The server's `--batch-workers` (priority diffusion), e.g. `6,7`.
+    pub batch_workers: Option<String>,
 }
 
 impl ConfigEntry {
@@ -183,7 +198,13 @@ impl ConfigEntry {
             wrk,
             db_dir,
             db_keys,
-            dilate
+            dilate,
+            probe_rps,
+            probe_class,
+            batch_rps,
+            batch_connections,
+            batch_service_us,
+            batch_workers
         )
     }
 }

@@ -42,6 +42,7 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
         "× bound",
         "self-check",
         "cores",
+        "high-pri/probe p99 µs low→peak",
     ];
     if rss.is_some() {
         head.push("rss");
@@ -77,6 +78,7 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
             bound,
             s.self_check.label().to_string(),
             s.cores_seen.map_or("-".into(), |c| c.to_string()),
+            crate::priority::PrioritySummary::cell(s.priority.as_ref()),
         ];
         row.extend(rss.map(str::to_string));
         t.push(row);
