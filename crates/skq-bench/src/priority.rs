@@ -5,9 +5,10 @@
 //! [`PrioritySummary`]; every summary table shows them in its
 //! "high-pri / probe p99 µs low→peak" column.
 //!
-//! "Low" is the curve's lowest offered load; "peak" is the measured point
-//! with the highest achieved throughput (the top of the curve, before a
-//! saturated point folds back).
+//! "Low" is the curve's lowest offered load; "peak" is the highest offered
+//! load whose regular p99 stayed within the SLO (the top of the usable
+//! curve: past it the queues grow without bound and every latency is the
+//! length of the run); the lowest point when none did.
 
 use serde::{Deserialize, Serialize};
 use skq_report::result::{Latency, PointResult};
@@ -30,7 +31,7 @@ pub struct PrioritySummary {
     pub regular_p99_peak_us: Option<f64>,
     /// Offered load fraction of the peak point.
     pub peak_load: Option<f64>,
-    /// Highest achieved throughput of the regular clients (req/s).
+    /// Achieved throughput of the regular clients at the peak (req/s).
     pub peak_rps: Option<f64>,
     /// Best-effort throughput at the lowest load and at the peak (req/s).
     pub batch_rps_low: Option<f64>,
@@ -43,7 +44,11 @@ pub struct PrioritySummary {
 impl PrioritySummary {
     /// The figures of `curve` from its measured points `(load, result)`;
     /// None when the curve ran no probe and no best-effort clients.
-    pub fn of(curve: &Curve, points: &[(f64, &PointResult)]) -> Option<PrioritySummary> {
+    pub fn of(
+        curve: &Curve,
+        points: &[(f64, &PointResult)],
+        slo_us: Option<f64>,
+    ) -> Option<PrioritySummary> {
         let has_probe = curve.prio.probe_rps > 0.0;
         if (!has_probe && curve.prio.batch_rps <= 0.0) || points.is_empty() {
             return None;
@@ -51,9 +56,15 @@ impl PrioritySummary {
         let low = points
             .iter()
             .min_by(|a, b| a.1.target_rps.total_cmp(&b.1.target_rps))?;
+        let within = |x: &PointResult| {
+            let p99 = x.latency.p99.value;
+            slo_us.is_none_or(|s| p99.is_finite() && p99 <= s)
+        };
         let peak = points
             .iter()
-            .max_by(|a, b| a.1.achieved_rps.total_cmp(&b.1.achieved_rps))?;
+            .filter(|p| within(p.1))
+            .max_by(|a, b| a.1.target_rps.total_cmp(&b.1.target_rps))
+            .unwrap_or(low);
         let probe = |x: &PointResult| -> Option<f64> {
             let l = if curve.prio.probe_high {
                 x.high_priority_latency.as_ref()
@@ -155,7 +166,8 @@ mod tests {
         ];
         let refs: Vec<(f64, &PointResult)> =
             pts.iter().map(|x| (x.target_rps / 5000.0, x)).collect();
-        let p = PrioritySummary::of(&curve, &refs).unwrap();
+        // Without an SLO the peak is the highest load.
+        let p = PrioritySummary::of(&curve, &refs, None).unwrap();
         assert_eq!(p.probe_class, "high");
         assert_eq!(
             (p.probe_p99_low_us, p.probe_p99_peak_us),
@@ -169,9 +181,13 @@ mod tests {
             "hi 400→1000 (2.50×) · BE 8/s"
         );
         assert_eq!(PrioritySummary::cell(None), "-");
+        // With one, the highest load within it.
+        let p = PrioritySummary::of(&curve, &refs, Some(1000.0)).unwrap();
+        assert_eq!(p.peak_load, Some(0.6));
+        assert_eq!(p.probe_p99_peak_us, Some(800.0));
         // No probe, no best-effort traffic: no figures.
         let plain = Curve::from_entry(&ConfigEntry::default(), 2).unwrap();
-        assert!(PrioritySummary::of(&plain, &refs).is_none());
+        assert!(PrioritySummary::of(&plain, &refs, None).is_none());
         // A bad probe class names the configuration and key.
         let bad = ConfigEntry {
             probe_class: Some("urgent".into()),

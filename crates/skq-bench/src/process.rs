@@ -282,10 +282,12 @@ impl ProcessRunner {
         let prio = &curve.prio;
         if prio.probe_rps > 0.0 {
             let rate = format!("{:.3}", prio.probe_rps);
+            let conns = prio.probe_connections.to_string();
             if prio.probe_high {
                 c.args(["--high-priority-rate", &rate]);
+                c.args(["--high-priority-connections", &conns]);
             } else {
-                c.args(["--probe-connections", "1", "--probe-rate", &rate]);
+                c.args(["--probe-connections", &conns, "--probe-rate", &rate]);
             }
         }
         if prio.batch_rps > 0.0 {

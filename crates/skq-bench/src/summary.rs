@@ -242,6 +242,7 @@ fn summarize_curve(
                 .iter()
                 .map(|(r, x)| (r.load, *x))
                 .collect::<Vec<_>>(),
+            slo,
         ),
     }
 }

@@ -81,6 +81,9 @@ pub struct LoadArgs {
     /// Rate of a separate high-priority client (RPC class 1); 0 = off.
     #[arg(long, default_value_t = 0.0)]
     pub high_priority_rate: f64,
+    /// Connections of the high-priority client (its rate is split over them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub high_priority_connections: u16,
     /// Total rate of best-effort clients (RPC class 2, each request asking
     /// --batch-service-us of service), requests/s; 0 = off. Reported apart
     /// (`batch_latency`), like the high-priority client.
@@ -209,6 +212,7 @@ impl LoadArgs {
         } else {
             self.high_priority_rate
         };
+        cfg.high_priority_connections = self.high_priority_connections as usize;
         cfg.batch_rate = self.batch_rate;
         cfg.batch_connections = self.batch_connections;
         cfg.batch_service_us = self.batch_service_us;

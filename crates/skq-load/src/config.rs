@@ -51,6 +51,8 @@ pub struct LoadConfig {
     pub probe_rate: f64,
     /// Rate of the high-priority client (0 = none).
     pub high_priority_rate: f64,
+    /// Connections of the high-priority client (the rate is split over them).
+    pub high_priority_connections: usize,
     /// Total rate of the best-effort (batch, class 2) clients (0 = none).
     pub batch_rate: f64,
     /// Best-effort connections.
@@ -115,6 +117,7 @@ impl LoadConfig {
             probe_connections: 0,
             probe_rate: 0.0,
             high_priority_rate: 0.0,
+            high_priority_connections: 1,
             batch_rate: 0.0,
             batch_connections: 4,
             batch_service_us: 10_000.0,

@@ -135,7 +135,8 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         (0..cfg.probe_connections).map(|i| (Role::Probe, i, cfg.probe_connections, cfg.probe_rate)),
     );
     if cfg.high_priority_rate > 0.0 {
-        plan.push((Role::High, 0, 1, cfg.high_priority_rate));
+        let n = cfg.high_priority_connections.max(1);
+        plan.extend((0..n).map(|i| (Role::High, i, n, cfg.high_priority_rate)));
     }
     if cfg.batch_rate > 0.0 {
         plan.extend(

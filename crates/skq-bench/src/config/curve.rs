@@ -226,6 +226,8 @@ pub struct PrioritySpec {
     pub probe_rps: f64,
     /// Whether the probe is the high-priority client (else a regular probe).
     pub probe_high: bool,
+    /// Connections the probe's rate is split over.
+    pub probe_connections: usize,
     /// Best-effort (class 2) rate (req/s), 0 = none.
     pub batch_rps: f64,
     /// Best-effort connections.
@@ -272,6 +274,7 @@ impl PrioritySpec {
         Ok(PrioritySpec {
             probe_rps,
             probe_high,
+            probe_connections: e.probe_connections.unwrap_or(8).clamp(1, 1024),
             batch_rps,
             batch_connections: e.batch_connections.unwrap_or(4).max(1),
             batch_service_us,

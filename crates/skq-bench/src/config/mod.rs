@@ -156,6 +156,8 @@ pub struct ConfigEntry {
     /// The probe's class: `regular` (its latency is `probe_latency`) or
     /// `high` (the generator's high-priority client, RPC class 1).
     pub probe_class: Option<String>,
+    /// Connections the probe's rate is split over (default 8).
+    pub probe_connections: Option<usize>,
     /// Rate (req/s) of best-effort clients (RPC class 2), fixed at every
     /// load point: QStack's co-located long work.
     pub batch_rps: Option<f64>,
@@ -201,6 +203,7 @@ impl ConfigEntry {
             dilate,
             probe_rps,
             probe_class,
+            probe_connections,
             batch_rps,
             batch_connections,
             batch_service_us,
