@@ -125,6 +125,10 @@ pub struct SimArgs {
     /// traffic share K/connections); reported apart as high_priority_latency.
     #[arg(long, default_value_t = 0)]
     pub high_conns: usize,
+    /// Register the --high-conns connections as regular (still reported
+    /// apart): the same probe without priority, SKQ §6.8's comparison run.
+    #[arg(long)]
+    pub probe_regular: bool,
     /// Core tunable: events taken per steal (1..=8).
     #[arg(long)]
     pub steal_k: Option<usize>,
@@ -330,6 +334,7 @@ impl SimArgs {
         );
         sc.warmup = (self.requests as f64 * self.warmup) as usize;
         sc.high_conns = self.high_conns;
+        sc.probe_regular = self.probe_regular;
         if let Some(p) = &self.trace {
             let t = Trace::parse(&read(p)?).with_context(|| format!("--trace {}", p.display()))?;
             sc.arrivals = Arrivals::Trace(Arc::new(t));

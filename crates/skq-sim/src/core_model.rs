@@ -177,7 +177,7 @@ pub fn run(
     let sched = Scheduler::new(cfg).map_err(|e| anyhow!("{e}"))?;
     let mut conns = Vec::with_capacity(sc.connections);
     for i in 0..sc.connections {
-        let flags = if i < sc.high_conns {
+        let flags = if i < sc.high_conns && !sc.probe_regular {
             Flags::HIGH_PRIORITY
         } else {
             Flags::NONE

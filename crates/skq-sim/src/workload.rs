@@ -182,6 +182,9 @@ pub struct Scenario {
     /// registers them `HIGH_PRIORITY` and their latency is reported apart
     /// (BRIEF §9 `priority`). Their traffic share is `high_conns / connections`.
     pub high_conns: usize,
+    /// Register connections `0..high_conns` as regular (a probe without
+    /// priority), still recording them apart.
+    pub probe_regular: bool,
 }
 
 impl Scenario {
@@ -205,6 +208,7 @@ impl Scenario {
             warmup: requests / 10,
             seed,
             high_conns: 0,
+            probe_regular: false,
         }
     }
 
