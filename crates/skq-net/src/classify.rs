@@ -23,8 +23,10 @@
 //! The skq driver hands the level to the scheduler
 //! ([`skq_rt::Skq::set_class`]), where it governs the connection's next
 //! activation: harvested first, queued on the high queue, stolen first,
-//! and (batch) kept off reserved workers under diffusion. Drivers without
-//! a priority mechanism (epoll, tokio) classify nothing.
+//! and (batch) kept off reserved workers under diffusion. The epoll and
+//! tokio drivers run the same connection code, so the classifier runs
+//! there too (and `Cx::class` reports it), but they have one queue level
+//! and ignore the result.
 //!
 //! The tracker works on bytes already read, not in the kernel: a request's
 //! class takes effect from the activation after the one that read its first
