@@ -225,7 +225,14 @@ def main():
         sys.exit("memcached-suite launcher: unknown MCS_TARGET " + target)
     args = skq_argv(target, split_args(argv))
     exe = os.environ["MCS_SKQ_BIN"]
-    # skq prints `listening on ...` to stdout; the tests do not read it.
+    # skq prints `listening on ...` and its shutdown line; the tests read
+    # neither, and in the test's own stream they could split a TAP line.
+    log = os.environ.get("MCS_SERVER_LOG")
+    if log:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
     os.execv(exe, [exe] + args)
 
 
