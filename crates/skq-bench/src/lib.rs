@@ -57,6 +57,7 @@ pub mod priority;
 pub mod process;
 pub mod procstat;
 pub mod rss;
+pub mod series;
 pub mod server;
 pub mod serverstats;
 pub mod summary;

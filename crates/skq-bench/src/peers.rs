@@ -142,6 +142,12 @@ pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     if !curve.prio.batch_workers.is_empty() {
         c.args(["--batch-workers", &curve.prio.batch_workers]);
     }
+    if let Some(m) = curve.elastic.min_workers {
+        c.args(["--min-workers", &m.to_string()]);
+    }
+    if let Some(p) = curve.elastic.period_us {
+        c.args(["--elastic-period-us", &p.to_string()]);
+    }
     c
 }
 

@@ -209,6 +209,8 @@ pub struct ProcessRunner {
     pub rss_label: String,
     /// The last point's server statistics ([`Runner::take_server_stats`]).
     pub server_stats: Option<crate::serverstats::ServerPointStats>,
+    /// The last point's time series ([`Runner::take_series`]).
+    pub series: Option<crate::series::PointSeries>,
 }
 
 impl ProcessRunner {
@@ -229,6 +231,7 @@ impl ProcessRunner {
             rss: None,
             rss_label: "off".into(),
             server_stats: None,
+            series: None,
         }
     }
 
@@ -295,6 +298,12 @@ impl ProcessRunner {
             c.args(["--batch-connections", &prio.batch_connections.to_string()]);
             c.args(["--batch-service-us", &prio.batch_service_us.to_string()]);
         }
+        if let Some(p) = &curve.elastic.rate_profile {
+            c.args(["--rate-profile", p]);
+        }
+        if let Some(ms) = curve.elastic.interval_ms {
+            c.args(["--interval-ms", &ms.to_string()]);
+        }
         c.arg("--json")
             .arg(&files.json)
             .arg("--hdr-log")
@@ -330,6 +339,7 @@ impl Runner for ProcessRunner {
         let stats_file = self.scratch.join(crate::peers::STATS_FILE);
         let _ = std::fs::remove_file(&stats_file);
         self.server_stats = None;
+        self.series = None;
         let server_started = Instant::now();
         let mut server = ServerProcess::start_in(
             curve,
@@ -350,18 +360,35 @@ impl Runner for ProcessRunner {
             .spawn()
             .with_context(|| format!("starting {} load", self.skq.display()))?;
         let started = Instant::now();
+        let started_ns = skq_sys::cpu::monotonic_ns();
         let deadline =
             started + Duration::from_secs_f64(s.warmup_secs + s.point_secs) + GENERATOR_SLACK;
+        let server_pid = server.pid();
+        let sample_every = curve.elastic.interval_ms.map(Duration::from_millis);
         let measure = || {
-            let warmup_end = started + Duration::from_secs_f64(s.warmup_secs);
-            while Instant::now() < warmup_end && !interrupt::interrupted() {
-                std::thread::sleep((warmup_end - Instant::now()).min(Duration::from_millis(50)));
-            }
-            let cpu0 = server.cpu_time().ok();
-            let waited = wait_generator(&gen, deadline);
-            (cpu0, waited, server.cpu_time().ok())
+            // With per-interval series, the server's CPU time is sampled
+            // every interval while the generator runs (warm-up included).
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|sc| {
+                let sampler = sample_every.map(|every| {
+                    let stop = &stop;
+                    sc.spawn(move || crate::series::sample_cpu(server_pid, every, stop))
+                });
+                let warmup_end = started + Duration::from_secs_f64(s.warmup_secs);
+                while Instant::now() < warmup_end && !interrupt::interrupted() {
+                    std::thread::sleep(
+                        (warmup_end - Instant::now()).min(Duration::from_millis(50)),
+                    );
+                }
+                let cpu0 = server.cpu_time().ok();
+                let waited = wait_generator(&gen, deadline);
+                let cpu1 = server.cpu_time().ok();
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                let samples = sampler.and_then(|h| h.join().ok());
+                (cpu0, waited, cpu1, samples)
+            })
         };
-        let ((cpu0, waited, cpu1), migrations) = match &self.rss {
+        let ((cpu0, waited, cpu1, samples), migrations) = match &self.rss {
             Some(r) => r.while_migrating(measure),
             None => (measure(), Default::default()),
         };
@@ -400,6 +427,19 @@ impl Runner for ProcessRunner {
                 sys_s: b.sys_s - a.sys_s,
             });
         }
+        if let Some(samples) = samples {
+            // The measured window starts after the warm-up of the
+            // generator's schedule (or, lacking its clock, of its start).
+            let origin = r.schedule_start_ns.unwrap_or(started_ns) + (s.warmup_secs * 1e9) as u64;
+            self.series = Some(crate::series::build(
+                &samples,
+                origin,
+                self.server_stats.as_ref(),
+                curve.workers,
+                s.warmup_secs,
+                s.point_secs,
+            ));
+        }
         if r.client_cpu == CpuTime::default() {
             r.client_cpu = gen_cpu;
         }
@@ -423,6 +463,10 @@ impl Runner for ProcessRunner {
 
     fn take_server_stats(&mut self) -> Option<crate::serverstats::ServerPointStats> {
         self.server_stats.take()
+    }
+
+    fn take_series(&mut self) -> Option<crate::series::PointSeries> {
+        self.series.take()
     }
 }
 

@@ -38,6 +38,14 @@ pub struct ServerPointStats {
     pub migrations_per_s: Option<f64>,
     /// Seconds the server ran.
     pub secs: f64,
+    /// Elastic worker count: the resource manager's decisions as (ms since
+    /// `started_ns`, demand in busy workers, active workers); empty with a
+    /// fixed count.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elastic: Vec<(f64, f64, usize)>,
+    /// CLOCK_MONOTONIC ns the server started at (skq driver only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ns: Option<u64>,
 }
 
 fn u64_at(v: &Value, path: &[&str]) -> u64 {
@@ -83,7 +91,19 @@ pub fn from_stats_json(text: &str, secs: f64) -> Result<ServerPointStats> {
         }
         None => (None, None),
     };
+    let scheduler = v.get("scheduler");
+    let elastic = scheduler
+        .and_then(|s| s.get("elastic"))
+        .map(|e| serde_json::from_value::<Vec<(f64, f64, usize)>>(e.clone()))
+        .transpose()
+        .context("server statistics: malformed elastic decisions")?
+        .unwrap_or_default();
+    let started_ns = scheduler
+        .and_then(|s| s.get("started_ns"))
+        .and_then(Value::as_u64);
     Ok(ServerPointStats {
+        elastic,
+        started_ns,
         imbalance_pct,
         busiest_ms: hi as f64 / 1e6,
         least_busy_ms: lo as f64 / 1e6,
@@ -116,6 +136,16 @@ mod tests {
         let s =
             from_stats_json(r#"{"per_worker": [{"busy_ns": 0}, {"busy_ns": 0}]}"#, 1.0).unwrap();
         assert_eq!((s.imbalance_pct, s.steals_per_s), (0.0, None));
+        assert!(s.elastic.is_empty() && s.started_ns.is_none());
         assert!(from_stats_json("{}", 1.0).is_err());
+        // Elastic decisions and the server's start time.
+        let s = from_stats_json(
+            r#"{"per_worker": [{"busy_ns": 1}], "scheduler": {"per_worker": [],
+                "started_ns": 77, "elastic": [[20.0, 1.5, 2], [40.5, 6.0, 8]]}}"#,
+            1.0,
+        )
+        .unwrap();
+        assert_eq!(s.started_ns, Some(77));
+        assert_eq!(s.elastic, vec![(20.0, 1.5, 2), (40.5, 6.0, 8)]);
     }
 }

@@ -91,6 +91,11 @@ pub struct CurveSummary {
     /// ran that traffic.
     #[serde(default)]
     pub priority: Option<crate::priority::PrioritySummary>,
+    /// Server CPU-seconds per request: the server's CPU time (user +
+    /// system, measured window) summed over the measured points, divided by
+    /// the replies received in them. None when no point measured server CPU.
+    #[serde(default)]
+    pub cpu_s_per_request: Option<f64>,
 }
 
 /// Summaries of every curve, in sweep order.
@@ -213,7 +218,13 @@ fn summarize_curve(
         Some(_) => format!("mixed ({})", modes.join(",")),
         None => curve.service.as_str().to_string(),
     };
+    let (cpu_s, replies) = results
+        .iter()
+        .filter_map(|x| x.server_cpu.map(|c| (c.user_s + c.sys_s, x.received)))
+        .fold((0.0, 0u64), |(c, n), (dc, dn)| (c + dc, n + dn));
+    let cpu_s_per_request = (replies > 0).then(|| cpu_s / replies as f64);
     CurveSummary {
+        cpu_s_per_request,
         curve: i,
         spec: curve.clone(),
         nominal_service_us: curve.nominal_service_us,

@@ -123,6 +123,12 @@ pub trait Runner {
     fn take_server_stats(&mut self) -> Option<crate::serverstats::ServerPointStats> {
         None
     }
+
+    /// Server CPU use and active workers over the point just run, taken
+    /// once (None when the curve asked for no per-interval series).
+    fn take_series(&mut self) -> Option<crate::series::PointSeries> {
+        None
+    }
 }
 
 /// What happened to one planned point.
@@ -141,6 +147,10 @@ pub enum Outcome {
         /// when it wrote a statistics file.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server: Option<crate::serverstats::ServerPointStats>,
+        /// Server CPU use and active workers over time, for curves with
+        /// per-interval series (`interval_ms`, `rate_profile`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        series: Option<crate::series::PointSeries>,
     },
     /// The runner failed; the curve ended here.
     Failed {
@@ -175,6 +185,14 @@ impl PointRecord {
     pub fn server_stats(&self) -> Option<&crate::serverstats::ServerPointStats> {
         match &self.outcome {
             Outcome::Measured { server, .. } => server.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The point's time series, when measured with per-interval series.
+    pub fn series(&self) -> Option<&crate::series::PointSeries> {
+        match &self.outcome {
+            Outcome::Measured { series, .. } => series.as_ref(),
             _ => None,
         }
     }
@@ -325,6 +343,7 @@ pub fn run(
             match measure(runner, curve, &sweep.settings, p, &files, progress) {
                 Ok(result) => {
                     let server = runner.take_server_stats();
+                    let series = runner.take_series();
                     measured.push(result.clone());
                     let refs: Vec<&PointResult> = measured.iter().collect();
                     let slo = slo_us(curve, &sweep.settings, &refs);
@@ -347,6 +366,7 @@ pub fn run(
                         hdr_log,
                         saturated: sat,
                         server,
+                        series,
                     }));
                 }
                 Err(e) => {

@@ -354,3 +354,64 @@ fn http_keys_are_refused_where_they_do_not_apply() {
         assert_eq!(s.curves[0].server, ServerKind::Http, "{mode}");
     }
 }
+
+#[test]
+fn elastic_step_example_parses_with_its_elastic_and_profile_keys() {
+    let f = SweepFile::parse(include_str!("../examples/elastic-step.toml")).unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let names: Vec<&str> = s.curves.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["hybrid elastic", "hybrid fixed 8", "epoll-1to1", "tokio"]
+    );
+    let elastic = &s.curves[0];
+    assert_eq!(elastic.elastic.min_workers, Some(1));
+    assert_eq!(elastic.workers, 8);
+    assert_eq!(elastic.service, ServiceMode::Emulate);
+    assert_eq!(
+        (elastic.capacity_rps, elastic.nominal_service_us),
+        (8000.0, Some(1000.0))
+    );
+    for c in &s.curves {
+        assert_eq!(
+            c.elastic.rate_profile.as_deref(),
+            Some("steps=0.1,0.9,0.1@4")
+        );
+        assert_eq!(c.elastic.interval_ms, Some(250));
+        assert_eq!(c.group(), s.curves[0].group(), "one group, one baseline");
+    }
+    assert!(s.curves[1..]
+        .iter()
+        .all(|c| c.elastic.min_workers.is_none()));
+    assert_eq!(s.settings.loads, vec![1.0]);
+    assert_eq!(s.settings.baseline, "hybrid fixed 8");
+    assert_eq!(s.settings.rss, RssSpec::Off);
+}
+
+#[test]
+fn elastic_keys_are_refused_where_they_do_not_apply() {
+    let err = |body: &str| {
+        let f = SweepFile::parse(&format!("[[config]]\n{body}\n")).unwrap();
+        format!("{:#}", Sweep::from_file(&f, 2).unwrap_err())
+    };
+    let e = err("mode = \"tokio\"\nmin_workers = 2");
+    assert!(
+        e.contains("`min_workers`") && e.contains("only skq modes"),
+        "{e}"
+    );
+    let e = err("mode = \"epoll-1to1\"\nmin_workers = 2");
+    assert!(e.contains("only skq modes"), "{e}");
+    let e = err("mode = \"hybrid\"\nworkers = 4\nmin_workers = 5");
+    assert!(e.contains("out of range 1..=workers (4)"), "{e}");
+    let e = err("mode = \"hybrid\"\nelastic_period_us = 1000");
+    assert!(e.contains("needs `min_workers`"), "{e}");
+    let e = err("mode = \"hybrid\"\nrate_profile = \"steps=0.1\"");
+    assert!(e.contains("`rate_profile`") && e.contains("@SECS"), "{e}");
+    let e = err("mode = \"hybrid\"\ninterval_ms = 0");
+    assert!(e.contains("`interval_ms`: must be positive"), "{e}");
+    // A rate profile alone gets 1 s intervals, as the generator does.
+    let f =
+        SweepFile::parse("[[config]]\nmode = \"tokio\"\nrate_profile = \"diurnal=10\"\n").unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    assert_eq!(s.curves[0].elastic.interval_ms, Some(1000));
+}

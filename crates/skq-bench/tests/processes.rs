@@ -525,3 +525,92 @@ fn servers_start_with_an_empty_signal_mask_though_the_harness_blocks_sigterm() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn elastic_curves_pass_their_flags_and_record_cpu_and_workers_over_time() {
+    let dir = temp_dir("proc-series");
+    let mut f = config::default_file();
+    f.matrix = None;
+    f.sweep.rss = Some(RssSpec::Off);
+    f.config = vec![ConfigEntry {
+        mode: Some("hybrid".into()),
+        min_workers: Some(2),
+        elastic_period_us: Some(5000),
+        rate_profile: Some("steps=0.5,1@0.2".into()),
+        interval_ms: Some(50),
+        ..Default::default()
+    }];
+    f.sweep.loads = Some(vec![0.3]);
+    f.sweep.point_secs = Some(0.4);
+    f.sweep.warmup_secs = Some(0.1);
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let result = write_result(&dir, &s);
+    // The stand-in server writes elastic decisions (2 → 8 → 2 workers, at
+    // 100, 250 and 400 ms after its start) where --stats-json says, then
+    // burns CPU until SIGTERM; the stand-in generator runs for 0.5 s.
+    let args = dir.join("args");
+    let script = format!(
+        "#!/bin/bash\n\
+         case \"$1\" in\n\
+         serve) echo \"$@\" > '{args}.serve'\n\
+         \x20      while [ $# -gt 0 ]; do [ \"$1\" = --stats-json ] && out=\"$2\"; shift; done\n\
+         \x20      echo '{{\"per_worker\":[{{\"busy_ns\":1}}],\"scheduler\":{{\"per_worker\":[],\"started_ns\":5000000000,\"elastic\":[[100.0,1.0,2],[250.0,7.0,8],[400.0,1.0,2]]}}}}' > \"$out\"\n\
+         \x20      echo \"listening on 127.0.0.1:1\"; while :; do :; done ;;\n\
+         load) echo \"$@\" > '{args}.load'\n\
+         \x20     while [ $# -gt 0 ]; do [ \"$1\" = --json ] && json=\"$2\"; shift; done\n\
+         \x20     sleep 0.5; cp '{result}' \"$json\" ;;\n\
+         esac\n",
+        args = args.display(),
+        result = result.display()
+    );
+    let skq = dir.join("skq");
+    std::fs::write(&skq, script).unwrap();
+    std::fs::set_permissions(&skq, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let records = sweep::run(&s, &dir.join("out"), &mut runner(skq, &dir), &mut Quiet);
+    let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
+    assert!(
+        serve.contains("--min-workers 2 --elastic-period-us 5000"),
+        "{serve}"
+    );
+    let load = std::fs::read_to_string(dir.join("args.load")).unwrap();
+    assert!(
+        load.contains("--rate-profile steps=0.5,1@0.2 --interval-ms 50"),
+        "{load}"
+    );
+    let series = records[0].series().expect("a series for an interval curve");
+    // CPU sampled every 50 ms over the generator's 0.5 s: several spans, in
+    // time order, never negative, and the busy server used some CPU.
+    let cpu = &series.server_cpu;
+    assert!(cpu.len() >= 3, "{cpu:?}");
+    assert!(cpu.windows(2).all(|w| w[0].0 < w[1].0), "{cpu:?}");
+    assert!(cpu.iter().all(|&(_, c)| c >= 0.0), "{cpu:?}");
+    assert!(cpu.iter().any(|&(_, c)| c > 0.0), "{cpu:?}");
+    // Workers follow the decisions, 150 ms apart, shifted onto the window's
+    // clock, plus the last count held to the end.
+    assert!(!series.workers_fixed);
+    let w = &series.workers;
+    let counts: Vec<f64> = w.iter().map(|p| p.1).collect();
+    assert_eq!(counts, [2.0, 8.0, 2.0, 2.0]);
+    assert!(((w[1].0 - w[0].0) - 0.15).abs() < 1e-9, "{w:?}");
+    assert!(((w[2].0 - w[1].0) - 0.15).abs() < 1e-9, "{w:?}");
+    // CPU-seconds per request in the summary, over the points that measured it.
+    let sums = skq_bench::summary::summarize(&s, &records);
+    let r = records[0].result().unwrap();
+    let cpu_s = r.server_cpu.map(|c| c.user_s + c.sys_s).unwrap();
+    assert_eq!(sums[0].cpu_s_per_request, Some(cpu_s / r.received as f64));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fixed_curves_without_intervals_record_no_series() {
+    let dir = temp_dir("proc-noseries");
+    let s = one_curve("hybrid", &[0.3]);
+    let result = write_result(&dir, &s);
+    let skq = fake_skq(&dir, "echo \"listening on $4\"; exec sleep 30", &result);
+    let records = sweep::run(&s, &dir.join("out"), &mut runner(skq, &dir), &mut Quiet);
+    assert!(records[0].result().is_some());
+    assert!(records[0].series().is_none());
+    let load = std::fs::read_to_string(dir.join("args.load")).unwrap();
+    assert!(!load.contains("--interval-ms"), "{load}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

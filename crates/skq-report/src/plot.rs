@@ -197,6 +197,81 @@ fn draw_p99(
     Ok(())
 }
 
+/// Size of a [`time_series_svg`] strip: as wide as the other plots and
+/// shorter, so several stack on one time axis.
+pub const STRIP_SIZE: (u32, u32) = (760, 240);
+
+/// Values over time on a linear scale from 0, for plots stacked on a shared
+/// time axis: every strip of a stack gets the same `x_range` (seconds).
+/// Points are drawn in the order given (a step function may repeat an x),
+/// non-finite ones dropped; the units are the caller's, named in `labels`.
+pub fn time_series_svg(labels: &Labels, series: &[Series], x_range: (f64, f64)) -> String {
+    let series: Vec<Series> = series
+        .iter()
+        .map(|s| Series {
+            label: s.label.clone(),
+            points: s
+                .points
+                .iter()
+                .copied()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    let Some((_, y_hi)) = span(series.iter().flat_map(|s| s.points.iter().map(|p| p.1))) else {
+        return placeholder(labels, "no data to plot");
+    };
+    let (x_lo, x_hi) = x_range;
+    let x_range = if x_hi > x_lo {
+        x_lo..x_hi
+    } else {
+        x_lo..x_lo + 1.0
+    };
+    let y_range = pad_linear(0.0, y_hi.max(0.0));
+    render_sized(labels, STRIP_SIZE, |root| {
+        let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(root)
+            .caption(&labels.title, ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x_range, y_range)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(labels.x.as_str())
+            .y_desc(labels.y.as_str())
+            .x_label_formatter(&|v| short_number(*v))
+            .y_label_formatter(&|v| short_number(*v))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+        for (i, s) in series.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    s.points.iter().copied(),
+                    colour.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(180, 180, 180))
+            .draw()
+            .map_err(err)?;
+        Ok(())
+    })
+}
+
 /// Cumulative distribution of latency.
 ///
 /// Each series holds `(latency, cumulative fraction in 0..=1)` points, sorted
@@ -326,9 +401,18 @@ fn render(
     labels: &Labels,
     draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
 ) -> String {
+    render_sized(labels, SIZE, draw)
+}
+
+/// [`render`] at another size.
+fn render_sized(
+    labels: &Labels,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
+) -> String {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         if let Err(e) = draw(&root).and_then(|_| root.present().map_err(|e| e.to_string())) {
             drop(root);
             return placeholder(labels, &format!("plot failed: {e}"));

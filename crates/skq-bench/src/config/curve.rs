@@ -216,6 +216,68 @@ pub struct Curve {
     /// Priority experiment traffic and diffusion (SKQ §6.8, QStack).
     #[serde(default)]
     pub prio: PrioritySpec,
+    /// Elastic worker count and fluctuating load (issue 15).
+    #[serde(default)]
+    pub elastic: ElasticSpec,
+}
+
+/// Elastic workers on the server and a time-varying rate on the generator,
+/// fixed at every load point of a curve.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ElasticSpec {
+    /// `--min-workers` (skq modes of the RPC server); None = fixed count.
+    pub min_workers: Option<usize>,
+    /// `--elastic-period-us`.
+    pub period_us: Option<u64>,
+    /// The generator's `--rate-profile`; the point's rate is its base rate.
+    pub rate_profile: Option<String>,
+    /// The generator's `--interval-ms`, also the period at which the
+    /// harness samples the server's CPU time.
+    pub interval_ms: Option<u64>,
+}
+
+impl ElasticSpec {
+    fn from_entry(e: &ConfigEntry, name: &str, server: ServerKind, workers: usize) -> Result<Self> {
+        let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
+        if let Some(m) = e.min_workers {
+            if server != ServerKind::Skq {
+                bail!(
+                    "{}: only skq modes of the RPC server have an elastic worker count",
+                    ctx("min_workers")
+                );
+            }
+            if !(1..=workers).contains(&m) {
+                bail!(
+                    "{}: {m} is out of range 1..=workers ({workers})",
+                    ctx("min_workers")
+                );
+            }
+        }
+        if let Some(p) = e.elastic_period_us {
+            if e.min_workers.is_none() {
+                bail!(
+                    "{}: needs `min_workers` (an elastic worker count)",
+                    ctx("elastic_period_us")
+                );
+            }
+            if p == 0 {
+                bail!("{}: must be positive", ctx("elastic_period_us"));
+            }
+        }
+        if let Some(r) = &e.rate_profile {
+            r.parse::<skq_proto::profile::RateProfile>()
+                .map_err(|m| anyhow::anyhow!("{}: {m}", ctx("rate_profile")))?;
+        }
+        if e.interval_ms == Some(0) {
+            bail!("{}: must be positive", ctx("interval_ms"));
+        }
+        Ok(ElasticSpec {
+            min_workers: e.min_workers,
+            period_us: e.elastic_period_us,
+            rate_profile: e.rate_profile.clone(),
+            interval_ms: e.interval_ms.or(e.rate_profile.as_ref().map(|_| 1000)),
+        })
+    }
 }
 
 /// The priority experiments' extra traffic and server setting, fixed at
@@ -418,7 +480,9 @@ impl Curve {
             ServiceMode::Emulate => Affinity::Split,
         });
         let prio = PrioritySpec::from_entry(e, &name, server)?;
+        let elastic = ElasticSpec::from_entry(e, &name, server, workers)?;
         Ok(Curve {
+            elastic,
             prio,
             name,
             server,

@@ -167,6 +167,16 @@ pub struct ConfigEntry {
     pub batch_service_us: Option<f64>,
     /// The server's `--batch-workers` (priority diffusion), e.g. `6,7`.
     pub batch_workers: Option<String>,
+    /// Elastic worker count: the server's `--min-workers` (skq modes of the
+    /// RPC server; `workers` is the maximum).
+    pub min_workers: Option<usize>,
+    /// The resource manager's period, `--elastic-period-us` (needs `min_workers`).
+    pub elastic_period_us: Option<u64>,
+    /// The generator's `--rate-profile` (`steps=...`, `diurnal=...`, `bursts=...`).
+    pub rate_profile: Option<String>,
+    /// The generator's `--interval-ms`: per-interval series (and the
+    /// server CPU sampling period).
+    pub interval_ms: Option<u64>,
 }
 
 impl ConfigEntry {
@@ -207,7 +217,11 @@ impl ConfigEntry {
             batch_rps,
             batch_connections,
             batch_service_us,
-            batch_workers
+            batch_workers,
+            min_workers,
+            elastic_period_us,
+            rate_profile,
+            interval_ms
         )
     }
 }

@@ -203,11 +203,153 @@ pub fn report_html(
             )
         };
         r = r.svg(caption, plot::cdf_svg(&labels, &cdf));
+        r = over_time(r, g, &members, records, s.point_secs);
     }
     r = r
         .heading("All points")
         .table(&compact_points(sweep, records));
     r.render()
+}
+
+/// For a group whose points have per-interval data (a rate profile or
+/// `interval_ms`): offered rate, p99 per interval, active workers and
+/// server CPU use on a shared time axis (the measured window), one line per
+/// measured point, in stacked strips.
+fn over_time(
+    mut r: Report,
+    group: &str,
+    members: &[&CurveSummary],
+    records: &[PointRecord],
+    window_s: f64,
+) -> Report {
+    let points: Vec<(String, &PointRecord)> = members
+        .iter()
+        .flat_map(|m| {
+            let mine: Vec<&PointRecord> = records
+                .iter()
+                .filter(|p| p.curve == m.curve)
+                .filter(|p| {
+                    p.series().is_some() || p.result().is_some_and(|x| !x.intervals.is_empty())
+                })
+                .collect();
+            let many = mine.len() > 1;
+            mine.into_iter().map(move |p| {
+                let label = if many {
+                    format!("{} @ {:.2}", m.spec.name, p.load)
+                } else {
+                    m.spec.name.clone()
+                };
+                (label, p)
+            })
+        })
+        .collect();
+    if points.is_empty() {
+        return r;
+    }
+    let x = (0.0, window_s);
+    let interval = |f: &dyn Fn(&skq_report::result::IntervalPoint) -> Option<f64>| -> Vec<Series> {
+        points
+            .iter()
+            .map(|(label, p)| {
+                let pts = p.result().map_or_else(Vec::new, |x| {
+                    x.intervals
+                        .iter()
+                        .filter_map(|i| f(i).map(|v| (i.start_s, v)))
+                        .collect()
+                });
+                Series::new(label.clone(), pts)
+            })
+            .collect()
+    };
+    let offered = interval(&|i| Some(i.offered_rps));
+    let p99 = interval(&|i| i.p99_us);
+    let workers: Vec<Series> = points
+        .iter()
+        .map(|(label, p)| {
+            let pts = p
+                .series()
+                .map_or_else(Vec::new, |s| step_points(&s.workers, x));
+            Series::new(label.clone(), pts)
+        })
+        .collect();
+    let cpu: Vec<Series> = points
+        .iter()
+        .map(|(label, p)| {
+            let pts = p.series().map_or_else(Vec::new, |s| {
+                s.server_cpu
+                    .iter()
+                    .copied()
+                    .filter(|&(t, _)| t >= x.0 && t <= x.1)
+                    .collect()
+            });
+            Series::new(label.clone(), pts)
+        })
+        .collect();
+    let strip = |what: &str, unit: &str| {
+        Labels::new(
+            format!("{what} — {group}"),
+            "time in the measured window (s)",
+            unit,
+        )
+    };
+    r = r
+        .heading(format!("Over time — {group}"))
+        .paragraph(
+            "Per interval of the measured window, on one time axis: the rate the generator \
+             offered and the p99 of the requests scheduled in each interval (skq load \
+             --interval-ms); the server's active workers (the resource manager's decisions from \
+             its --stats-json; flat at the configured count when the count is fixed); and the \
+             server's CPU use, sampled from /proc every interval (user + system, in cores).",
+        )
+        .svg(
+            "offered rate per interval",
+            plot::time_series_svg(&strip("offered rate", "req/s"), &offered, x),
+        )
+        .svg(
+            "p99 per interval",
+            plot::time_series_svg(&strip("p99 per interval", "µs"), &p99, x),
+        )
+        .svg(
+            "active workers",
+            plot::time_series_svg(&strip("active workers", "workers"), &workers, x),
+        )
+        .svg(
+            "server CPU use",
+            plot::time_series_svg(&strip("server CPU use", "cores"), &cpu, x),
+        );
+    r
+}
+
+/// A step function's drawing points from `(time, value from then on)`
+/// pairs, clipped to `range`: the value before the range's start carries
+/// into it.
+fn step_points(steps: &[(f64, f64)], range: (f64, f64)) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut current: Option<f64> = None;
+    for &(t, v) in steps {
+        if t <= range.0 {
+            current = Some(v);
+            continue;
+        }
+        if t > range.1 {
+            break;
+        }
+        if let Some(c) = current {
+            if out.is_empty() {
+                out.push((range.0, c));
+            }
+            out.push((t, c));
+        }
+        out.push((t, v));
+        current = Some(v);
+    }
+    if let Some(c) = current {
+        if out.is_empty() {
+            out.push((range.0, c));
+        }
+        out.push((range.1, c));
+    }
+    out
 }
 
 /// Per curve, the CDF at the measured load closest to `load`; also the
@@ -303,4 +445,32 @@ fn cross_check_table(checks: &[crate::crosscheck::CrossCheck]) -> skq_report::ta
         t.push(row);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::step_points;
+
+    #[test]
+    fn steps_are_clipped_and_carry_into_the_window() {
+        // Decided 8 before the window, 2 at 3 s, 8 at 5 s, 1 after the end.
+        let steps = [(-1.0, 8.0), (3.0, 2.0), (5.0, 8.0), (20.0, 1.0)];
+        assert_eq!(
+            step_points(&steps, (0.0, 10.0)),
+            vec![
+                (0.0, 8.0),
+                (3.0, 8.0),
+                (3.0, 2.0),
+                (5.0, 2.0),
+                (5.0, 8.0),
+                (10.0, 8.0)
+            ]
+        );
+        // First decision inside the window: nothing drawn before it.
+        assert_eq!(
+            step_points(&[(2.0, 4.0)], (0.0, 10.0)),
+            vec![(2.0, 4.0), (10.0, 4.0)]
+        );
+        assert!(step_points(&[], (0.0, 1.0)).is_empty());
+    }
 }

@@ -43,12 +43,13 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
         "self-check",
         "cores",
         "high-pri/probe p99 µs low→peak",
+        "server CPU µs/req",
     ];
     if rss.is_some() {
         head.push("rss");
     }
     let mut t = Table::new(head);
-    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13] {
+    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13, 15] {
         t = t.align(c, Align::Right);
     }
     for s in summaries {
@@ -79,6 +80,7 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
             s.self_check.label().to_string(),
             s.cores_seen.map_or("-".into(), |c| c.to_string()),
             crate::priority::PrioritySummary::cell(s.priority.as_ref()),
+            opt(s.cpu_s_per_request.map(|c| c * 1e6), 1),
         ];
         row.extend(rss.map(str::to_string));
         t.push(row);
