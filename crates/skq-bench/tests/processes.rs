@@ -598,6 +598,33 @@ fn elastic_curves_pass_their_flags_and_record_cpu_and_workers_over_time() {
     let r = records[0].result().unwrap();
     let cpu_s = r.server_cpu.map(|c| c.user_s + c.sys_s).unwrap();
     assert_eq!(sums[0].cpu_s_per_request, Some(cpu_s / r.received as f64));
+    // The report stacks the strips for this point, and the summary shows
+    // the CPU-per-request column.
+    let out = dir.join("report");
+    std::fs::create_dir_all(&out).unwrap();
+    let info = skq_bench::output::RunInfo {
+        started: "2026-01-01 00:00:00".into(),
+        command: "skq bench".into(),
+        cpus: 2,
+        wall_s: 1.0,
+        loadavg_before: None,
+        loadavg_after: None,
+        rss: skq_bench::rss::RssStatus::off("off"),
+        interrupted: false,
+        cross_checks: Vec::new(),
+    };
+    skq_bench::output::write_all(&out, &s, &records, &sums, &info).unwrap();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for strip in [
+        "Over time",
+        "p99 per interval",
+        "active workers",
+        "server CPU use",
+    ] {
+        assert!(html.contains(strip), "report lacks {strip}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("server CPU µs/req"), "{summary}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

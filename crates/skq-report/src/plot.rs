@@ -445,6 +445,33 @@ mod tests {
     }
 
     #[test]
+    fn time_strips_draw_every_series_and_say_when_empty() {
+        let l = Labels::new("active workers", "time (s)", "workers");
+        // A step down repeats its x: drawn in the order given, not sorted.
+        let steps = Series::new(
+            "elastic",
+            vec![
+                (0.0, 8.0),
+                (4.0, 8.0),
+                (4.0, 2.0),
+                (11.0, 2.0),
+                (f64::NAN, 1.0),
+            ],
+        );
+        let svg = time_series_svg(
+            &l,
+            &[steps, Series::new("fixed", vec![(0.0, 8.0)])],
+            (0.0, 11.0),
+        );
+        assert!(svg.starts_with("<svg") && svg.contains(&format!("height=\"{}\"", STRIP_SIZE.1)));
+        for needle in ["active workers", "elastic", "fixed", "workers"] {
+            assert!(svg.contains(needle), "missing {needle}");
+        }
+        let empty = time_series_svg(&l, &[Series::new("x", vec![])], (0.0, 1.0));
+        assert!(empty.contains("no data to plot"));
+    }
+
+    #[test]
     fn p99_plot_has_every_series_bound_and_slo() {
         let a = Series::new(
             "vanilla",
