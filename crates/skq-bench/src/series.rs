@@ -139,7 +139,7 @@ pub fn build(
 mod tests {
     use super::*;
 
-    fn stats(elastic: Vec<(f64, f64, usize)>, started_ns: Option<u64>) -> ServerPointStats {
+    fn stats(elastic: Vec<(f64, Option<f64>, usize)>, started_ns: Option<u64>) -> ServerPointStats {
         ServerPointStats {
             imbalance_pct: 0.0,
             busiest_ms: 0.0,
@@ -172,7 +172,7 @@ mod tests {
     fn workers_follow_decisions_or_stay_fixed() {
         // Server started 2 s before the window; decisions at 2.5 s and 4 s.
         let st = stats(
-            vec![(2500.0, 5.0, 8), (4000.0, 0.5, 2)],
+            vec![(2500.0, Some(5.0), 8), (4000.0, None, 2)],
             Some(1_000_000_000),
         );
         let (w, fixed) = active_workers(Some(&st), 3_000_000_000, 8, -1.0, 5.0);

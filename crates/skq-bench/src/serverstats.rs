@@ -40,9 +40,10 @@ pub struct ServerPointStats {
     pub secs: f64,
     /// Elastic worker count: the resource manager's decisions as (ms since
     /// `started_ns`, demand in busy workers, active workers); empty with a
-    /// fixed count.
+    /// fixed count. A demand the server could not measure (NaN) is
+    /// written as null, hence None.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub elastic: Vec<(f64, f64, usize)>,
+    pub elastic: Vec<(f64, Option<f64>, usize)>,
     /// CLOCK_MONOTONIC ns the server started at (skq driver only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_ns: Option<u64>,
@@ -94,7 +95,7 @@ pub fn from_stats_json(text: &str, secs: f64) -> Result<ServerPointStats> {
     let scheduler = v.get("scheduler");
     let elastic = scheduler
         .and_then(|s| s.get("elastic"))
-        .map(|e| serde_json::from_value::<Vec<(f64, f64, usize)>>(e.clone()))
+        .map(|e| serde_json::from_value(e.clone()))
         .transpose()
         .context("server statistics: malformed elastic decisions")?
         .unwrap_or_default();
@@ -141,11 +142,15 @@ mod tests {
         // Elastic decisions and the server's start time.
         let s = from_stats_json(
             r#"{"per_worker": [{"busy_ns": 1}], "scheduler": {"per_worker": [],
-                "started_ns": 77, "elastic": [[20.0, 1.5, 2], [40.5, 6.0, 8]]}}"#,
+                "started_ns": 77, "elastic": [[20.0, 1.5, 2], [40.5, 6.0, 8], [60.0, null, 8]]}}"#,
             1.0,
         )
         .unwrap();
         assert_eq!(s.started_ns, Some(77));
-        assert_eq!(s.elastic, vec![(20.0, 1.5, 2), (40.5, 6.0, 8)]);
+        // An unmeasured demand (null) keeps the decision.
+        assert_eq!(
+            s.elastic,
+            [(20.0, Some(1.5), 2), (40.5, Some(6.0), 8), (60.0, None, 8)]
+        );
     }
 }
