@@ -65,6 +65,19 @@ pub struct HttpArgs {
     /// Write final statistics (JSON) here at shutdown.
     #[arg(long)]
     pub stats_json: Option<PathBuf>,
+    /// A priority rule, `CLASS:COND[&COND...]` (repeatable; first match wins;
+    /// unmatched requests are regular). CLASS: high, regular or batch. COND:
+    /// path=PREFIX (the request target as sent starts with PREFIX),
+    /// header=NAME:VALUE (a header NAME, any case, whose value is exactly
+    /// VALUE), header=NAME (the header is present) or any. E.g.
+    /// --priority high:path=/api/ --priority 'batch:header=X-Priority:batch'.
+    /// skq modes only.
+    #[arg(long = "priority", value_name = "RULE")]
+    pub priority: Vec<String>,
+    /// Priority diffusion: workers that take batch-class requests, e.g. 6,7
+    /// or 4-7; the others never run them. skq modes only.
+    #[arg(long)]
+    pub batch_workers: Option<skq_net::config::WorkerList>,
     /// Stop by itself after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
@@ -86,6 +99,7 @@ impl HttpArgs {
             &self.io_dist,
         )
         .map_err(anyhow::Error::msg)?;
+        crate::priority::Rules::parse(&self.priority)?;
         Ok(HttpConfig {
             addr,
             root: self.root.clone(),
@@ -96,11 +110,13 @@ impl HttpArgs {
                 steal_k: self.steal_k,
                 penalty_ns: self.penalty_ns,
                 batch: self.batch as usize,
+                batch_workers: self.batch_workers.clone().unwrap_or_default().0,
                 ..SchedOptions::default()
             },
             pin: self.pin,
             max_conns: self.max_conns,
             io,
+            priority: self.priority.clone(),
         })
     }
 }

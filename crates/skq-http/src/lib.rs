@@ -17,6 +17,10 @@
 //! `openat2(RESOLVE_BENEATH)` relative to the root ([`docroot`]), so
 //! symlinks cannot lead out of it either.
 //!
+//! **Priority** ([`priority`]): `--priority CLASS:COND[&COND]` rules by
+//! path prefix or header classify each request through skq-net's classifier
+//! (high, regular or batch); `--batch-workers` turns on diffusion.
+//!
 //! **IO variance** ([`iovar`]): a chosen fraction of file reads misses the
 //! page cache, for real (`posix_fadvise(POSIX_FADV_DONTNEED)`) or emulated
 //! (a storage latency waited on the clock). Every output names it.
@@ -29,6 +33,7 @@ pub mod docroot;
 pub mod fuzzing;
 pub mod iovar;
 pub mod mime;
+pub mod priority;
 pub mod protocol;
 pub mod server;
 pub mod target;

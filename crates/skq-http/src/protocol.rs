@@ -74,6 +74,7 @@ pub struct HttpProtocol {
     misses: AtomicU64,
     miss_wait_ns: AtomicU64,
     clock: fn() -> u64,
+    rules: Option<crate::priority::Rules>,
 }
 
 /// Per-connection state.
@@ -222,7 +223,15 @@ impl HttpProtocol {
             misses: AtomicU64::new(0),
             miss_wait_ns: AtomicU64::new(0),
             clock: now_secs,
+            rules: None,
         }
+    }
+
+    /// Classifies requests by `rules` (`--priority`), through skq-net's
+    /// classifier callback; an empty set classifies nothing.
+    pub fn with_rules(mut self, rules: crate::priority::Rules) -> HttpProtocol {
+        self.rules = (!rules.is_empty()).then_some(rules);
+        self
     }
 
     /// Replaces the wall clock (seconds since the epoch) that `Date`
@@ -517,6 +526,12 @@ impl Protocol for HttpProtocol {
             self.miss_wait_ns
                 .fetch_add(s.miss_wait_ns, Ordering::Relaxed);
         }
+    }
+
+    fn classifier(&self) -> Option<&dyn skq_net::classify::Classifier> {
+        self.rules
+            .as_ref()
+            .map(|r| r as &dyn skq_net::classify::Classifier)
     }
 
     fn flush_each(&self) -> bool {

@@ -9,6 +9,7 @@ use skq_net::{Driver, SchedOptions, Server, ServerConfig, ServerHandle};
 
 use crate::docroot::DocRoot;
 use crate::iovar::IoVariance;
+use crate::priority::Rules;
 use crate::protocol::{AccessLog, HttpProtocol};
 
 /// Everything needed to start a server.
@@ -30,6 +31,9 @@ pub struct HttpConfig {
     pub max_conns: usize,
     /// IO variance.
     pub io: IoVariance,
+    /// Priority rules (`--priority`, see [`crate::priority`]); empty = none.
+    /// Batch workers (diffusion) are `sched.batch_workers`.
+    pub priority: Vec<String>,
 }
 
 impl HttpConfig {
@@ -47,6 +51,7 @@ impl HttpConfig {
             pin: false,
             max_conns: 65_536,
             io: IoVariance::None,
+            priority: Vec::new(),
         }
     }
 
@@ -79,9 +84,21 @@ pub fn start(cfg: &HttpConfig, log: AccessLog) -> io::Result<(ServerHandle, Arc<
     let sc = cfg.server_config();
     sc.validate()
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+    let rules = Rules::parse(&cfg.priority)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let prioritized = !rules.is_empty() || !cfg.sched.batch_workers.is_empty();
+    if prioritized && !matches!(sc.driver, Driver::Skq) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--priority and --batch-workers need an skq mode (not {})",
+                cfg.mode
+            ),
+        ));
+    }
     let root =
         DocRoot::open(&cfg.root).map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    let proto = Arc::new(HttpProtocol::new(root, cfg.io, log));
+    let proto = Arc::new(HttpProtocol::new(root, cfg.io, log).with_rules(rules));
     let handle = Server::start(&sc, proto.clone())?;
     Ok((handle, proto))
 }

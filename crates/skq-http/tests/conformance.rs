@@ -332,3 +332,66 @@ fn io_variance_misses_keep_replies_correct_and_are_counted() {
         }
     }
 }
+
+/// `--priority` rules reach the scheduler: connections whose requests a
+/// `path=` rule classifies high are served from the high-priority queues
+/// (without the rules, nothing is), batch-header requests with diffusion on
+/// are all answered in order, and rules on a baseline driver are refused.
+#[test]
+fn priority_rules_give_connections_their_class_in_the_scheduler() {
+    use skq_http::{AccessLog, HttpConfig};
+    let root = Root::new("prio");
+    root.write("api/v1.json", b"{}");
+    let high_served = |rules: &[&str]| {
+        let mut cfg = HttpConfig::new(&root.www, "hybrid", 2);
+        cfg.priority = rules.iter().map(|r| r.to_string()).collect();
+        cfg.sched.batch_workers = vec![1];
+        let (server, _) = skq_http::start(&cfg, AccessLog::Off).unwrap();
+        let mut clients: Vec<Client> = (0..4)
+            .map(|_| Client::connect(server.local_addr()))
+            .collect();
+        for round in 0..25 {
+            for (i, c) in clients.iter_mut().enumerate() {
+                if i % 2 == 0 {
+                    let r = c.get("/api/v1.json");
+                    assert_eq!((r.code, &r.body[..]), (200, &b"{}"[..]), "round {round}");
+                } else {
+                    c.send(b"GET / HTTP/1.1\r\nHost: t\r\nX-Priority: batch\r\n\r\n");
+                    let r = c.reply(false);
+                    assert_eq!((r.code, r.body.len()), (200, page().len()));
+                }
+            }
+        }
+        drop(clients);
+        let stats = server.shutdown();
+        assert_eq!(stats.requests, 100);
+        let sched = stats.scheduler.unwrap();
+        assert_eq!(sched.ownership_violations, 0);
+        sched
+            .per_worker
+            .iter()
+            .map(|w| w["high_served"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let rules = ["high:path=/api/", "batch:header=X-Priority:batch"];
+    assert!(high_served(&rules) > 0, "no high-priority deliveries");
+    assert_eq!(high_served(&[]), 0);
+
+    let mut cfg = HttpConfig::new(&root.www, "epoll-1to1", 2);
+    cfg.priority = vec!["high:path=/api/".into()];
+    let e = skq_http::start(&cfg, AccessLog::Off)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("need an skq mode"), "{e}");
+    cfg.mode = "hybrid".into();
+    cfg.priority = vec!["urgent:path=/api/".into()];
+    let e = skq_http::start(&cfg, AccessLog::Off)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.starts_with("--priority `urgent:path=/api/`: class"),
+        "{e}"
+    );
+}

@@ -129,6 +129,21 @@ pub struct SimArgs {
     /// apart): the same probe without priority, SKQ §6.8's comparison run.
     #[arg(long)]
     pub probe_regular: bool,
+    /// The last K connections form a best-effort client (registered BATCH),
+    /// its own Poisson stream of --batch-rps requests of --batch-service-us
+    /// each, on top of the offered load; reported apart as batch_latency.
+    #[arg(long, default_value_t = 0)]
+    pub batch_conns: usize,
+    /// Best-effort requests per second (with --batch-conns).
+    #[arg(long, default_value_t = 100.0)]
+    pub batch_rps: f64,
+    /// Service time of every best-effort request (µs).
+    #[arg(long, default_value_t = 20_000.0)]
+    pub batch_service_us: f64,
+    /// Priority diffusion: workers that take best-effort requests, e.g.
+    /// 14,15; the others never run them (core models only).
+    #[arg(long)]
+    pub batch_workers: Option<String>,
     /// Core tunable: events taken per steal (1..=8).
     #[arg(long)]
     pub steal_k: Option<usize>,
@@ -314,6 +329,14 @@ impl SimArgs {
             if let Some(f) = self.rtfreq {
                 cfg.rtfreq = f;
             }
+            if let Some(list) = &self.batch_workers {
+                let ws = skq_core::parse_cpu_list(list).map_err(|_| {
+                    anyhow::anyhow!(
+                        "--batch-workers `{list}`: not a worker list (e.g. 14,15 or 12-15)"
+                    )
+                })?;
+                cfg.batch_workers = ws.iter().fold(0u64, |m, &w| m | 1u64 << (w as u64).min(63));
+            }
             cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         Ok(())
@@ -335,6 +358,15 @@ impl SimArgs {
         sc.warmup = (self.requests as f64 * self.warmup) as usize;
         sc.high_conns = self.high_conns;
         sc.probe_regular = self.probe_regular;
+        sc.batch_conns = self.batch_conns;
+        sc.batch_rps = self.batch_rps;
+        if !(self.batch_service_us.is_finite() && self.batch_service_us > 0.0) {
+            bail!(
+                "--batch-service-us must be positive, got {}",
+                self.batch_service_us
+            );
+        }
+        sc.batch_service_ns = (self.batch_service_us * 1000.0).round() as u64;
         if let Some(p) = &self.trace {
             let t = Trace::parse(&read(p)?).with_context(|| format!("--trace {}", p.display()))?;
             sc.arrivals = Arrivals::Trace(Arc::new(t));

@@ -86,6 +86,8 @@ pub struct CoreOutcome {
     pub active: Vec<(u64, usize)>,
     /// Elastic runs: active workers integrated over the run (worker·ns).
     pub active_worker_ns: f64,
+    /// Best-effort requests served by each worker.
+    pub batch_served: Vec<u64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -152,6 +154,8 @@ struct Sim {
     empty_events: u64,
     stolen: u64,
     off_home: u64,
+    batch_from: usize,
+    batch_served: Vec<u64>,
 }
 
 /// Simulates `sc` served by `cfg` (its `workers` is replaced by the
@@ -179,6 +183,8 @@ pub fn run(
     for i in 0..sc.connections {
         let flags = if i < sc.high_conns && !sc.probe_regular {
             Flags::HIGH_PRIORITY
+        } else if i >= sc.batch_from() {
+            Flags::BATCH
         } else {
             Flags::NONE
         };
@@ -221,7 +227,15 @@ pub fn run(
         conns,
         workers,
         q: EventQueue::with_capacity(4 * sc.workers + 4),
-        rec: Recorder::with_high(total as usize, sc.warmup, sc.high_conns),
+        rec: Recorder::with_high(total as usize, sc.warmup, sc.high_conns).with_batch_from(
+            if sc.batch_conns > 0 {
+                sc.batch_from()
+            } else {
+                usize::MAX
+            },
+        ),
+        batch_from: sc.batch_from(),
+        batch_served: vec![0; sc.workers],
         rng,
         wakes: Vec::with_capacity(sc.workers),
         kernel_ready: Vec::with_capacity(sc.connections),
@@ -321,6 +335,7 @@ pub fn run(
         active_worker_ns += until.saturating_sub(t) as f64 * a as f64;
     }
     Ok(CoreOutcome {
+        batch_served: sim.batch_served,
         active: sim.active,
         active_worker_ns,
         summary: sim.rec.finish(),
@@ -619,6 +634,9 @@ impl Sim {
         }
         let avail = conn.pending.len();
         let k = avail.min(self.opts.max_reads);
+        if ev.token as usize >= self.batch_from {
+            self.batch_served[w] += k as u64;
+        }
         for _ in 0..k {
             let p = conn.pending.pop_front().expect("counted");
             d += p.service;

@@ -154,7 +154,7 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         raw_latency: s.latency.clone(),
         probe_latency: None,
         high_priority_latency: s.high.clone(),
-        batch_latency: None,
+        batch_latency: s.batch.clone(),
         measured_service_us: s.measured_service_us,
         errors: Errors {
             missing: stranded,

@@ -99,6 +99,13 @@ pub fn table(points: &[&PointOutcome]) -> String {
                 (_, m) if m > 0 => format!("  ({m} never served)"),
                 (Some(h), _) => format!("  high-priority p99 {:.1}", h.p99.value),
                 _ => String::new(),
+            } + &match &r.batch_latency {
+                Some(b) => format!(
+                    "  best-effort {:.0}/s p99 {:.1}",
+                    b.count as f64 / r.meta.duration_s.max(1e-9),
+                    b.p99.value
+                ),
+                None => String::new(),
             }
         );
     }

@@ -11,6 +11,8 @@ pub struct Recorder {
     high_conns: u32,
     samples: Vec<u64>,
     high_samples: Vec<u64>,
+    batch_from: u32,
+    batch_samples: Vec<u64>,
     service_sum: u128,
     completed: u64,
     first_arrival: u64,
@@ -33,6 +35,8 @@ impl Recorder {
             high_conns: high_conns.min(u32::MAX as usize) as u32,
             samples: Vec::with_capacity(total.saturating_sub(warmup)),
             high_samples: Vec::new(),
+            batch_from: u32::MAX,
+            batch_samples: Vec::new(),
             service_sum: 0,
             completed: 0,
             first_arrival: u64::MAX,
@@ -42,31 +46,45 @@ impl Recorder {
         }
     }
 
+    /// Keeps the requests of connections `batch_from..` (the best-effort
+    /// client) apart as well.
+    pub fn with_batch_from(mut self, batch_from: usize) -> Recorder {
+        self.batch_from = batch_from.min(u32::MAX as usize) as u32;
+        self
+    }
+
     /// Records request `idx` (arrival order) that arrived at `arrival`, needed
     /// `service` ns of work and completed at `done`.
     #[inline]
     pub fn record(&mut self, idx: u64, arrival: u64, service: u64, done: u64) {
-        self.record_in(false, idx, arrival, service, done);
+        self.record_in(Kind::Regular, idx, arrival, service, done);
     }
 
     /// Records a request of connection `conn` (see [`Recorder::record`]);
     /// those of high-priority connections go to their own statistics.
     #[inline]
     pub fn record_on(&mut self, conn: u32, idx: u64, arrival: u64, service: u64, done: u64) {
-        self.record_in(conn < self.high_conns, idx, arrival, service, done);
+        let kind = if conn < self.high_conns {
+            Kind::High
+        } else if conn >= self.batch_from {
+            Kind::Batch
+        } else {
+            Kind::Regular
+        };
+        self.record_in(kind, idx, arrival, service, done);
     }
 
     #[inline]
-    fn record_in(&mut self, high: bool, idx: u64, arrival: u64, service: u64, done: u64) {
+    fn record_in(&mut self, kind: Kind, idx: u64, arrival: u64, service: u64, done: u64) {
         self.completed += 1;
         self.last_done = self.last_done.max(done);
         if idx < self.warmup {
             return;
         }
-        if high {
-            self.high_samples.push(done - arrival);
-        } else {
-            self.samples.push(done - arrival);
+        match kind {
+            Kind::High => self.high_samples.push(done - arrival),
+            Kind::Batch => self.batch_samples.push(done - arrival),
+            Kind::Regular => self.samples.push(done - arrival),
         }
         self.last_measured_done = self.last_measured_done.max(done);
         self.service_sum += service as u128;
@@ -86,14 +104,16 @@ impl Recorder {
 
     /// Summarises what was recorded.
     pub fn finish(mut self) -> Summary {
-        let n = self.samples.len() + self.high_samples.len();
+        let n = self.samples.len() + self.high_samples.len() + self.batch_samples.len();
         let span_ns = self.last_arrival.saturating_sub(self.first_arrival);
         let busy_ns = self.last_measured_done.saturating_sub(self.first_arrival);
         let measured_service_us = (n > 0).then(|| self.service_sum as f64 / n as f64 / 1000.0);
         let high = (self.high_conns > 0).then(|| summarize(&mut self.high_samples));
+        let batch = (self.batch_from < u32::MAX).then(|| summarize(&mut self.batch_samples));
         Summary {
             latency: summarize(&mut self.samples),
             high,
+            batch,
             measured: n as u64,
             completed: self.completed,
             span_s: span_ns as f64 / 1e9,
@@ -101,6 +121,13 @@ impl Recorder {
             measured_service_us,
         }
     }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Regular,
+    High,
+    Batch,
 }
 
 /// What a run measured.
@@ -111,6 +138,9 @@ pub struct Summary {
     pub latency: Latency,
     /// The same for the high-priority connections, when there are any.
     pub high: Option<Latency>,
+    /// The same for the best-effort connections, when there are any
+    /// (excluded from `latency`).
+    pub batch: Option<Latency>,
     /// Requests past the warm-up (high-priority ones included).
     pub measured: u64,
     /// Requests completed, warm-up included.

@@ -185,6 +185,16 @@ pub struct Scenario {
     /// Register connections `0..high_conns` as regular (a probe without
     /// priority), still recording them apart.
     pub probe_regular: bool,
+    /// The last `batch_conns` connections form a best-effort (batch) client:
+    /// the core registers them `BATCH`, their requests arrive as their own
+    /// Poisson stream at `batch_rps` (on top of `rate_rps`), each needing
+    /// `batch_service_ns`, and their latency is reported apart (QStack's
+    /// co-location experiment). 0 = none.
+    pub batch_conns: usize,
+    /// Best-effort requests per second (with `batch_conns`).
+    pub batch_rps: f64,
+    /// Service time of every best-effort request (ns).
+    pub batch_service_ns: u64,
 }
 
 impl Scenario {
@@ -209,7 +219,23 @@ impl Scenario {
             seed,
             high_conns: 0,
             probe_regular: false,
+            batch_conns: 0,
+            batch_rps: 0.0,
+            batch_service_ns: 0,
         }
+    }
+
+    /// The first best-effort connection (`connections` when there are none).
+    pub fn batch_from(&self) -> usize {
+        self.connections - self.batch_conns.min(self.connections)
+    }
+
+    /// Best-effort requests in the run (in proportion to the regular ones).
+    pub fn batch_requests(&self) -> usize {
+        if self.batch_conns == 0 {
+            return 0;
+        }
+        (self.requests as f64 * self.batch_rps / self.rate_rps).round() as usize
     }
 
     /// Offered load as a fraction of capacity (`rate × S̄ / workers`).
@@ -240,6 +266,28 @@ impl Scenario {
                 self.high_conns,
                 self.connections
             );
+        }
+        if self.batch_conns > 0 {
+            if self.high_conns + self.batch_conns >= self.connections {
+                bail!(
+                    "high-priority ({}) and best-effort ({}) connections must leave some regular ones of {}",
+                    self.high_conns,
+                    self.batch_conns,
+                    self.connections
+                );
+            }
+            if !(self.batch_rps.is_finite() && self.batch_rps > 0.0) {
+                bail!(
+                    "best-effort rate must be positive, got {} requests/s",
+                    self.batch_rps
+                );
+            }
+            if self.batch_service_ns == 0 {
+                bail!("best-effort service time must be positive");
+            }
+            if matches!(self.arrivals, Arrivals::Trace(_)) {
+                bail!("best-effort connections need Poisson arrivals, not a trace");
+            }
         }
         if self.warmup >= self.requests {
             bail!(
@@ -283,7 +331,17 @@ pub struct Generator<'a> {
     t: f64,
     next: usize,
     trace_scale: f64,
+    /// Best-effort stream: its own generator, its next arrival, how many
+    /// are left; and the regular stream's next request, drawn ahead.
+    be_rng: SmallRng,
+    be_t: f64,
+    be_left: usize,
+    lc_left: usize,
+    lc_next: Option<(u64, u32, u64)>,
 }
+
+/// Salt of the best-effort stream's generator.
+const BATCH_SALT: u64 = 0x6261_7463_685f_7374;
 
 impl<'a> Generator<'a> {
     /// A stream positioned before the first request.
@@ -304,6 +362,53 @@ impl<'a> Generator<'a> {
             t: 0.0,
             next: 0,
             trace_scale,
+            be_rng: SmallRng::seed_from_u64(sc.seed ^ BATCH_SALT),
+            be_t: 0.0,
+            be_left: sc.batch_requests(),
+            lc_left: sc.requests,
+            lc_next: None,
+        }
+    }
+
+    /// The next regular (Poisson) request: arrival, connection, service.
+    fn poisson(&mut self) -> (u64, u32, u64) {
+        let u: f64 = self.rng.sample(Exp1);
+        self.t += u * self.gap_ns;
+        let conn = self.rng.gen_range(0..self.sc.batch_from() as u32);
+        let service = self
+            .sc
+            .service
+            .sample(self.classes[conn as usize], &mut self.rng);
+        (self.t as u64, conn, service)
+    }
+
+    /// With a best-effort stream: the earlier of the two streams' next
+    /// requests (the regular stream is the same as without one).
+    fn merged(&mut self) -> (u64, u32, u64) {
+        if self.lc_next.is_none() && self.lc_left > 0 {
+            self.lc_left -= 1;
+            self.lc_next = Some(self.poisson());
+        }
+        if self.be_left > 0 && self.be_t == 0.0 {
+            let u: f64 = self.be_rng.sample(Exp1);
+            self.be_t = u * 1e9 / self.sc.batch_rps;
+        }
+        let be_at = (self.be_left > 0).then_some(self.be_t as u64);
+        match (self.lc_next, be_at) {
+            (Some(lc), Some(be)) if lc.0 <= be => self.lc_next.take().expect("some"),
+            (Some(_), None) => self.lc_next.take().expect("some"),
+            (_, Some(be)) => {
+                self.be_left -= 1;
+                let k = self.be_rng.gen_range(0..self.sc.batch_conns as u32);
+                let u: f64 = self.be_rng.sample(Exp1);
+                self.be_t += u * 1e9 / self.sc.batch_rps;
+                (
+                    be,
+                    self.sc.batch_from() as u32 + k,
+                    self.sc.batch_service_ns,
+                )
+            }
+            (None, None) => unreachable!("total() counts every request"),
         }
     }
 
@@ -315,7 +420,7 @@ impl<'a> Generator<'a> {
     /// Number of requests the stream will yield in total.
     pub fn total(&self) -> usize {
         match &self.sc.arrivals {
-            Arrivals::Poisson => self.sc.requests,
+            Arrivals::Poisson => self.sc.requests + self.sc.batch_requests(),
             Arrivals::Trace(t) => self.sc.requests.min(t.records().len()),
         }
     }
@@ -332,6 +437,10 @@ impl Iterator for Generator<'_> {
         let idx = self.next as u64;
         self.next += 1;
         let (arrival, conn, fixed) = match &self.sc.arrivals {
+            Arrivals::Poisson if self.sc.batch_conns > 0 => {
+                let (a, c, s) = self.merged();
+                (a, c, Some(s))
+            }
             Arrivals::Poisson => {
                 let u: f64 = self.rng.sample(Exp1);
                 self.t += u * self.gap_ns;

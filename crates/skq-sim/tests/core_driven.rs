@@ -388,3 +388,41 @@ fn cpu_affinity_spreads_flows_whatever_cpus_their_hints_name() {
         );
     }
 }
+
+#[test]
+fn with_diffusion_no_best_effort_request_runs_on_a_reserved_worker() {
+    // 16 workers; 8 best-effort connections (registered BATCH) send 200 µs
+    // requests beside the regular 10 µs ones. With workers 14 and 15 as
+    // batch workers, the core must keep every best-effort request off
+    // workers 0..14 (queueing and stealing alike); without diffusion the
+    // policy spreads them over reserved workers too, which this checks so
+    // that the test can fail.
+    let svc = Service::Spec(ServiceSpec::new(Workload::Exponential, S_NS));
+    let mut sc = Scenario::at_load(svc, 16, 256, 0.6, 100_000, 33);
+    sc.batch_conns = 8;
+    sc.batch_rps = 6_000.0; // 60% of the two batch workers
+    sc.batch_service_ns = 200_000;
+    let Model::Core(cfg) = Model::parse("hybrid", 16).unwrap() else {
+        panic!("hybrid is a core model")
+    };
+    let run = |batch_workers: u64| {
+        let mut cfg = (*cfg).clone();
+        cfg.batch_workers = batch_workers;
+        let o = skq_sim::core_model::run(&cfg, &Overheads::default(), &CoreOpts::default(), &sc)
+            .unwrap();
+        assert_eq!(o.stranded, 0);
+        let be = o.summary.batch.expect("best-effort latency reported");
+        assert!(
+            be.count > 400,
+            "best-effort requests measured: {}",
+            be.count
+        );
+        o.batch_served
+    };
+    let reserved = |served: &[u64]| served[..14].iter().sum::<u64>();
+    let diffused = run(0b11 << 14);
+    assert_eq!(reserved(&diffused), 0, "per worker: {diffused:?}");
+    assert_eq!(diffused.iter().sum::<u64>(), sc.batch_requests() as u64);
+    let plain = run(0);
+    assert!(reserved(&plain) > 0, "per worker: {plain:?}");
+}
