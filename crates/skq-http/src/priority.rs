@@ -344,17 +344,7 @@ mod tests {
 
     /// The class of `req` fed whole, asserting the same at every split.
     fn classify(r: &Rules, req: &[u8]) -> Class {
-        let mut whole = ClassTracker::new();
-        whole.feed(r, req);
-        whole.request_done();
-        for i in 0..=req.len() {
-            let mut t = ClassTracker::new();
-            t.feed(r, &req[..i]);
-            t.feed(r, req);
-            t.request_done();
-            assert_eq!(t.level(), whole.level(), "split at {i} of {req:?}");
-        }
-        whole.level()
+        skq_net::classify::class_at_every_split(r, req)
     }
 
     #[test]

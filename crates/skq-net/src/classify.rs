@@ -293,6 +293,23 @@ pub fn check_split(c: &dyn Classifier, data: &[u8], cuts: &[usize]) -> usize {
     whole.len()
 }
 
+/// The level one request leaves a fresh connection at, asserting that the
+/// same level results when the request's first `i` bytes arrive before the
+/// rest, for every `i` (what the rule sets' tests check of each rule).
+pub fn class_at_every_split(c: &dyn Classifier, req: &[u8]) -> Class {
+    let mut whole = ClassTracker::new();
+    whole.feed(c, req);
+    whole.request_done();
+    for i in 0..=req.len() {
+        let mut t = ClassTracker::new();
+        t.feed(c, &req[..i]);
+        t.feed(c, req);
+        t.request_done();
+        assert_eq!(t.level(), whole.level(), "split at {i} of {req:?}");
+    }
+    whole.level()
+}
+
 /// Feeds `data` as a connection would: bytes arrive in chunks; after each
 /// arrival every complete request at the front is "served" (its verdict and
 /// the level recorded, then `request_done`).
