@@ -54,6 +54,10 @@ use crate::sweep::{PlannedPoint, PointFiles, Runner};
 
 /// How long a server may take to become ready.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// `skq load`'s exit status when its run completed but a self-check failed
+/// (`skq_load::cli::EXIT_CHECK_FAILED`).
+const LOAD_CHECK_FAILED: i32 = 3;
+
 /// How long a server may take to exit after SIGTERM before SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(3);
 /// Time the generator may take beyond warm-up + duration (connect, drain).
@@ -411,7 +415,9 @@ impl Runner for ProcessRunner {
             None => {}
         }
         alive?;
-        if code != Some(0) {
+        // 3: the run completed but a self-check failed; its result is read
+        // and judged like any other.
+        if code != Some(0) && code != Some(LOAD_CHECK_FAILED) {
             let how = code.map_or("was killed by a signal".to_string(), |c| {
                 format!("exited with {c}")
             });

@@ -75,6 +75,9 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("skq: {e:#}");
+        if e.downcast_ref::<skq_load::cli::CheckFailed>().is_some() {
+            std::process::exit(skq_load::cli::EXIT_CHECK_FAILED);
+        }
         std::process::exit(2);
     }
 }

@@ -13,6 +13,9 @@ struct Cli {
 fn main() {
     if let Err(e) = skq_load::cli::run(Cli::parse().args) {
         eprintln!("skq load: {e:#}");
+        if e.downcast_ref::<skq_load::cli::CheckFailed>().is_some() {
+            std::process::exit(skq_load::cli::EXIT_CHECK_FAILED);
+        }
         std::process::exit(2);
     }
 }

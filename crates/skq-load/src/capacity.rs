@@ -170,7 +170,7 @@ pub struct CapacityOpts {
     /// Seed.
     pub seed: u64,
     /// Spin before sends (µs).
-    pub spin_us: u64,
+    pub spin_us: Option<u64>,
     /// CPU for the generator (None: the first allowed CPU).
     pub cpu: Option<u32>,
     /// `SCHED_FIFO` priority of the generator, if any.

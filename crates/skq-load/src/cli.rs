@@ -142,9 +142,17 @@ pub struct LoadArgs {
     /// Send-lateness p99 (µs) above which the lateness check fails.
     #[arg(long, default_value_t = 50.0)]
     pub max_lateness_us: f64,
-    /// Spin instead of sleeping for the last µs before each send.
-    #[arg(long, default_value_t = 100)]
-    pub spin_us: u64,
+    /// Spin instead of sleeping for the last µs before each send. Default:
+    /// 2000 when a generator thread has a CPU to itself (`--cpus`, or an
+    /// affinity of one CPU per thread), else 100. A sleeping thread lets its
+    /// virtual CPU halt, and the host wakes it up to milliseconds late.
+    #[arg(long)]
+    pub spin_us: Option<u64>,
+    /// Diagnostics: write every send later than 50 µs, with what the
+    /// generator thread did before it (sleeps, polls, reads, writes), to this
+    /// file (`PATH.T` per thread with several threads).
+    #[arg(long, value_name = "PATH")]
+    pub trace_late: Option<std::path::PathBuf>,
     /// Run generator threads at this SCHED_FIFO priority (1..=99; needs root
     /// or CAP_SYS_NICE). --validate uses 20 (its servers 19) when allowed.
     #[arg(long)]
@@ -233,6 +241,7 @@ impl LoadArgs {
         cfg.max_lateness_us = self.max_lateness_us;
         cfg.spin_us = self.spin_us;
         cfg.hdr_log = self.hdr_log.clone();
+        cfg.trace_late = self.trace_late.clone();
         cfg.rt_priority = self.rt_priority;
         cfg.cpus = self.cpus.clone();
         cfg.rate_profile = self.rate_profile.clone().map(std::sync::Arc::new);
@@ -258,21 +267,16 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         }
         let rows = crate::validate::validate(d, args.seed, Some(args.rt_priority.unwrap_or(20)))?;
         print!("{}", crate::validate::render_validate(&rows));
-        let bad = rows.iter().filter(|r| !r.pass()).count();
-        if bad > 0 {
-            println!(
-                "FAILED CHECK: {bad} of {} validation points deviate more than {}% from theory",
-                rows.len(),
-                crate::validate::VALIDATE_TOLERANCE_PCT
-            );
-        } else {
-            println!(
+        let verdict = validate_verdict(&rows);
+        match &verdict {
+            Err(e) => println!("FAILED CHECK: {e}"),
+            Ok(()) => println!(
                 "validation passed: all {} points within {}%",
                 rows.len(),
                 crate::validate::VALIDATE_TOLERANCE_PCT
-            );
+            ),
         }
-        return Ok(());
+        return verdict.map_err(Into::into);
     }
     if args.capacity {
         if args.cpus.len() > 1 {
@@ -324,8 +328,57 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
             eprintln!("FAILED CHECK: {n}");
         }
     }
-    Ok(())
+    point_verdict(&result).map_err(Into::into)
 }
+
+/// `--validate`'s verdict: every point within the tolerance and clean.
+pub fn validate_verdict(rows: &[crate::validate::ValidateRow]) -> Result<(), CheckFailed> {
+    let bad = rows.iter().filter(|r| !r.pass()).count();
+    if bad == 0 {
+        return Ok(());
+    }
+    Err(CheckFailed(format!(
+        "{bad} of {} validation points deviate more than {}% from theory",
+        rows.len(),
+        crate::validate::VALIDATE_TOLERANCE_PCT
+    )))
+}
+
+/// A load point's verdict: its self-checks passed.
+pub fn point_verdict(r: &PointResult) -> Result<(), CheckFailed> {
+    if r.checks.pass {
+        return Ok(());
+    }
+    let failed = r
+        .checks
+        .notes
+        .iter()
+        .filter(|n| !n.starts_with("info"))
+        .count();
+    Err(CheckFailed(format!(
+        "{} self-check(s) failed; the result was written all the same",
+        failed.max(1)
+    )))
+}
+
+/// Exit status of a command whose measurement ran to its end but whose
+/// self-check verdict failed (its results are written all the same); other
+/// errors exit with 2.
+pub const EXIT_CHECK_FAILED: i32 = 3;
+
+/// The error of a run that completed with a failed self-check verdict:
+/// callers exit with [`EXIT_CHECK_FAILED`] so scripts can tell it from a
+/// run that could not measure at all.
+#[derive(Debug)]
+pub struct CheckFailed(pub String);
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CheckFailed {}
 
 fn latency_line(name: &str, l: &Latency) -> String {
     let e = |x: &skq_report::result::Estimate| {
@@ -417,8 +470,15 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
     );
     let _ = writeln!(
         s,
-        "client cpu: user {:.2} s, sys {:.2} s; cores seen {}",
-        r.client_cpu.user_s, r.client_cpu.sys_s, m.cores_seen
+        "client cpu: user {:.2} s, sys {:.2} s (spinning included){}; cores seen {}",
+        r.client_cpu.user_s,
+        r.client_cpu.sys_s,
+        match (r.client_busy_s, r.client_sent_total) {
+            (Some(b), Some(n)) if n > 0 =>
+                format!("; generator work {:.1} us per request", b * 1e6 / n as f64),
+            _ => String::new(),
+        },
+        m.cores_seen
     );
     for n in &c.notes {
         if n.starts_with("info") {
@@ -514,6 +574,51 @@ mod tests {
         assert_eq!(c.high_priority_rate, 1000.0 * PRIORITY_DEFAULT_SHARE);
         assert_eq!(c.service.workload, Workload::Exponential);
         assert_eq!(c.protocol, Protocol::Rpc);
+    }
+
+    fn row(p50: (f64, f64), p99: (f64, f64)) -> crate::validate::ValidateRow {
+        crate::validate::ValidateRow {
+            model: "M/M/1",
+            rho_target: 0.5,
+            rho: 0.5,
+            p50,
+            p99,
+            replay: p50,
+            result: PointResult::default(),
+        }
+    }
+
+    #[test]
+    fn a_failing_validation_point_is_an_error_that_exits_3() {
+        let good = row((100.0, 100.0), (460.0, 460.5));
+        assert!(validate_verdict(&[good.clone(), good.clone()]).is_ok());
+        // Planted: one p99 20% above theory.
+        let bad = row((100.0, 100.0), (552.0, 460.0));
+        let e = validate_verdict(&[good.clone(), bad, good]).unwrap_err();
+        assert!(e.to_string().starts_with("1 of 3 validation points"), "{e}");
+        // Planted: a clean-looking point with a correctness error.
+        let mut lost = row((100.0, 100.0), (460.0, 460.0));
+        lost.result.errors.missing = 1;
+        assert!(validate_verdict(&[lost]).is_err());
+        let any: anyhow::Error = validate_verdict(&[row((1.0, 2.0), (1.0, 2.0))])
+            .unwrap_err()
+            .into();
+        assert!(any.downcast_ref::<CheckFailed>().is_some());
+        assert_eq!(EXIT_CHECK_FAILED, 3);
+    }
+
+    #[test]
+    fn a_failed_self_check_fails_the_point() {
+        let mut r = PointResult::default();
+        r.checks.pass = true;
+        assert!(point_verdict(&r).is_ok());
+        r.checks.pass = false;
+        r.checks.notes = vec![
+            "info: not a failure".into(),
+            "lateness: p99 send lateness 900.0 us exceeds 50.0 us".into(),
+        ];
+        let e = point_verdict(&r).unwrap_err();
+        assert!(e.to_string().starts_with("1 self-check(s) failed"), "{e}");
     }
 
     #[test]

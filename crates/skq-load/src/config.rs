@@ -20,6 +20,14 @@ pub struct Stall {
     pub pause: Duration,
 }
 
+/// Spin window (µs) of a generator thread that has a CPU to itself: long
+/// enough that the thread almost never lets its virtual CPU halt between
+/// sends (a halted vCPU is woken by the host up to milliseconds late).
+pub const SPIN_DEDICATED_US: u64 = 2_000;
+/// Spin window (µs) of a generator thread sharing its CPUs with the server:
+/// short, so spinning takes little from the server.
+pub const SPIN_SHARED_US: u64 = 100;
+
 /// Everything that defines one measured load point.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
@@ -76,12 +84,17 @@ pub struct LoadConfig {
     pub seed: u64,
     /// Send-lateness p99 above which the lateness check fails (µs).
     pub max_lateness_us: f64,
-    /// Spin (instead of sleeping) this long before each send (µs).
-    pub spin_us: u64,
+    /// Spin (instead of sleeping) this long before each send (µs); `None`:
+    /// [`SPIN_DEDICATED_US`] when a generator thread has a CPU of its own,
+    /// else [`SPIN_SHARED_US`] (see `worker.rs` for why).
+    pub spin_us: Option<u64>,
     /// HdrHistogram interval log of the regular latency (1 s intervals).
     pub hdr_log: Option<PathBuf>,
     /// Show a progress bar (only drawn on a terminal).
     pub progress: bool,
+    /// Write a trace of every send later than 50 µs, with what the thread
+    /// did before it, to this file (`.T` appended per thread with several).
+    pub trace_late: Option<PathBuf>,
     /// Test hook: deliberately stall the sender.
     pub stall: Option<Stall>,
     /// Run generator threads at this `SCHED_FIFO` priority (needs root or
@@ -129,10 +142,11 @@ impl LoadConfig {
             service_mode_label: "unknown".into(),
             seed: 1,
             max_lateness_us: 50.0,
-            spin_us: 100,
+            spin_us: None,
             hdr_log: None,
             progress: false,
             stall: None,
+            trace_late: None,
             rt_priority: None,
             keep_requests: false,
             cpus: Vec::new(),

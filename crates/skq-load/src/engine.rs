@@ -194,7 +194,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             warm_end: 0,
             end: 0,
             drain_end: 0,
-            spin_ns: cfg.spin_us * 1000,
+            spin_ns: cfg.spin_us.map(|us| us * 1000),
             service: cfg.service,
             kv,
             zippy: zippy.as_ref(),
@@ -206,6 +206,15 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             rt_priority: cfg.rt_priority,
             keep_requests: cfg.keep_requests,
             cpu: (!cfg.cpus.is_empty()).then(|| cfg.cpus[t % cfg.cpus.len()]),
+            exclusive_cpu: if cfg.cpus.is_empty() {
+                cfg.threads == 1
+            } else {
+                cfg.threads <= cfg.cpus.len()
+            },
+            trace_late: cfg
+                .trace_late
+                .as_ref()
+                .map(|p| crate::engine::per_thread_path(p, t, cfg.threads)),
         };
         workers.push(Worker::new(params, codec(cfg), setups)?);
     }
@@ -250,6 +259,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             .collect()
     })?;
     let cpu1 = cpu::process_cpu_ns();
+    let busy_ns: u64 = outs.iter().map(|o| o.busy_ns).sum();
     let cost = RunCost {
         cpu_ns: outs
             .iter()
@@ -260,7 +270,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             .flat_map(|o| std::mem::take(&mut o.requests))
             .collect(),
     };
-    let result = assemble(
+    let mut result = assemble(
         cfg,
         outs,
         (
@@ -270,7 +280,25 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         window_start,
         start,
     )?;
+    result.client_busy_s = Some(busy_ns as f64 * 1e-9);
+    result.client_sent_total = Some(cost.sent_total);
     Ok((result, cost))
+}
+
+/// The trace file of thread `t`: `path` itself with one thread, else
+/// `path.T`.
+pub(crate) fn per_thread_path(
+    path: &std::path::Path,
+    t: usize,
+    threads: usize,
+) -> std::path::PathBuf {
+    if threads == 1 {
+        path.to_path_buf()
+    } else {
+        let mut s = path.as_os_str().to_owned();
+        s.push(format!(".{t}"));
+        s.into()
+    }
 }
 
 /// Length of the per-interval series: `--interval-ms`, else 1 s with a
@@ -442,6 +470,8 @@ fn assemble(
             user_s: cpu.0,
             sys_s: cpu.1,
         },
+        client_busy_s: None,
+        client_sent_total: None,
         server_cpu: None,
         intervals: series_points,
         schedule_start_ns: Some(schedule_start),

@@ -6,10 +6,22 @@
 //! 1. send every request whose scheduled time has come (open loop: replies are
 //!    never waited for): encode them, then write each connection's share in
 //!    one `write`, stamping the actual send time just before it;
-//! 2. sleep in epoll until `spin` before the next send time (or poll when that
-//!    is nearer), so the hrtimer's overshoot is absorbed by a short spin;
+//! 2. sleep in epoll until `spin` before the next send time, then poll
+//!    without blocking until it is due;
 //! 3. read replies and match each against the connection's FIFO of
-//!    outstanding requests.
+//!    outstanding requests, leaving the rest of a poll's replies for later
+//!    as soon as a send is due (sends come first).
+//!
+//! **Why spin.** On a virtual machine a thread that blocks lets its vCPU
+//! halt, and the host wakes a halted vCPU late now and then: traced here
+//! (`--trace-late`), sleeps of 12–430 µs returned 0.6–4 ms late several
+//! times a second, and each such wake-up made every send due meanwhile late.
+//! A thread that spins keeps its vCPU running (on the same machine, gaps
+//! over 500 µs in a clock-reading loop: 0–1 in 4 s). So a thread with a CPU
+//! of its own spins for the last [`crate::config::SPIN_DEDICATED_US`] before
+//! each send; one that shares its CPU with the server spins only briefly.
+//! The thread's own work (sends and reads, without sleeping and spinning)
+//! is measured apart as `busy_ns`, its cost per request.
 //!
 //! **Checker invariant.** Per connection, `pending` holds the requests with
 //! sequence numbers `base .. seq`, in order, each flagged when answered; the
@@ -108,8 +120,10 @@ pub struct WorkerParams<'a> {
     pub end: u64,
     /// Give up waiting for replies.
     pub drain_end: u64,
-    /// Spin this long before a send instead of sleeping.
-    pub spin_ns: u64,
+    /// Spin this long before a send instead of sleeping; `None`: chosen by
+    /// the thread once pinned ([`crate::config::SPIN_DEDICATED_US`] with a
+    /// CPU of its own, else [`crate::config::SPIN_SHARED_US`]).
+    pub spin_ns: Option<u64>,
     /// Service-time distribution (RPC).
     pub service: ServiceSpec,
     /// Key-value mix (memcached).
@@ -132,6 +146,10 @@ pub struct WorkerParams<'a> {
     pub keep_requests: bool,
     /// CPU to pin this thread to, if any.
     pub cpu: Option<u32>,
+    /// No other generator thread of the run shares this thread's CPUs.
+    pub exclusive_cpu: bool,
+    /// Write a trace of late sends to this file (diagnostics).
+    pub trace_late: Option<std::path::PathBuf>,
 }
 
 /// One regular request, as scheduled and as answered.
@@ -193,6 +211,11 @@ pub struct WorkerOut {
     pub cpu_ns: (u64, u64),
     /// Set when pinning to [`WorkerParams::cpu`] failed.
     pub pin_refused: Option<String>,
+    /// Wall time spent sending and reading (ns): the thread's work, without
+    /// its sleeping and spinning.
+    pub busy_ns: u64,
+    /// Spin window used (ns).
+    pub spin_ns: u64,
 }
 
 struct Pend {
@@ -252,6 +275,66 @@ pub struct Worker<'a> {
     last_sched: Option<u64>,
     /// Connections with requests encoded but not yet written.
     dirty: Vec<u32>,
+    /// Diagnostic trace of late sends (`SKQ_LOAD_TRACE`).
+    trace: Option<Tracer>,
+}
+
+/// Diagnostic trace (`skq load --trace-late PATH`): what the thread did
+/// (polls, sleeps, reads, writes) in a ring of recent activities; for every
+/// send later than [`TRACE_LATE_NS`], the activities since shortly before its
+/// scheduled time are written out, so a late send can be explained.
+struct Tracer {
+    ring: VecDeque<(u8, u64, u64, u64, usize)>,
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+/// Sends at least this late are traced.
+pub const TRACE_LATE_NS: u64 = 50_000;
+
+impl Tracer {
+    fn create(path: &std::path::Path) -> io::Result<Tracer> {
+        Ok(Tracer {
+            ring: VecDeque::with_capacity(256),
+            out: std::io::BufWriter::new(std::fs::File::create(path)?),
+        })
+    }
+
+    /// Records activity `kind` (0 sleep, 1 poll, 2 read, 3 write) from
+    /// `start` to `end`; `detail` is the timeout asked (sleep, poll) or the
+    /// connection (read, write), `n` the events returned.
+    fn note(&mut self, kind: u8, start: u64, end: u64, detail: u64, n: usize) {
+        if self.ring.len() == self.ring.capacity() {
+            self.ring.pop_front();
+        }
+        self.ring.push_back((kind, start, end, detail, n));
+    }
+
+    fn late(&mut self, sched: u64, stamp: u64) {
+        use std::io::Write;
+        if stamp.saturating_sub(sched) < TRACE_LATE_NS {
+            return;
+        }
+        let us = |a: u64, b: u64| (a as f64 - b as f64) / 1e3;
+        let _ = writeln!(
+            self.out,
+            "late {:.1} us (scheduled at {sched} ns)",
+            us(stamp, sched)
+        );
+        for &(k, s, e, d, n) in self.ring.iter().filter(|r| r.2 + 200_000 >= sched) {
+            let what = match k {
+                0 => format!("sleep (asked {:.1} us, {n} events)", d as f64 / 1e3),
+                1 => format!("poll ({n} events)"),
+                2 => format!("read conn {d}"),
+                _ => format!("write conn {d}"),
+            };
+            let _ = writeln!(
+                self.out,
+                "  {:+9.1} us  {:8.1} us  {what}",
+                us(s, sched),
+                us(e, s)
+            );
+        }
+    }
 }
 
 impl<'a> Worker<'a> {
@@ -288,6 +371,7 @@ impl<'a> Worker<'a> {
         let rng = SmallRng::seed_from_u64(p.seed);
         let sample_rng = SmallRng::seed_from_u64(p.seed ^ 0x5A3D_1E5E);
         let sched_rng = SmallRng::seed_from_u64(p.seed ^ 0x0D15_EA5E);
+        let trace = p.trace_late.as_deref().map(Tracer::create).transpose()?;
         Ok(Worker {
             p,
             codec,
@@ -304,6 +388,7 @@ impl<'a> Worker<'a> {
             last_send: None,
             last_sched: None,
             dirty: Vec::new(),
+            trace,
         })
     }
 
@@ -328,6 +413,15 @@ impl<'a> Worker<'a> {
                 self.out.pin_refused = Some(format!("CPU {cpu}: {e}"));
             }
         }
+        let spin = self.p.spin_ns.unwrap_or_else(|| {
+            let own = self.p.exclusive_cpu && cpu::allowed_cpus().is_ok_and(|c| c.len() == 1);
+            1000 * if own {
+                crate::config::SPIN_DEDICATED_US
+            } else {
+                crate::config::SPIN_SHARED_US
+            }
+        });
+        self.out.spin_ns = spin;
         let cpu_start = cpu::thread_cpu_ns();
         if let Some(p) = self.p.rt_priority {
             if let Err(e) = cpu::set_realtime(p) {
@@ -339,6 +433,7 @@ impl<'a> Worker<'a> {
         loop {
             let mut now = cpu::monotonic_ns();
             if sending {
+                let began = now;
                 let mut burst = 0;
                 while let Some(&Reverse((t, ci))) = self.heap.peek() {
                     if t >= self.p.end {
@@ -364,6 +459,9 @@ impl<'a> Worker<'a> {
                     self.flush_dirty();
                     now = cpu::monotonic_ns();
                 }
+                if burst > 0 {
+                    self.out.busy_ns += now - began;
+                }
                 if self.heap.is_empty() {
                     sending = false;
                 }
@@ -379,13 +477,39 @@ impl<'a> Worker<'a> {
                 (true, Some(&Reverse((t, _)))) => t.min(self.p.end),
                 _ => drain_end,
             };
-            let timeout = next.saturating_sub(now).saturating_sub(self.p.spin_ns);
+            // Sleep until `spin` before the next send, then poll without
+            // blocking until it is due: a thread that blocks lets its
+            // (virtual) CPU halt, and waking it again can take milliseconds.
+            let timeout = next.saturating_sub(now).saturating_sub(spin);
             self.events.clear();
             self.events.extend(self.epoll.wait(Some(timeout))?);
+            let woke = cpu::monotonic_ns();
+            if let Some(t) = &mut self.trace {
+                t.note(
+                    u8::from(timeout == 0),
+                    now,
+                    woke,
+                    timeout,
+                    self.events.len(),
+                );
+            }
+            let mut at = woke;
             for i in 0..self.events.len() {
+                // Sends come first: once one is due, the remaining replies
+                // wait for the next poll (the registrations are
+                // level-triggered, so it reports them again).
+                if sending && i > 0 && self.heap.peek().is_some_and(|r| r.0 .0 <= at) {
+                    break;
+                }
                 let (token, ev) = self.events[i];
                 self.on_event(token as usize, ev);
+                let done = cpu::monotonic_ns();
+                if let Some(t) = &mut self.trace {
+                    t.note(2, at, done, token, 0);
+                }
+                at = done;
             }
+            self.out.busy_ns += at - woke;
         }
         let missing: u64 = self
             .conns
@@ -497,6 +621,9 @@ impl<'a> Worker<'a> {
             if c.alive && !c.want_out {
                 self.flush(ci);
             }
+            if let Some(t) = &mut self.trace {
+                t.note(3, now, cpu::monotonic_ns(), ci as u64, 0);
+            }
         }
         self.dirty.clear();
     }
@@ -512,6 +639,9 @@ impl<'a> Worker<'a> {
             let c = &mut self.conns[ci];
             c.pending[k].sent = now;
             let sched = c.pending[k].sched;
+            if let Some(t) = &mut self.trace {
+                t.late(sched, now);
+            }
             if self.measured(sched) {
                 self.out.lateness.record(now.saturating_sub(sched));
                 if role == Role::Load {

@@ -174,8 +174,17 @@ pub struct PointResult {
     pub errors: Errors,
     /// Self-check verdicts.
     pub checks: Checks,
-    /// Generator CPU time.
+    /// Generator CPU time (spinning included: a generator thread with a CPU
+    /// of its own spins before each send).
     pub client_cpu: CpuTime,
+    /// Wall time the generator threads spent on their work, sending and
+    /// reading, without sleeping and spinning (seconds, whole run): divided
+    /// by the requests sent, the generator's cost per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_busy_s: Option<f64>,
+    /// Requests the generator sent over the whole run, warm-up included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_sent_total: Option<u64>,
     /// Server CPU time, when the harness measured it.
     pub server_cpu: Option<CpuTime>,
     /// Offered rate, achieved rate and latency per interval of the measured

@@ -177,6 +177,8 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
             notes,
         },
         client_cpu: Default::default(),
+        client_busy_s: None,
+        client_sent_total: None,
         server_cpu: None,
         intervals: Vec::new(),
         schedule_start_ns: None,

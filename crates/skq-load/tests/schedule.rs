@@ -1,0 +1,48 @@
+//! The generator keeps its schedule against the in-process reference echo
+//! server at a few thousand requests per second. Behaviour, not a timing
+//! threshold of the test's own: it checks counts and the generator's own
+//! lateness verdict. Alone in its test binary, so no other test of this
+//! crate runs beside it; a run disturbed by the machine is tried again (three
+//! tries), while a generator that loses its schedule as a rule fails all.
+
+use std::time::Duration;
+
+use skq_load::refserver::{RefMode, RefServer};
+use skq_load::{LoadConfig, ScheduleKind};
+use skq_proto::workload::{ServiceSpec, Workload};
+
+#[test]
+fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
+    let allowed = skq_sys::cpu::allowed_cpus().unwrap();
+    // With two CPUs or more the server and the generator get one each, as
+    // `skq bench` places them.
+    let (gen_cpu, server_cpu) = match allowed.as_slice() {
+        [a, b, ..] => (Some(*b), Some(*a)),
+        _ => (None, None),
+    };
+    let server = RefServer::start_with(RefMode::Echo, None, server_cpu).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let mut cfg = LoadConfig::new(server.addr(), 3000.0);
+        cfg.connections = 16;
+        cfg.duration = Duration::from_millis(1500);
+        cfg.warmup = Duration::from_millis(300);
+        cfg.drain = Duration::from_secs(3);
+        cfg.service = ServiceSpec::new(Workload::Fixed, 0.0);
+        cfg.schedule = ScheduleKind::Poisson;
+        cfg.cpus = gen_cpu.into_iter().collect();
+        let r = skq_load::run(&cfg).unwrap();
+        assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+        assert_eq!(r.received, r.sent, "every measured request answered once");
+        assert_eq!(r.latency.count, r.sent);
+        // 3000 req/s for 1.5 s: 4500 expected; Poisson spread is ~1.5%.
+        assert!((4000..5000).contains(&r.sent), "sent {}", r.sent);
+        let busy = r.client_busy_s.expect("the generator reports its work");
+        assert!(busy > 0.0 && r.client_sent_total.unwrap() >= r.sent);
+        if r.checks.lateness_ok {
+            return;
+        }
+        seen.push(r.checks.lateness_p99_us);
+    }
+    panic!("lateness check failed in every try: p99 {seen:?} us");
+}
