@@ -121,7 +121,10 @@ pub struct Config {
     pub steal: bool,
     /// Most sources stolen per attempt, 1..=8 (scan at most 2×k).
     pub steal_k: usize,
-    /// Idle retry interval of a stealing worker, ns (10 µs ..= 100 ms).
+    /// Optional safety-net retry of an idle stealing worker, ns (0 = off, the
+    /// default, else 10 µs ..= 100 ms). Idle workers steal on demand: a push
+    /// that leaves work queued behind a busy worker wakes one idle thief
+    /// (`sched.rs`), so no periodic wake-up is needed for work conservation.
     pub steal_retry_ns: u64,
     /// Most high-priority events per batch, percent of the buffer, 1..=100.
     pub rtshare: u32,
@@ -159,7 +162,7 @@ impl Config {
             workers,
             steal: policy == Policy::Hybrid,
             steal_k: 1,
-            steal_retry_ns: 100_000,
+            steal_retry_ns: 0,
             rtshare: 100,
             rtfreq: 0,
             penalty_ns: 500,
@@ -223,13 +226,15 @@ impl Config {
         }
         range("workers", self.workers, 1, MAX_WORKERS, "1..=64")?;
         range("steal-k", self.steal_k, 1, 8, "1..=8")?;
-        range(
-            "steal-retry-us",
-            self.steal_retry_ns / 1000,
-            10,
-            100_000,
-            "10..=100000",
-        )?;
+        if self.steal_retry_ns != 0 {
+            range(
+                "steal-retry-us",
+                self.steal_retry_ns / 1000,
+                10,
+                100_000,
+                "0 (off) or 10..=100000",
+            )?;
+        }
         range("rtshare", self.rtshare, 1, 100, "1..=100")?;
         range("rtfreq", self.rtfreq, 0, 1_000_000, "0..=1000000")?;
         range("penalty-ns", self.penalty_ns, 0, 1_000_000, "0..=1000000")?;

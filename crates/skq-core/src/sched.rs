@@ -61,6 +61,9 @@ pub struct Scheduler {
     /// CPU hint → candidate workers, through the topology tree.
     pub(crate) cpu_map: CpuMap,
     rr: AtomicU32,
+    /// The idle worker woken to steal and not yet done looking (its id + 1),
+    /// or 0: at most one thief searches at a time (`steal.rs`).
+    pub(crate) searching: CachePadded<AtomicU64>,
 }
 
 impl Scheduler {
@@ -91,6 +94,7 @@ impl Scheduler {
             parked: AtomicU64::new(0),
             cpu_map,
             rr: AtomicU32::new(0),
+            searching: CachePadded::new(AtomicU64::new(0)),
             cfg,
         })
     }
@@ -438,6 +442,8 @@ impl Scheduler {
             dq.push_back(id);
         }
         qs.len.store(g.len() as u64, Ordering::Relaxed);
+        qs.pushes
+            .store(qs.pushes.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let claimed = if self.queues.len() == 1 {
             false // shared mode: any idle worker, chosen after the push
         } else {
@@ -451,18 +457,22 @@ impl Scheduler {
 
     /// After pushing on `w`'s queue (`claimed`: its idle bit was taken by
     /// the push): the worker to wake, if any.
+    ///
+    /// **Stealing on demand.** When `w` is busy with a batch, what was just
+    /// pushed waits behind it: with stealing on, one idle worker is woken to
+    /// steal it, unless a thief is already searching (at most one at a time;
+    /// a thief that finds more than it takes wakes the next, `steal.rs`).
+    /// Nothing else wakes a thief: an idle server makes no wake-ups. The
+    /// fence pairs with the one in [`Scheduler::prepare_park`]: either this
+    /// push sees a thief's idle bit, or the thief sees this push.
     pub(crate) fn wake_after_push(&self, w: WorkerId, claimed: bool) -> Option<WorkerId> {
         let woken = if self.cfg.policy == Policy::Shared {
             self.claim_idle(u64::MAX)
         } else if claimed {
             Some(w)
-        } else if self.cfg.steal
-            && self.queues[w].len.load(Ordering::Relaxed) >= 2
-            && self.idle.load(Ordering::Relaxed) & !(1u64 << w) != 0
-        {
-            // A backlog is forming on a busy worker: wake an idle one to steal
-            // (a hint; idle thieves also retry every steal_retry_ns).
-            self.claim_idle(!(1u64 << w))
+        } else if self.cfg.steal && self.workers[w].load.n_ret.load(Ordering::Relaxed) > 0 {
+            crate::sync::fence(Ordering::SeqCst);
+            self.wake_thief(!(1u64 << w))
         } else {
             None
         };
@@ -470,6 +480,26 @@ impl Scheduler {
             Counters::add(&self.workers[v].counters.wakeups, 1);
         }
         woken
+    }
+
+    /// Claims an idle worker among `allowed` as the one searching thief, if
+    /// none searches yet.
+    pub(crate) fn wake_thief(&self, allowed: u64) -> Option<WorkerId> {
+        if self.idle.load(Ordering::SeqCst) & allowed == 0 {
+            return None;
+        }
+        // u64::MAX reserves the searcher's place while an idle one is picked.
+        if self
+            .searching
+            .compare_exchange(0, u64::MAX, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return None;
+        }
+        let v = self.claim_idle(allowed);
+        self.searching
+            .store(v.map_or(0, |v| v as u64 + 1), Ordering::SeqCst);
+        v
     }
 
     /// Clears and returns one idle worker among `allowed`.

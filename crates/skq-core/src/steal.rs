@@ -6,6 +6,18 @@
 //! worker cannot take them again before the thief has processed them; the
 //! flag is cleared when the thief releases them. Sources being processed are
 //! never in a queue, so they cannot be stolen at all.
+//!
+//! **On demand, not on a timer.** An idle worker sleeps until something
+//! wakes it; a push that leaves work queued behind a busy worker wakes one
+//! idle thief (`Scheduler::wake_after_push`). At most one woken thief
+//! searches at a time (`Scheduler::searching`); when its attempt is over it
+//! gives the role up, and if it took something while more waits behind busy
+//! workers it wakes the next thief (a chain, one wake-up per steal). Before
+//! each attempt a thief notes the sum of all queues' push counts; it parks
+//! only if that sum is unchanged after it announced its sleep (with the
+//! pusher's fence, no push it could steal is missed). So a stealable event
+//! waits for at most one wake-up and one steal attempt, unless the victim's
+//! lock was held at that moment (the thief then tries again at once).
 
 use crate::sched::Scheduler;
 use crate::slot::{self, PHASE, QUEUED, STOLEN};
@@ -28,12 +40,46 @@ pub enum Steal {
 }
 
 impl Scheduler {
-    /// One steal attempt for `ctx`; returns how many sources moved to its queue.
+    /// One steal attempt for `ctx`; returns how many sources moved to its
+    /// queue. Gives up the searching role if `ctx` held it, and wakes the
+    /// next thief (owed in `ctx`'s wakes) if work is still queued behind a
+    /// busy worker.
     pub fn steal(&self, ctx: &mut WorkerCtx) -> usize {
-        match self.try_steal(ctx) {
-            Steal::Took(n) => n,
+        let me = ctx.id;
+        let outcome = self.try_steal(ctx);
+        let _ =
+            self.searching
+                .compare_exchange(me as u64 + 1, 0, Ordering::SeqCst, Ordering::SeqCst);
+        match outcome {
+            Steal::Took(n) => {
+                if self.backlog_behind_busy(me) {
+                    if let Some(v) = self.wake_thief(!(1u64 << me)) {
+                        Counters::add(&self.workers[v].counters.wakeups, 1);
+                        ctx.wakes.push(v);
+                    }
+                }
+                n
+            }
             _ => 0,
         }
+    }
+
+    /// Sum of every queue's push count (see `QueueShared::pushes`).
+    pub(crate) fn pushes_total(&self) -> u64 {
+        self.queues
+            .iter()
+            .map(|q| q.pushes.load(Ordering::SeqCst))
+            .sum()
+    }
+
+    /// Whether a worker other than `me` is busy with a batch while events
+    /// wait in its queue.
+    pub(crate) fn backlog_behind_busy(&self, me: usize) -> bool {
+        (0..self.queues.len()).any(|v| {
+            v != me
+                && self.queues[v].len.load(Ordering::Relaxed) > 0
+                && self.workers[v].load.n_ret.load(Ordering::Relaxed) > 0
+        })
     }
 
     /// One steal attempt, with its outcome.
@@ -43,6 +89,9 @@ impl Scheduler {
         if !self.cfg.steal || n < 2 {
             return Steal::Empty;
         }
+        // Noted before the scan: a push after this point is either seen by
+        // the scan or makes `prepare_park` refuse to sleep.
+        ctx.seen_pushes = Some(self.pushes_total());
         let start = ctx.rng.below(n);
         let Some(victim) = (0..n)
             .map(|i| (start + i) % n)
@@ -56,6 +105,8 @@ impl Scheduler {
         {
             let vq = &self.queues[victim];
             let Some(mut g) = try_lock(&vq.q) else {
+                // Not a complete look: the caller must not sleep on it.
+                ctx.seen_pushes = None;
                 return Steal::Busy;
             };
             let mut budget = 2 * k;

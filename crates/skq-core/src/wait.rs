@@ -195,6 +195,12 @@ impl Scheduler {
     /// Announces that worker `ctx` is about to sleep. Returns false (and stays
     /// awake) if work is already visible; otherwise the worker may sleep until
     /// woken. Pair with [`Scheduler::unpark`] after waking.
+    ///
+    /// With stealing on, a worker sleeps only after a complete steal attempt
+    /// ([`Scheduler::steal`]) and only if no queue was pushed since it began
+    /// (the push counts are read after a fence that pairs with the one in
+    /// `wake_after_push`): work it could steal is never left behind a busy
+    /// worker while it sleeps unwoken.
     pub fn prepare_park(&self, ctx: &WorkerCtx) -> bool {
         if ctx.has_wakes() {
             return false;
@@ -209,6 +215,13 @@ impl Scheduler {
         }
         self.idle.fetch_or(bit, Ordering::AcqRel);
         drop(g);
+        if self.cfg.steal && self.queues.len() > 1 {
+            crate::sync::fence(Ordering::SeqCst);
+            if ctx.seen_pushes != Some(self.pushes_total()) {
+                self.unpark(ctx);
+                return false;
+            }
+        }
         true
     }
 

@@ -29,6 +29,11 @@ impl Queues {
 pub(crate) struct QueueShared {
     pub(crate) q: Mutex<Queues>,
     pub(crate) len: AtomicU64,
+    /// Pushes ever made onto this queue, written under the lock (a plain
+    /// load and store): an idle thief compares their sum before its steal
+    /// attempt and after announcing its sleep, so a push it raced with is
+    /// never missed (see `Scheduler::prepare_park`).
+    pub(crate) pushes: AtomicU64,
 }
 
 impl QueueShared {
@@ -40,6 +45,7 @@ impl QueueShared {
                 alive: true,
             }),
             len: AtomicU64::new(0),
+            pushes: AtomicU64::new(0),
         }
     }
 }
@@ -121,6 +127,9 @@ pub struct WorkerCtx {
     pub(crate) t_ret: Nanos,
     pub(crate) n_ret: usize,
     pub(crate) wakes: Vec<WorkerId>,
+    /// Sum of every queue's push count taken before the last steal attempt
+    /// (None: no attempt since the last delivery).
+    pub(crate) seen_pushes: Option<u64>,
 }
 
 impl WorkerCtx {
@@ -132,6 +141,7 @@ impl WorkerCtx {
             t_ret: 0,
             n_ret: 0,
             wakes: Vec::new(),
+            seen_pushes: None,
         }
     }
 

@@ -167,6 +167,39 @@ fn park_vs_push() {
     });
 }
 
+/// Stealing on demand, no timer: worker 0 is busy with a batch, an
+/// activation queues work behind it, and idle worker 1 makes its steal
+/// attempt and goes to sleep. Either worker 1 took the work, or it stays
+/// awake (it saw the push), or the activation names it to be woken: it never
+/// sleeps unwoken while stealable work waits behind a busy worker.
+#[test]
+fn thief_sleep_vs_push_behind_a_busy_worker() {
+    model(|| {
+        let s = small(Policy::Cpu, 2, true);
+        let busy = s.register(1, Flags::NONE, None).unwrap();
+        let id = s.register(2, Flags::NONE, None).unwrap();
+        let mut rng = s.activator_rng(0);
+        let _ = s.activate(busy, Ready::READABLE, Some(0), 0, &mut rng);
+        let mut w0 = s.worker(0);
+        let mut ev = Vec::new();
+        assert_eq!(s.wait(&mut w0, 1, &mut ev, 1), 1, "worker 0 is busy");
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            let mut rng = s2.activator_rng(1);
+            s2.activate(id, Ready::READABLE, Some(0), 2, &mut rng)
+        });
+        let mut w1 = s.worker(1);
+        let took = s.steal(&mut w1);
+        let sleeps = took == 0 && s.prepare_park(&w1);
+        let act = t.join().unwrap();
+        let woken = matches!(act, Activation::Queued { wake: Some(1), .. });
+        assert!(
+            !sleeps || woken,
+            "worker 1 sleeps while work waits behind busy worker 0, and nobody wakes it"
+        );
+    });
+}
+
 /// Elastic workers: worker 1 parks and rejoins while worker 0 steals and an
 /// activator queues work routed to worker 1. Every activation is delivered
 /// exactly once by somebody; nothing is left queued on a closed queue.

@@ -238,6 +238,9 @@ pub struct Skq {
     /// Set once any source was made high priority: from then on each
     /// harvest activates high-priority sources first.
     prioritized: AtomicBool,
+    /// Times a worker came back from sleeping (a blocking `epoll_wait` or
+    /// its parker), however it was woken: the runtime's wake-ups.
+    wakeups: AtomicU64,
 }
 
 impl Skq {
@@ -292,6 +295,7 @@ impl Skq {
             target: AtomicUsize::new(n),
             elastic_log: Mutex::new(Vec::new()),
             prioritized: AtomicBool::new(false),
+            wakeups: AtomicU64::new(0),
         }))
     }
 
@@ -480,6 +484,19 @@ impl Skq {
     /// replies for system calls per reply.
     pub fn incoming_cpu_calls(&self) -> u64 {
         self.incoming_cpu_calls.load(Ordering::Relaxed)
+    }
+
+    /// Times a worker came back from sleeping (blocked in `epoll_wait` or on
+    /// its parker), for any reason: readiness, a wake-up by another worker,
+    /// a timeout. Divided by events delivered, the runtime's wake-ups per
+    /// event; an idle instance adds none.
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Counts one return from sleeping.
+    fn woke(&self) {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Turns harvested epoll events into activations.

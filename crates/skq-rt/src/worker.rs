@@ -145,8 +145,9 @@ impl Worker {
         flush_wakes(skq, ctx, wakes);
         events.inner.clear();
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
-        // A lone worker has nobody to steal from: no steal attempts, and no
-        // retry timer waking it every `steal_retry_ns` while idle.
+        // A lone worker has nobody to steal from. Idle thieves are woken on
+        // demand (skq-core's `wake_after_push`); `steal_retry_ns` is an
+        // optional safety-net timer, off (0) by default.
         let steal = core.config().steal && core.config().workers > 1;
         let retry = core.config().steal_retry_ns;
         // Whether this call already harvested (as the poller).
@@ -192,9 +193,9 @@ impl Worker {
                 continue;
             }
             let mut sleep = deadline.map(|d| d - now);
-            // Look again for work to steal only while another worker is busy:
+            // The optional retry timer, only while another worker is busy:
             // parked workers' queues stay empty (a push wakes its target).
-            if steal && core.others_busy(me) {
+            if steal && retry > 0 && core.others_busy(me) {
                 sleep = Some(sleep.map_or(retry, |s| s.min(retry)));
             }
             if skq
@@ -203,6 +204,7 @@ impl Worker {
                 .is_ok()
             {
                 let r = harvest(skq, ctx, ep_buf, sleep);
+                skq.woke();
                 skq.poller.store(NONE, Ordering::SeqCst);
                 core.unpark(ctx);
                 r?;
@@ -216,6 +218,7 @@ impl Worker {
                 // The poller may have left after our CAS failed: re-check.
                 if skq.poller.load(Ordering::SeqCst) != NONE && !skq.is_shutdown() {
                     skq.parkers[me].park(sleep);
+                    skq.woke();
                 }
                 skq.sleepers.fetch_and(!bit, Ordering::SeqCst);
                 core.unpark(ctx);

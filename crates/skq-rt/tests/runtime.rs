@@ -27,8 +27,9 @@ fn run(
     msgs: u32,
     exit_worker_after: Option<u64>,
 ) -> Vec<u64> {
-    let mut cfg = Config::parse_mode(mode, workers).unwrap();
-    cfg.steal_retry_ns = 50_000;
+    // No retry timer: idle thieves are woken on demand only.
+    let cfg = Config::parse_mode(mode, workers).unwrap();
+    assert_eq!(cfg.steal_retry_ns, 0);
     let skq = Skq::new(cfg).unwrap();
     let mut txs = Vec::new();
     let mut states = Vec::new();

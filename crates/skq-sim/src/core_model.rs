@@ -27,8 +27,9 @@
 //!   a worker harvests it, as skq-rt's leader/follower loop does;
 //! * a worker whose `wait()` returned nothing announces it with
 //!   `prepare_park` (waiting again at once if that reports work) and sleeps
-//!   until woken or, when the configuration steals, until `steal_retry_ns`
-//!   later, whichever is first; on waking it calls `unpark`, then `wait()`.
+//!   until woken (a thief is woken on demand by the core) or, when a
+//!   `steal_retry_ns` safety net is configured, until that much later,
+//!   whichever is first; on waking it calls `unpark`, then `wait()`.
 //! * the steal cost is charged to the events a wait obtained by stealing. To
 //!   know them, the model performs `wait()` as the core documents its
 //!   composition (`release`, `fill`, and if that found nothing and stealing is
@@ -177,7 +178,12 @@ pub fn run(
     machine.validate()?;
     cfg.worker_cpus = machine.worker_cpus(sc.workers);
     cfg.cpu_topology = machine.topology(sc.workers);
-    let (steal, retry_ns) = (cfg.steal, cfg.steal_retry_ns.max(1));
+    // Stealing is on demand (the core wakes a thief); the retry timer only
+    // when one is configured.
+    let (steal, retry_ns) = (
+        cfg.steal && cfg.steal_retry_ns > 0,
+        cfg.steal_retry_ns.max(1),
+    );
     let sched = Scheduler::new(cfg).map_err(|e| anyhow!("{e}"))?;
     let mut conns = Vec::with_capacity(sc.connections);
     for i in 0..sc.connections {

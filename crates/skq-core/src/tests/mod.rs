@@ -453,26 +453,64 @@ fn parking_protocol_never_loses_a_wake_up() {
 
 #[test]
 fn stealing_wakes_an_idle_thief_when_a_backlog_forms() {
-    let s = sched(Policy::Cpu, 2, |c| c.steal = true);
+    let s = sched(Policy::Cpu, 3, |c| c.steal = true);
     let mut rng = FastRng::new(17);
-    let w1 = s.worker(1);
+    let (mut w0, mut w1, mut w2) = (s.worker(0), s.worker(1), s.worker(2));
+    let ids: Vec<_> = (0..4)
+        .map(|i| s.register(i, Flags::NONE, None).unwrap())
+        .collect();
+    // A stealing worker sleeps only after a steal attempt found nothing.
+    assert!(!s.prepare_park(&w1), "no steal attempt yet");
+    assert_eq!(s.steal(&mut w1), 0);
     assert!(s.prepare_park(&w1));
-    let a = s.register(1, Flags::NONE, None).unwrap();
-    let b = s.register(2, Flags::NONE, None).unwrap();
+    assert_eq!(s.steal(&mut w2), 0);
+    assert!(s.prepare_park(&w2));
+    // Worker 0 is not busy yet: work queued for it wakes nobody (it is
+    // about to look at its queue itself).
+    let mut ev = Vec::new();
+    let _ = s.activate(ids[0], Ready::READABLE, Some(0), 0, &mut rng);
+    assert_eq!(s.wait(&mut w0, 1, &mut ev, 1), 1, "worker 0 takes it");
+    // Now busy: the next event queued behind it wakes one idle thief.
+    let first = s.activate(ids[1], Ready::READABLE, Some(0), 2, &mut rng);
+    let Activation::Queued {
+        worker: 0,
+        wake: Some(thief),
+    } = first
+    else {
+        panic!("expected a thief to be woken: {first:?}");
+    };
+    assert!(thief == 1 || thief == 2);
+    // While it searches, a second push wakes nobody more (one searcher).
     assert_eq!(
-        s.activate(a, Ready::READABLE, Some(0), 0, &mut rng),
+        s.activate(ids[2], Ready::READABLE, Some(0), 3, &mut rng),
         Activation::Queued {
             worker: 0,
             wake: None
         }
     );
-    assert_eq!(
-        s.activate(b, Ready::READABLE, Some(0), 0, &mut rng),
-        Activation::Queued {
-            worker: 0,
-            wake: Some(1)
-        }
-    );
+    // The thief takes one (steal_k = 1); work is still queued behind busy
+    // worker 0, so it passes the search on to the other idle worker.
+    let (t, u) = if thief == 1 {
+        (&mut w1, &mut w2)
+    } else {
+        (&mut w2, &mut w1)
+    };
+    s.unpark(t);
+    assert_eq!(s.steal(t), 1);
+    let owed = t.take_wakes();
+    assert_eq!(owed, vec![3 - thief], "the chain wakes the other thief");
+    // That one takes the last event; nothing is left, nobody else is woken.
+    s.unpark(u);
+    assert_eq!(s.steal(u), 1);
+    assert!(u.take_wakes().is_empty());
+    // Idle again with nothing queued anywhere: no wake-ups are owed and
+    // both may sleep.
+    assert_eq!(s.wait(t, 5, &mut ev, 1), 1);
+    assert_eq!(s.wait(u, 5, &mut ev, 1), 1);
+    assert_eq!(s.wait(t, 6, &mut ev, 1), 0);
+    assert!(s.prepare_park(t));
+    assert_eq!(s.wait(u, 6, &mut ev, 1), 0);
+    assert!(s.prepare_park(u));
 }
 
 #[test]
@@ -695,17 +733,20 @@ impl<'a, I: Iterator<Item = &'a bool>> Positions for I {
 #[test]
 fn others_busy_sees_only_live_unparked_peers() {
     let s = sched(Policy::Hybrid, 3, |c| c.steal = true);
-    let (w0, w1, w2) = (s.worker(0), s.worker(1), s.worker(2));
+    let (mut w0, mut w1, mut w2) = (s.worker(0), s.worker(1), s.worker(2));
     // Nobody parked yet: every peer counts as busy.
     assert!(s.others_busy(0));
+    assert_eq!(s.steal(&mut w1), 0);
     assert!(s.prepare_park(&w1));
     assert!(s.others_busy(0), "worker 2 still runs");
+    assert_eq!(s.steal(&mut w2), 0);
     assert!(s.prepare_park(&w2));
     assert!(
         !s.others_busy(0),
         "both peers parked: nothing can pile up unseen"
     );
     // Our own state does not count.
+    assert_eq!(s.steal(&mut w0), 0);
     assert!(s.prepare_park(&w0));
     assert!(!s.others_busy(0));
     s.unpark(&w2);
