@@ -30,9 +30,9 @@
 //!   the reply time of every reply in it.
 //!
 //! **Matching (exactly once).** A reply naming an id (RPC) answers the FIFO
-//! entry with that id, wherever it is (not at the front: *out of order*,
-//! still an answer); an id not in the FIFO (never sent, or answered already)
-//! is a *bad reply*. A reply without id (memcached, HTTP) answers the front;
+//! entry with that id, wherever it is (if an id above it was answered
+//! before: *out of order*, still an answer); an id not in the FIFO (never
+//! sent, or answered already) is a *bad reply*. A reply without id (memcached, HTTP) answers the front;
 //! one whose content does not match it is a bad reply that consumes the
 //! front. Whatever is left in the FIFOs at the end is *missing*. Because the
 //! entry is pushed before the request is written, a reply can never arrive
@@ -155,7 +155,8 @@ pub struct SimpleErrors {
     pub missing: u64,
     /// Replies matching no outstanding request, or not matching the front.
     pub bad_reply: u64,
-    /// RPC replies that overtook an older outstanding request (still answers).
+    /// RPC replies answering a request older than one answered before on
+    /// the same connection (still answers).
     pub out_of_order: u64,
     /// Connections that failed (write error, read error, EOF while waiting).
     pub connection_failures: u64,
@@ -266,7 +267,10 @@ fn codec(p: &SimpleProtocol, addr: SocketAddr) -> Box<dyn Codec> {
 
 fn check(cfg: &SimpleConfig) -> anyhow::Result<()> {
     if !(cfg.rate.is_finite() && cfg.rate > 0.0) {
-        bail!("--rate {} must be a positive number of requests/s", cfg.rate);
+        bail!(
+            "--rate {} must be a positive number of requests/s",
+            cfg.rate
+        );
     }
     if cfg.connections == 0 {
         bail!("--connections must be at least 1");
@@ -380,7 +384,13 @@ pub fn run(cfg: &SimpleConfig) -> anyhow::Result<SimpleResult> {
 }
 
 fn percentiles(h: &Histogram<u64>) -> Percentiles {
-    let q = |q: f64| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 };
+    let q = |q: f64| {
+        if h.is_empty() {
+            0.0
+        } else {
+            h.value_at_quantile(q) as f64 / 1e3
+        }
+    };
     Percentiles {
         count: h.len(),
         p50_us: q(0.5),
@@ -444,11 +454,14 @@ fn send(
         }
         next_seq[k] += 1;
         let sent = cpu::monotonic_ns();
-        conn.pending.lock().expect("no thread panicked").push_back(Sent {
-            req,
-            scheduled,
-            sent,
-        });
+        conn.pending
+            .lock()
+            .expect("no thread panicked")
+            .push_back(Sent {
+                req,
+                scheduled,
+                sent,
+            });
         if (&conn.stream).write_all(&out).is_err() {
             conn.dead.store(true, Ordering::Relaxed);
             part.errors.connection_failures += 1;
@@ -477,6 +490,7 @@ fn receive(sh: &Shared, c: usize, codec: Box<dyn Codec>, pin: Option<u32>) -> Pa
     let conn = &sh.conns[c];
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 16 * 1024];
+    let mut newest = None;
     loop {
         match (&conn.stream).read(&mut chunk) {
             Ok(0) => {
@@ -486,7 +500,15 @@ fn receive(sh: &Shared, c: usize, codec: Box<dyn Codec>, pin: Option<u32>) -> Pa
             Ok(n) => {
                 let now = cpu::monotonic_ns();
                 buf.extend_from_slice(&chunk[..n]);
-                if !take_replies(sh, conn, codec.as_ref(), &mut buf, now, &mut part) {
+                if !take_replies(
+                    sh,
+                    conn,
+                    codec.as_ref(),
+                    &mut buf,
+                    now,
+                    &mut newest,
+                    &mut part,
+                ) {
                     part.errors.connection_failures += 1;
                     break;
                 }
@@ -494,7 +516,9 @@ fn receive(sh: &Shared, c: usize, codec: Box<dyn Codec>, pin: Option<u32>) -> Pa
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(_) => {
                 part.errors.connection_failures += 1;
@@ -515,20 +539,27 @@ fn receive(sh: &Shared, c: usize, codec: Box<dyn Codec>, pin: Option<u32>) -> Pa
 }
 
 /// Matches every whole reply at the front of `buf`; `false` when the stream
-/// cannot be parsed any further.
+/// cannot be parsed any further. `newest` is the highest RPC id answered so
+/// far on this connection.
 fn take_replies(
     sh: &Shared,
     conn: &Conn,
     codec: &dyn Codec,
     buf: &mut Vec<u8>,
     now: u64,
+    newest: &mut Option<u64>,
     part: &mut Part,
 ) -> bool {
     let mut pos = 0;
     let ok = loop {
         // Only this thread removes entries, so the front stays the front
         // while the lock is released for parsing.
-        let head = conn.pending.lock().expect("no thread panicked").front().map(|s| s.req);
+        let head = conn
+            .pending
+            .lock()
+            .expect("no thread panicked")
+            .front()
+            .map(|s| s.req);
         let (len, answers) = match codec.parse(&buf[pos..], head.as_ref()) {
             Parsed::Incomplete => break true,
             Parsed::Fatal(_) => {
@@ -542,7 +573,8 @@ fn take_replies(
         let found = match answers {
             Answers::Id(id) => match pending.iter().position(|s| s.req.seq == id) {
                 Some(i) => {
-                    part.errors.out_of_order += (i > 0) as u64;
+                    part.errors.out_of_order += newest.is_some_and(|n| id < n) as u64;
+                    *newest = Some(newest.map_or(id, |n| n.max(id)));
                     pending.remove(i)
                 }
                 None => None,
@@ -561,8 +593,10 @@ fn take_replies(
         part.received_total += 1;
         if s.scheduled >= sh.measure_from {
             part.received += 1;
-            part.latency.saturating_record(now.saturating_sub(s.scheduled).max(1));
-            part.raw.saturating_record(now.saturating_sub(s.sent).max(1));
+            part.latency
+                .saturating_record(now.saturating_sub(s.scheduled).max(1));
+            part.raw
+                .saturating_record(now.saturating_sub(s.sent).max(1));
         }
     };
     buf.drain(..pos);
