@@ -6,7 +6,9 @@
 //!   measured request;
 //! * a planted dropped reply is counted missing, a reply naming an unknown
 //!   id is a bad reply (and its request missing);
+//! * a swapped pair of replies counts once as out of order, both answered;
 //! * memcached against a tiny in-test server, with one wrong-key reply;
+//! * HTTP GETs against a tiny in-test server, each answered once;
 //! * a bad setting is refused with a line naming the flag.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,7 +20,7 @@ use std::time::Duration;
 use skq_load::protocol::memcached::KvSpec;
 use skq_load::refserver::{RefMode, RefServer};
 use skq_load::simple::{self, RpcService, SimpleConfig, SimpleProtocol};
-use skq_proto::wire::{self, HEADER_LEN};
+use skq_proto::wire::{self, Header, HEADER_LEN};
 
 fn short(addr: SocketAddr, rate: f64, conns: usize) -> SimpleConfig {
     let mut c = SimpleConfig::new(addr, rate);
@@ -31,9 +33,23 @@ fn short(addr: SocketAddr, rate: f64, conns: usize) -> SimpleConfig {
     c
 }
 
-/// An RPC server, one thread per connection, that answers request `id`
-/// with the reply `plan(id)` returns (None: dropped), counting drops.
-fn planted_rpc_server(plan: fn(u64) -> Option<u64>) -> (SocketAddr, Arc<AtomicU64>) {
+/// What the planted RPC server does with one request.
+enum Act {
+    /// Answer it.
+    Echo,
+    /// Never answer it (counted in the server's `dropped`).
+    Drop,
+    /// Answer with this id instead.
+    As(u64),
+    /// Keep it until the next `ThenHeld`.
+    Hold,
+    /// Answer it, then the held one (a swapped pair).
+    ThenHeld,
+}
+
+/// An RPC server, one thread per connection, that treats request `id` as
+/// `plan(id)` says, counting drops.
+fn planted_rpc_server(plan: fn(u64) -> Act) -> (SocketAddr, Arc<AtomicU64>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let dropped = Arc::new(AtomicU64::new(0));
@@ -44,16 +60,23 @@ fn planted_rpc_server(plan: fn(u64) -> Option<u64>) -> (SocketAddr, Arc<AtomicU6
             let d = d.clone();
             std::thread::spawn(move || {
                 let mut frame = [0u8; HEADER_LEN];
+                let mut held = None;
                 while s.read_exact(&mut frame).is_ok() {
                     let h = wire::decode_request(&frame).unwrap().unwrap();
-                    let Some(id) = plan(h.id) else {
-                        d.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    };
                     let mut out = Vec::new();
-                    wire::Header::request(id, h.service_ns, h.class)
-                        .reply(0)
-                        .encode(&mut out);
+                    let mut reply = |id| Header::request(id, 0, 0).reply(0).encode(&mut out);
+                    match plan(h.id) {
+                        Act::Echo => reply(h.id),
+                        Act::Drop => {
+                            d.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Act::As(id) => reply(id),
+                        Act::Hold => held = Some(h.id),
+                        Act::ThenHeld => {
+                            reply(h.id);
+                            reply(held.take().expect("a request was held"));
+                        }
+                    }
                     if s.write_all(&out).is_err() {
                         return;
                     }
@@ -96,7 +119,7 @@ fn every_request_is_answered_exactly_once_by_the_echo_server() {
 #[test]
 fn a_dropped_reply_is_counted_missing() {
     // One connection: its request 5 goes unanswered.
-    let (addr, dropped) = planted_rpc_server(|id| (id != 5).then_some(id));
+    let (addr, dropped) = planted_rpc_server(|id| if id == 5 { Act::Drop } else { Act::Echo });
     let r = simple::run(&short(addr, 1000.0, 1)).unwrap();
     assert!(r.sent_total > 5, "sent {}", r.sent_total);
     assert_eq!(dropped.load(Ordering::Relaxed), 1);
@@ -107,13 +130,30 @@ fn a_dropped_reply_is_counted_missing() {
 
 #[test]
 fn a_reply_to_an_unknown_id_is_bad_and_its_request_missing() {
-    let (addr, _) = planted_rpc_server(|id| Some(if id == 7 { 1_000_000 } else { id }));
+    let (addr, _) = planted_rpc_server(|id| match id {
+        7 => Act::As(1_000_000),
+        _ => Act::Echo,
+    });
     let r = simple::run(&short(addr, 1000.0, 1)).unwrap();
     assert!(r.sent_total > 7);
     assert_eq!(r.errors.bad_reply, 1, "{:?}", r.errors);
     assert_eq!(r.errors.missing, 1);
     assert_eq!(r.errors.out_of_order, 0);
     assert_eq!(r.received_total, r.sent_total - 1);
+}
+
+#[test]
+fn a_swapped_pair_counts_once_as_out_of_order_and_is_answered() {
+    let (addr, _) = planted_rpc_server(|id| match id {
+        10 => Act::Hold,
+        11 => Act::ThenHeld,
+        _ => Act::Echo,
+    });
+    let r = simple::run(&short(addr, 1000.0, 1)).unwrap();
+    assert!(r.sent_total > 11);
+    assert_eq!(r.errors.out_of_order, 1, "{:?}", r.errors);
+    assert_eq!((r.errors.missing, r.errors.bad_reply), (0, 0));
+    assert_eq!(r.received_total, r.sent_total);
 }
 
 /// memcached stand-in: every `get` is a miss (`END`), except the 4th get of
@@ -160,6 +200,50 @@ fn memcached_replies_match_by_position_and_a_wrong_key_is_bad() {
     assert_eq!(r.errors.bad_reply, 2, "{:?}", r.errors);
     assert_eq!(r.errors.missing, 0);
     assert_eq!(r.received_total, r.sent_total - 2);
+}
+
+/// HTTP stand-in: `200 OK` with a 2-byte body to every request, counted.
+fn tiny_http() -> (SocketAddr, Arc<AtomicU64>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let served = Arc::new(AtomicU64::new(0));
+    let sv = served.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            let sv = sv.clone();
+            std::thread::spawn(move || {
+                let mut w = s.try_clone().unwrap();
+                let mut lines = BufReader::new(s);
+                let mut line = String::new();
+                while lines.read_line(&mut line).unwrap_or(0) > 0 {
+                    if line == "\r\n" {
+                        sv.fetch_add(1, Ordering::Relaxed);
+                        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if w.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    (addr, served)
+}
+
+#[test]
+fn http_gets_are_answered_exactly_once() {
+    let (addr, served) = tiny_http();
+    let mut cfg = short(addr, 1000.0, 4);
+    cfg.threads = 2;
+    cfg.protocol = SimpleProtocol::Http("/index.html".into());
+    let r = simple::run(&cfg).unwrap();
+    assert_eq!(r.errors, Default::default(), "{:?}", r.errors);
+    assert!(r.sent > 0);
+    assert_eq!(r.received, r.sent);
+    assert_eq!(r.received_total, r.sent_total);
+    assert_eq!(served.load(Ordering::Relaxed), r.sent_total);
 }
 
 #[test]
