@@ -159,7 +159,9 @@ pub struct SimpleErrors {
     /// RPC replies answering a request older than one answered before on
     /// the same connection (still answers).
     pub out_of_order: u64,
-    /// Connections that failed (write error, read error, EOF while waiting).
+    /// Connections that failed (write error or timeout, read error, EOF,
+    /// unparsable reply); a request whose write failed also counts missing,
+    /// and later sends drawn for a failed connection are skipped.
     pub connection_failures: u64,
 }
 
