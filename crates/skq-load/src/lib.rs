@@ -47,6 +47,7 @@ pub mod protocol;
 pub mod queueing;
 pub mod refserver;
 pub mod schedule;
+pub mod simple;
 pub mod stats;
 pub mod validate;
 pub mod worker;

@@ -1,0 +1,260 @@
+//! Loopback tests of the simple cross-check client (`skq_load::simple`):
+//! counts and exactly-once matching, never timing.
+//!
+//! * against the reference echo server: every request answered once, the
+//!   server's count equal to the client's, every histogram fed once per
+//!   measured request;
+//! * a planted dropped reply is counted missing, a reply naming an unknown
+//!   id is a bad reply (and its request missing);
+//! * a swapped pair of replies counts once as out of order, both answered;
+//! * memcached against a tiny in-test server, with one wrong-key reply;
+//! * HTTP GETs against a tiny in-test server, each answered once;
+//! * a bad setting is refused with a line naming the flag.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use skq_load::protocol::memcached::KvSpec;
+use skq_load::refserver::{RefMode, RefServer};
+use skq_load::simple::{self, RpcService, SimpleConfig, SimpleProtocol};
+use skq_proto::wire::{self, Header, HEADER_LEN};
+
+fn short(addr: SocketAddr, rate: f64, conns: usize) -> SimpleConfig {
+    let mut c = SimpleConfig::new(addr, rate);
+    c.connections = conns;
+    c.duration = Duration::from_millis(400);
+    c.warmup = Duration::from_millis(100);
+    c.drain = Duration::from_millis(500);
+    // Tests share the machine: spin little (correctness does not depend on it).
+    c.spin = Duration::from_micros(100);
+    c
+}
+
+/// What the planted RPC server does with one request.
+enum Act {
+    /// Answer it.
+    Echo,
+    /// Never answer it (counted in the server's `dropped`).
+    Drop,
+    /// Answer with this id instead.
+    As(u64),
+    /// Keep it until the next `ThenHeld`.
+    Hold,
+    /// Answer it, then the held one (a swapped pair).
+    ThenHeld,
+}
+
+/// An RPC server, one thread per connection, that treats request `id` as
+/// `plan(id)` says, counting drops.
+fn planted_rpc_server(plan: fn(u64) -> Act) -> (SocketAddr, Arc<AtomicU64>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let dropped = Arc::new(AtomicU64::new(0));
+    let d = dropped.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let d = d.clone();
+            std::thread::spawn(move || {
+                let mut frame = [0u8; HEADER_LEN];
+                let mut held = None;
+                while s.read_exact(&mut frame).is_ok() {
+                    let h = wire::decode_request(&frame).unwrap().unwrap();
+                    let mut out = Vec::new();
+                    let mut reply = |id| Header::request(id, 0, 0).reply(0).encode(&mut out);
+                    match plan(h.id) {
+                        Act::Echo => reply(h.id),
+                        Act::Drop => {
+                            d.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Act::As(id) => reply(id),
+                        Act::Hold => held = Some(h.id),
+                        Act::ThenHeld => {
+                            reply(h.id);
+                            reply(held.take().expect("a request was held"));
+                        }
+                    }
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, dropped)
+}
+
+#[test]
+fn every_request_is_answered_exactly_once_by_the_echo_server() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 2000.0, 8);
+    cfg.threads = 2;
+    cfg.protocol = SimpleProtocol::Rpc(RpcService::Exponential(1000));
+    let r = simple::run(&cfg).unwrap();
+    assert_eq!(r.errors, Default::default(), "{:?}", r.errors);
+    assert!(
+        r.sent > 0 && r.sent < r.sent_total,
+        "warm-up sends are apart"
+    );
+    assert_eq!(r.received, r.sent);
+    assert_eq!(r.received_total, r.sent_total);
+    assert_eq!(
+        server.served(),
+        r.sent_total,
+        "the server saw each request once"
+    );
+    assert_eq!(r.latency.count, r.sent);
+    assert_eq!(r.raw_latency.count, r.sent);
+    assert_eq!(r.lateness.count, r.sent);
+    assert!(r.latency.p99_us >= r.latency.p50_us);
+    assert_eq!(r.thread_cpu.len(), 2 + 8, "two senders and eight receivers");
+    // The result serialises for `--json`.
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["sent"], r.sent);
+}
+
+#[test]
+fn a_dropped_reply_is_counted_missing() {
+    // One connection: its request 5 goes unanswered.
+    let (addr, dropped) = planted_rpc_server(|id| if id == 5 { Act::Drop } else { Act::Echo });
+    let r = simple::run(&short(addr, 1000.0, 1)).unwrap();
+    assert!(r.sent_total > 5, "sent {}", r.sent_total);
+    assert_eq!(dropped.load(Ordering::Relaxed), 1);
+    assert_eq!(r.errors.missing, 1, "{:?}", r.errors);
+    assert_eq!(r.errors.bad_reply, 0);
+    assert_eq!(r.received_total, r.sent_total - 1);
+}
+
+#[test]
+fn a_reply_to_an_unknown_id_is_bad_and_its_request_missing() {
+    let (addr, _) = planted_rpc_server(|id| match id {
+        7 => Act::As(1_000_000),
+        _ => Act::Echo,
+    });
+    let r = simple::run(&short(addr, 1000.0, 1)).unwrap();
+    assert!(r.sent_total > 7);
+    assert_eq!(r.errors.bad_reply, 1, "{:?}", r.errors);
+    assert_eq!(r.errors.missing, 1);
+    assert_eq!(r.errors.out_of_order, 0);
+    assert_eq!(r.received_total, r.sent_total - 1);
+}
+
+#[test]
+fn a_swapped_pair_counts_once_as_out_of_order_and_is_answered() {
+    let (addr, _) = planted_rpc_server(|id| match id {
+        10 => Act::Hold,
+        11 => Act::ThenHeld,
+        _ => Act::Echo,
+    });
+    let r = simple::run(&short(addr, 1000.0, 1)).unwrap();
+    assert!(r.sent_total > 11);
+    assert_eq!(r.errors.out_of_order, 1, "{:?}", r.errors);
+    assert_eq!((r.errors.missing, r.errors.bad_reply), (0, 0));
+    assert_eq!(r.received_total, r.sent_total);
+}
+
+/// memcached stand-in: every `get` is a miss (`END`), except the 4th get of
+/// each connection, answered with a value under the wrong key.
+fn tiny_memcached() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || {
+                let mut w = s.try_clone().unwrap();
+                let mut lines = BufReader::new(s);
+                let mut line = String::new();
+                let mut n = 0;
+                while lines.read_line(&mut line).unwrap_or(0) > 0 {
+                    assert!(line.starts_with("get "), "only gets: {line}");
+                    n += 1;
+                    let reply: &[u8] = if n == 4 {
+                        b"VALUE nosuchkey 0 1\r\nx\r\nEND\r\n"
+                    } else {
+                        b"END\r\n"
+                    };
+                    if w.write_all(reply).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn memcached_replies_match_by_position_and_a_wrong_key_is_bad() {
+    let addr = tiny_memcached();
+    let mut cfg = short(addr, 1000.0, 2);
+    let spec = KvSpec::named("sphinx-ro", 30, 200, 1.0, 1000).unwrap();
+    cfg.protocol = SimpleProtocol::Memcached(spec);
+    let r = simple::run(&cfg).unwrap();
+    // Both connections get far more than 4 requests at 500 req/s each over 0.5 s.
+    assert!(r.sent_total > 100, "sent {}", r.sent_total);
+    assert_eq!(r.errors.bad_reply, 2, "{:?}", r.errors);
+    assert_eq!(r.errors.missing, 0);
+    assert_eq!(r.received_total, r.sent_total - 2);
+}
+
+/// HTTP stand-in: `200 OK` with a 2-byte body to every request, counted.
+fn tiny_http() -> (SocketAddr, Arc<AtomicU64>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let served = Arc::new(AtomicU64::new(0));
+    let sv = served.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            let sv = sv.clone();
+            std::thread::spawn(move || {
+                let mut w = s.try_clone().unwrap();
+                let mut lines = BufReader::new(s);
+                let mut line = String::new();
+                while lines.read_line(&mut line).unwrap_or(0) > 0 {
+                    if line == "\r\n" {
+                        sv.fetch_add(1, Ordering::Relaxed);
+                        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if w.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    (addr, served)
+}
+
+#[test]
+fn http_gets_are_answered_exactly_once() {
+    let (addr, served) = tiny_http();
+    let mut cfg = short(addr, 1000.0, 4);
+    cfg.threads = 2;
+    cfg.protocol = SimpleProtocol::Http("/index.html".into());
+    let r = simple::run(&cfg).unwrap();
+    assert_eq!(r.errors, Default::default(), "{:?}", r.errors);
+    assert!(r.sent > 0);
+    assert_eq!(r.received, r.sent);
+    assert_eq!(r.received_total, r.sent_total);
+    assert_eq!(served.load(Ordering::Relaxed), r.sent_total);
+}
+
+#[test]
+fn bad_settings_are_refused_naming_the_flag() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 1000.0, 2);
+    cfg.threads = 3;
+    let e = simple::run(&cfg).unwrap_err().to_string();
+    assert!(e.contains("--threads 3"), "{e}");
+    cfg.threads = 1;
+    cfg.rate = 0.0;
+    let e = simple::run(&cfg).unwrap_err().to_string();
+    assert!(e.contains("--rate"), "{e}");
+}

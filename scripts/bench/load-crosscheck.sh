@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Cross-check `skq load` against the independent simple client
+# (skq_load::simple; issue 27, item 4): same server, same rate, same
+# connections and workload, one run after the other; prints latency p50/p99
+# (from the scheduled send time) and send lateness side by side with the ratio
+# skq/simple, and PASS/FAIL.
+#
+# Tolerance (stated, adjustable): a figure agrees when
+#     |skq - simple| <= max(TOL_PCT % of the larger, TOL_ABS_US µs)
+# (default 25 % or 20 µs). Compared: latency p50, latency p99, lateness p99.
+# PASS needs all three to agree and both runs to be free of missing and bad
+# replies. Exit status: 0 PASS, 1 FAIL, 2 usage or run error.
+#
+# The server must already run, e.g. on CPU 0:
+#   taskset -c 0 target/release/skq serve rpc --mode epoll-1to1 --workers 1 --service spin &
+#   scripts/bench/load-crosscheck.sh --addr 127.0.0.1:7878 --rate 8000 \
+#       --connections 64 --cpus 1 --workload fixed --mean-us 5
+# Binaries (build them first, under the measurement lock):
+#   cargo build --release -p skq-cli && cargo build --release -p skq-load --example simple_client
+#   SKQ=...     skq binary          (default target/release/skq)
+#   SIMPLE=...  simple client       (default target/release/examples/simple_client)
+# memcached: skq load runs first and prefills the keys the simple client reads.
+set -euo pipefail
+
+usage() {
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+    echo "flags: --addr A --rate R [--protocol rpc|memcached|http] [--connections N]"
+    echo "       [--duration S] [--warmup S] [--cpus LIST] [--workload fixed|exponential]"
+    echo "       [--mean-us U] [--kv-workload MIX] [--http-path P] [--seed N]"
+    echo "       [--tol-pct P] [--tol-abs-us U] [--out DIR]"
+    exit 2
+}
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SKQ=${SKQ:-$ROOT/target/release/skq}
+SIMPLE=${SIMPLE:-$ROOT/target/release/examples/simple_client}
+ADDR="" RATE="" PROTOCOL=rpc CONNS=64 DURATION=5 WARMUP=1 CPUS="" WORKLOAD=exponential
+MEAN_US=500 KV=etc HTTP_PATH=/ SEED=1 TOL_PCT=25 TOL_ABS_US=20 OUT=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --addr) ADDR=$2 ;;
+        --rate) RATE=$2 ;;
+        --protocol) PROTOCOL=$2 ;;
+        --connections) CONNS=$2 ;;
+        --duration) DURATION=$2 ;;
+        --warmup) WARMUP=$2 ;;
+        --cpus) CPUS=$2 ;;
+        --workload) WORKLOAD=$2 ;;
+        --mean-us) MEAN_US=$2 ;;
+        --kv-workload) KV=$2 ;;
+        --http-path) HTTP_PATH=$2 ;;
+        --seed) SEED=$2 ;;
+        --tol-pct) TOL_PCT=$2 ;;
+        --tol-abs-us) TOL_ABS_US=$2 ;;
+        --out) OUT=$2 ;;
+        -h|--help) usage ;;
+        *) echo "load-crosscheck: unknown flag $1" >&2; usage ;;
+    esac
+    shift 2 || { echo "load-crosscheck: $1 needs a value" >&2; exit 2; }
+done
+[ -n "$ADDR" ] && [ -n "$RATE" ] || { echo "load-crosscheck: --addr and --rate are required" >&2; usage; }
+for b in "$SKQ" "$SIMPLE"; do
+    [ -x "$b" ] || { echo "load-crosscheck: $b not built (see --help)" >&2; exit 2; }
+done
+OUT=${OUT:-$(mktemp -d /tmp/load-crosscheck.XXXXXX)}
+mkdir -p "$OUT"
+
+common=(--addr "$ADDR" --protocol "$PROTOCOL" --rate "$RATE" --connections "$CONNS"
+        --duration "$DURATION" --warmup "$WARMUP" --seed "$SEED"
+        --workload "$WORKLOAD" --mean-us "$MEAN_US" --kv-workload "$KV" --http-path "$HTTP_PATH")
+if [ -n "$CPUS" ]; then common+=(--cpus "$CPUS"); fi
+
+echo "== skq load (one epoll thread)"
+# skq load exits 3 when one of its self-checks fails; that is reported below, not fatal here.
+rc=0; "$SKQ" load "${common[@]}" --quiet --json "$OUT/skq.json" || rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "load-crosscheck: skq load failed ($rc)" >&2; exit 2; }
+echo "== simple client (blocking senders, one receiver thread per connection)"
+"$SIMPLE" "${common[@]}" --json "$OUT/simple.json" || { echo "load-crosscheck: simple client failed" >&2; exit 2; }
+
+python3 - "$OUT/skq.json" "$OUT/simple.json" "$TOL_PCT" "$TOL_ABS_US" <<'EOF'
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+tol_pct, tol_abs = float(sys.argv[3]), float(sys.argv[4])
+rows = [  # name, skq load, simple, compared?
+    ("latency p50 µs", a["latency"]["p50"]["value"], b["latency"]["p50_us"], True),
+    ("latency p99 µs", a["latency"]["p99"]["value"], b["latency"]["p99_us"], True),
+    ("latency p99.9 µs", a["latency"]["p999"]["value"], b["latency"]["p999_us"], False),
+    ("from send p99 µs", a["raw_latency"]["p99"]["value"], b["raw_latency"]["p99_us"], False),
+    ("lateness p50 µs", None, b["lateness"]["p50_us"], False),
+    ("lateness p99 µs", a["checks"]["lateness_p99_us"], b["lateness"]["p99_us"], True),
+    ("achieved req/s", a["achieved_rps"], b["achieved_rps"], False),
+]
+ok = True
+print(f"{'':18}{'skq load':>12}{'simple':>12}{'ratio':>8}  verdict")
+for name, x, y, cmp in rows:
+    xs = "-" if x is None else f"{x:.1f}"
+    ratio = f"{x / y:.2f}" if x is not None and y else "-"
+    verdict = ""
+    if cmp:
+        agree = abs(x - y) <= max(tol_pct / 100 * max(x, y), tol_abs)
+        ok &= agree
+        verdict = "PASS" if agree else "FAIL"
+    print(f"{name:18}{xs:>12}{y:>12.1f}{ratio:>8}  {verdict}")
+ea, eb = a["errors"], b["errors"]
+bad_a = ea["missing"] + ea["bad_reply"] + ea["duplicate"] + ea["connection_failures"]
+bad_b = eb["missing"] + eb["bad_reply"] + eb["connection_failures"]
+print(f"errors: skq load {ea}; simple {eb}")
+print(f"skq load self-checks: {'pass' if a['checks']['pass'] else 'FAIL ' + '; '.join(a['checks']['notes'])}")
+cpu = sum(t["user_s"] + t["sys_s"] for t in b["thread_cpu"])
+print(f"client CPU: skq load {a['client_cpu']['user_s'] + a['client_cpu']['sys_s']:.2f} s; "
+      f"simple {cpu:.2f} s (its senders spin, see skq_load::simple)")
+ok &= bad_a == 0 and bad_b == 0
+print(f"tolerance: |skq - simple| <= max({tol_pct:g}% of the larger, {tol_abs:g} µs) "
+      f"on latency p50, p99 and lateness p99; no missing or bad replies")
+print("CROSS-CHECK PASS" if ok else "CROSS-CHECK FAIL")
+sys.exit(0 if ok else 1)
+EOF
