@@ -67,6 +67,9 @@ impl Scheduler {
             let mut g = lock(&qs.q);
             g.alive = true;
         }
+        if let Some(pq) = self.pinned_q.get(ctx.id) {
+            lock(&pq.q).alive = true;
+        }
         self.parked.fetch_and(!bit, Ordering::SeqCst);
         self.alive.fetch_or(bit, Ordering::SeqCst);
         true

@@ -75,6 +75,15 @@ impl Scheduler {
             drained.extend(g.regular.drain(..));
             qs.len.store(g.len() as u64, Ordering::Relaxed);
         }
+        if let Some(pq) = self.pinned_q.get(me) {
+            // Shared mode: this worker's pinned queue closes with it; its
+            // sources are unpinned below and go to the shared queue.
+            let mut g = lock(&pq.q);
+            g.alive = false;
+            drained.extend(g.high.drain(..));
+            drained.extend(g.regular.drain(..));
+            pq.len.store(0, Ordering::Relaxed);
+        }
         self.release(ctx, now);
         for id in drained {
             let s = self.slot_of(id);

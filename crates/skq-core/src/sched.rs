@@ -51,6 +51,11 @@ pub struct Scheduler {
     /// exit visits those and nothing else (not the whole table).
     pub(crate) pinned: Box<[Mutex<HashSet<u32>>]>,
     pub(crate) queues: Box<[CachePadded<QueueShared>]>,
+    /// Shared mode only (else empty): per worker, the `PINNED` sources it
+    /// registered, queued for it alone. Everything else shares one queue.
+    /// Same handshake as the other queues: pushed under its lock with the
+    /// owner's idle bit claimed there (`push_pinned`).
+    pub(crate) pinned_q: Box<[CachePadded<QueueShared>]>,
     pub(crate) workers: Box<[WorkerShared]>,
     /// Bit w set: worker w is (about to be) asleep and must be woken.
     pub(crate) idle: CachePadded<AtomicU64>,
@@ -86,6 +91,9 @@ impl Scheduler {
             free: Mutex::new(Vec::new()),
             next_slot: AtomicU32::new(0),
             queues: (0..nq)
+                .map(|_| CachePadded::new(QueueShared::new()))
+                .collect(),
+            pinned_q: (0..if nq == 1 && n > 1 { n } else { 0 })
                 .map(|_| CachePadded::new(QueueShared::new()))
                 .collect(),
             workers: (0..n).map(|_| WorkerShared::new()).collect(),
@@ -387,6 +395,20 @@ impl Scheduler {
         forced: Option<Reason>,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
+        if !self.pinned_q.is_empty() && s.flags().contains(Flags::PINNED) {
+            let r = s.registrar.load(Ordering::Relaxed);
+            if r != NONE && self.is_alive(r as usize) {
+                if let Some(claimed) = self.push_pinned(r as usize, id, high) {
+                    s.last.store(r, Ordering::Relaxed);
+                    let wake = claimed.then_some(r as usize);
+                    if let Some(v) = wake {
+                        Counters::add(&self.workers[v].counters.wakeups, 1);
+                    }
+                    return Some((r as usize, wake));
+                }
+            }
+            // The registrar left: `leave` unpins its sources; share it.
+        }
         for _ in 0..=self.cfg.workers {
             let (w, reason) = self.choose(s, cpu, now, rng)?;
             let w = self.diffuse(s, w);
@@ -451,6 +473,28 @@ impl Scheduler {
             self.idle.load(Ordering::Relaxed) & bit != 0
                 && self.idle.fetch_and(!bit, Ordering::AcqRel) & bit != 0
         };
+        drop(g);
+        Some(claimed)
+    }
+
+    /// Shared mode: pushes a pinned source onto its registrar `r`'s own
+    /// queue, claiming `r`'s idle bit under that queue's lock (as
+    /// [`Scheduler::push_claim`] does). None if `r`'s queue is closed.
+    pub(crate) fn push_pinned(&self, r: WorkerId, id: SourceId, high: bool) -> Option<bool> {
+        let qs = &self.pinned_q[r];
+        let mut g = lock(&qs.q);
+        if !g.alive {
+            return None;
+        }
+        if high {
+            g.high.push_back(id);
+        } else {
+            g.regular.push_back(id);
+        }
+        qs.len.store(g.len() as u64, Ordering::Relaxed);
+        let bit = 1u64 << r;
+        let claimed = self.idle.load(Ordering::Relaxed) & bit != 0
+            && self.idle.fetch_and(!bit, Ordering::AcqRel) & bit != 0;
         drop(g);
         Some(claimed)
     }

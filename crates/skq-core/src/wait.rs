@@ -133,11 +133,29 @@ impl Scheduler {
         }
         let cap = self.batch_cap(ctx.id, max);
         let high_quota = (cap * self.cfg.rtshare as usize).div_ceil(100).max(1);
-        let qs = &self.queues[self.qidx(ctx.id)];
-        if qs.len.load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
         let start = out.len();
+        if let Some(pq) = self.pinned_q.get(ctx.id) {
+            // Shared mode: this worker's pinned sources first (only it may
+            // run them), high priority before regular.
+            if pq.len.load(Ordering::Relaxed) > 0 {
+                let mut g = lock(&pq.q);
+                while out.len() - start < cap {
+                    let (id, high) = match g.high.pop_front() {
+                        Some(id) => (id, true),
+                        None => match g.regular.pop_front() {
+                            Some(id) => (id, false),
+                            None => break,
+                        },
+                    };
+                    self.deliver(ctx, id, high, out);
+                }
+                pq.len.store(g.len() as u64, Ordering::Relaxed);
+            }
+        }
+        let qs = &self.queues[self.qidx(ctx.id)];
+        if qs.len.load(Ordering::Relaxed) == 0 || out.len() - start >= cap {
+            return out.len() - start;
+        }
         let mut high_n = 0u64;
         let mut g = lock(&qs.q);
         let q = &mut *g;
@@ -206,6 +224,25 @@ impl Scheduler {
             return false;
         }
         let bit = 1u64 << ctx.id;
+        if let Some(pq) = self.pinned_q.get(ctx.id) {
+            // Shared mode: announce the sleep under the pinned queue's lock
+            // (a pinned push sees the bit or we see its entry), then look at
+            // the shared queue under its own (a shared push happens after
+            // our look and sees the bit, set before it).
+            let g = lock(&pq.q);
+            if g.len() > 0 {
+                return false;
+            }
+            self.idle.fetch_or(bit, Ordering::AcqRel);
+            drop(g);
+            let g = lock(&self.queues[0].q);
+            if g.len() > 0 {
+                drop(g);
+                self.unpark(ctx);
+                return false;
+            }
+            return true;
+        }
         let qs = &self.queues[self.qidx(ctx.id)];
         // Under the queue lock: a concurrent push either sees our bit or we
         // see its entry (see `push_claim`).
@@ -245,9 +282,14 @@ impl Scheduler {
         self.queued(w) > 0
     }
 
-    /// Events queued on worker `w`'s queue (the shared queue in shared mode).
+    /// Events queued on worker `w`'s queue (in shared mode, the shared
+    /// queue plus `w`'s pinned sources).
     pub fn queued(&self, w: WorkerId) -> usize {
-        self.queues[self.qidx(w)].len.load(Ordering::Relaxed) as usize
+        let pinned = self
+            .pinned_q
+            .get(w)
+            .map_or(0, |q| q.len.load(Ordering::Relaxed));
+        (self.queues[self.qidx(w)].len.load(Ordering::Relaxed) + pinned) as usize
     }
 
     /// Whether any worker is currently marked idle.

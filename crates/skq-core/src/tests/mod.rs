@@ -761,3 +761,76 @@ fn others_busy_sees_only_live_unparked_peers() {
     let one = sched(Policy::Hybrid, 1, |c| c.steal = true);
     assert!(!one.others_busy(0));
 }
+
+#[test]
+fn pinned_sources_go_to_their_registrar_in_every_mode() {
+    for mode in [
+        "vanilla",
+        "shared",
+        "queue",
+        "cpu",
+        "best2",
+        "hybrid",
+        "cpu+steal",
+        "best2+steal",
+    ] {
+        let cfg = Config::parse_mode(mode, 3).unwrap();
+        let s = Scheduler::new(cfg).unwrap();
+        let mut rng = FastRng::new(5);
+        let mut ctxs: Vec<_> = (0..3).map(|w| s.worker(w)).collect();
+        let pinned = s.register(7, Flags::PINNED, Some(2)).unwrap();
+        let other = s.register(8, Flags::NONE, None).unwrap();
+        let mut ev = Vec::new();
+        // Worker 2 sleeps; worker 0 and 1 are awake and ask first.
+        if s.config().steal {
+            assert_eq!(s.steal(&mut ctxs[2]), 0);
+        }
+        assert!(s.prepare_park(&ctxs[2]), "{mode}");
+        for round in 0..20u64 {
+            let t = 10 * round;
+            let a = s.activate(pinned, Ready::READABLE, Some(0), t, &mut rng);
+            let _ = s.activate(other, Ready::READABLE, Some(0), t, &mut rng);
+            if round == 0 {
+                assert_eq!(
+                    a,
+                    Activation::Queued {
+                        worker: if mode == "shared" { 2 } else { s.qidx(2) },
+                        wake: Some(2)
+                    },
+                    "{mode}: the sleeping registrar is woken"
+                );
+                s.unpark(&ctxs[2]);
+            }
+            for w in 0..2 {
+                s.wait(&mut ctxs[w], t + 1, &mut ev, 4);
+                assert!(
+                    ev.iter().all(|e| e.token != 7),
+                    "{mode}: worker {w} got the source pinned to worker 2"
+                );
+            }
+            assert_eq!(s.wait(&mut ctxs[2], t + 2, &mut ev, 4), {
+                ev.iter().filter(|e| e.token == 7).count().max(1)
+            });
+            assert!(
+                ev.iter().any(|e| e.token == 7),
+                "{mode}: worker 2 did not get its pinned source"
+            );
+            for c in ctxs.iter_mut() {
+                s.release(c, t + 3);
+            }
+        }
+        // The registrar leaves: its pinned source is unpinned and reported,
+        // and the others serve it from then on.
+        let w2 = ctxs.pop().unwrap();
+        let report = s.exit(w2, 1_000);
+        assert_eq!(report.unpinned, vec![(pinned, 7)], "{mode}");
+        let _ = s.activate(pinned, Ready::READABLE, Some(2), 1_001, &mut rng);
+        let got: usize = (0..2)
+            .map(|w| {
+                s.wait(&mut ctxs[w], 1_002, &mut ev, 4);
+                ev.iter().filter(|e| e.token == 7).count()
+            })
+            .sum();
+        assert_eq!(got, 1, "{mode}: delivered once after the registrar left");
+    }
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Server CPU and context switches per reply, one server at a time.
+
+For each mode: `skq serve rpc --mode MODE --workers W` (emulated service) on
+CPU 0, `skq load` pinned to CPU 1 at --rate over --conns connections for
+--secs seconds (after a 1 s warm-up). The server's CPU time (utime + stime of
+/proc/PID/stat) and the voluntary and involuntary context switches of all its
+threads (/proc/PID/task/*/status) are read when the generator starts and
+when it ends, and divided by the replies of the whole run (warm-up
+included: the generator's `client_sent_total` with no errors).
+
+Usage: python3 scripts/bench/cost-per-reply.py [--runs 2] [--modes hybrid,cpu,...]
+Measure on a quiet machine (nothing else running; `uptime` load below 0.3).
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKQ = os.environ.get("SKQ", "target/release/skq")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_s(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / TICK
+
+
+def ctx_switches(pid):
+    vol = inv = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            for line in open(f"/proc/{pid}/task/{t}/status"):
+                if line.startswith("voluntary_ctxt_switches"):
+                    vol += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches"):
+                    inv += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return vol, inv
+
+
+def point(mode, a):
+    port = free_port()
+    srv = subprocess.Popen(["taskset", "-c", "0", SKQ, "serve", "rpc", "--mode", mode,
+                            "--workers", str(a.workers), "--service", "emulate",
+                            "--addr", f"127.0.0.1:{port}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.025)
+        with tempfile.NamedTemporaryFile(suffix=".json") as tf:
+            c0, (v0, i0) = cpu_s(srv.pid), ctx_switches(srv.pid)
+            r = subprocess.run([SKQ, "load", "--addr", f"127.0.0.1:{port}", "--rate", str(a.rate),
+                                "--connections", str(a.conns), "--mean-us", str(a.mean_us),
+                                "--duration", str(a.secs), "--warmup", "1", "--cpus", "1",
+                                "--quiet", "--json", tf.name],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            c1, (v1, i1) = cpu_s(srv.pid), ctx_switches(srv.pid)
+            if r.returncode not in (0, 3):
+                raise RuntimeError(f"skq load failed: {r.stderr}")
+            d = json.load(open(tf.name))
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
+    n = d["client_sent_total"]
+    return {
+        "mode": mode, "replies": n, "errors": sum(d["errors"].values()),
+        "cpu_us": (c1 - c0) / n * 1e6, "vol": (v1 - v0) / n, "invol": (i1 - i0) / n,
+        "p99_us": d["latency"]["p99"]["value"], "checks": d["checks"]["pass"],
+        "lateness_p99_us": d["checks"]["lateness_p99_us"],
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--modes", default="hybrid,hybrid-steal,cpu,best2,shared,vanilla,epoll-shared,epoll-1to1,tokio")
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--rate", type=float, default=3200)
+    p.add_argument("--conns", type=int, default=64)
+    p.add_argument("--mean-us", type=float, default=500)
+    p.add_argument("--secs", type=float, default=5)
+    p.add_argument("--runs", type=int, default=2)
+    a = p.parse_args()
+    print(f"# {a.workers} workers, emulated {a.mean_us} us exponential, {a.rate:.0f} req/s over "
+          f"{a.conns} conns, {a.secs} s + 1 s warm-up; server on CPU 0, generator on CPU 1; "
+          f"cores seen {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
+    print(f"{'mode':<14} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
+          f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6}")
+    for run in range(1, a.runs + 1):
+        for mode in a.modes.split(","):
+            x = point(mode, a)
+            print(f"{mode:<14} {run:>3} {x['cpu_us']:>12.1f} {x['vol']:>12.2f} {x['invol']:>14.2f} "
+                  f"{x['p99_us']:>8.0f} {x['lateness_p99_us']:>12.1f} {str(x['checks']):>6} {x['errors']:>6}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
