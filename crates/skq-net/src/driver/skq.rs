@@ -36,9 +36,9 @@ use skq_core::{Class, Event, Flags, SourceId};
 use skq_rt::{Events, Interest, Skq, Worker};
 
 use crate::config::ServerConfig;
-use crate::conn::{Conn, Outcome};
+use crate::conn::{Conn, Limits, Outcome};
 use crate::protocol::{Cx, Protocol};
-use crate::server::{accept_ready, spawn_workers, Common, Running, SCRATCH};
+use crate::server::{accept_ready, spawn_workers, sweep_one, Common, Running, Sweeper, SCRATCH};
 use crate::stats::{SchedulerStats, ServerStats};
 use crate::table::Table;
 
@@ -66,6 +66,7 @@ struct Shared<P: Protocol> {
     ownership_violations: AtomicU64,
     batch: usize,
     pin: bool,
+    limits: Limits,
 }
 
 pub(crate) struct SkqDriver<P: Protocol> {
@@ -75,6 +76,7 @@ pub(crate) struct SkqDriver<P: Protocol> {
     local_addr: SocketAddr,
     /// The resource manager thread (elastic worker count).
     manager: Option<JoinHandle<()>>,
+    sweeper: Option<Sweeper>,
     started_ns: u64,
 }
 
@@ -105,6 +107,7 @@ pub(crate) fn start<P: Protocol>(
         ownership_violations: AtomicU64::new(0),
         batch: cfg.sched.batch,
         pin: cfg.pin,
+        limits: Limits::of(cfg),
     });
     shared.common.idle_conn_bytes.store(
         Table::<Entry<P::Session>>::slot_bytes() + Skq::bytes_per_source(),
@@ -116,12 +119,23 @@ pub(crate) fn start<P: Protocol>(
         Some(e) => Some(skq_rt::spawn_resource_manager(&shared.skq, e)?),
         None => None,
     };
+    let sweeper = match cfg.timeouts {
+        t if t.any() => {
+            let s = shared.clone();
+            Some(Sweeper::start(t.tick(), move |now| {
+                s.table
+                    .try_for_each(|e| sweep_one(&e.stream, &mut e.conn, now, &t))
+            })?)
+        }
+        _ => None,
+    };
     Ok(SkqDriver {
         shared,
         listener_id,
         threads,
         local_addr,
         manager,
+        sweeper,
         started_ns,
     })
 }
@@ -177,9 +191,11 @@ impl<P: Protocol> Running for SkqDriver<P> {
     }
 
     fn shutdown(self: Box<Self>) -> ServerStats {
-        let s = &self.shared;
-        s.skq.shutdown();
         let mut me = *self;
+        if let Some(sw) = me.sweeper.take() {
+            sw.stop();
+        }
+        me.shared.skq.shutdown();
         if let Some(m) = me.manager.take() {
             if m.join().is_err() {
                 eprintln!("warning: the resource manager panicked");
@@ -267,7 +283,7 @@ fn accept_all<P: Protocol>(shared: &Shared<P>, worker: &Worker) {
                 *guard = Some(Entry {
                     stream,
                     id,
-                    conn: Conn::new(shared.common.open_session(w)),
+                    conn: Conn::with_limits(shared.common.open_session(w), shared.limits),
                     class: Class::Regular,
                     handled: 0,
                 });
