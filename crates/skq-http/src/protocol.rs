@@ -479,6 +479,18 @@ fn http09(input: &[u8]) -> Option<(&str, usize)> {
     Some((std::str::from_utf8(path).ok()?, skip + len + 1))
 }
 
+/// Whether `input` may be the start of an HTTP/0.9 request whose line has
+/// not ended: `GET /` and no space or line end after it yet.
+fn http09_pending(input: &[u8]) -> bool {
+    let skip = input
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(input.len());
+    let rest = &input[skip..];
+    rest.strip_prefix(b"GET /")
+        .is_some_and(|p| !p.iter().any(|&b| b == b' ' || b == b'\n'))
+}
+
 fn now_secs() -> u64 {
     unix_secs(Ok(SystemTime::now()))
 }
@@ -521,6 +533,11 @@ impl Protocol for HttpProtocol {
         let view = &input[..input.len().min(MAX_HEAD)];
         if let Some((path, consumed)) = http09(view) {
             return self.serve_http09(s, out, cx, path, consumed);
+        }
+        if view.len() < MAX_HEAD && http09_pending(view) {
+            // Maybe an HTTP/0.9 line still arriving: decide once it ends,
+            // so the answer never depends on where reads split it.
+            return Served::NeedInput { consumed: 0 };
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut headers);
