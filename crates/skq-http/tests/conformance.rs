@@ -252,9 +252,17 @@ fn traversal_is_refused_in_every_spelling_and_through_symlinks() {
     }
     // Dot-dot below the root is normalised, as nginx does.
     let mut c = Client::connect(addr);
-    for path in ["/sub/../a.css", "/sub/%2e%2e/a.css", "/x/y/../../sub/./../a.css"] {
+    for path in [
+        "/sub/../a.css",
+        "/sub/%2e%2e/a.css",
+        "/x/y/../../sub/./../a.css",
+    ] {
         let r = c.get(path);
-        assert_eq!((r.code, &r.body[..]), (200, &b"body { color: #123; }\n"[..]), "{path}");
+        assert_eq!(
+            (r.code, &r.body[..]),
+            (200, &b"body { color: #123; }\n"[..]),
+            "{path}"
+        );
     }
     let out = c.get("/out");
     assert_eq!(out.code, 403);
@@ -298,7 +306,10 @@ fn up_to_100_header_fields_are_served_and_http09_gets_the_bare_body() {
         c.send(b"GET /big.bin\r\n");
         let mut got = Vec::new();
         c.r.read_to_end(&mut got).unwrap();
-        assert!(got.len() == 8 << 20 && got.iter().all(|&b| b == 7), "{mode}");
+        assert!(
+            got.len() == 8 << 20 && got.iter().all(|&b| b == 7),
+            "{mode}"
+        );
         let stats = server.shutdown();
         assert_eq!(stats.protocol_errors, 0, "{mode}");
     }

@@ -285,7 +285,9 @@ impl ServerConfig {
         let t = &self.timeouts;
         for (flag, d) in [("idle", t.idle), ("request", t.request), ("send", t.send)] {
             if d.is_some_and(|d| d.is_zero()) {
-                return Err(format!("the {flag} timeout must be positive (None = no limit)"));
+                return Err(format!(
+                    "the {flag} timeout must be positive (None = no limit)"
+                ));
             }
         }
         if !(1..=1024).contains(&self.sched.batch) {

@@ -137,7 +137,12 @@ fn a_long_reply_is_produced_as_the_peer_reads_on_every_driver() {
             let n = r.read(&mut buf[..want]).unwrap();
             assert!(n > 0, "{driver}: EOF at {at}");
             for (i, &b) in buf[..n].iter().enumerate() {
-                assert_eq!(b, pattern(at + i as u64), "{driver}: byte {}", at + i as u64);
+                assert_eq!(
+                    b,
+                    pattern(at + i as u64),
+                    "{driver}: byte {}",
+                    at + i as u64
+                );
             }
             at += n as u64;
         }
@@ -189,7 +194,9 @@ fn timeouts_close_idle_slow_and_unread_connections_and_count_them_on_every_drive
         let mut slow = connect(server.local_addr());
         // Asks for a long reply and never reads it.
         let mut unread = connect(server.local_addr());
-        unread.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        unread
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
         unread.write_all(b"big 100000000\n").unwrap();
         // A client that keeps talking is served throughout.
         let mut good = BufReader::new(connect(server.local_addr()));
