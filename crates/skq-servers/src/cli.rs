@@ -183,8 +183,8 @@ pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
     }
     let stats = server.shutdown();
     eprintln!(
-        "skq serve rpc: {} requests on {} connections ({} protocol errors, {} aborted, {} rejected), imbalance {:.3}",
-        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.rejected, stats.imbalance
+        "skq serve rpc: {} requests on {} connections ({} protocol errors, {} aborted, {} timed out, {} rejected), imbalance {:.3}",
+        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.timeouts, stats.rejected, stats.imbalance
     );
     if let Some(path) = &args.stats_json {
         let json = serde_json::to_string_pretty(&stats)?;
