@@ -204,7 +204,10 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("warning: could not raise the open-file limit: {e}");
     }
     signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
-    let cfg = a.to_config()?;
+    let mut cfg = a.to_config()?;
+    cfg.max_service_us = a
+        .max_service_us
+        .unwrap_or(crate::protocol::DEFAULT_MAX_SERVICE_US);
     cfg.validate().map_err(anyhow::Error::msg)?;
     let proto = Arc::new(
         DbProtocol::new(Arc::new(db), cfg.service, args.dilate)

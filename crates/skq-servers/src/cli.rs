@@ -91,9 +91,11 @@ pub struct RpcArgs {
     pub max_conns: usize,
     /// Longest service one request may ask for, in µs (1..=4294967); a
     /// request above it gets a refusal reply (the wire format's
-    /// FLAG_REFUSED) instead of holding a worker.
-    #[arg(long, default_value_t = crate::rpc::DEFAULT_MAX_SERVICE_US)]
-    pub max_service_us: u64,
+    /// FLAG_REFUSED) instead of holding a worker. Default: 100000 (100 ms;
+    /// `skq serve rocksdb`: 1000000, its scans stretched by --db-dilate ask
+    /// up to about 150 ms).
+    #[arg(long)]
+    pub max_service_us: Option<u64>,
     /// Close a connection idle (between requests) this many seconds; 0 (the
     /// default, as memcached's idle_timeout): never.
     #[arg(long, default_value_t = 0.0)]
@@ -137,7 +139,9 @@ impl RpcArgs {
             service: self.service,
             pin: self.pin,
             max_conns: self.max_conns,
-            max_service_us: self.max_service_us,
+            max_service_us: self
+                .max_service_us
+                .unwrap_or(crate::rpc::DEFAULT_MAX_SERVICE_US),
             idle_timeout,
         })
     }
