@@ -555,3 +555,128 @@ impl<S> Conn<S> {
         Outcome::Idle
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::WorkerCounters;
+    use std::time::Duration;
+
+    /// Lines in, lines out.
+    struct Lines;
+    impl Protocol for Lines {
+        type Session = ();
+        fn open(&self, _: usize) {}
+        fn serve(&self, _: &mut (), input: &[u8], out: &mut Vec<u8>, _: &mut Cx<'_>) -> Served {
+            match input.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    out.extend_from_slice(&input[..=i]);
+                    Served::Request { consumed: i + 1 }
+                }
+                None => Served::NeedInput { consumed: 0 },
+            }
+        }
+    }
+
+    /// Reads `input` once, then would block; writes up to `room` bytes.
+    struct Stream {
+        input: Vec<u8>,
+        room: usize,
+        written: Vec<u8>,
+    }
+    impl Read for Stream {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.input.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = self.input.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.input[..n]);
+            self.input.drain(..n);
+            Ok(n)
+        }
+    }
+    impl Write for Stream {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.room);
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.room -= n;
+            self.written.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn event(c: &mut Conn<()>, s: &mut Stream, now: u64) -> Outcome {
+        let counters = WorkerCounters::default();
+        let mut cx = Cx::new(0, &counters);
+        let o = c.serve_ready(&Lines, s, &mut [0u8; 64], &mut cx, false);
+        c.note_wait(now);
+        o
+    }
+
+    #[test]
+    fn the_state_clock_follows_requests_not_trickled_bytes() {
+        let t = Timeouts {
+            idle: Some(Duration::from_nanos(100)),
+            request: Some(Duration::from_nanos(50)),
+            send: Some(Duration::from_nanos(30)),
+        };
+        let mut c = Conn::with_limits((), Limits::new(DEFAULT_MAX_OUTPUT, true));
+        c.since = 0;
+        let mut s = Stream {
+            input: b"ab".to_vec(),
+            room: usize::MAX,
+            written: Vec::new(),
+        };
+        assert_eq!(event(&mut c, &mut s, 10), Outcome::Idle);
+        assert_eq!(c.waiting(), (Wait::Request, 10));
+        // More bytes of the same request do not restart its clock.
+        s.input = b"c".to_vec();
+        let _ = event(&mut c, &mut s, 40);
+        assert_eq!(c.waiting(), (Wait::Request, 10));
+        assert!(!c.expired(59, &t) && c.expired(60, &t));
+        // A request served restarts it: idle now.
+        s.input = b"\n".to_vec();
+        let _ = event(&mut c, &mut s, 55);
+        assert_eq!(c.waiting(), (Wait::Idle, 55));
+        assert_eq!(s.written, b"abc\n");
+        assert_eq!(c.time_left(100, &t), Some(55));
+        // Replies that cannot be written: send state, restarted by progress.
+        s.room = 2;
+        s.input = b"xyz\n".to_vec();
+        assert_eq!(event(&mut c, &mut s, 70), Outcome::Blocked);
+        assert_eq!(c.waiting(), (Wait::Send, 70));
+        let _ = event(&mut c, &mut s, 90);
+        assert_eq!(c.waiting(), (Wait::Send, 70), "no progress");
+        assert!(c.expired(100, &t));
+        c.mark_timed_out();
+        assert!(!c.expired(100, &t), "marked once");
+    }
+
+    #[test]
+    fn nothing_is_served_while_output_is_at_the_ceiling() {
+        let mut c = Conn::with_limits((), Limits::new(MIN, false));
+        const MIN: usize = 4096;
+        let line = [b'a'; 1023];
+        let mut input = Vec::new();
+        for _ in 0..64 {
+            input.extend_from_slice(&line);
+            input.push(b'\n');
+        }
+        let mut s = Stream {
+            input,
+            room: 0,
+            written: Vec::new(),
+        };
+        // flush_each: the first reply blocks at once; nothing more is served.
+        assert_eq!(event(&mut c, &mut s, 0), Outcome::Blocked);
+        assert_eq!(c.pending_output().len(), 1024);
+        s.room = usize::MAX;
+        while event(&mut c, &mut s, 0) != Outcome::Idle {}
+        assert_eq!(s.written.len(), 64 * 1024);
+    }
+}

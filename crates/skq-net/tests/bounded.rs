@@ -221,6 +221,12 @@ fn timeouts_close_idle_slow_and_unread_connections_and_count_them_on_every_drive
         echo(&mut good, "still here\n");
         let stats = server.shutdown();
         assert_eq!(stats.timeouts, 4, "{driver}: {stats:?}");
+        if let Some(sched) = &stats.scheduler {
+            assert_eq!(
+                sched.ownership_violations, 0,
+                "{driver}: the sweep is no owner"
+            );
+        }
         assert_eq!(stats.requests, 1 + 1 + i + 1, "{driver}");
         assert_eq!(stats.protocol_errors, 0, "{driver}");
     }
