@@ -6,6 +6,9 @@
 //! * 200 connections each asking for a 4 MiB file and reading nothing
 //!   (issue 26, defect 3): growth under 64 MiB on every driver; then every
 //!   connection reads its reply and every byte is right;
+//! * 600 such connections with the server under `prlimit --as=2G` (which
+//!   aborted it before): it stays up and a sample of the readers gets
+//!   every byte;
 //! * idle and slow-header connections (defect 4): closed by the header and
 //!   idle timeouts and counted in the stats, while a good client is served.
 
@@ -32,8 +35,18 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, tag: &str, args: &[&str]) -> Server {
+        Server::start_in(
+            Command::new(env!("CARGO_BIN_EXE_skq-http")),
+            root,
+            tag,
+            args,
+        )
+    }
+
+    /// Starts the server as `cmd` (the binary, or a wrapper that execs it).
+    fn start_in(mut cmd: Command, root: &Path, tag: &str, args: &[&str]) -> Server {
         let stats = root.join(format!("stats-{tag}.json"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skq-http"))
+        let mut child = cmd
             .arg("--root")
             .arg(root.join("www"))
             .args([
@@ -176,6 +189,51 @@ fn slow_readers_of_a_large_file_hold_bounded_memory_on_every_driver() {
             "{mode}"
         );
         assert_eq!(stats["aborted"], 0, "{mode}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn under_an_address_space_cap_600_slow_readers_do_not_abort_the_server() {
+    // Issue 26: 600 such connections under a 2 GB cap aborted the server.
+    let base = root("cap");
+    let want = file_bytes();
+    for mode in ["hybrid", "tokio"] {
+        let mut cmd = Command::new("prlimit");
+        cmd.args(["--as=2147483648", "--"])
+            .arg(env!("CARGO_BIN_EXE_skq-http"));
+        let mut server = Server::start_in(cmd, &base, &format!("cap-{mode}"), &["--mode", mode]);
+        let mut good = BufReader::new(connect(&server.addr));
+        let mut slow: Vec<TcpStream> = (0..600)
+            .map(|_| {
+                let mut s = connect(&server.addr);
+                s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .unwrap();
+                s
+            })
+            .collect();
+        for _ in 0..25 {
+            good_get(&mut good);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(server.alive(), "{mode}: the server aborted under the cap");
+        // A sample of the readers read their whole reply; the rest close.
+        for s in slow.iter_mut().step_by(60) {
+            let mut r = BufReader::with_capacity(256 * 1024, &*s);
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut b = [0u8];
+                r.read_exact(&mut b).unwrap();
+                head.push(b[0]);
+            }
+            let mut body = vec![0u8; FILE_LEN];
+            r.read_exact(&mut body).unwrap();
+            assert!(body == want, "{mode}: a reply's bytes differ");
+        }
+        drop(slow);
+        good_get(&mut good);
+        let stats = server.stop();
+        assert_eq!(stats["protocol_errors"], 0, "{mode}");
     }
     let _ = std::fs::remove_dir_all(&base);
 }
