@@ -204,8 +204,15 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("warning: could not raise the open-file limit: {e}");
     }
     signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
-    let cfg = a.to_config();
-    let proto = Arc::new(DbProtocol::new(Arc::new(db), cfg.service, args.dilate));
+    let mut cfg = a.to_config()?;
+    cfg.max_service_us = a
+        .max_service_us
+        .unwrap_or(crate::protocol::DEFAULT_MAX_SERVICE_US);
+    cfg.validate().map_err(anyhow::Error::msg)?;
+    let proto = Arc::new(
+        DbProtocol::new(Arc::new(db), cfg.service, args.dilate)
+            .with_max_service_ns(cfg.max_service_us * 1_000),
+    );
     let server = Server::start(&cfg.server_config(), proto).map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
             anyhow::anyhow!("{e}")
@@ -231,8 +238,8 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let stats = server.shutdown();
     eprintln!(
-        "skq serve rocksdb: {} requests on {} connections ({} protocol errors, {} aborted), imbalance {:.3}",
-        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.imbalance
+        "skq serve rocksdb: {} requests on {} connections ({} protocol errors, {} aborted, {} timed out), imbalance {:.3}",
+        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.timeouts, stats.imbalance
     );
     write_stats(a.stats_json.as_deref(), &stats)
 }

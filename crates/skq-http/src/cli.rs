@@ -78,6 +78,19 @@ pub struct HttpArgs {
     /// or 4-7; the others never run them. skq modes only.
     #[arg(long)]
     pub batch_workers: Option<skq_net::config::WorkerList>,
+    /// Seconds a request head may take to arrive whole, from its first
+    /// byte (a new connection's first request: from the accept); the
+    /// connection is then closed (nginx's client_header_timeout). 0: no limit.
+    #[arg(long, default_value_t = 60.0)]
+    pub header_timeout: f64,
+    /// Seconds a keep-alive connection may stay idle between requests
+    /// (nginx's keepalive_timeout). 0: no limit.
+    #[arg(long, default_value_t = 75.0)]
+    pub idle_timeout: f64,
+    /// Seconds a connection's replies may make no write progress because
+    /// the client does not read (nginx's send_timeout). 0: no limit.
+    #[arg(long, default_value_t = 60.0)]
+    pub send_timeout: f64,
     /// Stop by itself after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
@@ -100,7 +113,11 @@ impl HttpArgs {
         )
         .map_err(anyhow::Error::msg)?;
         crate::priority::Rules::parse(&self.priority)?;
+        let secs = |flag, v| skq_net::Timeouts::parse_secs(flag, v).map_err(anyhow::Error::msg);
         Ok(HttpConfig {
+            header_timeout: secs("header-timeout", self.header_timeout)?,
+            idle_timeout: secs("idle-timeout", self.idle_timeout)?,
+            send_timeout: secs("send-timeout", self.send_timeout)?,
             addr,
             root: self.root.clone(),
             workers: self.workers,
@@ -184,8 +201,8 @@ pub fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         String::new()
     };
     eprintln!(
-        "skq serve http: {} requests on {} connections ({} protocol errors, {} aborted, {} rejected), imbalance {:.3}, service: {}{delivered}",
-        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.rejected, stats.imbalance, cfg.service_label()
+        "skq serve http: {} requests on {} connections ({} protocol errors, {} aborted, {} timed out, {} rejected), imbalance {:.3}, service: {}{delivered}",
+        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.timeouts, stats.rejected, stats.imbalance, cfg.service_label()
     );
     if let Some(path) = &args.stats_json {
         let mut json = serde_json::to_value(&stats)?;

@@ -4,16 +4,20 @@
 //! HEAD over HTTP/1.1 keep-alive and pipelining: `Content-Length`, `Date`,
 //! `Content-Type` by extension, `Last-Modified`/`If-Modified-Since`,
 //! `ETag`/`If-None-Match`, `Connection: close`, and the errors a client
-//! expects (400, 403, 404, 405, 413, 414, 431, 501, 505). Request heads are
-//! parsed by `httparse`; everything else is in [`protocol`].
+//! expects (400, 403, 404, 405, 413, 414, 431, 501, 505), HTTP/0.9 as nginx
+//! answers it. Request heads are parsed by `httparse`; everything else is in
+//! [`protocol`]. Files are streamed in 32 KiB pieces as the socket drains,
+//! so a slow reader costs under 100 KiB whatever the file's size; header,
+//! keep-alive idle and send timeouts default to nginx's (60 s, 75 s, 60 s).
 //!
 //! The server is one sans-socket [`skq_net::Protocol`]
 //! ([`protocol::HttpProtocol`]), so every skq-net driver serves it through
 //! the same request path: every skq scheduling mode, `epoll-1to1`,
 //! `epoll-shared` and tokio.
 //!
-//! **Containment.** A request path is percent-decoded once and refused if
-//! any segment is `..` ([`target`]); what remains is opened with
+//! **Containment.** A request path is percent-decoded once and normalised
+//! (`..` removes the segment before it), and refused if a `..` would climb
+//! above the root ([`target`]); what remains is opened with
 //! `openat2(RESOLVE_BENEATH)` relative to the root ([`docroot`]), so
 //! symlinks cannot lead out of it either.
 //!

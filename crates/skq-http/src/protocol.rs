@@ -7,8 +7,21 @@
 //! * an incomplete head of [`MAX_HEAD`] bytes is refused: 414 when its
 //!   request line is not finished within [`MAX_LINE`], else 431;
 //! * a complete head whose request line exceeds [`MAX_LINE`] is 414; more
-//!   than [`MAX_HEADERS`] fields is 431; an HTTP version other than 1.0 or
-//!   1.1 is 505; anything else malformed is 400.
+//!   than [`MAX_HEADERS`] fields (100, as many as nginx serves with its
+//!   default buffers) is 431; an HTTP version other than 1.0 or 1.1 is
+//!   505; anything else malformed is 400;
+//! * an HTTP/0.9 request (`GET /path` and a line end, no version) is
+//!   answered as nginx answers it: the body alone (a file, or the error's
+//!   text), no status line or fields, then the connection closes.
+//!
+//! **Bodies are streamed.** A file of at most [`CHUNK`] bytes is read into
+//! the reply; a longer one gets its first [`CHUNK`] with the head and the
+//! rest through [`Protocol::resume`], one [`CHUNK`] at a time as the
+//! socket drains (skq-net calls it only while less than a quarter of its
+//! output ceiling is pending). So a connection holds at most about
+//! 64 KiB + [`CHUNK`] of reply whatever the file's size and however slowly
+//! the client reads. A file that shrinks while it is sent cannot be framed
+//! any more: the connection is closed (aborted).
 //!
 //! A request body is allowed only with `Content-Length` up to [`MAX_BODY`]
 //! (it is read and discarded); a larger one is 413 and `Transfer-Encoding`
@@ -34,7 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use skq_net::{Close, Cx, Protocol, Served};
+use skq_net::{Close, Cx, Protocol, Resume, Served};
 use skq_sys::cpu;
 
 use crate::date::{self, DateCache};
@@ -48,7 +61,9 @@ pub const MAX_HEAD: usize = 8192;
 /// Most bytes of a request line.
 pub const MAX_LINE: usize = 4096;
 /// Most header fields.
-pub const MAX_HEADERS: usize = 64;
+pub const MAX_HEADERS: usize = 100;
+/// Bytes of a file read per piece of a reply.
+pub const CHUNK: usize = 32 * 1024;
 /// Largest request body accepted (and discarded).
 pub const MAX_BODY: usize = 64 * 1024;
 
@@ -85,6 +100,8 @@ pub struct Session {
     closing: bool,
     misses: u64,
     miss_wait_ns: u64,
+    /// The rest of a file being sent: the file and the bytes still to send.
+    body: Option<(File, u64)>,
 }
 
 /// The reason phrase of a status code this server sends.
@@ -375,9 +392,14 @@ impl HttpProtocol {
             let _ = skq_sys::fs::drop_page_cache(&file);
             s.misses += 1;
         }
-        if !read_body(&file, size, out) {
+        let first = size.min(CHUNK as u64);
+        if !read_body(&file, first, out) {
             out.truncate(start);
             return Err(500);
+        }
+        if first < size {
+            s.body = Some((file, size - first));
+            cx.resume_later();
         }
         if let Draw::Wait(ns) = fate {
             let t0 = cpu::monotonic_ns();
@@ -388,6 +410,35 @@ impl HttpProtocol {
             cx.record_service(waited);
         }
         Ok(200)
+    }
+
+    /// Serves an HTTP/0.9 `GET` (see the module docs): the reply without
+    /// its head, then the connection closes.
+    fn serve_http09(
+        &self,
+        s: &mut Session,
+        out: &mut Vec<u8>,
+        cx: &mut Cx<'_>,
+        path: &str,
+        consumed: usize,
+    ) -> Served {
+        let at = out.len();
+        let get = Get {
+            path,
+            head_only: false,
+            keep: false,
+            fields: Fields::default(),
+        };
+        let code = self.get(s, out, cx, &get).unwrap_or_else(|code| {
+            self.error(s, out, code, false, false);
+            code
+        });
+        if let Some(end) = out[at..].windows(4).position(|w| w == b"\r\n\r\n") {
+            out.drain(at..at + end + 4);
+        }
+        self.record("GET", path, code);
+        s.closing = true;
+        Served::Request { consumed }
     }
 
     fn reply_error(
@@ -411,6 +462,33 @@ fn read_body(mut file: &File, size: u64, out: &mut Vec<u8>) -> bool {
         Ok(n) => n as u64 == size && out.len() - before == size as usize,
         Err(_) => false,
     }
+}
+
+/// An HTTP/0.9 request at the front of `input`: `GET`, one space, a path
+/// starting with `/` and a line end, with no version; returns the path and
+/// the bytes the request takes.
+fn http09(input: &[u8]) -> Option<(&str, usize)> {
+    let skip = input.iter().position(|&b| b != b'\r' && b != b'\n')?;
+    let len = input[skip..].iter().position(|&b| b == b'\n')?;
+    let line = &input[skip..skip + len];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let path = line.strip_prefix(b"GET ")?;
+    if !path.starts_with(b"/") || path.iter().any(|&b| b <= b' ' || b == 0x7f) {
+        return None;
+    }
+    Some((std::str::from_utf8(path).ok()?, skip + len + 1))
+}
+
+/// Whether `input` may be the start of an HTTP/0.9 request whose line has
+/// not ended: `GET /` and no space or line end after it yet.
+fn http09_pending(input: &[u8]) -> bool {
+    let skip = input
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(input.len());
+    let rest = &input[skip..];
+    rest.strip_prefix(b"GET /")
+        .is_some_and(|p| !p.iter().any(|&b| b == b' ' || b == b'\n'))
 }
 
 fn now_secs() -> u64 {
@@ -438,6 +516,7 @@ impl Protocol for HttpProtocol {
             closing: false,
             misses: 0,
             miss_wait_ns: 0,
+            body: None,
         }
     }
 
@@ -452,6 +531,14 @@ impl Protocol for HttpProtocol {
             return Served::NeedInput { consumed: 0 };
         }
         let view = &input[..input.len().min(MAX_HEAD)];
+        if let Some((path, consumed)) = http09(view) {
+            return self.serve_http09(s, out, cx, path, consumed);
+        }
+        if view.len() < MAX_HEAD && http09_pending(view) {
+            // Maybe an HTTP/0.9 line still arriving: decide once it ends,
+            // so the answer never depends on where reads split it.
+            return Served::NeedInput { consumed: 0 };
+        }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut headers);
         let head_len = match req.parse(view) {
@@ -518,6 +605,24 @@ impl Protocol for HttpProtocol {
             s.closing = true;
         }
         Served::Request { consumed }
+    }
+
+    fn resume(&self, s: &mut Session, out: &mut Vec<u8>, _cx: &mut Cx<'_>) -> Resume {
+        let Some((file, left)) = s.body.as_mut() else {
+            return Resume::Done;
+        };
+        let n = (*left).min(CHUNK as u64);
+        if !read_body(file, n, out) {
+            s.body = None;
+            return Resume::Close(Close::Aborted);
+        }
+        *left -= n;
+        if *left == 0 {
+            s.body = None;
+            Resume::Done
+        } else {
+            Resume::More
+        }
     }
 
     fn close(&self, s: Session, _worker: usize) {

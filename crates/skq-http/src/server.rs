@@ -4,13 +4,23 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use skq_net::{Driver, SchedOptions, Server, ServerConfig, ServerHandle};
+use skq_net::{
+    Driver, SchedOptions, Server, ServerConfig, ServerHandle, Timeouts, DEFAULT_MAX_OUTPUT,
+};
 
 use crate::docroot::DocRoot;
 use crate::iovar::IoVariance;
 use crate::priority::Rules;
 use crate::protocol::{AccessLog, HttpProtocol};
+
+/// Default `--header-timeout` (nginx's `client_header_timeout`).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `--idle-timeout` (nginx's `keepalive_timeout`).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+/// Default `--send-timeout` (nginx's `send_timeout`).
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Everything needed to start a server.
 #[derive(Clone, Debug)]
@@ -34,6 +44,13 @@ pub struct HttpConfig {
     /// Priority rules (`--priority`, see [`crate::priority`]); empty = none.
     /// Batch workers (diffusion) are `sched.batch_workers`.
     pub priority: Vec<String>,
+    /// A request head must arrive whole within this, from its first byte
+    /// (and a new connection's first one from the accept); `None`: no limit.
+    pub header_timeout: Option<Duration>,
+    /// Close a keep-alive connection idle this long between requests.
+    pub idle_timeout: Option<Duration>,
+    /// Close a connection whose replies make no write progress this long.
+    pub send_timeout: Option<Duration>,
 }
 
 impl HttpConfig {
@@ -52,6 +69,9 @@ impl HttpConfig {
             max_conns: 65_536,
             io: IoVariance::None,
             priority: Vec::new(),
+            header_timeout: Some(DEFAULT_HEADER_TIMEOUT),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            send_timeout: Some(DEFAULT_SEND_TIMEOUT),
         }
     }
 
@@ -68,6 +88,12 @@ impl HttpConfig {
             pin: self.pin,
             max_conns: self.max_conns,
             service_label: self.service_label(),
+            max_output: DEFAULT_MAX_OUTPUT,
+            timeouts: Timeouts {
+                idle: self.idle_timeout,
+                request: self.header_timeout,
+                send: self.send_timeout,
+            },
         }
     }
 

@@ -1,11 +1,17 @@
 //! From a request target to a path below the document root.
 //!
-//! The target's path is percent-decoded once, then split at `/`. Empty and
-//! `.` segments are dropped; a `..` segment — written plainly or encoded
-//! (`%2e%2e`, `.%2E`, ...), since decoding comes first — refuses the
-//! request, as does a NUL byte or a malformed escape. What remains is a
-//! relative path with no `..`, which the opener then resolves with the
-//! kernel confining it below the root (so symlinks cannot leave it either).
+//! The target's path is percent-decoded once, then split at `/` and
+//! normalised as nginx does: empty and `.` segments are dropped, and a `..`
+//! segment — written plainly or encoded (`%2e%2e`, `.%2E`, ...), since
+//! decoding comes first — removes the segment before it, so
+//! `/sub/../good.txt` names `good.txt`. A `..` with nothing left to remove
+//! (an attempt to climb above the root) refuses the request, as does a NUL
+//! byte or a malformed escape. What remains is a relative path with no
+//! `..`, which the opener then resolves with the kernel confining it below
+//! the root (so symlinks cannot leave it either). Normalising is lexical:
+//! `a/../b` is `b` even when `a` is a symlink, which is what a client
+//! means and cannot lead out of the root, since no `..` reaches the
+//! opener.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -27,7 +33,7 @@ pub struct Target {
 pub enum Refused {
     /// Not origin-form or absolute-form, a bad escape, or a NUL byte.
     Malformed,
-    /// A `..` segment (plain or encoded): an attempt to leave the root.
+    /// A `..` segment (plain or encoded) above the root: an attempt to leave it.
     Traversal,
 }
 
@@ -79,22 +85,22 @@ pub fn parse(target: &str) -> Result<Target, Refused> {
     if decoded.contains(&0) {
         return Err(Refused::Malformed);
     }
-    let mut rel = Vec::with_capacity(decoded.len());
+    let mut segs: Vec<&[u8]> = Vec::new();
     for seg in decoded.split(|&b| b == b'/') {
         match seg {
             b"" | b"." => {}
-            b".." => return Err(Refused::Traversal),
-            s => {
-                if !rel.is_empty() {
-                    rel.push(b'/');
-                }
-                rel.extend_from_slice(s);
+            b".." => {
+                segs.pop().ok_or(Refused::Traversal)?;
             }
+            s => segs.push(s),
         }
     }
+    let rel = segs.join(&b'/');
     Ok(Target {
         rel: PathBuf::from(OsString::from_vec(rel)),
-        trailing_slash: decoded.ends_with(b"/"),
+        trailing_slash: decoded.ends_with(b"/")
+            || decoded.ends_with(b"/.")
+            || decoded.ends_with(b"/.."),
         raw_path: path.to_string(),
     })
 }
@@ -128,13 +134,27 @@ mod tests {
             "/%2e%2e/etc/passwd",
             "/%2E%2E%2Fetc%2Fpasswd",
             "/.%2e/x",
-            "/a/%2e./x",
-            "/a%2f..%2fb",
+            "/a/%2e./../x",
+            "/a%2f..%2f..%2fb",
+            "/a/b/../../../c",
+            "/./../x",
         ] {
             assert_eq!(parse(t), Err(Refused::Traversal), "{t}");
         }
         // A dot-dot inside a name is a name.
         assert_eq!(rel("/a..b/..c"), "a..b/..c");
+    }
+
+    #[test]
+    fn dot_dot_below_the_root_is_normalised_as_nginx_does() {
+        assert_eq!(rel("/sub/../good.txt"), "good.txt");
+        assert_eq!(rel("/a/%2e./x"), "x");
+        assert_eq!(rel("/a%2f..%2fb"), "b");
+        assert_eq!(rel("/a/b/../c/./d/.."), "a/c");
+        assert_eq!(rel("/a/.."), "");
+        // Ending in a dot segment names a directory, as a trailing slash does.
+        assert!(parse("/a/b/..").unwrap().trailing_slash);
+        assert!(parse("/a/.").unwrap().trailing_slash);
     }
 
     #[test]

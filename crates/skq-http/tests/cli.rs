@@ -37,6 +37,9 @@ fn help_lists_the_flags() {
         "--io-miss",
         "--io-latency-us",
         "--stats-json",
+        "--header-timeout",
+        "--idle-timeout",
+        "--send-timeout",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
     }
@@ -49,6 +52,14 @@ fn a_bad_root_or_address_is_one_line_naming_the_flag() {
     let file = root.www.join("a.css");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--root", "/no/such/dir"], "--root /no/such/dir"),
+        (
+            vec!["--root", www, "--header-timeout=-1"],
+            "--header-timeout",
+        ),
+        (
+            vec!["--root", www, "--idle-timeout", "inf"],
+            "--idle-timeout",
+        ),
         (vec!["--root", file.to_str().unwrap()], "not a directory"),
         (
             vec!["--root", www, "--addr", "localhost"],

@@ -175,7 +175,8 @@ fn errors_close_only_their_own_connection_on_every_mode() {
         "GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
         "b".repeat(9000)
     );
-    let many: String = (0..70).map(|i| format!("X-{i}: v\r\n")).collect();
+    // Host plus 100 more: one past the 100 fields served (as nginx does).
+    let many: String = (0..100).map(|i| format!("X-{i}: v\r\n")).collect();
     let many = format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n");
     let closing: Vec<(&[u8], u16)> = vec![
         (b"BLAH\x01 / HTTP/1.1\r\n\r\n", 400),
@@ -249,7 +250,20 @@ fn traversal_is_refused_in_every_spelling_and_through_symlinks() {
         assert_eq!(r.code, 400, "{path}");
         assert!(!String::from_utf8_lossy(&r.body).contains("TOP-SECRET"));
     }
+    // Dot-dot below the root is normalised, as nginx does.
     let mut c = Client::connect(addr);
+    for path in [
+        "/sub/../a.css",
+        "/sub/%2e%2e/a.css",
+        "/x/y/../../sub/./../a.css",
+    ] {
+        let r = c.get(path);
+        assert_eq!(
+            (r.code, &r.body[..]),
+            (200, &b"body { color: #123; }\n"[..]),
+            "{path}"
+        );
+    }
     let out = c.get("/out");
     assert_eq!(out.code, 403);
     assert!(!String::from_utf8_lossy(&out.body).contains("TOP-SECRET"));
@@ -262,6 +276,43 @@ fn traversal_is_refused_in_every_spelling_and_through_symlinks() {
     let log = proto.access_log();
     assert!(log.contains(&"GET /out 403".to_string()), "{log:?}");
     server.shutdown();
+}
+
+#[test]
+fn up_to_100_header_fields_are_served_and_http09_gets_the_bare_body() {
+    let root = Root::new("nginx-like");
+    for mode in ["hybrid", "epoll-1to1", "epoll-shared", "tokio"] {
+        let (server, _) = start(&root.www, mode);
+        let addr = server.local_addr();
+        let mut c = Client::connect(addr);
+        let many: String = (0..99).map(|i| format!("X-{i}: v\r\n")).collect();
+        c.send(format!("GET /a.css HTTP/1.1\r\nHost: t\r\n{many}\r\n").as_bytes());
+        let r = c.reply(false);
+        assert_eq!(r.code, 200, "{mode}: 100 fields");
+        // HTTP/0.9: no status line, no fields, the body, then close.
+        for (req, want) in [
+            (&b"GET /a.css\r\n"[..], &b"body { color: #123; }\n"[..]),
+            (b"GET /index.html\n", &page()[..]),
+            (b"GET /nope\r\n", b"404 Not Found\n"),
+        ] {
+            let mut c = Client::connect(addr);
+            c.send(req);
+            let mut got = Vec::new();
+            c.r.read_to_end(&mut got).unwrap();
+            assert_eq!(got, want, "{mode}: {:?}", String::from_utf8_lossy(req));
+        }
+        // A large file over HTTP/0.9 is streamed whole.
+        let mut c = Client::connect(addr);
+        c.send(b"GET /big.bin\r\n");
+        let mut got = Vec::new();
+        c.r.read_to_end(&mut got).unwrap();
+        assert!(
+            got.len() == 8 << 20 && got.iter().all(|&b| b == 7),
+            "{mode}"
+        );
+        let stats = server.shutdown();
+        assert_eq!(stats.protocol_errors, 0, "{mode}");
+    }
 }
 
 #[test]

@@ -3,11 +3,20 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Most worker threads (the scheduling core's limit, applied to every driver).
 pub const MAX_WORKERS: usize = 64;
 /// Largest connection table.
 pub const MAX_CONNS: usize = (1 << 24) - 1;
+/// Default ceiling of a connection's pending output (bytes): memcached
+/// likewise stops processing a connection's commands while its replies
+/// cannot be written, with a few hundred KiB of them built.
+pub const DEFAULT_MAX_OUTPUT: usize = 256 * 1024;
+/// Smallest `max_output` accepted.
+pub const MIN_MAX_OUTPUT: usize = 4096;
+/// Largest `max_output` accepted.
+pub const MAX_MAX_OUTPUT: usize = 1 << 30;
 
 /// How connections are spread over worker threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +152,64 @@ impl FromStr for WorkerList {
     }
 }
 
+/// How long a connection may wait in each state before the server closes
+/// it (counted as `timeouts` in the statistics). `None`: no limit (the
+/// default for all three, as memcached's `idle_timeout` is off by default).
+/// A connection is in exactly one state at a time:
+/// * **send**: replies wait for the peer to read them; the clock restarts
+///   whenever bytes are written (nginx's `send_timeout`);
+/// * **request**: part of a request has arrived; the whole request must
+///   arrive within the limit, counted from its first byte, however slowly
+///   the rest trickles in (nginx's `client_header_timeout`). A fresh
+///   connection waits for its first request under this limit too when it
+///   is set (as nginx does), else under the idle limit;
+/// * **idle**: between requests, nothing buffered or pending (nginx's
+///   `keepalive_timeout`, memcached's `idle_timeout`).
+///
+/// Limits are checked by a sweep every [`Timeouts::tick`], so a connection
+/// is closed between its limit and its limit plus one tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Between requests.
+    pub idle: Option<Duration>,
+    /// From a request's first byte to its last (and a fresh connection's
+    /// wait for its first request).
+    pub request: Option<Duration>,
+    /// Without any write progress while replies are pending.
+    pub send: Option<Duration>,
+}
+
+impl Timeouts {
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        self.idle.is_some() || self.request.is_some() || self.send.is_some()
+    }
+
+    /// How often the sweep looks: a quarter of the shortest limit, between
+    /// 10 ms and 1 s.
+    pub fn tick(&self) -> Duration {
+        [self.idle, self.request, self.send]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(Duration::from_secs(1), |d| d / 4)
+            .clamp(Duration::from_millis(10), Duration::from_secs(1))
+    }
+
+    /// A `--FLAG SECONDS` value: positive seconds, or 0 for no limit.
+    pub fn parse_secs(flag: &str, secs: f64) -> Result<Option<Duration>, String> {
+        if secs == 0.0 {
+            Ok(None)
+        } else if secs.is_finite() && secs > 0.0 && secs <= 1e6 {
+            Ok(Some(Duration::from_secs_f64(secs)))
+        } else {
+            Err(format!(
+                "--{flag} {secs}: not a number of seconds in 0..=1000000 (0 = no limit)"
+            ))
+        }
+    }
+}
+
 /// Everything a driver needs besides the protocol.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -161,6 +228,15 @@ pub struct ServerConfig {
     pub max_conns: usize,
     /// How the application delivers service, for the statistics (`spin`, `emulate`, `-`).
     pub service_label: String,
+    /// Ceiling of a connection's pending output (bytes): once this much
+    /// waits to be written, the driver serves none of that connection's
+    /// input until the socket drains. One reply may pass it (the protocol
+    /// bounds its replies, or produces long ones in pieces with
+    /// [`crate::Cx::resume_later`]), so a connection holds at most about
+    /// this plus its largest reply piece.
+    pub max_output: usize,
+    /// Idle, request and send timeouts (all off by default).
+    pub timeouts: Timeouts,
 }
 
 impl ServerConfig {
@@ -174,6 +250,8 @@ impl ServerConfig {
             pin: false,
             max_conns: 65_536,
             service_label: "-".into(),
+            max_output: DEFAULT_MAX_OUTPUT,
+            timeouts: Timeouts::default(),
         }
     }
 
@@ -197,6 +275,20 @@ impl ServerConfig {
                 "--max-conns {} is out of range: allowed 1..={MAX_CONNS}",
                 self.max_conns
             ));
+        }
+        if !(MIN_MAX_OUTPUT..=MAX_MAX_OUTPUT).contains(&self.max_output) {
+            return Err(format!(
+                "--max-output {} is out of range: allowed {MIN_MAX_OUTPUT}..={MAX_MAX_OUTPUT}",
+                self.max_output
+            ));
+        }
+        let t = &self.timeouts;
+        for (flag, d) in [("idle", t.idle), ("request", t.request), ("send", t.send)] {
+            if d.is_some_and(|d| d.is_zero()) {
+                return Err(format!(
+                    "the {flag} timeout must be positive (None = no limit)"
+                ));
+            }
         }
         if !(1..=1024).contains(&self.sched.batch) {
             return Err(format!(

@@ -11,8 +11,17 @@
 //! Invariants:
 //! * requests are served strictly in arrival order, one `serve` call each;
 //! * output that cannot be written (the peer does not read) stops serving
-//!   ([`Outcome::Blocked`]) instead of growing without bound; the socket's
-//!   next writable edge resumes it;
+//!   ([`Outcome::Blocked`]) instead of growing without bound: no request is
+//!   served while [`Limits::max_output`] bytes or more are pending, and the
+//!   socket's next writable edge resumes it;
+//! * a reply the protocol produces in pieces ([`Cx::resume_later`]) gets
+//!   its next piece only while less than [`Limits::low_water`] bytes are
+//!   pending, and no other request is served until it is complete; pieces
+//!   count against the per-event budget like requests;
+//! * with timeouts on, the connection knows which state it waits in and
+//!   since when ([`Conn::expired`]); a sweep marks an expired connection
+//!   ([`Conn::mark_timed_out`]) and its next event closes it as
+//!   [`Close::Timeout`];
 //! * buffers are allocated when bytes arrive and freed when they empty if
 //!   they grew beyond [`KEEP_CAPACITY`]: an idle connection holds at most
 //!   two buffers of that size, whatever the largest request or reply was.
@@ -22,14 +31,16 @@
 use std::io::{self, Read, Write};
 
 use crate::classify::{Class, ClassTracker};
-use crate::protocol::{Close, Cx, Protocol, Served};
+use crate::config::{ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT};
+use crate::protocol::{Close, Cx, Protocol, Resume, Served};
 
 /// Most requests served per readiness event before the connection yields
 /// its worker (and asks for redelivery).
 pub const REQUESTS_PER_EVENT: usize = 32;
-/// Write replies out once this many bytes are pending, even when the
-/// protocol batches its flushes.
-pub const OUT_HIGH: usize = 256 * 1024;
+/// The default output ceiling ([`Limits::max_output`]): replies are written
+/// out once this many bytes are pending, even when the protocol batches its
+/// flushes, and nothing more is served until they are.
+pub const OUT_HIGH: usize = DEFAULT_MAX_OUTPUT;
 /// A buffer larger than this is freed rather than kept when it empties
 /// (smaller ones are kept to spare an allocation per request).
 pub const KEEP_CAPACITY: usize = 512;
@@ -48,6 +59,52 @@ pub enum Outcome {
     Close(Close),
 }
 
+/// Per-connection limits a driver applies (from its [`ServerConfig`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Ceiling of pending output: nothing is served while this much waits.
+    pub max_output: usize,
+    /// A resumed reply gets its next piece only below this much pending.
+    pub low_water: usize,
+    /// Whether the connection keeps the clock of its waiting state.
+    pub timers: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::new(DEFAULT_MAX_OUTPUT, false)
+    }
+}
+
+impl Limits {
+    /// Limits with ceiling `max_output` (low watermark a quarter of it).
+    pub fn new(max_output: usize, timers: bool) -> Limits {
+        Limits {
+            max_output,
+            low_water: (max_output / 4).max(1),
+            timers,
+        }
+    }
+
+    /// The limits `cfg` sets.
+    pub fn of(cfg: &ServerConfig) -> Limits {
+        Limits::new(cfg.max_output, cfg.timeouts.any())
+    }
+}
+
+/// The state a connection waits in, for its timeouts (see [`Timeouts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Accepted; no request yet.
+    Fresh,
+    /// Between requests.
+    Idle,
+    /// Part of a request buffered.
+    Request,
+    /// Replies pending.
+    Send,
+}
+
 /// Buffers and protocol state of one connection.
 #[derive(Debug)]
 pub struct Conn<S> {
@@ -56,6 +113,15 @@ pub struct Conn<S> {
     output: Vec<u8>,
     out_start: usize,
     eof: bool,
+    limits: Limits,
+    /// A reply is being produced in pieces ([`Protocol::resume`]).
+    resuming: bool,
+    /// The state waited in, and since when (monotonic ns; timers only).
+    wait: Wait,
+    since: u64,
+    /// Bytes written or a request served since the state was last noted.
+    progress: bool,
+    timed_out: bool,
     /// Classification of the request at the front (allocated at the first
     /// bytes when the protocol has a classifier).
     class: Option<Box<ClassTracker>>,
@@ -64,17 +130,95 @@ pub struct Conn<S> {
 }
 
 impl<S> Conn<S> {
-    /// A fresh connection (allocates nothing until bytes arrive).
+    /// A fresh connection (allocates nothing until bytes arrive) with the
+    /// default limits and no timers.
     pub fn new(session: S) -> Self {
+        Conn::with_limits(session, Limits::default())
+    }
+
+    /// A fresh connection with `limits` (its clock starts now when timers
+    /// are on).
+    pub fn with_limits(session: S, limits: Limits) -> Self {
         Conn {
             input: Vec::new(),
             in_start: 0,
             output: Vec::new(),
             out_start: 0,
             eof: false,
+            limits,
+            resuming: false,
+            wait: Wait::Fresh,
+            since: if limits.timers {
+                skq_sys::cpu::monotonic_ns()
+            } else {
+                0
+            },
+            progress: false,
+            timed_out: false,
             class: None,
             session,
         }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Whether a reply is being produced in pieces.
+    pub fn is_resuming(&self) -> bool {
+        self.resuming
+    }
+
+    /// The state the connection waits in and since when (monotonic ns;
+    /// kept only with timers on).
+    pub fn waiting(&self) -> (Wait, u64) {
+        (self.wait, self.since)
+    }
+
+    /// Notes the state the connection waits in after an event at `now`
+    /// (monotonic ns): the clock restarts when the state changes, when
+    /// bytes were written, and when a request was served.
+    pub fn note_wait(&mut self, now: u64) {
+        let w = if self.wants_write() || self.resuming {
+            Wait::Send
+        } else if !self.buffered().is_empty() {
+            Wait::Request
+        } else if self.wait == Wait::Fresh && !self.progress {
+            Wait::Fresh
+        } else {
+            Wait::Idle
+        };
+        if w != self.wait || self.progress {
+            self.wait = w;
+            self.since = now;
+        }
+        self.progress = false;
+    }
+
+    /// How long the connection may still wait in its state under `t`
+    /// at `now` (ns); `None`: no limit applies. Zero: expired.
+    pub fn time_left(&self, now: u64, t: &Timeouts) -> Option<u64> {
+        let limit = match self.wait {
+            Wait::Send => t.send,
+            Wait::Request => t.request,
+            Wait::Idle => t.idle,
+            Wait::Fresh => t.request.or(t.idle),
+        }?;
+        let limit = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
+        Some(limit.saturating_sub(now.saturating_sub(self.since)))
+    }
+
+    /// Whether the connection has waited in its state longer than `t` allows.
+    pub fn expired(&self, now: u64, t: &Timeouts) -> bool {
+        self.limits.timers && !self.timed_out && self.time_left(now, t) == Some(0)
+    }
+
+    /// Marks the connection as timed out: its next event closes it as
+    /// [`Close::Timeout`] (the sweep then shuts the socket down, which
+    /// raises that event on whichever worker owns the connection).
+    pub fn mark_timed_out(&mut self) {
+        self.timed_out = true;
     }
 
     /// The connection's priority level: the class of its latest classified
@@ -133,6 +277,7 @@ impl<S> Conn<S> {
 
     /// Marks `n` bytes of [`Self::pending_output`] as written.
     pub fn consume_output(&mut self, n: usize) {
+        self.progress |= n > 0;
         self.out_start += n;
         debug_assert!(self.out_start <= self.output.len());
         if self.out_start == self.output.len() {
@@ -153,6 +298,15 @@ impl<S> Conn<S> {
             if self.input.capacity() > KEEP_CAPACITY {
                 self.input = Vec::new();
             }
+        }
+    }
+
+    /// Moves pending output to the front of its buffer, so a reply produced
+    /// in pieces reuses the room its written pieces held.
+    fn compact_output(&mut self) {
+        if self.out_start > 0 {
+            self.output.drain(..self.out_start);
+            self.out_start = 0;
         }
     }
 
@@ -177,6 +331,7 @@ impl<S> Conn<S> {
         let (Served::Request { consumed }
         | Served::NeedInput { consumed }
         | Served::Close { consumed, .. }) = served;
+        self.resuming = cx.take_resume() && matches!(served, Served::Request { .. });
         self.consume_input(consumed);
         if consumed > 0 {
             if let Some(t) = self.class.as_mut() {
@@ -187,9 +342,70 @@ impl<S> Conn<S> {
             let _ = self.classify(proto);
         }
         if matches!(served, Served::Request { .. }) {
+            self.progress = true;
             cx.count_request();
         }
         served
+    }
+
+    /// Appends the next piece of a reply being produced in pieces
+    /// ([`Protocol::resume`]); `None` when none is.
+    pub fn resume_one<P: Protocol<Session = S>>(
+        &mut self,
+        proto: &P,
+        cx: &mut Cx<'_>,
+    ) -> Option<Resume> {
+        if !self.resuming {
+            return None;
+        }
+        self.compact_output();
+        let r = proto.resume(&mut self.session, &mut self.output, cx);
+        if r != Resume::More {
+            self.resuming = false;
+        }
+        Some(r)
+    }
+
+    /// Produces a resumed reply's pieces while the output is below the low
+    /// watermark, writing between pieces; `Some(outcome)` when the event
+    /// must end (socket full, budget spent, close), `None` once the reply is
+    /// complete (or none was in progress).
+    fn pump<P, T>(
+        &mut self,
+        proto: &P,
+        stream: &mut T,
+        cx: &mut Cx<'_>,
+        served: &mut usize,
+    ) -> Option<Outcome>
+    where
+        P: Protocol<Session = S>,
+        T: Write,
+    {
+        while self.resuming {
+            if self.pending_output().len() >= self.limits.low_water {
+                match self.flush(stream) {
+                    Ok(true) => {}
+                    Ok(false) => return Some(Outcome::Blocked),
+                    Err(_) => return Some(Outcome::Close(Close::Aborted)),
+                }
+            }
+            if *served >= REQUESTS_PER_EVENT {
+                return Some(match self.flush(stream) {
+                    Ok(true) => Outcome::More,
+                    Ok(false) => Outcome::Blocked,
+                    Err(_) => Outcome::Close(Close::Aborted),
+                });
+            }
+            *served += 1;
+            match self.resume_one(proto, cx) {
+                Some(Resume::Close(why)) => {
+                    let _ = self.flush(stream);
+                    return Some(Outcome::Close(why));
+                }
+                Some(Resume::More | Resume::Done) | None => {}
+            }
+        }
+        None
     }
 
     /// Writes pending output until done or the socket is full.
@@ -230,15 +446,41 @@ impl<S> Conn<S> {
         P: Protocol<Session = S>,
         T: Read + Write,
     {
+        if self.timed_out {
+            return Outcome::Close(Close::Timeout);
+        }
+        let outcome = self.serve_ready(proto, stream, scratch, cx, peer_hup);
+        if self.limits.timers && !matches!(outcome, Outcome::Close(_)) {
+            self.note_wait(skq_sys::cpu::monotonic_ns());
+        }
+        outcome
+    }
+
+    fn serve_ready<P, T>(
+        &mut self,
+        proto: &P,
+        stream: &mut T,
+        scratch: &mut [u8],
+        cx: &mut Cx<'_>,
+        peer_hup: bool,
+    ) -> Outcome
+    where
+        P: Protocol<Session = S>,
+        T: Read + Write,
+    {
         match self.flush(stream) {
             Ok(true) => {}
             Ok(false) => return Outcome::Blocked,
             Err(_) => return Outcome::Close(Close::Aborted),
         }
+        let mut served = 0;
+        // A reply in progress comes before anything else.
+        if let Some(outcome) = self.pump(proto, stream, cx, &mut served) {
+            return outcome;
+        }
         let limit = proto.read_limit();
         let flush_each = proto.flush_each();
         let mut drained = self.eof;
-        let mut served = 0;
         loop {
             while !drained && self.buffered().len() < limit {
                 match stream.read(scratch) {
@@ -257,7 +499,7 @@ impl<S> Conn<S> {
                 }
             }
             let need_input = loop {
-                if served == REQUESTS_PER_EVENT {
+                if served >= REQUESTS_PER_EVENT {
                     break false;
                 }
                 if cx.refuses_batch() && self.classify(proto) == Some(Class::Batch) {
@@ -269,7 +511,10 @@ impl<S> Conn<S> {
                 match self.serve_one(proto, cx) {
                     Served::Request { .. } => {
                         served += 1;
-                        if flush_each || self.pending_output().len() >= OUT_HIGH {
+                        if let Some(outcome) = self.pump(proto, stream, cx, &mut served) {
+                            return outcome;
+                        }
+                        if flush_each || self.pending_output().len() >= self.limits.max_output {
                             match self.flush(stream) {
                                 Ok(true) => {}
                                 Ok(false) => return Outcome::Blocked,
@@ -308,5 +553,130 @@ impl<S> Conn<S> {
             });
         }
         Outcome::Idle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::WorkerCounters;
+    use std::time::Duration;
+
+    /// Lines in, lines out.
+    struct Lines;
+    impl Protocol for Lines {
+        type Session = ();
+        fn open(&self, _: usize) {}
+        fn serve(&self, _: &mut (), input: &[u8], out: &mut Vec<u8>, _: &mut Cx<'_>) -> Served {
+            match input.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    out.extend_from_slice(&input[..=i]);
+                    Served::Request { consumed: i + 1 }
+                }
+                None => Served::NeedInput { consumed: 0 },
+            }
+        }
+    }
+
+    /// Reads `input` once, then would block; writes up to `room` bytes.
+    struct Stream {
+        input: Vec<u8>,
+        room: usize,
+        written: Vec<u8>,
+    }
+    impl Read for Stream {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.input.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = self.input.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.input[..n]);
+            self.input.drain(..n);
+            Ok(n)
+        }
+    }
+    impl Write for Stream {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.room);
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.room -= n;
+            self.written.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn event(c: &mut Conn<()>, s: &mut Stream, now: u64) -> Outcome {
+        let counters = WorkerCounters::default();
+        let mut cx = Cx::new(0, &counters);
+        let o = c.serve_ready(&Lines, s, &mut [0u8; 64], &mut cx, false);
+        c.note_wait(now);
+        o
+    }
+
+    #[test]
+    fn the_state_clock_follows_requests_not_trickled_bytes() {
+        let t = Timeouts {
+            idle: Some(Duration::from_nanos(100)),
+            request: Some(Duration::from_nanos(50)),
+            send: Some(Duration::from_nanos(30)),
+        };
+        let mut c = Conn::with_limits((), Limits::new(DEFAULT_MAX_OUTPUT, true));
+        c.since = 0;
+        let mut s = Stream {
+            input: b"ab".to_vec(),
+            room: usize::MAX,
+            written: Vec::new(),
+        };
+        assert_eq!(event(&mut c, &mut s, 10), Outcome::Idle);
+        assert_eq!(c.waiting(), (Wait::Request, 10));
+        // More bytes of the same request do not restart its clock.
+        s.input = b"c".to_vec();
+        let _ = event(&mut c, &mut s, 40);
+        assert_eq!(c.waiting(), (Wait::Request, 10));
+        assert!(!c.expired(59, &t) && c.expired(60, &t));
+        // A request served restarts it: idle now.
+        s.input = b"\n".to_vec();
+        let _ = event(&mut c, &mut s, 55);
+        assert_eq!(c.waiting(), (Wait::Idle, 55));
+        assert_eq!(s.written, b"abc\n");
+        assert_eq!(c.time_left(100, &t), Some(55));
+        // Replies that cannot be written: send state, restarted by progress.
+        s.room = 2;
+        s.input = b"xyz\n".to_vec();
+        assert_eq!(event(&mut c, &mut s, 70), Outcome::Blocked);
+        assert_eq!(c.waiting(), (Wait::Send, 70));
+        let _ = event(&mut c, &mut s, 90);
+        assert_eq!(c.waiting(), (Wait::Send, 70), "no progress");
+        assert!(c.expired(100, &t));
+        c.mark_timed_out();
+        assert!(!c.expired(100, &t), "marked once");
+    }
+
+    #[test]
+    fn nothing_is_served_while_output_is_at_the_ceiling() {
+        let mut c = Conn::with_limits((), Limits::new(MIN, false));
+        const MIN: usize = 4096;
+        let line = [b'a'; 1023];
+        let mut input = Vec::new();
+        for _ in 0..64 {
+            input.extend_from_slice(&line);
+            input.push(b'\n');
+        }
+        let mut s = Stream {
+            input,
+            room: 0,
+            written: Vec::new(),
+        };
+        // flush_each: the first reply blocks at once; nothing more is served.
+        assert_eq!(event(&mut c, &mut s, 0), Outcome::Blocked);
+        assert_eq!(c.pending_output().len(), 1024);
+        s.room = usize::MAX;
+        while event(&mut c, &mut s, 0) != Outcome::Idle {}
+        assert_eq!(s.written.len(), 64 * 1024);
     }
 }

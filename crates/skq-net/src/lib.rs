@@ -19,7 +19,11 @@
 //! them on all four): a connection's requests are served in order, each
 //! exactly once; a connection is served by one worker at a time; a protocol
 //! error or a vanished peer closes that connection only; a peer that stops
-//! reading stops being served instead of growing buffers without bound;
+//! reading stops being served instead of growing buffers without bound
+//! (pending output has a ceiling, [`ServerConfig::max_output`], and long
+//! replies are produced in pieces as the socket drains, [`Cx::resume_later`]);
+//! idle, slow-request and slow-reading connections are closed by the
+//! [`Timeouts`] set (none by default) and counted;
 //! `--max-conns` refuses new connections (with the protocol's busy message)
 //! and counts them, and service resumes as connections close.
 //!
@@ -77,7 +81,9 @@ pub mod stats;
 pub mod table;
 
 pub use classify::{Class, ClassState, ClassTracker, Classifier};
-pub use config::{Driver, SchedOptions, ServerConfig, MAX_CONNS, MAX_WORKERS};
-pub use protocol::{Close, Cx, Protocol, Served};
+pub use config::{
+    Driver, SchedOptions, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS, MAX_WORKERS,
+};
+pub use protocol::{Close, Cx, Protocol, Resume, Served};
 pub use server::{Server, ServerHandle};
 pub use stats::ServerStats;

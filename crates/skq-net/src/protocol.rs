@@ -19,6 +19,22 @@ pub enum Close {
     Protocol,
     /// The peer vanished in the middle of a request, or the socket failed.
     Aborted,
+    /// The connection waited longer than a configured timeout allows
+    /// ([`crate::config::Timeouts`]: idle, request or send).
+    Timeout,
+}
+
+/// What one [`Protocol::resume`] call did.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// A piece was appended; more of the reply remains.
+    More,
+    /// The reply is complete: the connection's next request may be served.
+    Done,
+    /// The reply cannot be finished (its framing is already sent): close
+    /// once what was appended has been written.
+    Close(Close),
 }
 
 /// What one [`Protocol::serve`] call did. `consumed` bytes at the front of
@@ -53,6 +69,7 @@ pub struct Cx<'a> {
     counters: &'a WorkerCounters,
     class: crate::classify::Class,
     refuse_batch: bool,
+    resume: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -63,6 +80,7 @@ impl<'a> Cx<'a> {
             counters,
             class: crate::classify::Class::Regular,
             refuse_batch: false,
+            resume: false,
         }
     }
 
@@ -100,6 +118,21 @@ impl<'a> Cx<'a> {
         self.refuse_batch
     }
 
+    /// Says, from [`Protocol::serve`], that the reply just begun is not
+    /// complete: the driver calls [`Protocol::resume`] for the rest, one
+    /// bounded piece at a time as the socket drains, and serves nothing
+    /// else on the connection until it returns [`Resume::Done`]. So one
+    /// request cannot make the server buffer a long reply whole. Ignored
+    /// when `serve` returns anything but [`Served::Request`].
+    pub fn resume_later(&mut self) {
+        self.resume = true;
+    }
+
+    /// Takes the [`Cx::resume_later`] mark (the connection layer does).
+    pub fn take_resume(&mut self) -> bool {
+        std::mem::take(&mut self.resume)
+    }
+
     /// Sets the class [`Cx::class`] reports (the connection layer does).
     pub fn set_class(&mut self, class: crate::classify::Class) {
         self.class = class;
@@ -128,6 +161,17 @@ pub trait Protocol: Send + Sync + 'static {
         out: &mut Vec<u8>,
         cx: &mut Cx<'_>,
     ) -> Served;
+
+    /// Appends the next piece of a reply that [`Protocol::serve`] began and
+    /// marked with [`Cx::resume_later`]. Called when the connection's
+    /// pending output has drained below the low watermark (a quarter of
+    /// [`crate::ServerConfig::max_output`]); a piece should be bounded (tens
+    /// of KiB). The default never runs: a protocol that never calls
+    /// `resume_later` need not write it.
+    fn resume(&self, session: &mut Self::Session, out: &mut Vec<u8>, cx: &mut Cx<'_>) -> Resume {
+        let _ = (session, out, cx);
+        Resume::Done
+    }
 
     /// A connection ended (after its socket was deregistered).
     fn close(&self, session: Self::Session, worker: usize) {

@@ -2,7 +2,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -267,4 +267,62 @@ pub(crate) fn accept_ready<'a, P: Protocol>(
             }
         }
     })
+}
+
+/// The timeout sweep of the fd drivers (see [`crate::config::Timeouts`]):
+/// a thread that every tick calls `sweep(now)`, which marks each expired
+/// connection it can lock ([`crate::conn::Conn::mark_timed_out`]) and shuts
+/// its socket down. The shutdown raises an event on the connection's own
+/// worker, which closes it as [`Close::Timeout`], so a connection is still
+/// closed only by the worker that owns it and the protocol's `close` runs
+/// there.
+pub(crate) struct Sweeper {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Sweeper {
+    /// Starts the sweep every `tick`.
+    pub fn start(
+        tick: std::time::Duration,
+        sweep: impl Fn(u64) + Send + 'static,
+    ) -> io::Result<Sweeper> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("skq-sweep".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Acquire) {
+                    std::thread::park_timeout(tick);
+                    if flag.load(Ordering::Acquire) {
+                        break;
+                    }
+                    sweep(skq_sys::cpu::monotonic_ns());
+                }
+            })?;
+        Ok(Sweeper { stop, thread })
+    }
+
+    /// Stops the sweep and waits for its thread.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        if self.thread.join().is_err() {
+            eprintln!("warning: the timeout sweep panicked");
+        }
+    }
+}
+
+/// What the sweep does with one connection: marks it and shuts its socket
+/// down when it has waited too long.
+pub(crate) fn sweep_one<S>(
+    stream: &TcpStream,
+    conn: &mut crate::conn::Conn<S>,
+    now: u64,
+    t: &crate::config::Timeouts,
+) {
+    if conn.expired(now, t) {
+        conn.mark_timed_out();
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    }
 }

@@ -60,6 +60,7 @@ pub struct ConnCounters {
     closed: AtomicU64,
     protocol_errors: AtomicU64,
     aborted: AtomicU64,
+    timeouts: AtomicU64,
 }
 
 impl ConnCounters {
@@ -90,6 +91,9 @@ impl ConnCounters {
             }
             Close::Aborted => {
                 self.aborted.fetch_add(1, Relaxed);
+            }
+            Close::Timeout => {
+                self.timeouts.fetch_add(1, Relaxed);
             }
         }
     }
@@ -141,6 +145,7 @@ impl Counters {
             open: accepted.saturating_sub(closed),
             protocol_errors: c.protocol_errors.load(Relaxed),
             aborted: c.aborted.load(Relaxed),
+            timeouts: c.timeouts.load(Relaxed),
             imbalance: imbalance(per_worker.iter().map(|w| w.busy_ns)),
             per_worker,
             scheduler,
@@ -265,6 +270,9 @@ pub struct ServerStats {
     pub protocol_errors: u64,
     /// Connections that vanished mid-request or failed with an I/O error.
     pub aborted: u64,
+    /// Connections closed for waiting longer than a configured timeout
+    /// (idle, request or send; see [`crate::config::Timeouts`]).
+    pub timeouts: u64,
     /// `(max − min) / max` of per-worker busy time.
     pub imbalance: f64,
     /// Per-worker counters.

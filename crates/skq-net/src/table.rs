@@ -89,6 +89,21 @@ impl<E> Table<E> {
         }
     }
 
+    /// Hands every occupied slot that no other thread holds to `f` (the
+    /// timeout sweep: a slot held by a worker is busy, hence not idle).
+    pub fn try_for_each(&self, mut f: impl FnMut(&mut E)) {
+        for (_, slot) in self.slots.iter() {
+            let mut g = match slot.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::WouldBlock) => continue,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            };
+            if let Some(e) = g.as_mut() {
+                f(e);
+            }
+        }
+    }
+
     /// Bytes the table holds now (segments allocated, not entries' heap).
     pub fn memory_bytes(&self) -> usize {
         self.slots.memory_bytes()

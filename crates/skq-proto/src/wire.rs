@@ -7,7 +7,7 @@
 //!      0    4 frame_len   total length of the frame, this field included (20 ..= 20 + MAX_PAYLOAD)
 //!      4    1 kind        1 = request, 2 = reply
 //!      5    1 class       0 = regular, 1 = high priority (a hint; the server may honour it)
-//!      6    2 flags       must be 0 (reserved)
+//!      6    2 flags       requests: must be 0; replies: 0, or FLAG_REFUSED (bit 0)
 //!      8    8 id          request id; clients use a per-connection sequence number
 //!     16    4 service_ns  request: service time the client asks for (ns)
 //!                         reply: service time the server actually delivered (ns)
@@ -19,6 +19,14 @@
 //! echoing `id`. A frame that violates this layout (bad kind, non-zero flags, a
 //! length below the header size or above the limit) is a protocol error: the
 //! server closes that connection only.
+//!
+//! **Refusals.** A well-formed request the server will not serve (the RPC
+//! server's `--max-service-us`: a `service_ns` above its limit) is answered,
+//! in order like any reply, with a reply frame whose flags are
+//! [`FLAG_REFUSED`] and whose `service_ns` is 0 (nothing was delivered);
+//! the connection stays open. Any other flag bit is still a protocol error.
+//! A client that counts replies must count a refusal as a failed request
+//! (skq-load counts it as a bad reply).
 
 use thiserror::Error;
 
@@ -28,6 +36,8 @@ pub const HEADER_LEN: usize = 20;
 pub const MAX_PAYLOAD: usize = 1 << 20;
 /// Largest whole frame.
 pub const MAX_FRAME: usize = HEADER_LEN + MAX_PAYLOAD;
+/// Reply flag: the request was refused, not served (see the module docs).
+pub const FLAG_REFUSED: u16 = 1;
 
 /// What a frame is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +61,8 @@ pub struct Header {
     pub service_ns: u32,
     /// Payload length in bytes.
     pub payload_len: u32,
+    /// A reply with [`FLAG_REFUSED`]: the request was refused, not served.
+    pub refused: bool,
 }
 
 impl Header {
@@ -62,6 +74,7 @@ impl Header {
             id,
             service_ns,
             payload_len: 0,
+            refused: false,
         }
     }
 
@@ -73,6 +86,15 @@ impl Header {
             id: self.id,
             service_ns: delivered_ns,
             payload_len: 0,
+            refused: false,
+        }
+    }
+
+    /// The refusal of `self` ([`FLAG_REFUSED`], nothing delivered).
+    pub fn refusal(&self) -> Self {
+        Header {
+            refused: true,
+            ..self.reply(0)
         }
     }
 
@@ -93,7 +115,8 @@ impl Header {
         b[0..4].copy_from_slice(&(self.frame_len() as u32).to_le_bytes());
         b[4] = self.kind as u8;
         b[5] = self.class;
-        b[6..8].copy_from_slice(&0u16.to_le_bytes());
+        let flags = if self.refused { FLAG_REFUSED } else { 0 };
+        b[6..8].copy_from_slice(&flags.to_le_bytes());
         b[8..16].copy_from_slice(&self.id.to_le_bytes());
         b[16..20].copy_from_slice(&self.service_ns.to_le_bytes());
     }
@@ -133,9 +156,11 @@ pub fn decode(buf: &[u8]) -> Result<Option<Header>, ProtoError> {
     if buf.len() >= 5 && buf[4] != 1 && buf[4] != 2 {
         return Err(ProtoError::BadKind(buf[4]));
     }
+    let mut refused = false;
     if buf.len() >= 8 {
         let flags = u16::from_le_bytes([buf[6], buf[7]]);
-        if flags != 0 {
+        refused = flags == FLAG_REFUSED && buf[4] == Kind::Reply as u8;
+        if flags != 0 && !refused {
             return Err(ProtoError::BadFlags(flags));
         }
     }
@@ -153,6 +178,7 @@ pub fn decode(buf: &[u8]) -> Result<Option<Header>, ProtoError> {
         id: u64::from_le_bytes(buf[8..16].try_into().expect("8 bytes")),
         service_ns: u32::from_le_bytes(buf[16..20].try_into().expect("4 bytes")),
         payload_len: len - HEADER_LEN as u32,
+        refused,
     }))
 }
 
@@ -196,6 +222,25 @@ mod tests {
             decode_request(&rb),
             Err(ProtoError::UnexpectedKind(Kind::Reply))
         ));
+    }
+
+    #[test]
+    fn refusals_are_replies_with_the_refused_flag() {
+        let req = Header::request(9, 4_000_000_000, 0);
+        let mut b = Vec::new();
+        req.refusal().encode(&mut b);
+        assert_eq!(&b[6..8], &FLAG_REFUSED.to_le_bytes());
+        let r = decode_reply(&b).unwrap().unwrap();
+        assert!(r.refused);
+        assert_eq!((r.id, r.service_ns), (9, 0));
+        let mut ok = Vec::new();
+        req.reply(5).encode(&mut ok);
+        assert!(!decode_reply(&ok).unwrap().unwrap().refused);
+        // The flag is for replies only.
+        let mut bad = Vec::new();
+        req.encode(&mut bad);
+        bad[6] = 1;
+        assert_eq!(decode_request(&bad), Err(ProtoError::BadFlags(1)));
     }
 
     #[test]

@@ -89,6 +89,17 @@ pub struct RpcArgs {
     /// Most connections served at once.
     #[arg(long, default_value_t = 65_536)]
     pub max_conns: usize,
+    /// Longest service one request may ask for, in µs (1..=4294967); a
+    /// request above it gets a refusal reply (the wire format's
+    /// FLAG_REFUSED) instead of holding a worker. Default: 100000 (100 ms;
+    /// `skq serve rocksdb`: 1000000, its scans stretched by --db-dilate ask
+    /// up to about 150 ms).
+    #[arg(long)]
+    pub max_service_us: Option<u64>,
+    /// Close a connection idle (between requests) this many seconds; 0 (the
+    /// default, as memcached's idle_timeout): never.
+    #[arg(long, default_value_t = 0.0)]
+    pub idle_timeout: f64,
     /// Write final statistics (JSON) here at shutdown.
     #[arg(long)]
     pub stats_json: Option<PathBuf>,
@@ -98,13 +109,15 @@ pub struct RpcArgs {
 }
 
 impl RpcArgs {
-    /// The server configuration these flags describe.
-    pub fn to_config(&self) -> RpcConfig {
+    /// The server configuration these flags describe; errors name the flag.
+    pub fn to_config(&self) -> anyhow::Result<RpcConfig> {
         let runtime = match self.runtime {
             RuntimeKind::Skq => RuntimeKind::of_mode(&self.mode),
             other => other,
         };
-        RpcConfig {
+        let idle_timeout = skq_net::Timeouts::parse_secs("idle-timeout", self.idle_timeout)
+            .map_err(anyhow::Error::msg)?;
+        Ok(RpcConfig {
             addr: self.addr,
             runtime,
             workers: self.workers,
@@ -126,7 +139,11 @@ impl RpcArgs {
             service: self.service,
             pin: self.pin,
             max_conns: self.max_conns,
-        }
+            max_service_us: self
+                .max_service_us
+                .unwrap_or(crate::rpc::DEFAULT_MAX_SERVICE_US),
+            idle_timeout,
+        })
     }
 }
 
@@ -144,7 +161,7 @@ pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
     // Before any thread exists, so every worker inherits the mask and the
     // signals are collected here, not delivered to a random worker.
     signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
-    let server = RpcServer::start(args.to_config()).map_err(|e| match e.kind() {
+    let server = RpcServer::start(args.to_config()?).map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
             anyhow::anyhow!("{e}")
         }
@@ -170,8 +187,8 @@ pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
     }
     let stats = server.shutdown();
     eprintln!(
-        "skq serve rpc: {} requests on {} connections ({} protocol errors, {} aborted, {} rejected), imbalance {:.3}",
-        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.rejected, stats.imbalance
+        "skq serve rpc: {} requests on {} connections ({} protocol errors, {} aborted, {} timed out, {} rejected), imbalance {:.3}",
+        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.timeouts, stats.rejected, stats.imbalance
     );
     if let Some(path) = &args.stats_json {
         let json = serde_json::to_string_pretty(&stats)?;

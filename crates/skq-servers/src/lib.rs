@@ -20,7 +20,11 @@
 //!   a peer that disappears in the middle of a frame, or whose socket fails,
 //!   counts as aborted; neither affects other connections;
 //! * a client that stops reading its replies stops being served (no unbounded
-//!   output buffering) until its socket drains.
+//!   output buffering: skq-net's output ceiling) until its socket drains;
+//! * a request asking for more than `--max-service-us` (default 100 ms) is
+//!   refused with a `FLAG_REFUSED` reply, in order, and the connection kept;
+//! * `--idle-timeout SECS` closes connections idle that long (off by
+//!   default, as memcached's `idle_timeout`), counted as `timeouts`.
 //!
 //! **Service** ([`service`]): `spin` busy-waits; `emulate` sleeps to an absolute
 //! deadline with 1 ns timer slack (BRIEF §8), so 8–16 workers on 2 cores

@@ -6,6 +6,11 @@
 //! * Each request gets its `service_ns` delivered on the serving worker
 //!   ([`ServiceMode`]) and a reply carrying the same id and the service time
 //!   actually delivered.
+//! * A request asking for more than [`RpcProtocol::max_service_ns`] of
+//!   service (`--max-service-us`, default [`DEFAULT_MAX_SERVICE_US`]) is
+//!   not served: it gets a refusal reply (`skq_proto::wire::FLAG_REFUSED`,
+//!   in order, same id, nothing delivered) and the connection stays open.
+//!   So a client cannot hold a worker for seconds with one frame.
 //! * The first invalid frame (bad length, kind, reserved flags, or a reply
 //!   sent to the server) closes that connection only.
 //! * Priority comes from a classifier callback (`skq_net::classify`), by
@@ -22,6 +27,13 @@ use skq_proto::wire;
 
 /// Offset of the class byte in the RPC header.
 pub const CLASS_OFFSET: usize = 5;
+/// Default `--max-service-us` of the RPC server: the longest service one
+/// request may ask for (100 ms). It must not refuse what the benchmarks
+/// ask: their longest class is 20 ms (the GIS workload at scale 100), and an
+/// exponential service of mean 1 ms (the sweep's) passes 100 ms with
+/// probability e^-100, where 10 ms would refuse one request in 22,000. An
+/// attacker can hold a worker at most this long per frame.
+pub const DEFAULT_MAX_SERVICE_US: u64 = 100_000;
 
 /// How the RPC server classifies requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +78,8 @@ pub struct RpcProtocol {
     pub checkpoint_ns: u64,
     /// The classifier callback (None: no classification).
     pub classifier: Option<FlagByte>,
+    /// Requests asking for more service than this (ns) are refused.
+    pub max_service_ns: u64,
 }
 
 impl RpcProtocol {
@@ -81,6 +95,7 @@ impl RpcProtocol {
                 }),
                 Classify::None => None,
             },
+            max_service_ns: DEFAULT_MAX_SERVICE_US * 1_000,
         }
     }
 }
@@ -118,6 +133,12 @@ impl Protocol for RpcProtocol {
                 why: Close::Protocol,
             },
             Ok(None) => Served::NeedInput { consumed: 0 },
+            Ok(Some(req)) if u64::from(req.service_ns) > self.max_service_ns => {
+                req.refusal().encode(out);
+                Served::Request {
+                    consumed: req.frame_len(),
+                }
+            }
             Ok(Some(req)) => {
                 if cx.class() == Class::High {
                     s.high_served += 1;
@@ -370,6 +391,32 @@ mod tests {
         );
         assert_eq!(c.level(), Class::Regular);
         assert_eq!(c.session.high_served(), 0);
+    }
+
+    #[test]
+    fn service_above_the_limit_is_refused_in_order_and_the_connection_kept() {
+        let mut proto = RpcProtocol::new(ServiceMode::Emulate, Classify::None);
+        proto.max_service_ns = 1_000;
+        let mut bytes = Vec::new();
+        Header::request(0, 1_000, 0).encode(&mut bytes);
+        Header::request(1, u32::MAX, 0).encode(&mut bytes);
+        Header::request(2, 0, 0).encode(&mut bytes);
+        let mut s = mock(usize::MAX);
+        s.chunks.push_back(Some(bytes));
+        let mut c = Conn::new(RpcSession::default());
+        let counters = WorkerCounters::default();
+        let mut cx = Cx::new(0, &counters);
+        assert_eq!(
+            c.on_ready(&proto, &mut s, &mut [0u8; 64], &mut cx, false),
+            Outcome::Idle
+        );
+        let mut rest = &s.written[..];
+        let mut got = Vec::new();
+        while let Some(h) = wire::decode_reply(rest).unwrap() {
+            got.push((h.id, h.refused));
+            rest = &rest[h.frame_len()..];
+        }
+        assert_eq!(got, vec![(0, false), (1, true), (2, false)]);
     }
 
     #[test]

@@ -3,10 +3,11 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use skq_net::{Driver, Server, ServerConfig};
+use skq_net::{Driver, Server, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT};
 
-use crate::rpc::{Classify, RpcProtocol};
+use crate::rpc::{Classify, RpcProtocol, DEFAULT_MAX_SERVICE_US};
 use crate::service::ServiceMode;
 
 pub use skq_net::{SchedOptions, ServerHandle as RpcServerHandle, MAX_CONNS, MAX_WORKERS};
@@ -37,6 +38,11 @@ pub struct RpcConfig {
     pub checkpoint_us: Option<u64>,
     /// How requests are classified (priority classes).
     pub classify: Classify,
+    /// Longest service one request may ask for (µs); longer ones are refused.
+    pub max_service_us: u64,
+    /// Close connections idle this long (`None`: never, the default, like
+    /// memcached's `idle_timeout`).
+    pub idle_timeout: Option<Duration>,
 }
 
 impl RpcConfig {
@@ -52,6 +58,8 @@ impl RpcConfig {
             max_conns: 65_536,
             checkpoint_us: None,
             classify: Classify::Header,
+            max_service_us: DEFAULT_MAX_SERVICE_US,
+            idle_timeout: None,
         }
     }
 
@@ -65,11 +73,23 @@ impl RpcConfig {
             pin: self.pin,
             max_conns: self.max_conns,
             service_label: self.service.to_string(),
+            max_output: DEFAULT_MAX_OUTPUT,
+            timeouts: Timeouts {
+                idle: self.idle_timeout,
+                ..Timeouts::default()
+            },
         }
     }
 
     /// Checks every option; the message names the option and its range.
     pub fn validate(&self) -> Result<(), String> {
+        if !(1..=u64::from(u32::MAX) / 1_000).contains(&self.max_service_us) {
+            return Err(format!(
+                "--max-service-us {} is out of range: allowed 1..={}",
+                self.max_service_us,
+                u32::MAX / 1_000
+            ));
+        }
         self.server_config().validate()
     }
 
@@ -87,8 +107,11 @@ impl RpcServer {
     /// connections. Invalid configuration is an `InvalidInput` error whose
     /// message names the option and its range.
     pub fn start(cfg: RpcConfig) -> io::Result<RpcServerHandle> {
+        cfg.validate()
+            .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
         let mut proto = RpcProtocol::new(cfg.service, cfg.classify);
         proto.checkpoint_ns = cfg.checkpoint_us.map_or(0, |us| us.saturating_mul(1_000));
+        proto.max_service_ns = cfg.max_service_us * 1_000;
         let proto = Arc::new(proto);
         Server::start(&cfg.server_config(), proto)
     }

@@ -51,7 +51,10 @@ fn stops_by_itself_and_writes_stats() {
 
 #[test]
 fn bad_values_fail_with_one_line_naming_the_option() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 11] = [
+        (&["--max-service-us", "0"], "--max-service-us"),
+        (&["--max-service-us", "5000000"], "--max-service-us"),
+        (&["--idle-timeout=-1"], "--idle-timeout"),
         (
             &["--min-workers", "1", "--elastic-backlog-us", "0"],
             "--elastic-backlog-us",

@@ -18,6 +18,14 @@ impl Codec for Rpc {
     fn parse(&self, buf: &[u8], _head: Option<&Request>) -> Parsed {
         match wire::decode_reply(buf) {
             Ok(None) => Parsed::Incomplete,
+            // A refusal (the server's `--max-service-us`) answers the
+            // oldest request, in order, and is a failed request.
+            Ok(Some(h)) if h.refused => Parsed::Reply {
+                len: h.frame_len(),
+                answers: Answers::Head(false),
+                service_ns: None,
+                miss: false,
+            },
             Ok(Some(h)) => Parsed::Reply {
                 len: h.frame_len(),
                 answers: Answers::Id(h.id),
@@ -57,6 +65,18 @@ mod tests {
         assert!(
             matches!(Rpc.parse(&out, None), Parsed::Fatal(_)),
             "a request is not a reply"
+        );
+        let mut refused = Vec::new();
+        h.refusal().encode(&mut refused);
+        assert_eq!(
+            Rpc.parse(&refused, None),
+            Parsed::Reply {
+                len: 20,
+                answers: Answers::Head(false),
+                service_ns: None,
+                miss: false
+            },
+            "a refusal is a bad reply"
         );
     }
 }

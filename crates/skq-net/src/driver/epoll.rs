@@ -41,9 +41,11 @@ use skq_sys::epoll::{Epoll, EpollFlags, ET, EXCLUSIVE, HUP, IN, ONESHOT, OUT, RD
 use skq_sys::eventfd::EventFd;
 
 use crate::config::ServerConfig;
-use crate::conn::{Conn, Outcome};
+use crate::conn::{Conn, Limits, Outcome};
 use crate::protocol::{Close, Cx, Protocol};
-use crate::server::{accept_ready, pin_worker, spawn_workers, Common, Running, SCRATCH};
+use crate::server::{
+    accept_ready, pin_worker, spawn_workers, sweep_one, Common, Running, Sweeper, SCRATCH,
+};
 use crate::stats::ServerStats;
 use crate::table::Table;
 
@@ -75,6 +77,7 @@ struct Shared<P: Protocol> {
     shutdown_fd: EventFd,
     batch: usize,
     pin: bool,
+    limits: Limits,
 }
 
 impl<P: Protocol> Shared<P> {
@@ -86,6 +89,7 @@ impl<P: Protocol> Shared<P> {
 pub(crate) struct EpollDriver<P: Protocol> {
     shared: Arc<Shared<P>>,
     threads: Vec<JoinHandle<()>>,
+    sweeper: Option<Sweeper>,
     local_addr: SocketAddr,
 }
 
@@ -127,6 +131,7 @@ pub(crate) fn start<P: Protocol>(
             Model::Shared => cfg.sched.batch,
         },
         pin: cfg.pin,
+        limits: Limits::of(cfg),
     });
     shared.common.idle_conn_bytes.store(
         Table::<(TcpStream, Conn<P::Session>)>::slot_bytes(),
@@ -134,9 +139,20 @@ pub(crate) fn start<P: Protocol>(
     );
     let name = cfg.driver.name();
     let threads = spawn_workers(cfg.workers, name, &shared, run)?;
+    let sweeper = match cfg.timeouts {
+        t if t.any() => {
+            let s = shared.clone();
+            Some(Sweeper::start(t.tick(), move |now| {
+                s.table
+                    .try_for_each(|(stream, conn)| sweep_one(stream, conn, now, &t))
+            })?)
+        }
+        _ => None,
+    };
     Ok(EpollDriver {
         shared,
         threads,
+        sweeper,
         local_addr,
     })
 }
@@ -153,6 +169,9 @@ impl<P: Protocol> Running for EpollDriver<P> {
     }
 
     fn shutdown(self: Box<Self>) -> ServerStats {
+        if let Some(sw) = self.sweeper {
+            sw.stop();
+        }
         let s = &self.shared;
         s.stop.store(true, Ordering::SeqCst);
         let _ = s.shutdown_fd.notify();
@@ -211,7 +230,8 @@ fn accept_all<P: Protocol>(s: &Shared<P>, w: usize) {
         };
         let fd = stream.as_raw_fd();
         // In the table before the epoll can report it.
-        *s.table.lock(idx) = Some((stream, Conn::new(s.common.open_session(owner))));
+        let conn = Conn::with_limits(s.common.open_session(owner), s.limits);
+        *s.table.lock(idx) = Some((stream, conn));
         if let Err(e) = s.epoll_of(owner).add(fd, flags, idx as u64) {
             eprintln!("warning: could not register a connection: {e}");
             if let Some((stream, conn)) = s.table.lock(idx).take() {

@@ -9,9 +9,14 @@
 //! protocol cannot `.await` (it is sans-I/O).
 //!
 //! A task serves every buffered request in order, writing each reply before
-//! serving the next when the protocol flushes each, and yields to the
-//! scheduler after [`REQUESTS_PER_EVENT`] requests, like the fd drivers'
-//! per-event budget.
+//! serving the next when the protocol flushes each (and whenever the output
+//! ceiling is reached: the task then waits for the socket before serving
+//! more), and yields to the scheduler after [`REQUESTS_PER_EVENT`]
+//! requests, like the fd drivers' per-event budget. A reply produced in
+//! pieces gets each piece once the output is below the low watermark.
+//! Timeouts are tokio timers around the waits for readability (idle and
+//! request limits, by the state the connection waits in) and writability
+//! (the send limit).
 
 use std::cell::Cell;
 use std::io;
@@ -20,12 +25,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::config::ServerConfig;
-use crate::conn::{Conn, OUT_HIGH, REQUESTS_PER_EVENT};
-use crate::protocol::{Close, Cx, Protocol, Served};
+use crate::config::{ServerConfig, Timeouts};
+use crate::conn::{Conn, Limits, REQUESTS_PER_EVENT};
+use crate::protocol::{Close, Cx, Protocol, Resume, Served};
 use crate::server::{Common, Running};
 use crate::stats::ServerStats;
 
@@ -77,7 +81,12 @@ pub(crate) fn start<P: Protocol>(
         let _guard = runtime.enter();
         TcpListener::from_std(std_listener)?
     };
-    runtime.spawn(accept_loop(listener, common.clone()));
+    runtime.spawn(accept_loop(
+        listener,
+        common.clone(),
+        Limits::of(cfg),
+        cfg.timeouts,
+    ));
     Ok(TokioDriver {
         runtime,
         common,
@@ -106,7 +115,12 @@ fn worker_index() -> usize {
     WORKER_INDEX.with(|w| w.get())
 }
 
-async fn accept_loop<P: Protocol>(listener: TcpListener, common: Arc<Common<P>>) {
+async fn accept_loop<P: Protocol>(
+    listener: TcpListener,
+    common: Arc<Common<P>>,
+    limits: Limits,
+    timeouts: Timeouts,
+) {
     let mut task_bytes = 0;
     loop {
         let stream = match listener.accept().await {
@@ -151,8 +165,8 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, common: Arc<Common<P>>)
         };
         let shared = common.clone();
         let task = async move {
-            let mut conn = Conn::new(shared.open_session(w));
-            let why = serve_connection(stream, &mut conn, &shared).await;
+            let mut conn = Conn::with_limits(shared.open_session(w), limits);
+            let why = serve_connection(stream, &mut conn, &shared, timeouts).await;
             shared.closed(worker_index(), why, conn.session);
         };
         if task_bytes == 0 {
@@ -169,55 +183,76 @@ async fn serve_connection<P: Protocol>(
     mut stream: TcpStream,
     conn: &mut Conn<P::Session>,
     common: &Common<P>,
+    t: Timeouts,
 ) -> Close {
+    match serve_until_closed(&mut stream, conn, common, &t).await {
+        Ok(never) => match never {},
+        Err(why) => why,
+    }
+}
+
+/// Serves the connection; returns only with the reason to close it.
+async fn serve_until_closed<P: Protocol>(
+    stream: &mut TcpStream,
+    conn: &mut Conn<P::Session>,
+    common: &Common<P>,
+    t: &Timeouts,
+) -> Result<std::convert::Infallible, Close> {
     let proto = &*common.proto;
     let (flush_each, limit) = (proto.flush_each(), proto.read_limit());
+    let max_output = conn.limits().max_output;
     let mut served = 0usize;
     loop {
-        let need_input = loop {
+        loop {
             let w = worker_index();
             let mut cx = Cx::new(w, &common.counters.workers[w]);
             match conn.serve_one(proto, &mut cx) {
                 Served::Request { .. } => {
                     served += 1;
-                    if (flush_each || conn.pending_output().len() >= OUT_HIGH)
-                        && write_out(&mut stream, conn).await.is_err()
-                    {
-                        return Close::Aborted;
+                    pump(stream, conn, common, t, &mut served).await?;
+                    if flush_each || conn.pending_output().len() >= max_output {
+                        write_out(stream, conn, t.send).await?;
                     }
-                    if served % REQUESTS_PER_EVENT == 0 {
-                        if write_out(&mut stream, conn).await.is_err() {
-                            return Close::Aborted;
-                        }
+                    if served >= REQUESTS_PER_EVENT {
+                        served = 0;
+                        write_out(stream, conn, t.send).await?;
                         tokio::task::yield_now().await;
                     }
                 }
-                Served::NeedInput { .. } => break true,
+                Served::NeedInput { .. } => break,
                 Served::Close { why, .. } => {
-                    let _ = write_out(&mut stream, conn).await;
-                    return why;
+                    let _ = write_out(stream, conn, t.send).await;
+                    return Err(why);
                 }
             }
-        };
-        debug_assert!(need_input);
-        if write_out(&mut stream, conn).await.is_err() {
-            return Close::Aborted;
         }
+        write_out(stream, conn, t.send).await?;
         if conn.is_eof() {
-            return if conn.buffered().is_empty() {
+            return Err(if conn.buffered().is_empty() {
                 Close::Eof
             } else {
                 Close::Aborted
-            };
+            });
         }
         if conn.buffered().len() >= limit {
-            return Close::Protocol;
+            return Err(Close::Protocol);
         }
         // Wait for bytes without reserving memory first, so idle
-        // connections hold no buffer.
-        if stream.readable().await.is_err() {
-            return Close::Aborted;
-        }
+        // connections hold no buffer; under the timeout of the state the
+        // connection waits in.
+        let ready = if conn.limits().timers {
+            let now = skq_sys::cpu::monotonic_ns();
+            conn.note_wait(now);
+            match conn.time_left(now, t) {
+                Some(ns) => tokio::time::timeout(Duration::from_nanos(ns), stream.readable())
+                    .await
+                    .map_err(|_| Close::Timeout)?,
+                None => stream.readable().await,
+            }
+        } else {
+            stream.readable().await
+        };
+        ready.map_err(|_| Close::Aborted)?;
         common.counters.workers[worker_index()].record_event();
         // Read into this thread's scratch buffer and keep only the bytes
         // read, as the other drivers do: a connection holds no read buffer
@@ -234,16 +269,64 @@ async fn serve_connection<P: Protocol>(
             Ok(0) => conn.set_eof(),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return Close::Aborted,
+            Err(_) => return Err(Close::Aborted),
         }
     }
 }
 
-async fn write_out<S>(stream: &mut TcpStream, conn: &mut Conn<S>) -> io::Result<()> {
-    let n = conn.pending_output().len();
-    if n > 0 {
-        stream.write_all(conn.pending_output()).await?;
-        conn.consume_output(n);
+/// Produces a resumed reply's pieces ([`Protocol::resume`]) while the
+/// output is below the low watermark, writing between pieces, until the
+/// reply is complete; pieces count against the request budget.
+async fn pump<P: Protocol>(
+    stream: &mut TcpStream,
+    conn: &mut Conn<P::Session>,
+    common: &Common<P>,
+    t: &Timeouts,
+    served: &mut usize,
+) -> Result<(), Close> {
+    let proto = &*common.proto;
+    while conn.is_resuming() {
+        if conn.pending_output().len() >= conn.limits().low_water {
+            write_out(stream, conn, t.send).await?;
+        }
+        if *served >= REQUESTS_PER_EVENT {
+            *served = 0;
+            tokio::task::yield_now().await;
+        }
+        *served += 1;
+        let w = worker_index();
+        let mut cx = Cx::new(w, &common.counters.workers[w]);
+        if let Some(Resume::Close(why)) = conn.resume_one(proto, &mut cx) {
+            let _ = write_out(stream, conn, t.send).await;
+            return Err(why);
+        }
+    }
+    Ok(())
+}
+
+/// Writes all pending output; each wait for socket space is limited by the
+/// send timeout (restarted by every write that makes progress).
+async fn write_out<S>(
+    stream: &mut TcpStream,
+    conn: &mut Conn<S>,
+    send: Option<Duration>,
+) -> Result<(), Close> {
+    while conn.wants_write() {
+        match stream.try_write(conn.pending_output()) {
+            Ok(0) => return Err(Close::Aborted),
+            Ok(n) => conn.consume_output(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let ready = match send {
+                    Some(d) => tokio::time::timeout(d, stream.writable())
+                        .await
+                        .map_err(|_| Close::Timeout)?,
+                    None => stream.writable().await,
+                };
+                ready.map_err(|_| Close::Aborted)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(Close::Aborted),
+        }
     }
     Ok(())
 }
