@@ -244,8 +244,10 @@ struct Part {
 
 impl Part {
     fn new(name: String) -> Part {
-        // Auto-resizing: a histogram never recorded into stays small.
-        let h = || Histogram::new(3).expect("3 significant digits is valid");
+        // Fixed bounds, 1 ns to 100 s: `saturating_record` clamps to the
+        // current range instead of growing it, so an auto-resizing
+        // histogram would clamp every value to its initial range.
+        let h = || Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds");
         Part {
             name,
             cpu: (0, 0),

@@ -258,3 +258,20 @@ fn bad_settings_are_refused_naming_the_flag() {
     let e = simple::run(&cfg).unwrap_err().to_string();
     assert!(e.contains("--rate"), "{e}");
 }
+
+/// Each reply takes at least the service time the request asked of the
+/// emulating reference server, so no latency can be below it: a check of the
+/// recorded values, not of timing (a histogram that clamped or dropped values
+/// reads near zero here).
+#[test]
+fn latencies_are_at_least_the_service_time_asked() {
+    let server = RefServer::start(RefMode::Emulate).unwrap();
+    let mut cfg = short(server.addr(), 200.0, 4);
+    cfg.protocol = SimpleProtocol::Rpc(RpcService::Fixed(1_000_000));
+    let r = simple::run(&cfg).unwrap();
+    assert_eq!(r.errors, Default::default(), "{:?}", r.errors);
+    assert!(r.latency.count > 0);
+    assert!(r.latency.p50_us >= 1000.0, "p50 {} µs", r.latency.p50_us);
+    assert!(r.raw_latency.p50_us >= 1000.0, "{}", r.raw_latency.p50_us);
+    assert!(r.latency.p99_us >= r.latency.p50_us);
+}
