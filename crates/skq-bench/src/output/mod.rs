@@ -155,7 +155,7 @@ pub fn write_all(
     w(
         "summary.txt",
         format!(
-            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\n{}",
+            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}",
             run_lines(run).join("\n"),
             table.to_text(),
             cross_check_lines(run)
@@ -165,6 +165,7 @@ pub fn write_all(
             p99_table(sweep, records).to_text(),
             load_table(sweep, records, PointMetric::P50).to_text(),
             load_table(sweep, records, PointMetric::ServerCpuPerRequest).to_text(),
+            load_table(sweep, records, PointMetric::CtxSwitchesPerRequest).to_text(),
             server_lines(sweep, records)
         ),
     )?;

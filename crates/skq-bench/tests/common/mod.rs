@@ -13,7 +13,7 @@ use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
 use skq_bench::config::{Curve, Settings};
 use skq_bench::sweep::{PlannedPoint, PointFiles, Runner};
-use skq_report::result::{Checks, Estimate, Latency, Meta, PointResult};
+use skq_report::result::{Checks, CtxSwitches, Estimate, Latency, Meta, PointResult};
 
 /// Emulation overshoot the fixtures add to the nominal S̄ (µs).
 pub const OVERSHOOT_US: f64 = 50.0;
@@ -155,6 +155,20 @@ pub struct FakeRunner {
     pub hdr: bool,
     /// What [`Runner::rss_label`] reports (default `off`).
     pub rss: Option<String>,
+    /// Configurations whose server context switches are not measured.
+    pub no_switches: Vec<String>,
+    /// The last point's switches ([`fixture_switches`]), until taken.
+    pub switches: Option<CtxSwitches>,
+}
+
+/// The fixture server context switches of a point: two voluntary per reply
+/// received, and as involuntary the runner's call number (1-based), which
+/// tells attempts at one point apart.
+pub fn fixture_switches(r: &PointResult, call: usize) -> CtxSwitches {
+    CtxSwitches {
+        voluntary: 2 * r.received,
+        involuntary: call as u64,
+    }
 }
 
 impl Runner for FakeRunner {
@@ -166,6 +180,7 @@ impl Runner for FakeRunner {
         files: &PointFiles,
     ) -> Result<PointResult> {
         self.calls.push((curve.name.clone(), p.load));
+        self.switches = None;
         if self
             .fail
             .iter()
@@ -177,11 +192,17 @@ impl Runner for FakeRunner {
         if self.hdr {
             write_hdr_log(&files.hdr_log, &r);
         }
+        self.switches = (!self.no_switches.contains(&curve.name))
+            .then(|| fixture_switches(&r, self.calls.len()));
         Ok(r)
     }
 
     fn rss_label(&self) -> String {
         self.rss.clone().unwrap_or_else(|| "off".into())
+    }
+
+    fn take_ctx_switches(&mut self) -> Option<CtxSwitches> {
+        self.switches.take()
     }
 }
 
