@@ -4,26 +4,13 @@
 
 mod common;
 
-use common::{temp_dir, FakeRunner};
+use common::{six_mode_sweep, temp_dir, FakeRunner};
 use skq_bench::config::{self, Sweep, SweepFile};
 use skq_bench::output::{self, RunInfo};
 use skq_bench::rss::RssStatus;
 use skq_bench::summary::{self, SelfCheck};
 use skq_bench::sweep::{self, Outcome, PointRecord, Quiet};
 use skq_report::result::PointResult;
-
-/// The built-in default's shape with six configurations and vanilla as the
-/// baseline, which the fixtures' efficiencies are tuned to (the harness's
-/// behaviour does not depend on which modes a sweep names).
-fn six_mode_sweep() -> Sweep {
-    let mut f = config::default_file();
-    f.matrix.as_mut().unwrap().modes =
-        ["vanilla", "shared", "cpu", "best2+steal", "hybrid", "tokio"]
-            .map(String::from)
-            .to_vec();
-    f.sweep.baseline = Some("vanilla".into());
-    Sweep::from_file(&f, 2).unwrap()
-}
 
 #[test]
 fn saturated_curves_stop_and_failures_do_not_stop_the_sweep() {
@@ -218,60 +205,6 @@ fn max_load_column_uses_measured_service_time() {
         cpu.lines().nth(3).unwrap().contains(" -"),
         "no CPU time recorded: -"
     );
-    // Context switches per reply, beside it: the fixture's counts over the
-    // same replies, voluntary+involuntary.
-    let first = &records[0];
-    let c = first.ctx_switches().expect("fixture switches recorded");
-    let x = first.result().unwrap();
-    let replies = x.achieved_rps * x.meta.duration_s;
-    assert_eq!(
-        first.ctx_switches_per_reply(),
-        Some((c.voluntary as f64 / replies, c.involuntary as f64 / replies))
-    );
-    let want = format!(
-        "{:.2}+{:.2}",
-        c.voluntary as f64 / replies,
-        c.involuntary as f64 / replies
-    );
-    let cs = output::load_table(&s, &records, output::PointMetric::CtxSwitchesPerRequest).to_text();
-    let row0 = cs.lines().nth(2).unwrap();
-    assert!(row0.contains(&want), "{row0} lacks {want}");
-    let mut without = records.clone();
-    let Outcome::Measured {
-        server_ctx_switches,
-        ..
-    } = &mut without[0].outcome
-    else {
-        panic!("first point measured")
-    };
-    *server_ctx_switches = None;
-    let cs = output::load_table(&s, &without, output::PointMetric::CtxSwitchesPerRequest).to_text();
-    let row0_without = cs.lines().nth(2).unwrap();
-    assert_eq!(
-        row0_without.matches('-').count(),
-        row0.matches('-').count() + 1,
-        "no switches recorded: - ({row0} vs {row0_without})"
-    );
-    // The curve's figure: switches summed over its measured points, over
-    // the replies received in them.
-    let (mut vol, mut invol, mut received) = (0, 0, 0);
-    for r in records.iter().filter(|r| r.curve == 0) {
-        if let (Some(c), Some(x)) = (r.ctx_switches(), r.result()) {
-            vol += c.voluntary;
-            invol += c.involuntary;
-            received += x.received;
-        }
-    }
-    let per = sums[0].ctx_switches_per_request.unwrap();
-    assert_eq!(per.voluntary, vol as f64 / received as f64);
-    assert_eq!(per.involuntary, invol as f64 / received as f64);
-    let table = output::summary_table(&sums, "vanilla").to_text();
-    assert!(table.contains("ctx sw/req vol+invol"), "{table}");
-    let row = table.lines().nth(2).unwrap();
-    assert!(
-        row.contains(&format!("{:.2}+{:.2}", per.voluntary, per.involuntary)),
-        "{row}"
-    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -283,7 +216,6 @@ fn outputs_round_trip() {
         hdr: true,
         fail: vec![("tokio".into(), 0)],
         rss: Some("0,1 migrate 250ms".into()),
-        no_switches: vec!["cpu".into()],
         ..Default::default()
     };
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
@@ -350,19 +282,6 @@ fn outputs_round_trip() {
                 assert_eq!(row.num("achieved_rps"), Some(result.achieved_rps));
                 assert_eq!(row.num("measured_service_us"), result.measured_service_us);
                 assert_eq!(row.get("notes"), result.checks.notes.join("; "));
-                let c = rec.ctx_switches();
-                assert_eq!(
-                    (
-                        row.num("server_ctx_voluntary"),
-                        row.num("server_ctx_involuntary")
-                    ),
-                    (
-                        c.map(|c| c.voluntary as f64),
-                        c.map(|c| c.involuntary as f64)
-                    ),
-                    "{}: switches in points.csv",
-                    rec.config
-                );
             }
             Outcome::Failed { error } => {
                 assert_eq!(row.get("status"), "failed");
@@ -383,59 +302,7 @@ fn outputs_round_trip() {
             .all(|l| l.ends_with(",\"0,1 migrate 250ms\"")),
         "{csv}"
     );
-    // Server context switches: in points.json (absent where not
-    // measured), summary.json, summary.txt and the report.
-    assert!(records.iter().any(|r| r.ctx_switches().is_some()));
-    let pj: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("points.json")).unwrap()).unwrap();
-    for (v, rec) in pj.as_array().unwrap().iter().zip(&records) {
-        let c = &v["server_ctx_switches"];
-        match rec.ctx_switches() {
-            Some(want) => {
-                assert_eq!(c["voluntary"].as_u64(), Some(want.voluntary));
-                assert_eq!(c["involuntary"].as_u64(), Some(want.involuntary));
-            }
-            None => assert!(c.is_null(), "{}: {c}", rec.config),
-        }
-    }
-    let sv: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    for (v, sum) in sv["curves"].as_array().unwrap().iter().zip(&sums) {
-        let c = &v["ctx_switches_per_request"];
-        match (sum.spec.mode.as_str(), sum.ctx_switches_per_request) {
-            ("cpu", _) => assert!(c.is_null(), "not measured for cpu: {c}"),
-            (_, Some(want)) => {
-                let back = c["involuntary"].as_f64().unwrap();
-                assert!(c["voluntary"].as_f64().unwrap() > 0.0);
-                assert!((back - want.involuntary).abs() <= 1e-12 * back.abs());
-            }
-            (_, None) => assert!(c.is_null()),
-        }
-    }
-    assert!(sums
-        .iter()
-        .any(|x| x.spec.mode == "vanilla" && x.ctx_switches_per_request.is_some()));
-    // Records written before the field existed still read back.
-    let mut old = pj.clone();
-    for v in old.as_array_mut().unwrap() {
-        v.as_object_mut().unwrap().remove("server_ctx_switches");
-    }
-    let old: Vec<PointRecord> = serde_json::from_value(old).unwrap();
-    assert!(old.iter().all(|r| r.ctx_switches().is_none()));
     let txt = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
-    assert!(
-        txt.contains("server context switches per reply, voluntary+involuntary:"),
-        "{txt}"
-    );
-    assert!(txt.contains("ctx sw/req vol+invol"), "{txt}");
-    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    assert!(html.contains("Server context switches per request at each offered load"));
-    assert!(html.contains("ctx sw/req vol+invol"));
-    let x = records[0].ctx_switches_per_reply().unwrap();
-    assert!(
-        html.contains(&format!("{:.2}+{:.2}", x.0, x.1)),
-        "the first point's cell is in the report"
-    );
     assert!(
         txt.starts_with("emulated RSS: on: RPS spreads flows over CPUs 0,1"),
         "{txt}"

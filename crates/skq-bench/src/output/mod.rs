@@ -10,6 +10,13 @@
 //! | `report.html`  | self-contained report with inline SVG plots              |
 //! | `points/`, `hdr/`, `logs/` | per-point generator JSON, HdrHistogram interval logs, process output |
 //!
+//! Every text, CSV, JSON and HTML output shows the server's cost beside its
+//! latency: CPU time and context switches (voluntary+involuntary) per reply
+//! (`server CPU µs/req`, `ctx sw/req vol+invol` in the summary table and its
+//! JSON; `server_cpu_s`, `server_ctx_voluntary`, `server_ctx_involuntary` in
+//! `points.csv`; `server_ctx_switches` in `points.json`; a per-load table of
+//! each in `summary.txt` and the report).
+//!
 //! Every one of them says whether emulated RSS was on, over which CPUs and
 //! with what migration period, or why it was off ([`RunInfo::rss`]; the
 //! `rss` field and column of every point record), and whether a signal

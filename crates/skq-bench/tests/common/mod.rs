@@ -11,9 +11,22 @@ use anyhow::{bail, Result};
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
-use skq_bench::config::{Curve, Settings};
+use skq_bench::config::{self, Curve, Settings, Sweep};
 use skq_bench::sweep::{PlannedPoint, PointFiles, Runner};
 use skq_report::result::{Checks, CtxSwitches, Estimate, Latency, Meta, PointResult};
+
+/// The built-in default's shape with six configurations and vanilla as the
+/// baseline, which the fixtures' efficiencies are tuned to (the harness's
+/// behaviour does not depend on which modes a sweep names).
+pub fn six_mode_sweep() -> Sweep {
+    let mut f = config::default_file();
+    f.matrix.as_mut().unwrap().modes =
+        ["vanilla", "shared", "cpu", "best2+steal", "hybrid", "tokio"]
+            .map(String::from)
+            .to_vec();
+    f.sweep.baseline = Some("vanilla".into());
+    Sweep::from_file(&f, 2).unwrap()
+}
 
 /// Emulation overshoot the fixtures add to the nominal S̄ (µs).
 pub const OVERSHOOT_US: f64 = 50.0;
