@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Curve, Sweep};
 use crate::peers::find_program;
-use crate::process::{command_in, prepare_child, split_cpus, ProcessRunner};
+use crate::process::{command_in, ctx_switches_between, prepare_child, split_cpus, ProcessRunner};
 use crate::server::ServerProcess;
+use crate::summary::CtxSwitchesPerRequest;
 use crate::sweep::PointRecord;
 
 /// What wrk printed, in numbers.
@@ -73,6 +74,9 @@ pub struct CrossCheck {
     pub wrk: std::result::Result<WrkFigures, String>,
     /// Server CPU time (user + system) per reply under wrk (µs).
     pub server_cpu_per_reply_us: Option<f64>,
+    /// Server context switches (voluntary, involuntary) per reply under wrk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_ctx_per_reply: Option<CtxSwitchesPerRequest>,
     /// The curve's point whose achieved rate is nearest wrk's.
     pub matched: Option<MatchedPoint>,
     /// The highest rate `skq load` achieved on the curve (requests/s).
@@ -92,6 +96,12 @@ impl CrossCheck {
         );
         if let Some(c) = self.server_cpu_per_reply_us {
             s.push_str(&format!(", server CPU {c:.1} µs/reply"));
+        }
+        if let Some(c) = self.server_ctx_per_reply {
+            s.push_str(&format!(
+                ", {} context switches/reply (vol+invol)",
+                c.cell()
+            ));
         }
         if w.non_2xx + w.socket_errors > 0 {
             s.push_str(&format!(
@@ -216,6 +226,15 @@ pub fn match_point(
     (nearest, peak)
 }
 
+/// What the server spent per reply under wrk.
+#[derive(Clone, Copy, Debug, Default)]
+struct ServerCost {
+    /// CPU time (user + system), µs.
+    cpu_per_reply_us: Option<f64>,
+    /// Context switches of its threads.
+    switches: Option<CtxSwitchesPerRequest>,
+}
+
 /// Runs wrk against a fresh server of `curve`; its report is written to
 /// `log` beside the server's log.
 fn run_wrk(
@@ -223,7 +242,7 @@ fn run_wrk(
     curve: &Curve,
     secs: f64,
     logs: &Path,
-) -> Result<(WrkFigures, Option<f64>, String)> {
+) -> Result<(WrkFigures, ServerCost, String)> {
     let wrk = find_program("wrk")
         .context("wrk not found: install it with scripts/setup.sh (Debian package wrk)")?;
     std::fs::create_dir_all(logs)?;
@@ -267,8 +286,10 @@ fn run_wrk(
         .stderr(Stdio::piped());
     prepare_child(&mut cmd, load_cpus.as_deref());
     let cpu0 = server.cpu_time().ok();
+    let cs0 = server.ctx_switches().ok();
     let out = cmd.output().context("running wrk")?;
     let cpu1 = server.cpu_time().ok();
+    let cs1 = server.ctx_switches().ok();
     let alive = server.check_alive();
     server.stop();
     alive?;
@@ -292,7 +313,21 @@ fn run_wrk(
         }
         _ => None,
     };
-    Ok((figures, cpu, shown))
+    let switches = cs0
+        .zip(cs1)
+        .and_then(|(a, b)| ctx_switches_between(a, b).per_reply(figures.requests as f64))
+        .map(|(voluntary, involuntary)| CtxSwitchesPerRequest {
+            voluntary,
+            involuntary,
+        });
+    Ok((
+        figures,
+        ServerCost {
+            cpu_per_reply_us: cpu,
+            switches,
+        },
+        shown,
+    ))
 }
 
 /// Cross-checks every curve that asks for it (in sweep order), unless the
@@ -310,9 +345,9 @@ pub fn run_all(
         if crate::interrupt::interrupted() {
             break;
         }
-        let (wrk, cpu, command) = match run_wrk(runner, curve, secs, &out_dir.join("logs")) {
-            Ok((f, cpu, cmd)) => (Ok(f), cpu, cmd),
-            Err(e) => (Err(format!("{e:#}")), None, "wrk".into()),
+        let (wrk, cost, command) = match run_wrk(runner, curve, secs, &out_dir.join("logs")) {
+            Ok((f, cost, cmd)) => (Ok(f), cost, cmd),
+            Err(e) => (Err(format!("{e:#}")), ServerCost::default(), "wrk".into()),
         };
         let (matched, peak) = match &wrk {
             Ok(f) => match_point(records, i, f.rps),
@@ -323,7 +358,8 @@ pub fn run_all(
             config: curve.name.clone(),
             command,
             wrk,
-            server_cpu_per_reply_us: cpu,
+            server_cpu_per_reply_us: cost.cpu_per_reply_us,
+            server_ctx_per_reply: cost.switches,
             matched,
             peak_achieved_rps: peak,
         };

@@ -22,6 +22,12 @@
 //!   emulated service, whether emulated RSS was on (over which CPUs, with
 //!   what flow migration) or why it was off, and whether the machine was
 //!   busy or a signal interrupted the sweep.
+//! * **Every output says what a reply cost the server**, per point and per
+//!   configuration: its CPU time and its threads' context switches
+//!   (voluntary+involuntary, `/proc/PID/task/*/status`, child processes
+//!   included) over the measured window, per reply received. Threads that
+//!   exit inside the window take their switches with them, so for a server
+//!   whose threads come and go the count is a lower bound.
 //! * **Nothing is left behind**: servers and generators are stopped and
 //!   reaped after each point; the emulated-RSS namespace is deleted on every
 //!   exit path (normal end, error return, panic, Ctrl-C; see
@@ -32,8 +38,8 @@
 //! * [`sweep`]: planning, the per-curve loop, saturation stop, the
 //!   [`sweep::Runner`] trait that measures one point;
 //! * [`process`], [`server`], [`procstat`] and [`peers`]: the real runner
-//!   (server and load generator as child processes, readiness, CPU placement
-//!   and CPU time);
+//!   (server and load generator as child processes, readiness, CPU placement,
+//!   CPU time and context switches);
 //! * [`rss`]: emulated RSS, the network namespace the processes run in;
 //! * [`interrupt`]: Ctrl-C and SIGTERM;
 //! * [`summary`]: max load at SLO, ratios and self-check verdicts;

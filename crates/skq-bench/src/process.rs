@@ -8,11 +8,16 @@
 //!    nothing). A server that exits, or is not ready within
 //!    [`READY_TIMEOUT`], fails the point with the tail of its log;
 //! 3. starts `skq load` with the point's rate, waits out the warm-up and
-//!    reads the server's CPU time from `/proc/PID/stat`;
-//! 4. waits for the generator, reads the server's CPU time again (so
-//!    `server_cpu` covers the measured window plus the generator's drain),
-//!    checks the server is still alive, and stops it with SIGTERM (SIGKILL
-//!    after [`STOP_GRACE`]);
+//!    reads the server's CPU time from `/proc/PID/stat`
+//!    and the context switches of its threads (`/proc/PID/task/*/status`,
+//!    plus those of its child processes: nginx's workers);
+//! 4. waits for the generator, reads the server's CPU time and context
+//!    switches again (so `server_cpu` and the point's `server_ctx_switches`
+//!    cover the measured window plus the generator's drain), checks the
+//!    server is still alive, and stops it with SIGTERM (SIGKILL after
+//!    [`STOP_GRACE`]). Threads (or child processes) that exit between the
+//!    two readings take their switches with them: the count is then a lower
+//!    bound;
 //! 5. reads the generator's JSON; the generator's own CPU time comes from
 //!    its result, or from `wait4`'s resource usage when it reported none.
 //!
@@ -39,14 +44,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use skq_report::result::{CpuTime, PointResult};
+use skq_report::result::{CpuTime, CtxSwitches, PointResult};
 use skq_sys::netns::RpsNamespace;
 use skq_sys::process::{reap, send_signal, Signal};
 
 use crate::config::{Affinity, Curve, Settings};
 use crate::interrupt;
 pub use crate::procstat::{
-    child_pids, parse_stat_cpu, parse_stat_ppid, proc_cpu_time, tree_cpu_time,
+    child_pids, ctx_switches_between, parse_stat_cpu, parse_stat_ppid, proc_cpu_time,
+    tree_cpu_time, tree_ctx_switches,
 };
 use crate::rss::RssEnv;
 pub use crate::server::ServerProcess;
@@ -215,6 +221,9 @@ pub struct ProcessRunner {
     pub server_stats: Option<crate::serverstats::ServerPointStats>,
     /// The last point's time series ([`Runner::take_series`]).
     pub series: Option<crate::series::PointSeries>,
+    /// The last point's server context switches
+    /// ([`Runner::take_ctx_switches`]).
+    pub ctx_switches: Option<CtxSwitches>,
 }
 
 impl ProcessRunner {
@@ -236,6 +245,7 @@ impl ProcessRunner {
             rss_label: "off".into(),
             server_stats: None,
             series: None,
+            ctx_switches: None,
         }
     }
 
@@ -344,6 +354,7 @@ impl Runner for ProcessRunner {
         let _ = std::fs::remove_file(&stats_file);
         self.server_stats = None;
         self.series = None;
+        self.ctx_switches = None;
         let server_started = Instant::now();
         let mut server = ServerProcess::start_in(
             curve,
@@ -385,14 +396,17 @@ impl Runner for ProcessRunner {
                     );
                 }
                 let cpu0 = server.cpu_time().ok();
+                let cs0 = server.ctx_switches().ok();
                 let waited = wait_generator(&gen, deadline);
                 let cpu1 = server.cpu_time().ok();
+                let cs1 = server.ctx_switches().ok();
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 let samples = sampler.and_then(|h| h.join().ok());
-                (cpu0, waited, cpu1, samples)
+                let switches = cs0.zip(cs1).map(|(a, b)| ctx_switches_between(a, b));
+                ((cpu0, waited, cpu1, samples), switches)
             })
         };
-        let ((cpu0, waited, cpu1, samples), migrations) = match &self.rss {
+        let (((cpu0, waited, cpu1, samples), switches), migrations) = match &self.rss {
             Some(r) => r.while_migrating(measure),
             None => (measure(), Default::default()),
         };
@@ -433,6 +447,7 @@ impl Runner for ProcessRunner {
                 sys_s: b.sys_s - a.sys_s,
             });
         }
+        self.ctx_switches = switches;
         if let Some(samples) = samples {
             // The measured window starts after the warm-up of the
             // generator's schedule (or, lacking its clock, of its start).
@@ -473,6 +488,10 @@ impl Runner for ProcessRunner {
 
     fn take_series(&mut self) -> Option<crate::series::PointSeries> {
         self.series.take()
+    }
+
+    fn take_ctx_switches(&mut self) -> Option<CtxSwitches> {
+        self.ctx_switches.take()
     }
 }
 

@@ -1,8 +1,9 @@
-//! CPU time of running processes, from `/proc/PID/stat`: the server's
-//! CPU over a point is the difference of two readings.
+//! CPU time and context switches of running processes, from
+//! `/proc/PID/stat` and `/proc/PID/task/*/status`: the server's CPU and
+//! switches over a point are the difference of two readings.
 
 use anyhow::{anyhow, Context, Result};
-use skq_report::result::CpuTime;
+use skq_report::result::{CpuTime, CtxSwitches};
 
 /// User and system CPU time of a live process, from `/proc/PID/stat`.
 pub fn proc_cpu_time(pid: u32) -> Result<CpuTime> {
@@ -25,6 +26,34 @@ pub fn tree_cpu_time(pid: u32) -> Result<CpuTime> {
         }
     }
     Ok(total)
+}
+
+/// Context switches of every live thread of a live process plus those of
+/// its live direct children (nginx's workers), like [`tree_cpu_time`]. A
+/// thread or child that exited between two readings takes its switches
+/// with it: deltas are lower bounds for servers whose threads come and go.
+pub fn tree_ctx_switches(pid: u32) -> Result<CtxSwitches> {
+    let mut total = skq_sys::process::thread_ctx_switches(pid)
+        .with_context(|| format!("reading /proc/{pid}/task/*/status"))?;
+    for child in child_pids(pid)? {
+        // A child may exit between listing and reading: skip it.
+        if let Ok(c) = skq_sys::process::thread_ctx_switches(child) {
+            total.add(c);
+        }
+    }
+    Ok(CtxSwitches {
+        voluntary: total.voluntary,
+        involuntary: total.involuntary,
+    })
+}
+
+/// The switches from reading `a` to a later reading `b`, each saturating at
+/// zero (see [`tree_ctx_switches`] on threads that exit in between).
+pub fn ctx_switches_between(a: CtxSwitches, b: CtxSwitches) -> CtxSwitches {
+    CtxSwitches {
+        voluntary: b.voluntary.saturating_sub(a.voluntary),
+        involuntary: b.involuntary.saturating_sub(a.involuntary),
+    }
 }
 
 /// Live processes whose parent is `pid`.
@@ -85,6 +114,28 @@ mod tests {
         );
         assert!(parse_stat_cpu("garbage", 100.0).is_err());
         assert_eq!(parse_stat_ppid(line), Some(1));
+    }
+
+    #[test]
+    fn own_ctx_switches_are_readable_and_differences_saturate() {
+        let pid = std::process::id();
+        let a = tree_ctx_switches(pid).unwrap();
+        // This test thread blocks in the sleep: at least one voluntary
+        // switch of a thread that lives through both readings.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let b = tree_ctx_switches(pid).unwrap();
+        assert!(b.voluntary > 0, "{b:?}");
+        let d = ctx_switches_between(a, b);
+        assert!(d.voluntary <= b.voluntary && d.involuntary <= b.involuntary);
+        // A later reading below an earlier one (a thread exited) gives 0.
+        let gone = CtxSwitches {
+            voluntary: 1,
+            involuntary: 2,
+        };
+        assert_eq!(
+            ctx_switches_between(gone, CtxSwitches::default()).total(),
+            0
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use skq_report::result::CpuTime;
+use skq_report::result::{CpuTime, CtxSwitches};
 use skq_sys::netns::RpsNamespace;
 use skq_sys::process::{send_signal, Signal};
 
@@ -18,7 +18,7 @@ use crate::config::{Curve, ServerKind};
 use crate::interrupt;
 use crate::peers;
 use crate::process::{command_in, free_port, in_namespace, log_tail, prepare_child, STOP_GRACE};
-use crate::procstat::tree_cpu_time;
+use crate::procstat::{tree_cpu_time, tree_ctx_switches};
 
 /// A running server under test.
 pub struct ServerProcess {
@@ -135,6 +135,12 @@ impl ServerProcess {
     /// CPU time so far.
     pub fn cpu_time(&self) -> Result<CpuTime> {
         tree_cpu_time(self.pid())
+    }
+
+    /// Context switches of its live threads (and live child processes') so
+    /// far ([`tree_ctx_switches`]).
+    pub fn ctx_switches(&self) -> Result<CtxSwitches> {
+        tree_ctx_switches(self.pid())
     }
 
     /// `Err` with the log tail when the server has exited.

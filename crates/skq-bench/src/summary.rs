@@ -96,6 +96,28 @@ pub struct CurveSummary {
     /// the replies received in them. None when no point measured server CPU.
     #[serde(default)]
     pub cpu_s_per_request: Option<f64>,
+    /// Server context switches per request, voluntary and involuntary: the
+    /// switches of the server's threads (measured window, as for
+    /// `cpu_s_per_request`) summed over the measured points, divided by the
+    /// replies received in them. None when no point measured them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctx_switches_per_request: Option<CtxSwitchesPerRequest>,
+}
+
+/// Context switches per request of a server, split by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CtxSwitchesPerRequest {
+    /// Voluntary switches (a thread blocked) per request.
+    pub voluntary: f64,
+    /// Involuntary switches (a thread was preempted) per request.
+    pub involuntary: f64,
+}
+
+impl CtxSwitchesPerRequest {
+    /// `vol+invol` with two decimals each, as the tables show it.
+    pub fn cell(&self) -> String {
+        format!("{:.2}+{:.2}", self.voluntary, self.involuntary)
+    }
 }
 
 /// Summaries of every curve, in sweep order.
@@ -223,8 +245,19 @@ fn summarize_curve(
         .filter_map(|x| x.server_cpu.map(|c| (c.user_s + c.sys_s, x.received)))
         .fold((0.0, 0u64), |(c, n), (dc, dn)| (c + dc, n + dn));
     let cpu_s_per_request = (replies > 0).then(|| cpu_s / replies as f64);
+    let (switches, replies) = measured
+        .iter()
+        .filter_map(|(r, x)| r.ctx_switches().map(|c| (c, x.received)))
+        .fold(((0u64, 0u64), 0u64), |((v, i), n), (c, dn)| {
+            ((v + c.voluntary, i + c.involuntary), n + dn)
+        });
+    let ctx_switches_per_request = (replies > 0).then(|| CtxSwitchesPerRequest {
+        voluntary: switches.0 as f64 / replies as f64,
+        involuntary: switches.1 as f64 / replies as f64,
+    });
     CurveSummary {
         cpu_s_per_request,
+        ctx_switches_per_request,
         curve: i,
         spec: curve.clone(),
         nominal_service_us: curve.nominal_service_us,

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use skq_report::result::PointResult;
+use skq_report::result::{CtxSwitches, PointResult};
 
 use crate::config::{Curve, Settings, Sweep};
 
@@ -129,6 +129,12 @@ pub trait Runner {
     fn take_series(&mut self) -> Option<crate::series::PointSeries> {
         None
     }
+
+    /// Context switches of the server's threads over the point just run
+    /// (the window of `server_cpu`), taken once (None when not measured).
+    fn take_ctx_switches(&mut self) -> Option<CtxSwitches> {
+        None
+    }
 }
 
 /// What happened to one planned point.
@@ -151,6 +157,10 @@ pub enum Outcome {
         /// per-interval series (`interval_ms`, `rate_profile`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         series: Option<crate::series::PointSeries>,
+        /// Context switches of the server's threads over the same window
+        /// as the result's `server_cpu`, when measured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_ctx_switches: Option<CtxSwitches>,
     },
     /// The runner failed; the curve ended here.
     Failed {
@@ -195,6 +205,26 @@ impl PointRecord {
             Outcome::Measured { series, .. } => series.as_ref(),
             _ => None,
         }
+    }
+
+    /// The server's context switches over the point, when measured.
+    pub fn ctx_switches(&self) -> Option<CtxSwitches> {
+        match &self.outcome {
+            Outcome::Measured {
+                server_ctx_switches,
+                ..
+            } => *server_ctx_switches,
+            _ => None,
+        }
+    }
+
+    /// (voluntary, involuntary) server context switches per reply received
+    /// in the measured window (the denominator of server CPU per reply),
+    /// when measured.
+    pub fn ctx_switches_per_reply(&self) -> Option<(f64, f64)> {
+        let x = self.result()?;
+        self.ctx_switches()?
+            .per_reply(x.achieved_rps * x.meta.duration_s)
     }
 
     /// The result, when measured.
@@ -265,11 +295,37 @@ pub trait Progress {
 pub struct Quiet;
 impl Progress for Quiet {}
 
+/// One measured attempt at a point: the generator's result and what the
+/// runner measured beside it.
+struct Attempt {
+    result: PointResult,
+    server: Option<crate::serverstats::ServerPointStats>,
+    series: Option<crate::series::PointSeries>,
+    ctx_switches: Option<CtxSwitches>,
+}
+
+fn attempt(
+    runner: &mut dyn Runner,
+    curve: &Curve,
+    settings: &Settings,
+    p: &PlannedPoint,
+    files: &PointFiles,
+) -> anyhow::Result<Attempt> {
+    let result = runner.run_point(curve, settings, p, files)?;
+    Ok(Attempt {
+        result,
+        server: runner.take_server_stats(),
+        series: runner.take_series(),
+        ctx_switches: runner.take_ctx_switches(),
+    })
+}
+
 /// Measures one point; while the generator fell behind its schedule (the
 /// lateness check failed) it is measured again, up to `settings.retries`
-/// times, and the attempt with the lowest send lateness is kept, with a note
-/// saying how many attempts it took. A late generator says nothing about the
-/// server, and one hiccup of a shared machine should not end a curve.
+/// times, and the attempt with the lowest send lateness is kept (with the
+/// runner's figures of that same attempt), with a note saying how many
+/// attempts it took. A late generator says nothing about the server, and
+/// one hiccup of a shared machine should not end a curve.
 fn measure(
     runner: &mut dyn Runner,
     curve: &Curve,
@@ -277,23 +333,23 @@ fn measure(
     p: &PlannedPoint,
     files: &PointFiles,
     progress: &mut dyn Progress,
-) -> anyhow::Result<PointResult> {
-    let mut best = runner.run_point(curve, settings, p, files)?;
+) -> anyhow::Result<Attempt> {
+    let mut best = attempt(runner, curve, settings, p, files)?;
     let mut attempts = 1;
-    while !best.checks.lateness_ok && attempts <= settings.retries && !progress.cancelled() {
+    while !best.result.checks.lateness_ok && attempts <= settings.retries && !progress.cancelled() {
         progress.note(&format!(
             "{} [{}]: load {:.2}: generator {:.0} µs late at p99, measuring again",
             curve.name,
             curve.group(),
             p.load,
-            best.checks.lateness_p99_us
+            best.result.checks.lateness_p99_us
         ));
         // The kept attempt's interval log must survive the next attempt.
         let kept_log = files.hdr_log.with_extension("hlog.kept");
         let had_log = std::fs::rename(&files.hdr_log, &kept_log).is_ok();
-        let again = runner.run_point(curve, settings, p, files)?;
+        let again = attempt(runner, curve, settings, p, files)?;
         attempts += 1;
-        if again.checks.lateness_p99_us < best.checks.lateness_p99_us {
+        if again.result.checks.lateness_p99_us < best.result.checks.lateness_p99_us {
             best = again;
             let _ = std::fs::remove_file(&kept_log);
         } else if had_log {
@@ -301,11 +357,11 @@ fn measure(
         }
     }
     if attempts > 1 {
-        best.checks.notes.push(format!(
+        best.result.checks.notes.push(format!(
             "info: measured {attempts} times because the generator fell behind its schedule; kept the attempt with the lowest send lateness"
         ));
         // The point's JSON file holds the kept attempt, as points.json does.
-        if let Ok(text) = serde_json::to_string_pretty(&best) {
+        if let Ok(text) = serde_json::to_string_pretty(&best.result) {
             let _ = std::fs::write(&files.json, text);
         }
     }
@@ -341,9 +397,12 @@ pub fn run(
             progress.start(curve, p);
             let files = PointFiles::under(out_dir, curve, p);
             match measure(runner, curve, &sweep.settings, p, &files, progress) {
-                Ok(result) => {
-                    let server = runner.take_server_stats();
-                    let series = runner.take_series();
+                Ok(Attempt {
+                    result,
+                    server,
+                    series,
+                    ctx_switches,
+                }) => {
                     measured.push(result.clone());
                     let refs: Vec<&PointResult> = measured.iter().collect();
                     let slo = slo_us(curve, &sweep.settings, &refs);
@@ -367,6 +426,7 @@ pub fn run(
                         saturated: sat,
                         server,
                         series,
+                        server_ctx_switches: ctx_switches,
                     }));
                 }
                 Err(e) => {

@@ -110,6 +110,10 @@ fn a_point_runs_server_and_generator_as_processes() {
     };
     let cpu = r.server_cpu.expect("server CPU time measured");
     assert!(cpu.user_s + cpu.sys_s >= 0.0);
+    assert!(
+        records[0].ctx_switches().is_some(),
+        "server context switches measured over the same window"
+    );
     let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
     assert!(serve.starts_with("serve rpc --addr 127.0.0.1:"), "{serve}");
     assert!(
@@ -256,6 +260,7 @@ fn memcached_starts_answers_and_stops() {
         Duration::from_secs(10),
     )
     .expect("memcached must be installed (scripts/setup.sh) and start");
+    let before = server.ctx_switches().unwrap();
     let reply = exchange(server.addr, b"set k 0 0 5\r\nhello\r\nget k\r\n", "END\r\n");
     assert!(
         reply.contains("STORED") && reply.contains("VALUE k 0 5\r\nhello"),
@@ -263,6 +268,15 @@ fn memcached_starts_answers_and_stops() {
     );
     let cpu = server.cpu_time().unwrap();
     assert!(cpu.user_s >= 0.0 && cpu.sys_s >= 0.0);
+    // Its threads' context switches, summed: they have blocked waiting for
+    // work (voluntary switches), and the counts of threads that live on
+    // never go back.
+    let after = server.ctx_switches().unwrap();
+    assert!(after.voluntary > 0, "{after:?}");
+    assert!(
+        after.voluntary >= before.voluntary && after.involuntary >= before.involuntary,
+        "{before:?} -> {after:?}"
+    );
     let pid = server.pid();
     server.stop();
     assert!(
@@ -295,6 +309,11 @@ fn nginx_starts_serves_its_file_and_stops() {
     let tree = skq_bench::process::tree_cpu_time(server.pid()).unwrap();
     let master = skq_bench::process::proc_cpu_time(server.pid()).unwrap();
     assert!(tree.user_s + tree.sys_s >= master.user_s + master.sys_s);
+    // So are their context switches: the tree's count holds the master's.
+    let master_cs = skq_sys::process::thread_ctx_switches(server.pid()).unwrap();
+    let tree_cs = skq_bench::process::tree_ctx_switches(server.pid()).unwrap();
+    assert!(tree_cs.voluntary >= master_cs.voluntary, "{tree_cs:?}");
+    assert!(tree_cs.involuntary >= master_cs.involuntary, "{tree_cs:?}");
     let pid = server.pid();
     server.stop();
     assert!(

@@ -4,26 +4,13 @@
 
 mod common;
 
-use common::{temp_dir, FakeRunner};
+use common::{six_mode_sweep, temp_dir, FakeRunner};
 use skq_bench::config::{self, Sweep, SweepFile};
 use skq_bench::output::{self, RunInfo};
 use skq_bench::rss::RssStatus;
 use skq_bench::summary::{self, SelfCheck};
 use skq_bench::sweep::{self, Outcome, PointRecord, Quiet};
 use skq_report::result::PointResult;
-
-/// The built-in default's shape with six configurations and vanilla as the
-/// baseline, which the fixtures' efficiencies are tuned to (the harness's
-/// behaviour does not depend on which modes a sweep names).
-fn six_mode_sweep() -> Sweep {
-    let mut f = config::default_file();
-    f.matrix.as_mut().unwrap().modes =
-        ["vanilla", "shared", "cpu", "best2+steal", "hybrid", "tokio"]
-            .map(String::from)
-            .to_vec();
-    f.sweep.baseline = Some("vanilla".into());
-    Sweep::from_file(&f, 2).unwrap()
-}
 
 #[test]
 fn saturated_curves_stop_and_failures_do_not_stop_the_sweep() {
@@ -497,6 +484,10 @@ impl sweep::Runner for LateRunner {
         }
         Ok(r)
     }
+
+    fn take_ctx_switches(&mut self) -> Option<skq_report::result::CtxSwitches> {
+        self.inner.take_ctx_switches()
+    }
 }
 
 #[test]
@@ -530,6 +521,11 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
             ..
         }
     ));
+    assert_eq!(
+        records[0].ctx_switches().map(|c| c.involuntary),
+        Some(2),
+        "the switches of the kept (second) attempt"
+    );
     // Late every time: retries run out, the least late attempt is kept and
     // still fails (and here, saturates the curve).
     s.settings.retries = 2;
@@ -546,6 +542,7 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
         r.checks.lateness_p99_us, 897.0,
         "the third attempt was least late"
     );
+    assert_eq!(records[0].ctx_switches().map(|c| c.involuntary), Some(3));
     // retries = 0: measured once.
     s.settings.retries = 0;
     let mut runner = LateRunner {

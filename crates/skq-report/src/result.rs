@@ -213,3 +213,35 @@ pub struct IntervalPoint {
     /// p99 latency (µs); None without replies.
     pub p99_us: Option<f64>,
 }
+
+/// Context switches of a server's threads over a measured run, summed over
+/// its threads (and, for a multi-process server, its child processes):
+/// `voluntary` when a thread blocked (an idle wait, a lock, a wake-up
+/// handed to another thread), `involuntary` when the scheduler took the CPU
+/// from it. Read from `/proc/PID/task/*/status` before and after the run:
+/// threads that exit in between take their switches with them, so the
+/// figure is a lower bound for a server whose threads come and go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CtxSwitches {
+    /// Voluntary context switches.
+    pub voluntary: u64,
+    /// Involuntary context switches.
+    pub involuntary: u64,
+}
+
+impl CtxSwitches {
+    /// Voluntary + involuntary.
+    pub fn total(&self) -> u64 {
+        self.voluntary + self.involuntary
+    }
+
+    /// (voluntary, involuntary) per reply; `None` without replies.
+    pub fn per_reply(&self, replies: f64) -> Option<(f64, f64)> {
+        (replies > 0.0).then(|| {
+            (
+                self.voluntary as f64 / replies,
+                self.involuntary as f64 / replies,
+            )
+        })
+    }
+}

@@ -1,5 +1,6 @@
 //! Child processes and identity: signals, reaping with resource usage, the
-//! effective user, the clock-tick rate of /proc times.
+//! effective user, the clock-tick rate of /proc times, and the context
+//! switches of a live process's threads.
 
 use std::io;
 
@@ -128,6 +129,75 @@ pub fn cpu_time_ns(pid: u32) -> io::Result<u64> {
     Ok(((user + sys) as f64 * 1e9 / clock_ticks_per_sec()) as u64)
 }
 
+/// Context switches of a set of threads: `voluntary` when a thread blocked
+/// (waited for I/O, a lock, a sleep), `involuntary` when the scheduler took
+/// the CPU from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtxSwitchCounts {
+    /// `voluntary_ctxt_switches`.
+    pub voluntary: u64,
+    /// `nonvoluntary_ctxt_switches`.
+    pub involuntary: u64,
+}
+
+impl CtxSwitchCounts {
+    /// The counts from `self` to a later reading `later`, each saturating
+    /// at zero (a thread that exited in between takes its counts with it,
+    /// so a difference can otherwise come out negative).
+    pub fn until(self, later: CtxSwitchCounts) -> CtxSwitchCounts {
+        CtxSwitchCounts {
+            voluntary: later.voluntary.saturating_sub(self.voluntary),
+            involuntary: later.involuntary.saturating_sub(self.involuntary),
+        }
+    }
+
+    /// Adds `other`'s counts to `self`'s.
+    pub fn add(&mut self, other: CtxSwitchCounts) {
+        self.voluntary += other.voluntary;
+        self.involuntary += other.involuntary;
+    }
+}
+
+/// `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of a
+/// `/proc/PID/task/TID/status` text; `None` when either line is missing or
+/// malformed.
+pub fn parse_status_ctxt_switches(status: &str) -> Option<CtxSwitchCounts> {
+    let field = |name: &str| -> Option<u64> {
+        status.lines().find_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            (key == name).then(|| value.trim().parse().ok())?
+        })
+    };
+    Some(CtxSwitchCounts {
+        voluntary: field("voluntary_ctxt_switches")?,
+        involuntary: field("nonvoluntary_ctxt_switches")?,
+    })
+}
+
+/// Context switches of every live thread of process `pid` so far: the sum
+/// over `/proc/PID/task/*/status`. `/proc/PID/status` alone counts only the
+/// main thread. A thread that exited is no longer listed, so its switches
+/// drop out of later readings (a difference of two readings is a lower
+/// bound for a process whose threads come and go); a thread that exits
+/// between listing and reading is skipped.
+pub fn thread_ctx_switches(pid: u32) -> io::Result<CtxSwitchCounts> {
+    let mut total = CtxSwitchCounts::default();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Ok(entry) = entry else { continue };
+        let Ok(text) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let counts = parse_status_ctxt_switches(&text).ok_or_else(|| {
+            io::Error::other(format!(
+                "malformed {}/status: no context switch counts",
+                entry.path().display()
+            ))
+        })?;
+        total.add(counts);
+    }
+    Ok(total)
+}
+
 /// Clock ticks per second of the times in /proc/PID/stat (usually 100).
 pub fn clock_ticks_per_sec() -> f64 {
     // SAFETY: sysconf has no preconditions.
@@ -142,6 +212,90 @@ pub fn clock_ticks_per_sec() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tail of a real `/proc/self/task/TID/status`.
+    const STATUS: &str = "Name:\tskq\nState:\tS (sleeping)\nTgid:\t4242\n\
+        Threads:\t9\nSigQ:\t0/62780\nCpus_allowed_list:\t0-1\n\
+        voluntary_ctxt_switches:\t1234\nnonvoluntary_ctxt_switches:\t56\n";
+
+    #[test]
+    fn status_parsing_takes_both_counts_and_rejects_missing_ones() {
+        let c = parse_status_ctxt_switches(STATUS).unwrap();
+        assert_eq!(
+            c,
+            CtxSwitchCounts {
+                voluntary: 1234,
+                involuntary: 56
+            }
+        );
+        let no_invol = STATUS.replace("nonvoluntary_ctxt_switches:\t56\n", "");
+        assert_eq!(parse_status_ctxt_switches(&no_invol), None);
+        let garbled = STATUS.replace("1234", "12x4");
+        assert_eq!(parse_status_ctxt_switches(&garbled), None);
+        assert_eq!(parse_status_ctxt_switches(""), None);
+    }
+
+    #[test]
+    fn differences_saturate_when_a_thread_left() {
+        let a = CtxSwitchCounts {
+            voluntary: 10,
+            involuntary: 5,
+        };
+        let b = CtxSwitchCounts {
+            voluntary: 25,
+            involuntary: 3,
+        };
+        assert_eq!(
+            a.until(b),
+            CtxSwitchCounts {
+                voluntary: 15,
+                involuntary: 0
+            }
+        );
+    }
+
+    #[test]
+    fn own_counts_are_readable_and_never_go_back() {
+        let own = || {
+            let text = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            parse_status_ctxt_switches(&text).unwrap()
+        };
+        // A second thread, alive while the process is read, that has slept
+        // (a sleep blocks: at least one voluntary switch of its own).
+        let (slept_tx, slept_rx) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let helper = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            slept_tx.send(()).unwrap();
+            let _ = done_rx.recv();
+        });
+        slept_rx.recv().unwrap();
+        let before = own();
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let total = thread_ctx_switches(std::process::id()).unwrap();
+        let after = own();
+        done_tx.send(()).unwrap();
+        helper.join().unwrap();
+        assert!(
+            after.voluntary >= before.voluntary + 3,
+            "each sleep blocked: {before:?} -> {after:?}"
+        );
+        assert!(after.involuntary >= before.involuntary);
+        // The process total holds this (live) thread's counts, read between
+        // the two, and the helper's at least one.
+        assert!(
+            total.voluntary > before.voluntary,
+            "{total:?} vs this thread's {before:?}"
+        );
+        assert!(total.involuntary >= before.involuntary);
+        assert_eq!(
+            before.until(after).voluntary,
+            after.voluntary - before.voluntary
+        );
+        assert!(thread_ctx_switches(u32::MAX).is_err(), "no such process");
+    }
 
     #[test]
     #[allow(clippy::zombie_processes)] // reaped by `reap`, which clippy cannot see

@@ -83,7 +83,9 @@ pub fn report_html(
              (the column header names it) of the same workload, workers, connections \
              and service mode in this run. self-check: PASS when every point \
              under the SLO passed the load generator's checks and the first point over it kept its \
-             schedule (Poisson arrivals, send lateness) with no correctness errors.",
+             schedule (Poisson arrivals, send lateness) with no correctness errors. server CPU \
+             µs/req and ctx sw/req vol+invol: the server's CPU time and its threads' voluntary + \
+             involuntary context switches over the measured points, per reply received.",
         )
         .table(&summary_table(summaries, &sweep.settings.baseline));
     if !run.cross_checks.is_empty() {
@@ -115,7 +117,17 @@ pub fn report_html(
              request costs the server, idle wake-ups included; - where the server's CPU time was \
              not recorded.",
         )
-        .table(&load_table(sweep, records, PointMetric::ServerCpuPerRequest));
+        .table(&load_table(sweep, records, PointMetric::ServerCpuPerRequest))
+        .heading("Server context switches per request at each offered load")
+        .paragraph(
+            "Context switches of the server's threads (and of its worker processes, for nginx) \
+             per reply received, over the same window as its CPU time, as voluntary+involuntary: \
+             voluntary when a thread blocked (an idle wait, a wake-up handed to another thread), \
+             involuntary when it was preempted. Summed over /proc/PID/task/*/status before and \
+             after the point, so threads that exited in between are not counted; - where they \
+             were not recorded.",
+        )
+        .table(&load_table(sweep, records, PointMetric::CtxSwitchesPerRequest));
     let failing = summaries
         .iter()
         .filter(|s| matches!(s.self_check, SelfCheck::Fail(_) | SelfCheck::Error(_)))
@@ -401,6 +413,7 @@ fn cross_check_table(checks: &[crate::crosscheck::CrossCheck]) -> skq_report::ta
         "wrk p50 µs",
         "wrk p99 µs",
         "server CPU µs/reply",
+        "ctx sw/reply vol+invol",
         "skq load peak req/s",
         "peak ÷ wrk",
         "nearest point: load",
@@ -408,7 +421,7 @@ fn cross_check_table(checks: &[crate::crosscheck::CrossCheck]) -> skq_report::ta
         "p50 µs",
         "p99 µs",
     ]);
-    for c in 1..11 {
+    for c in 1..12 {
         t = t.align(c, Align::Right);
     }
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
@@ -422,6 +435,7 @@ fn cross_check_table(checks: &[crate::crosscheck::CrossCheck]) -> skq_report::ta
                     format!("{:.0}", w.p99_us),
                     c.server_cpu_per_reply_us
                         .map_or("-".into(), |v| format!("{v:.1}")),
+                    c.server_ctx_per_reply.map_or("-".into(), |c| c.cell()),
                     f(c.peak_achieved_rps),
                     c.peak_achieved_rps.map_or("-".into(), |p| {
                         format!("{:.2}", p / w.rps.max(f64::MIN_POSITIVE))
@@ -439,7 +453,7 @@ fn cross_check_table(checks: &[crate::crosscheck::CrossCheck]) -> skq_report::ta
             }
             Err(e) => {
                 row.push(format!("failed: {e}"));
-                row.extend(std::iter::repeat_n(String::new(), 9));
+                row.extend(std::iter::repeat_n(String::new(), 10));
             }
         }
         t.push(row);

@@ -10,6 +10,13 @@
 //! | `report.html`  | self-contained report with inline SVG plots              |
 //! | `points/`, `hdr/`, `logs/` | per-point generator JSON, HdrHistogram interval logs, process output |
 //!
+//! Every text, CSV, JSON and HTML output shows the server's cost beside its
+//! latency: CPU time and context switches (voluntary+involuntary) per reply
+//! (`server CPU µs/req`, `ctx sw/req vol+invol` in the summary table and its
+//! JSON; `server_cpu_s`, `server_ctx_voluntary`, `server_ctx_involuntary` in
+//! `points.csv`; `server_ctx_switches` in `points.json`; a per-load table of
+//! each in `summary.txt` and the report).
+//!
 //! Every one of them says whether emulated RSS was on, over which CPUs and
 //! with what migration period, or why it was off ([`RunInfo::rss`]; the
 //! `rss` field and column of every point record), and whether a signal
@@ -155,7 +162,7 @@ pub fn write_all(
     w(
         "summary.txt",
         format!(
-            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\n{}",
+            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}",
             run_lines(run).join("\n"),
             table.to_text(),
             cross_check_lines(run)
@@ -165,6 +172,7 @@ pub fn write_all(
             p99_table(sweep, records).to_text(),
             load_table(sweep, records, PointMetric::P50).to_text(),
             load_table(sweep, records, PointMetric::ServerCpuPerRequest).to_text(),
+            load_table(sweep, records, PointMetric::CtxSwitchesPerRequest).to_text(),
             server_lines(sweep, records)
         ),
     )?;

@@ -3,7 +3,6 @@
 //! report's compact list of points.
 
 use anyhow::Result;
-use skq_report::result::PointResult;
 use skq_report::table::{Align, Table};
 
 use super::opt;
@@ -44,12 +43,13 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
         "cores",
         "high-pri/probe p99 µs low→peak",
         "server CPU µs/req",
+        "ctx sw/req vol+invol",
     ];
     if rss.is_some() {
         head.push("rss");
     }
     let mut t = Table::new(head);
-    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13, 15] {
+    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13, 15, 16] {
         t = t.align(c, Align::Right);
     }
     for s in summaries {
@@ -81,6 +81,8 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
             s.cores_seen.map_or("-".into(), |c| c.to_string()),
             crate::priority::PrioritySummary::cell(s.priority.as_ref()),
             opt(s.cpu_s_per_request.map(|c| c * 1e6), 1),
+            s.ctx_switches_per_request
+                .map_or_else(|| "-".into(), |c| c.cell()),
         ];
         row.extend(rss.map(str::to_string));
         t.push(row);
@@ -88,8 +90,11 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
     t
 }
 
-/// Columns of `points.csv`.
-pub const POINT_COLUMNS: [&str; 28] = [
+/// Columns of `points.csv`. `server_ctx_voluntary` and
+/// `server_ctx_involuntary` are the server's context switches over the
+/// window of `server_cpu_s` (counts; divide by `achieved_rps` × the
+/// measured seconds for a figure per reply).
+pub const POINT_COLUMNS: [&str; 30] = [
     "config",
     "mode",
     "workload",
@@ -114,6 +119,8 @@ pub const POINT_COLUMNS: [&str; 28] = [
     "notes",
     "server_cpu_s",
     "client_cpu_s",
+    "server_ctx_voluntary",
+    "server_ctx_involuntary",
     "rss",
     "imbalance_pct",
     "steals_per_s",
@@ -152,10 +159,13 @@ pub enum PointMetric {
     P50,
     /// Server CPU time (user + system) per reply received, µs.
     ServerCpuPerRequest,
+    /// Server context switches per reply received, `voluntary+involuntary`.
+    CtxSwitchesPerRequest,
 }
 
 impl PointMetric {
-    fn cell(self, x: &PointResult) -> Option<String> {
+    fn cell(self, r: &PointRecord) -> Option<String> {
+        let x = r.result()?;
         match self {
             PointMetric::P99 => {
                 let mark = if x.checks.pass { "" } else { "*" };
@@ -167,6 +177,9 @@ impl PointMetric {
                 let replies = x.achieved_rps * x.meta.duration_s;
                 (replies > 0.0).then(|| format!("{:.1}", (cpu.user_s + cpu.sys_s) * 1e6 / replies))
             }
+            PointMetric::CtxSwitchesPerRequest => r
+                .ctx_switches_per_reply()
+                .map(|(v, i)| format!("{v:.2}+{i:.2}")),
         }
     }
 }
@@ -251,8 +264,7 @@ pub fn load_table(sweep: &Sweep, records: &[PointRecord], metric: PointMetric) -
             let cell = records
                 .iter()
                 .find(|r| r.curve == i && (r.load - l).abs() < 1e-9)
-                .and_then(|r| r.result())
-                .and_then(|x| metric.cell(x))
+                .and_then(|r| metric.cell(r))
                 .unwrap_or_else(|| "-".to_string());
             row.push(cell);
         }
@@ -303,6 +315,9 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
                     x.server_cpu.as_ref().map_or(String::new(), cpu),
                     cpu(&x.client_cpu),
                 ]);
+                let switches = r.ctx_switches();
+                row.push(switches.map_or(String::new(), |c| c.voluntary.to_string()));
+                row.push(switches.map_or(String::new(), |c| c.involuntary.to_string()));
             }
             Outcome::Failed { error } => {
                 row.push("failed".into());

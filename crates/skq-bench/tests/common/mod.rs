@@ -11,9 +11,22 @@ use anyhow::{bail, Result};
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
-use skq_bench::config::{Curve, Settings};
+use skq_bench::config::{self, Curve, Settings, Sweep};
 use skq_bench::sweep::{PlannedPoint, PointFiles, Runner};
-use skq_report::result::{Checks, Estimate, Latency, Meta, PointResult};
+use skq_report::result::{Checks, CtxSwitches, Estimate, Latency, Meta, PointResult};
+
+/// The built-in default's shape with six configurations and vanilla as the
+/// baseline, which the fixtures' efficiencies are tuned to (the harness's
+/// behaviour does not depend on which modes a sweep names).
+pub fn six_mode_sweep() -> Sweep {
+    let mut f = config::default_file();
+    f.matrix.as_mut().unwrap().modes =
+        ["vanilla", "shared", "cpu", "best2+steal", "hybrid", "tokio"]
+            .map(String::from)
+            .to_vec();
+    f.sweep.baseline = Some("vanilla".into());
+    Sweep::from_file(&f, 2).unwrap()
+}
 
 /// Emulation overshoot the fixtures add to the nominal S̄ (µs).
 pub const OVERSHOOT_US: f64 = 50.0;
@@ -155,6 +168,20 @@ pub struct FakeRunner {
     pub hdr: bool,
     /// What [`Runner::rss_label`] reports (default `off`).
     pub rss: Option<String>,
+    /// Configurations whose server context switches are not measured.
+    pub no_switches: Vec<String>,
+    /// The last point's switches ([`fixture_switches`]), until taken.
+    pub switches: Option<CtxSwitches>,
+}
+
+/// The fixture server context switches of a point: two voluntary per reply
+/// received, and as involuntary the runner's call number (1-based), which
+/// tells attempts at one point apart.
+pub fn fixture_switches(r: &PointResult, call: usize) -> CtxSwitches {
+    CtxSwitches {
+        voluntary: 2 * r.received,
+        involuntary: call as u64,
+    }
 }
 
 impl Runner for FakeRunner {
@@ -166,6 +193,7 @@ impl Runner for FakeRunner {
         files: &PointFiles,
     ) -> Result<PointResult> {
         self.calls.push((curve.name.clone(), p.load));
+        self.switches = None;
         if self
             .fail
             .iter()
@@ -177,11 +205,17 @@ impl Runner for FakeRunner {
         if self.hdr {
             write_hdr_log(&files.hdr_log, &r);
         }
+        self.switches = (!self.no_switches.contains(&curve.name))
+            .then(|| fixture_switches(&r, self.calls.len()));
         Ok(r)
     }
 
     fn rss_label(&self) -> String {
         self.rss.clone().unwrap_or_else(|| "off".into())
+    }
+
+    fn take_ctx_switches(&mut self) -> Option<CtxSwitches> {
+        self.switches.take()
     }
 }
 
