@@ -1,0 +1,485 @@
+//! The coupling to skq-rt: how tasks and I/O sources become skq events.
+//!
+//! Everything this crate asks of skq-rt and skq-core goes through this
+//! module, so that moving onto the new worker loop of the CPU-cost issue
+//! means rewriting this file only (`docs/ASYNC.md`, "What is interim").
+//!
+//! ## The model
+//!
+//! * **A task is an skq source.** At spawn it is registered with the
+//!   scheduling core ([`skq_core::Scheduler::register`], no fd), with its
+//!   class in the flags and the spawning worker as registrar. Its waker
+//!   (async-task's `schedule`) parks the task's `Runnable` in the source's
+//!   [`Entry`] and *activates* the source through the core with the waking
+//!   worker's CPU as hint: the configured policy (CPU affinity, best of two,
+//!   hybrid, stealing, diffusion) picks the worker, exactly as it does for a
+//!   socket. The worker that dequeues the event takes the `Runnable` and
+//!   polls the task.
+//! * **An I/O source** (socket, listener) is registered once, edge
+//!   triggered, through skq-rt's [`Registry`]; its event, delivered to the
+//!   worker the policy chose (`SO_INCOMING_CPU`), wakes the tasks waiting on
+//!   it, which then are activated from that worker's CPU: a task follows the
+//!   socket it waits on.
+//! * **Waking an idle worker.** The core's activation names an idle worker
+//!   that must be woken, but skq-rt's wake-up is private. Each worker
+//!   therefore registers a *kick*: an eventfd, `PINNED` to itself. Notifying
+//!   it makes the poller harvest it and skq-rt wake that worker. This is the
+//!   interim part: one eventfd write per wake-up of an idle worker, where
+//!   the new loop will wake it directly.
+//!
+//! ## Invariants
+//!
+//! 1. An [`Entry`] is looked up by the source's slot index and believed
+//!    only if its stored [`SourceId`] equals the event's (generation check):
+//!    a stale event of a deregistered source finds nothing.
+//! 2. A task's `Runnable` is stored before its source is activated, and is
+//!    taken only by the worker that dequeued the activation; async-task
+//!    calls `schedule` at most once per `Runnable`, so a task is never
+//!    polled by two workers at once, and skq-core's per-source state adds
+//!    the same guarantee (a source is processed by one worker at a time;
+//!    a wake-up during the poll is redelivered after the worker's release).
+//! 3. After shutdown `schedule` drops the `Runnable` (and so the future)
+//!    instead of queueing it; [`Driver::drain`] drops whatever is stored.
+//! 4. No lock of this module is held while a waker is woken or a
+//!    `Runnable` is run or dropped.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use async_task::Runnable;
+use skq_core::{Activation, Class, FastRng, SegVec};
+use skq_rt::sys::cpu::monotonic_ns;
+use skq_rt::sys::eventfd::EventFd;
+use skq_rt::{Event, Events, Flags, Interest, Ready, Registered, Registry, Skq, SourceId, Worker};
+
+/// Token of a worker's kick eventfd.
+const KICK: u64 = 0;
+/// Token of a task source.
+const TASK: u64 = 1;
+/// Token of an I/O source.
+const IO: u64 = 2;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of our locks leaves consistent data (every
+    // critical section is a few moves), so poisoning is ignored.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// The driver (its address) and worker index of this thread, if it is
+    /// a worker.
+    static WORKER: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
+    /// The source of the task being polled on this thread.
+    static TASK_ID: Cell<Option<SourceId>> = const { Cell::new(None) };
+    /// Randomness for activations made from this thread.
+    static RNG: RefCell<FastRng> = RefCell::new(FastRng::new(thread_salt()));
+}
+
+fn thread_salt() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(monotonic_ns());
+    h.finish() | 1
+}
+
+/// Whether this thread is a worker of any runtime.
+pub(crate) fn on_worker_thread() -> bool {
+    WORKER.with(|w| w.get().1 != usize::MAX)
+}
+
+/// The task being polled on this thread.
+pub(crate) fn current_task() -> Option<SourceId> {
+    TASK_ID.with(|t| t.get())
+}
+
+/// What a source slot holds on the runtime side.
+#[derive(Default)]
+enum Slot {
+    #[default]
+    Free,
+    /// A task; `runnable` is set between its wake-up and its poll.
+    Task {
+        id: SourceId,
+        runnable: Option<Runnable>,
+    },
+    /// An I/O source and the wakers waiting on it.
+    Io { id: SourceId, io: Arc<IoState> },
+}
+
+/// One entry per skq source slot (indexed like the core's table).
+#[derive(Default)]
+pub(crate) struct Entry(Mutex<Slot>);
+
+/// Wakers of one I/O source, per direction.
+#[derive(Default)]
+pub(crate) struct IoState {
+    pub(crate) read: Dir,
+    pub(crate) write: Dir,
+}
+
+/// One direction: an event counter, changed only under the waker lock, and
+/// the waker to call at the next event.
+///
+/// Why no wake-up is lost: [`Dir::poll_op`] reads the counter, tries the
+/// system call, and on `EAGAIN` stores its waker under the lock *only if
+/// the counter did not move*; an event bumps the counter and takes the
+/// waker under the same lock. So an edge arriving after the snapshot is
+/// either seen by the check (the call is retried) or finds the waker.
+#[derive(Default)]
+pub(crate) struct Dir {
+    seq: AtomicU64,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Dir {
+    /// Runs `op` until it does not return `WouldBlock`, or arranges to be
+    /// woken at this direction's next readiness event.
+    pub(crate) fn poll_op<R>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let seen = self.seq.load(Ordering::Acquire);
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut w = lock(&self.waker);
+                    if self.seq.load(Ordering::Acquire) != seen {
+                        continue;
+                    }
+                    match &*w {
+                        Some(old) if old.will_wake(cx.waker()) => {}
+                        _ => *w = Some(cx.waker().clone()),
+                    }
+                    return Poll::Pending;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn bump(&self) {
+        let w = {
+            let mut g = lock(&self.waker);
+            self.seq.fetch_add(1, Ordering::Release);
+            g.take()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    fn take_waker(&self) -> Option<Waker> {
+        lock(&self.waker).take()
+    }
+}
+
+impl IoState {
+    fn wake(&self, ready: Ready) {
+        let closed = ready.is_closed();
+        if ready.is_readable() || closed {
+            self.read.bump();
+        }
+        if ready.is_writable() || closed {
+            self.write.bump();
+        }
+    }
+}
+
+/// The eventfd of a kick, as an [`AsFd`] source.
+struct Efd(EventFd);
+
+impl AsFd for Efd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: `EventFd` owns its fd and closes it only when dropped, so
+        // the fd stays open for as long as `self` is borrowed.
+        unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) }
+    }
+}
+
+/// The skq side of one runtime.
+pub(crate) struct Driver {
+    skq: Arc<Skq>,
+    registry: Registry,
+    entries: SegVec<Entry>,
+    kicks: Box<[OnceLock<Registered<Efd>>]>,
+    shutdown: AtomicBool,
+}
+
+impl Driver {
+    pub(crate) fn new(cfg: skq_core::Config) -> Result<Driver, skq_rt::Error> {
+        let workers = cfg.workers;
+        let capacity = cfg.capacity;
+        let skq = Skq::new(cfg)?;
+        Ok(Driver {
+            registry: skq.registry(),
+            skq,
+            entries: SegVec::new(capacity),
+            kicks: (0..workers).map(|_| OnceLock::new()).collect(),
+            shutdown: AtomicBool::new(false),
+        })
+    }
+
+    /// This thread's worker index if it is one of this driver's workers.
+    pub(crate) fn current_worker(&self) -> Option<usize> {
+        let (d, w) = WORKER.with(|w| w.get());
+        (d == self as *const Driver as usize && w != usize::MAX).then_some(w)
+    }
+
+    pub(crate) fn skq(&self) -> &Arc<Skq> {
+        &self.skq
+    }
+
+    pub(crate) fn workers(&self) -> usize {
+        self.kicks.len()
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Takes worker `w`'s handle (call once per worker, before its thread).
+    pub(crate) fn take_worker(&self, w: usize) -> Worker {
+        self.skq.worker(w)
+    }
+
+    /// First steps of a worker thread: pinning (if asked) and the kick.
+    pub(crate) fn start_worker(&self, worker: &Worker, pin: bool) -> io::Result<()> {
+        let me = worker.id();
+        if pin {
+            self.skq.pin_current_thread(me).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("pinning worker {me} to its CPU failed: {e}"),
+                )
+            })?;
+        }
+        let efd = Efd(EventFd::new()?);
+        let kick = worker.register(efd, KICK, Interest::READABLE, Flags::PINNED)?;
+        let _ = self.kicks[me].set(kick);
+        WORKER.with(|w| w.set((self as *const Driver as usize, me)));
+        Ok(())
+    }
+
+    /// Wakes worker `w` (see the module doc: the kick).
+    pub(crate) fn kick(&self, w: usize) {
+        if self.current_worker() == Some(w) {
+            return;
+        }
+        if let Some(k) = self.kicks.get(w).and_then(|k| k.get()) {
+            let _ = k.0.notify();
+        }
+    }
+
+    /// One wait of worker `worker`: the next batch, or `Ok(false)` at shutdown.
+    pub(crate) fn wait(
+        &self,
+        worker: &mut Worker,
+        events: &mut Events,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        worker.wait(events, timeout)?;
+        Ok(!self.skq.is_shutdown())
+    }
+
+    /// Handles one delivered event on the worker thread.
+    pub(crate) fn dispatch(&self, ev: &Event) {
+        match ev.token {
+            KICK => {
+                if let Some(k) = self.current_worker().and_then(|w| self.kicks[w].get()) {
+                    k.0.drain();
+                }
+            }
+            TASK => {
+                let runnable = self.entry(ev.source).and_then(|e| match &mut *lock(&e.0) {
+                    Slot::Task { id, runnable } if *id == ev.source => runnable.take(),
+                    _ => None,
+                });
+                if let Some(r) = runnable {
+                    TASK_ID.with(|t| t.set(Some(ev.source)));
+                    // The future is wrapped in a panic catcher (task.rs):
+                    // `run` does not unwind.
+                    r.run();
+                    TASK_ID.with(|t| t.set(None));
+                }
+            }
+            IO => {
+                let io = self.entry(ev.source).and_then(|e| match &*lock(&e.0) {
+                    Slot::Io { id, io } if *id == ev.source => Some(io.clone()),
+                    _ => None,
+                });
+                if let Some(io) = io {
+                    io.wake(ev.ready);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn entry(&self, id: SourceId) -> Option<&Entry> {
+        self.entries.get(id.index() as usize)
+    }
+
+    fn set_entry(&self, id: SourceId, slot: Slot) {
+        let e = self
+            .entries
+            .ensure(id.index() as usize)
+            .expect("the core checked the index against the capacity");
+        let old = std::mem::replace(&mut *lock(&e.0), slot);
+        drop(old);
+    }
+
+    /// Frees `id`'s entry if it still belongs to `id`.
+    fn clear_entry(&self, id: SourceId) {
+        if let Some(e) = self.entry(id) {
+            let old = {
+                let mut g = lock(&e.0);
+                let mine = match &*g {
+                    Slot::Task { id: i, .. } | Slot::Io { id: i, .. } => *i == id,
+                    Slot::Free => false,
+                };
+                if mine {
+                    std::mem::take(&mut *g)
+                } else {
+                    Slot::Free
+                }
+            };
+            drop(old);
+        }
+    }
+
+    // ------------------------------------------------------------ tasks
+
+    /// Registers a new task source of `class`.
+    pub(crate) fn register_task(&self, class: Class) -> io::Result<SourceId> {
+        let flags = class.apply(Flags::NONE);
+        let id = self
+            .skq
+            .core()
+            .register(TASK, flags, self.current_worker())
+            .map_err(|e| io::Error::other(format!("spawn: {e}")))?;
+        self.set_entry(
+            id,
+            Slot::Task {
+                id,
+                runnable: None,
+            },
+        );
+        Ok(id)
+    }
+
+    /// The task's future was dropped: frees its source.
+    pub(crate) fn deregister_task(&self, id: SourceId) {
+        self.clear_entry(id);
+        let _ = self.skq.core().deregister(id);
+    }
+
+    /// async-task's `schedule` for task `id`.
+    pub(crate) fn schedule(&self, id: SourceId, runnable: Runnable) {
+        if self.is_shutdown() {
+            drop(runnable);
+            return;
+        }
+        let refused = match self.entry(id) {
+            Some(e) => match &mut *lock(&e.0) {
+                Slot::Task { id: i, runnable: r } if *i == id => {
+                    debug_assert!(r.is_none(), "a task scheduled twice");
+                    *r = Some(runnable);
+                    None
+                }
+                _ => Some(runnable),
+            },
+            None => Some(runnable),
+        };
+        if refused.is_some() {
+            // Deregistered (its future is being dropped): nothing to run.
+            return;
+        }
+        self.activate(id);
+    }
+
+    /// Activates a task source through the configured policy, with the
+    /// calling worker's CPU as the hint.
+    fn activate(&self, id: SourceId) {
+        let me = self.current_worker();
+        let cpu = me.map(|w| self.skq.config().cpu_of(w));
+        let now = monotonic_ns();
+        let a = RNG.with(|r| {
+            self.skq
+                .core()
+                .activate(id, Ready::USER, cpu, now, &mut r.borrow_mut())
+        });
+        if let Activation::Queued { wake: Some(w), .. } = a {
+            self.kick(w);
+        }
+    }
+
+    /// Sets the class of task `id` for its next activation.
+    pub(crate) fn set_class(&self, id: SourceId, class: Class) -> bool {
+        self.skq.set_class(id, class).unwrap_or(false)
+    }
+
+    /// The class of task `id` now.
+    pub(crate) fn class_of(&self, id: SourceId) -> Class {
+        self.skq.core().class_of(id)
+    }
+
+    // ------------------------------------------------------------ I/O
+
+    /// Registers an owned, non-blocking fd source for both directions.
+    pub(crate) fn register_io<S: AsFd>(
+        &self,
+        source: S,
+        interest: Interest,
+    ) -> io::Result<(Registered<S>, Arc<IoState>)> {
+        let reg = self
+            .registry
+            .register(source, IO, interest, Flags::NONE)
+            .map_err(io::Error::from)?;
+        let io = Arc::new(IoState::default());
+        self.set_entry(
+            reg.id(),
+            Slot::Io {
+                id: reg.id(),
+                io: io.clone(),
+            },
+        );
+        Ok((reg, io))
+    }
+
+    /// Forgets an I/O source's wakers (before its registration is dropped).
+    pub(crate) fn forget_io(&self, id: SourceId) {
+        self.clear_entry(id);
+    }
+
+    // ------------------------------------------------------------ shutdown
+
+    /// Stops the workers' waits (first step of shutdown).
+    pub(crate) fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.skq.shutdown();
+    }
+
+    /// Drops every stored `Runnable` and I/O waker (after the workers left).
+    pub(crate) fn drain(&self) {
+        for (_, e) in self.entries.iter() {
+            let (runnable, io) = match &mut *lock(&e.0) {
+                Slot::Task { runnable, .. } => (runnable.take(), None),
+                Slot::Io { io, .. } => (None, Some(io.clone())),
+                Slot::Free => (None, None),
+            };
+            drop(runnable);
+            if let Some(io) = io {
+                let r = io.read.take_waker();
+                let w = io.write.take_waker();
+                drop((r, w));
+            }
+        }
+    }
+}
