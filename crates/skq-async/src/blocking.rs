@@ -109,10 +109,7 @@ impl BlockingPool {
         let (queued, handles) = {
             let mut g = lock(&self.state);
             g.shutdown = true;
-            (
-                std::mem::take(&mut g.queue),
-                std::mem::take(&mut g.handles),
-            )
+            (std::mem::take(&mut g.queue), std::mem::take(&mut g.handles))
         };
         self.cv.notify_all();
         drop(queued);

@@ -6,44 +6,56 @@
 //!
 //! ## The model
 //!
-//! * **A task is an skq source.** At spawn it is registered with the
-//!   scheduling core ([`skq_core::Scheduler::register`], no fd), with its
-//!   class in the flags and the spawning worker as registrar. Its waker
-//!   (async-task's `schedule`) parks the task's `Runnable` in the source's
-//!   [`Entry`] and *activates* the source through the core with the waking
-//!   worker's CPU as hint: the configured policy (CPU affinity, best of two,
-//!   hybrid, stealing, diffusion) picks the worker, exactly as it does for a
-//!   socket. The worker that dequeues the event takes the `Runnable` and
-//!   polls the task.
+//! * **A task is an skq source**: an skq-rt user event (an eventfd,
+//!   registered edge triggered with the task's class in its flags). The
+//!   task's waker (async-task's `schedule`) parks the task's `Runnable` in
+//!   the source's [`Entry`] and notifies the eventfd; skq-rt harvests the
+//!   edge and *activates* the source through the configured policy
+//!   (best of two, hybrid, stealing, the two-level queues, `rtshare`,
+//!   diffusion), exactly as for a socket. The worker that dequeues the
+//!   event takes the `Runnable` and polls the task. Eventfds of finished
+//!   tasks are kept in a bounded pool and reused by later tasks.
 //! * **An I/O source** (socket, listener) is registered once, edge
 //!   triggered, through skq-rt's [`Registry`]; its event, delivered to the
 //!   worker the policy chose (`SO_INCOMING_CPU`), wakes the tasks waiting on
-//!   it, which then are activated from that worker's CPU: a task follows the
-//!   socket it waits on.
-//! * **Waking an idle worker.** The core's activation names an idle worker
-//!   that must be woken, but skq-rt's wake-up is private. Each worker
-//!   therefore registers a *kick*: an eventfd, `PINNED` to itself. Notifying
-//!   it makes the poller harvest it and skq-rt wake that worker. This is the
-//!   interim part: one eventfd write per wake-up of an idle worker, where
-//!   the new loop will wake it directly.
+//!   it.
+//! * **A kick** per worker (an eventfd `PINNED` to it) makes that worker
+//!   leave its wait to plan a timer that another thread inserted ahead of
+//!   its planned wake-up.
+//!
+//! ## What is interim (until the new worker loop lands)
+//!
+//! * A wake-up costs an eventfd write and goes through epoll harvesting,
+//!   where activating the task's source in skq-core directly would do. That
+//!   path is not open from outside skq-rt: an activation that claims an idle
+//!   worker obliges the caller to wake that worker, and skq-rt's wake-up is
+//!   private (a kick cannot stand in: the claim already cleared the idle
+//!   bit the kick's own activation would need).
+//! * User events carry no CPU hint and are registered without a registrar,
+//!   so under the locality policies a task starts on a worker chosen
+//!   round-robin and stays there (hybrid still balances it by best of two,
+//!   stealing still moves it); it does not yet follow the socket it waits
+//!   on.
+//! * One eventfd per live task (pooled).
 //!
 //! ## Invariants
 //!
 //! 1. An [`Entry`] is looked up by the source's slot index and believed
-//!    only if its stored [`SourceId`] equals the event's (generation check):
-//!    a stale event of a deregistered source finds nothing.
-//! 2. A task's `Runnable` is stored before its source is activated, and is
-//!    taken only by the worker that dequeued the activation; async-task
+//!    only if its stored [`SourceId`] equals the event's (generation check).
+//!    A stale event of a reused task source finds either no `Runnable`
+//!    (nothing happens) or the new task's, which is scheduled anyway.
+//! 2. A task's `Runnable` is stored before its eventfd is notified, and is
+//!    taken only by the worker that dequeued the delivery; async-task
 //!    calls `schedule` at most once per `Runnable`, so a task is never
-//!    polled by two workers at once, and skq-core's per-source state adds
-//!    the same guarantee (a source is processed by one worker at a time;
-//!    a wake-up during the poll is redelivered after the worker's release).
+//!    polled by two workers at once, and skq's per-source state adds the
+//!    same guarantee (a source is processed by one worker at a time; a
+//!    wake-up during the poll is redelivered after the worker's release).
 //! 3. After shutdown `schedule` drops the `Runnable` (and so the future)
 //!    instead of queueing it; [`Driver::drain`] drops whatever is stored.
 //! 4. No lock of this module is held while a waker is woken or a
 //!    `Runnable` is run or dropped.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,10 +64,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use async_task::Runnable;
-use skq_core::{Activation, Class, FastRng, SegVec};
-use skq_rt::sys::cpu::monotonic_ns;
+use skq_core::{Class, SegVec};
 use skq_rt::sys::eventfd::EventFd;
-use skq_rt::{Event, Events, Flags, Interest, Ready, Registered, Registry, Skq, SourceId, Worker};
+use skq_rt::{
+    Event, Events, Flags, Interest, Ready, Registered, Registry, Skq, SourceId, UserEvent, Worker,
+};
 
 /// Token of a worker's kick eventfd.
 const KICK: u64 = 0;
@@ -76,20 +89,17 @@ thread_local! {
     static WORKER: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
     /// The source of the task being polled on this thread.
     static TASK_ID: Cell<Option<SourceId>> = const { Cell::new(None) };
-    /// Randomness for activations made from this thread.
-    static RNG: RefCell<FastRng> = RefCell::new(FastRng::new(thread_salt()));
-}
-
-fn thread_salt() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(monotonic_ns());
-    h.finish() | 1
 }
 
 /// Whether this thread is a worker of any runtime.
 pub(crate) fn on_worker_thread() -> bool {
     WORKER.with(|w| w.get().1 != usize::MAX)
+}
+
+/// This thread's worker index (of whichever runtime it works for).
+pub(crate) fn worker_index() -> Option<usize> {
+    let w = WORKER.with(|w| w.get().1);
+    (w != usize::MAX).then_some(w)
 }
 
 /// The task being polled on this thread.
@@ -106,6 +116,7 @@ enum Slot {
     Task {
         id: SourceId,
         runnable: Option<Runnable>,
+        ev: Arc<UserEvent>,
     },
     /// An I/O source and the wakers waiting on it.
     Io { id: SourceId, io: Arc<IoState> },
@@ -209,8 +220,13 @@ pub(crate) struct Driver {
     registry: Registry,
     entries: SegVec<Entry>,
     kicks: Box<[OnceLock<Registered<Efd>>]>,
+    /// Eventfds of finished tasks, for reuse.
+    pool: Mutex<Vec<UserEvent>>,
     shutdown: AtomicBool,
 }
+
+/// Most pooled task eventfds.
+const POOL_MAX: usize = 4096;
 
 impl Driver {
     pub(crate) fn new(cfg: skq_core::Config) -> Result<Driver, skq_rt::Error> {
@@ -222,6 +238,7 @@ impl Driver {
             skq,
             entries: SegVec::new(capacity),
             kicks: (0..workers).map(|_| OnceLock::new()).collect(),
+            pool: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
         })
     }
@@ -298,7 +315,7 @@ impl Driver {
             }
             TASK => {
                 let runnable = self.entry(ev.source).and_then(|e| match &mut *lock(&e.0) {
-                    Slot::Task { id, runnable } if *id == ev.source => runnable.take(),
+                    Slot::Task { id, runnable, .. } if *id == ev.source => runnable.take(),
                     _ => None,
                 });
                 if let Some(r) = runnable {
@@ -356,28 +373,53 @@ impl Driver {
 
     // ------------------------------------------------------------ tasks
 
-    /// Registers a new task source of `class`.
+    /// A task source of `class`: a pooled eventfd, or a new one.
     pub(crate) fn register_task(&self, class: Class) -> io::Result<SourceId> {
-        let flags = class.apply(Flags::NONE);
-        let id = self
-            .skq
-            .core()
-            .register(TASK, flags, self.current_worker())
-            .map_err(|e| io::Error::other(format!("spawn: {e}")))?;
+        let pooled = lock(&self.pool).pop();
+        let ev = match pooled {
+            Some(ev) => {
+                let _ = self.skq.set_class(ev.source(), class);
+                ev
+            }
+            None => self
+                .skq
+                .user_event(TASK, class.apply(Flags::NONE))
+                .map_err(|e| io::Error::new(e.kind(), format!("spawn: {e}")))?,
+        };
+        let id = ev.source();
         self.set_entry(
             id,
             Slot::Task {
                 id,
                 runnable: None,
+                ev: Arc::new(ev),
             },
         );
         Ok(id)
     }
 
-    /// The task's future was dropped: frees its source.
+    /// The task's future was dropped: its eventfd goes back to the pool.
     pub(crate) fn deregister_task(&self, id: SourceId) {
-        self.clear_entry(id);
-        let _ = self.skq.core().deregister(id);
+        let Some(e) = self.entry(id) else { return };
+        let ev = {
+            let mut g = lock(&e.0);
+            match &*g {
+                Slot::Task { id: i, .. } if *i == id => match std::mem::take(&mut *g) {
+                    Slot::Task { ev, .. } => Some(ev),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        if let Some(Ok(ev)) = ev.map(Arc::try_unwrap) {
+            if !self.is_shutdown() {
+                let mut p = lock(&self.pool);
+                if p.len() < POOL_MAX {
+                    p.push(ev);
+                    return;
+                }
+            }
+        }
     }
 
     /// async-task's `schedule` for task `id`.
@@ -386,37 +428,27 @@ impl Driver {
             drop(runnable);
             return;
         }
-        let refused = match self.entry(id) {
+        let (ev, refused) = match self.entry(id) {
             Some(e) => match &mut *lock(&e.0) {
-                Slot::Task { id: i, runnable: r } if *i == id => {
+                Slot::Task {
+                    id: i,
+                    runnable: r,
+                    ev,
+                } if *i == id => {
                     debug_assert!(r.is_none(), "a task scheduled twice");
                     *r = Some(runnable);
-                    None
+                    (Some(ev.clone()), None)
                 }
-                _ => Some(runnable),
+                _ => (None, Some(runnable)),
             },
-            None => Some(runnable),
+            None => (None, Some(runnable)),
         };
-        if refused.is_some() {
-            // Deregistered (its future is being dropped): nothing to run.
-            return;
-        }
-        self.activate(id);
-    }
-
-    /// Activates a task source through the configured policy, with the
-    /// calling worker's CPU as the hint.
-    fn activate(&self, id: SourceId) {
-        let me = self.current_worker();
-        let cpu = me.map(|w| self.skq.config().cpu_of(w));
-        let now = monotonic_ns();
-        let a = RNG.with(|r| {
-            self.skq
-                .core()
-                .activate(id, Ready::USER, cpu, now, &mut r.borrow_mut())
-        });
-        if let Activation::Queued { wake: Some(w), .. } = a {
-            self.kick(w);
+        // Refused: deregistered (its future is being dropped), nothing to
+        // run; dropped here, outside the lock.
+        drop(refused);
+        if let Some(ev) = ev {
+            // Cannot fail short of counter overflow (2^64 - 2 wake-ups).
+            let _ = ev.notify();
         }
     }
 
@@ -468,6 +500,8 @@ impl Driver {
 
     /// Drops every stored `Runnable` and I/O waker (after the workers left).
     pub(crate) fn drain(&self) {
+        let pooled = std::mem::take(&mut *lock(&self.pool));
+        drop(pooled);
         for (_, e) in self.entries.iter() {
             let (runnable, io) = match &mut *lock(&e.0) {
                 Slot::Task { runnable, .. } => (runnable.take(), None),

@@ -32,7 +32,11 @@ impl rt::Read for TcpStream {
 }
 
 impl rt::Write for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.poll_write_buf(cx, buf)
     }
 
@@ -77,7 +81,10 @@ pub struct HyperTimer(pub Handle);
 
 impl rt::Timer for HyperTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn rt::Sleep>> {
-        Box::pin(Sleep::with_handle(self.0.clone(), Instant::now() + duration))
+        Box::pin(Sleep::with_handle(
+            self.0.clone(),
+            Instant::now() + duration,
+        ))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn rt::Sleep>> {

@@ -87,3 +87,9 @@ where
 {
     Handle::current().spawn_blocking(f)
 }
+
+/// The index of the worker the caller runs on (`None` off the workers,
+/// for example inside `block_on` or on the blocking pool).
+pub fn worker_id() -> Option<usize> {
+    driver::worker_index()
+}

@@ -190,7 +190,9 @@ impl TcpStream {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.io.write.poll_op(cx, || (&*self.reg).write_vectored(bufs))
+        self.io
+            .write
+            .poll_op(cx, || (&*self.reg).write_vectored(bufs))
     }
 
     /// Shuts the write half down (the peer reads end of stream).
@@ -245,7 +247,11 @@ impl futures_io::AsyncRead for TcpStream {
 }
 
 impl futures_io::AsyncWrite for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.poll_write_buf(cx, buf)
     }
 

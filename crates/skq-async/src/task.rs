@@ -241,8 +241,7 @@ where
         CatchUnwind(fut).await
     };
     let sched = shared.clone();
-    let (runnable, task) =
-        async_task::spawn(wrapped, move |r| sched.driver.schedule(id, r));
+    let (runnable, task) = async_task::spawn(wrapped, move |r| sched.driver.schedule(id, r));
     runnable.schedule();
     JoinHandle::new(task)
 }
@@ -268,7 +267,10 @@ pub async fn yield_now() {
 /// Sets the priority class of the calling task for its next wake-up (and
 /// on, until changed). Returns false when called outside a task.
 pub fn set_class(class: Class) -> bool {
-    match (crate::runtime::Handle::try_current(), crate::driver::current_task()) {
+    match (
+        crate::runtime::Handle::try_current(),
+        crate::driver::current_task(),
+    ) {
         (Some(h), Some(id)) => {
             h.shared.driver.set_class(id, class);
             true
@@ -279,7 +281,10 @@ pub fn set_class(class: Class) -> bool {
 
 /// The priority class of the calling task (`None` outside a task).
 pub fn current_class() -> Option<Class> {
-    match (crate::runtime::Handle::try_current(), crate::driver::current_task()) {
+    match (
+        crate::runtime::Handle::try_current(),
+        crate::driver::current_task(),
+    ) {
         (Some(h), Some(id)) => Some(h.shared.driver.class_of(id)),
         _ => None,
     }

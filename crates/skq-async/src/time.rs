@@ -89,9 +89,10 @@ impl Timers {
     }
 
     fn insert(&self, shared: &Shared, deadline: Instant, waker: Waker) -> (usize, Key) {
-        let w = shared.driver.current_worker().unwrap_or_else(|| {
-            self.rr.fetch_add(1, Ordering::Relaxed) % self.heaps.len()
-        });
+        let w = shared
+            .driver
+            .current_worker()
+            .unwrap_or_else(|| self.rr.fetch_add(1, Ordering::Relaxed) % self.heaps.len());
         let (key, kick) = {
             let mut g = lock(&self.heaps[w]);
             g.seq += 1;
@@ -195,13 +196,18 @@ impl Future for Sleep {
         }
         let this = &mut *self;
         let handle = this.handle.get_or_insert_with(|| {
-            Handle::try_current().expect("skq_async::time::Sleep polled outside an skq-async runtime")
+            Handle::try_current()
+                .expect("skq_async::time::Sleep polled outside an skq-async runtime")
         });
         let shared = handle.shared.clone();
         match this.entry {
             Some((w, key)) if shared.timers.update(w, key, cx.waker()) => {}
             _ => {
-                this.entry = Some(shared.timers.insert(&shared, this.deadline, cx.waker().clone()))
+                this.entry = Some(
+                    shared
+                        .timers
+                        .insert(&shared, this.deadline, cx.waker().clone()),
+                )
             }
         }
         Poll::Pending
