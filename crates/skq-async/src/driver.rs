@@ -412,13 +412,19 @@ impl Driver {
             }
         };
         if let Some(Ok(ev)) = ev.map(Arc::try_unwrap) {
-            if !self.is_shutdown() {
+            let rejected = if self.is_shutdown() {
+                Some(ev)
+            } else {
                 let mut p = lock(&self.pool);
                 if p.len() < POOL_MAX {
                     p.push(ev);
-                    return;
+                    None
+                } else {
+                    Some(ev)
                 }
-            }
+            };
+            // Deregistered and closed outside the pool lock.
+            drop(rejected);
         }
     }
 

@@ -81,6 +81,9 @@ impl From<skq_rt::Error> for BuildError {
     }
 }
 
+/// A tunable's adjustment of the parsed configuration.
+type Tune = Box<dyn FnOnce(&mut Config)>;
+
 /// Configures and starts a [`Runtime`].
 ///
 /// ```
@@ -91,7 +94,7 @@ pub struct Builder {
     workers: usize,
     mode: String,
     config: Option<Config>,
-    tune: Vec<Box<dyn FnOnce(&mut Config)>>,
+    tune: Vec<Tune>,
     pin: bool,
     batch: usize,
     max_blocking: usize,
