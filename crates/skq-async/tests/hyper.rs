@@ -205,6 +205,8 @@ fn hyper_client_and_server_on_one_runtime() {
                         .header("host", "t")
                         .body(Full::new(Bytes::from(body.clone())))
                         .unwrap();
+                    // The previous exchange may still be finishing.
+                    tx.ready().await.unwrap();
                     let resp = tx.send_request(req).await.unwrap();
                     assert_eq!(resp.status(), 200);
                     let b = resp.into_body().collect().await.unwrap().to_bytes();
