@@ -203,6 +203,15 @@ impl TcpStream {
         }
     }
 
+    /// Splits the stream into a read half and a write half that may live in
+    /// different tasks (each direction keeps its own waker). The socket
+    /// closes when both are dropped; dropping the write half does not shut
+    /// the write side down (call `shutdown` on it).
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        let s = Arc::new(self);
+        (OwnedReadHalf(s.clone()), OwnedWriteHalf(s))
+    }
+
     /// Reads into `buf`; `Ok(0)` at end of stream.
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         std::future::poll_fn(|cx| self.poll_read_buf(cx, buf)).await
@@ -233,6 +242,64 @@ impl std::fmt::Debug for TcpStream {
             .field("local", &self.local_addr().ok())
             .field("peer", &self.peer_addr().ok())
             .finish()
+    }
+}
+
+/// The read half of [`TcpStream::into_split`].
+#[derive(Debug)]
+pub struct OwnedReadHalf(Arc<TcpStream>);
+
+/// The write half of [`TcpStream::into_split`].
+#[derive(Debug)]
+pub struct OwnedWriteHalf(Arc<TcpStream>);
+
+impl OwnedReadHalf {
+    /// The whole stream (for addresses and options).
+    pub fn stream(&self) -> &TcpStream {
+        &self.0
+    }
+}
+
+impl OwnedWriteHalf {
+    /// The whole stream (for addresses and options).
+    pub fn stream(&self) -> &TcpStream {
+        &self.0
+    }
+}
+
+impl futures_io::AsyncRead for OwnedReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.0.poll_read_buf(cx, buf)
+    }
+}
+
+impl futures_io::AsyncWrite for OwnedWriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.0.poll_write_buf(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.0.poll_write_bufs(cx, bufs)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.0.shutdown_write())
     }
 }
 
@@ -277,51 +344,75 @@ mod tokio_io {
     use super::*;
     use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-    impl AsyncRead for TcpStream {
-        fn poll_read(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &mut ReadBuf<'_>,
-        ) -> Poll<io::Result<()>> {
-            // SAFETY: `recv` only writes bytes it received (initialised),
-            // and only the `n` bytes it reports are marked initialised below;
-            // nothing uninitialised is ever written into the buffer.
-            let unfilled = unsafe { buf.unfilled_mut() };
-            let n = std::task::ready!(self.poll_read_uninit(cx, unfilled))?;
-            // SAFETY: `recv` initialised the first `n` unfilled bytes.
-            unsafe { buf.assume_init(n) };
-            buf.advance(n);
-            Poll::Ready(Ok(()))
-        }
+    fn read(s: &TcpStream, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        // SAFETY: `recv` only writes bytes it received (initialised), and
+        // only the `n` bytes it reports are marked initialised below;
+        // nothing uninitialised is ever written into the buffer.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let n = std::task::ready!(s.poll_read_uninit(cx, unfilled))?;
+        // SAFETY: `recv` initialised the first `n` unfilled bytes.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
     }
 
-    impl AsyncWrite for TcpStream {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            self.poll_write_buf(cx, buf)
-        }
-
-        fn poll_write_vectored(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            bufs: &[IoSlice<'_>],
-        ) -> Poll<io::Result<usize>> {
-            self.poll_write_bufs(cx, bufs)
-        }
-
-        fn is_write_vectored(&self) -> bool {
-            true
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(self.shutdown_write())
-        }
+    macro_rules! tokio_read {
+        ($t:ty, $s:ident => $e:expr) => {
+            impl AsyncRead for $t {
+                fn poll_read(
+                    self: Pin<&mut Self>,
+                    cx: &mut Context<'_>,
+                    buf: &mut ReadBuf<'_>,
+                ) -> Poll<io::Result<()>> {
+                    let $s = &*self;
+                    read($e, cx, buf)
+                }
+            }
+        };
     }
+
+    macro_rules! tokio_write {
+        ($t:ty, $s:ident => $e:expr) => {
+            impl AsyncWrite for $t {
+                fn poll_write(
+                    self: Pin<&mut Self>,
+                    cx: &mut Context<'_>,
+                    buf: &[u8],
+                ) -> Poll<io::Result<usize>> {
+                    let $s = &*self;
+                    $e.poll_write_buf(cx, buf)
+                }
+
+                fn poll_write_vectored(
+                    self: Pin<&mut Self>,
+                    cx: &mut Context<'_>,
+                    bufs: &[IoSlice<'_>],
+                ) -> Poll<io::Result<usize>> {
+                    let $s = &*self;
+                    $e.poll_write_bufs(cx, bufs)
+                }
+
+                fn is_write_vectored(&self) -> bool {
+                    true
+                }
+
+                fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+                    Poll::Ready(Ok(()))
+                }
+
+                fn poll_shutdown(
+                    self: Pin<&mut Self>,
+                    _: &mut Context<'_>,
+                ) -> Poll<io::Result<()>> {
+                    let $s = &*self;
+                    Poll::Ready($e.shutdown_write())
+                }
+            }
+        };
+    }
+
+    tokio_read!(TcpStream, s => s);
+    tokio_write!(TcpStream, s => s);
+    tokio_read!(OwnedReadHalf, s => &s.0);
+    tokio_write!(OwnedWriteHalf, s => &s.0);
 }

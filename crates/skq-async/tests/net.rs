@@ -51,41 +51,29 @@ fn echo_many_connections() {
             let clients: Vec<_> = (0..CONNS)
                 .map(|c| {
                     skq_async::spawn(async move {
-                        let mut s = TcpStream::connect(addr).await?;
+                        let s = TcpStream::connect(addr).await?;
                         s.set_nodelay(true)?;
+                        // Writer and reader in two tasks: a large message
+                        // does not fit the socket buffers.
+                        let (mut rd, mut wr) = s.into_split();
+                        let writer = skq_async::spawn(async move {
+                            for m in 0..MSGS {
+                                wr.write_all(&payload(c, m)).await?;
+                            }
+                            wr.shutdown().await?;
+                            Ok::<_, io::Error>(())
+                        });
                         let mut sent = 0;
                         for m in 0..MSGS {
                             let p = payload(c, m);
-                            // Write and read concurrently in one task: a
-                            // large message does not fit the socket buffers.
                             let mut back = vec![0u8; p.len()];
-                            let (mut got, mut put) = (0, 0);
-                            while got < p.len() {
-                                if put < p.len() {
-                                    let n = std::future::poll_fn(|cx| {
-                                        match s.poll_write_buf(cx, &p[put..]) {
-                                            std::task::Poll::Pending => {
-                                                std::task::Poll::Ready(Ok(0))
-                                            }
-                                            r => r,
-                                        }
-                                    })
-                                    .await?;
-                                    put += n;
-                                    if n > 0 {
-                                        continue;
-                                    }
-                                }
-                                let n = s.read(&mut back[got..]).await?;
-                                assert!(n > 0, "early end of stream");
-                                got += n;
-                            }
+                            rd.read_exact(&mut back).await?;
                             assert!(back == p, "connection {c} message {m} corrupted");
                             sent += p.len();
                         }
-                        s.shutdown().await?;
+                        writer.await.unwrap()?;
                         let mut rest = Vec::new();
-                        s.read_to_end(&mut rest).await?;
+                        rd.read_to_end(&mut rest).await?;
                         assert!(rest.is_empty());
                         Ok::<_, io::Error>(sent)
                     })
