@@ -143,6 +143,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // Many connections need many fds: as the skq servers do, raise the soft
+    // limit to the hard one (best effort).
+    let _ = skq_rt::sys::limits::raise_nofile_limit();
     let rt = match Builder::new()
         .workers(o.workers)
         .mode(&o.mode)

@@ -55,7 +55,9 @@ pub use task::{current_class, set_class, yield_now, JoinError, JoinHandle};
 /// Spawns a regular-class task on the current runtime.
 ///
 /// # Panics
-/// Outside a runtime context (a worker, or inside `block_on`).
+/// Outside a runtime context (a worker, or inside `block_on`), and when the
+/// task's skq source cannot be created (no file descriptor left for its
+/// eventfd, or skq's source table full: see `docs/ASYNC.md`).
 pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,

@@ -157,3 +157,38 @@ fn io_objects_need_a_runtime() {
     .unwrap_err();
     assert!(e.to_string().contains("not inside an skq-async runtime"));
 }
+
+#[test]
+fn tokio_util_codec_round_trip() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_util::codec::{Framed, LinesCodec};
+    let rt = Builder::new().workers(2).build().unwrap();
+    let lines = rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = skq_async::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let mut f = Framed::new(s, LinesCodec::new());
+            let mut n = 0;
+            while let Some(line) = f.next().await {
+                f.send(line.unwrap().to_uppercase()).await.unwrap();
+                n += 1;
+            }
+            n
+        });
+        let mut c = Framed::new(TcpStream::connect(addr).await.unwrap(), LinesCodec::new());
+        let mut back = Vec::new();
+        for i in 0..200 {
+            c.send(format!("line {i}")).await.unwrap();
+            back.push(c.next().await.unwrap().unwrap());
+        }
+        c.get_mut().shutdown_write().unwrap();
+        assert!(c.next().await.is_none());
+        assert_eq!(server.await.unwrap(), 200);
+        back
+    });
+    assert_eq!(lines.len(), 200);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l, &format!("LINE {i}"));
+    }
+}
