@@ -52,7 +52,10 @@
 //!    wake-up during the poll is redelivered after the worker's release).
 //! 3. After shutdown `schedule` drops the `Runnable` (and so the future)
 //!    instead of queueing it; [`Driver::drain`] drops whatever is stored.
-//! 4. No lock of this module is held while a waker is woken or a
+//! 4. A task poll may complete at most [`POLL_BUDGET`] I/O operations;
+//!    the next one wakes the task and returns `Pending`, so the task goes
+//!    back through skq's queues and the worker's other events run.
+//! 5. No lock of this module is held while a waker is woken or a
 //!    `Runnable` is run or dropped.
 
 use std::cell::Cell;
@@ -89,6 +92,9 @@ thread_local! {
     static WORKER: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
     /// The source of the task being polled on this thread.
     static TASK_ID: Cell<Option<SourceId>> = const { Cell::new(None) };
+    /// I/O operations the task being polled may still complete in this poll
+    /// (`u32::MAX` outside a task poll: no budget).
+    static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
 }
 
 /// Whether this thread is a worker of any runtime.
@@ -120,6 +126,23 @@ enum Slot {
     },
     /// An I/O source and the wakers waiting on it.
     Io { id: SourceId, io: Arc<IoState> },
+}
+
+/// Ready I/O operations one task may complete per poll before it is made
+/// to yield (tokio's cooperative budget has the same size).
+pub(crate) const POLL_BUDGET: u32 = 128;
+
+/// Spends one unit of the polled task's budget; false when it is spent
+/// (the caller then yields: wakes the task and returns `Pending`).
+fn spend_budget() -> bool {
+    BUDGET.with(|b| match b.get() {
+        0 => false,
+        u32::MAX => true,
+        n => {
+            b.set(n - 1);
+            true
+        }
+    })
 }
 
 /// One entry per skq source slot (indexed like the core's table).
@@ -155,6 +178,12 @@ impl Dir {
         cx: &mut Context<'_>,
         mut op: impl FnMut() -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        // Cooperative budget: a task whose I/O is always ready (a fast peer,
+        // a socket at end of stream) would otherwise hold its worker.
+        if !spend_budget() {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         loop {
             let seen = self.seq.load(Ordering::Acquire);
             match op() {
@@ -320,10 +349,12 @@ impl Driver {
                 });
                 if let Some(r) = runnable {
                     TASK_ID.with(|t| t.set(Some(ev.source)));
+                    BUDGET.with(|b| b.set(POLL_BUDGET));
                     // The future is wrapped in a panic catcher (task.rs):
                     // `run` does not unwind.
                     r.run();
                     TASK_ID.with(|t| t.set(None));
+                    BUDGET.with(|b| b.set(u32::MAX));
                 }
             }
             IO => {

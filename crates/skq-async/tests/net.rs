@@ -192,3 +192,43 @@ fn tokio_util_codec_round_trip() {
         assert_eq!(l, &format!("LINE {i}"));
     }
 }
+
+#[test]
+fn a_task_whose_io_is_always_ready_yields_to_the_others() {
+    // One worker. The reader's socket is at end of stream, so every read is
+    // ready at once: without the poll budget it would never give the worker
+    // back and the other task could not run.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let rt = Builder::new().workers(1).build().unwrap();
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || drop(std_listener.accept().unwrap()));
+    let (started, flag) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (st, f) = (started.clone(), flag.clone());
+    let reader = rt.spawn(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(s.read(&mut buf).await.unwrap(), 0);
+        st.store(true, Ordering::SeqCst);
+        for i in 0..1_000_000u32 {
+            if f.load(Ordering::SeqCst) {
+                return Some(i);
+            }
+            assert_eq!(s.read(&mut buf).await.unwrap(), 0);
+        }
+        None
+    });
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    let setter = rt.spawn(async move { flag.store(true, Ordering::SeqCst) });
+    rt.block_on(async {
+        setter.await.unwrap();
+        assert!(reader.await.unwrap().is_some(), "the reader never yielded");
+    });
+    peer.join().unwrap();
+}
