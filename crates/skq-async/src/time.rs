@@ -155,6 +155,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 }
 
 impl Sleep {
+    #[cfg(feature = "hyper")]
     pub(crate) fn with_handle(handle: Handle, deadline: Instant) -> Sleep {
         Sleep {
             deadline,

@@ -210,7 +210,7 @@ fn a_task_whose_io_is_always_ready_yields_to_the_others() {
     );
     let (st, f) = (started.clone(), flag.clone());
     let reader = rt.spawn(async move {
-        let mut s = TcpStream::connect(addr).await.unwrap();
+        let s = TcpStream::connect(addr).await.unwrap();
         let mut buf = [0u8; 16];
         assert_eq!(s.read(&mut buf).await.unwrap(), 0);
         st.store(true, Ordering::SeqCst);
