@@ -504,3 +504,36 @@ fn pinned_workers_run_tasks() {
     });
     assert_eq!(n, 45);
 }
+
+#[test]
+fn a_task_spawned_by_a_blocked_task_runs_on_another_worker() {
+    // tokio #4941: a task spawns a small task, then blocks its worker. With
+    // stealing (hybrid) the small task must run on the other worker while
+    // the first one still blocks (the blocker waits up to 10 s for it, never
+    // yielding its worker).
+    let rt = rt("hybrid", 2);
+    let (me, other, done_while_blocked) = rt.block_on(async {
+        skq_async::spawn(async {
+            let me = skq_async::worker_id().unwrap();
+            let done = Arc::new(AtomicBool::new(false));
+            let d = done.clone();
+            let small = skq_async::spawn(async move {
+                d.store(true, Ordering::SeqCst);
+                skq_async::worker_id().unwrap()
+            });
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !done.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1)); // blocks the worker
+            }
+            let done_while_blocked = done.load(Ordering::SeqCst);
+            (me, small.await.unwrap(), done_while_blocked)
+        })
+        .await
+        .unwrap()
+    });
+    assert!(
+        done_while_blocked,
+        "the small task waited for the blocked worker"
+    );
+    assert_ne!(me, other);
+}
