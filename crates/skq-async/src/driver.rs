@@ -1,0 +1,556 @@
+//! The coupling to skq-rt: how tasks and I/O sources become skq events.
+//!
+//! Everything this crate asks of skq-rt and skq-core goes through this
+//! module, so that moving onto the new worker loop of the CPU-cost issue
+//! means rewriting this file only (`docs/ASYNC.md`, "What is interim").
+//!
+//! ## The model
+//!
+//! * **A task is an skq source**: an skq-rt user event (an eventfd,
+//!   registered edge triggered with the task's class in its flags). The
+//!   task's waker (async-task's `schedule`) parks the task's `Runnable` in
+//!   the source's [`Entry`] and notifies the eventfd; skq-rt harvests the
+//!   edge and *activates* the source through the configured policy
+//!   (best of two, hybrid, stealing, the two-level queues, `rtshare`,
+//!   diffusion), exactly as for a socket. The worker that dequeues the
+//!   event takes the `Runnable` and polls the task. Eventfds of finished
+//!   tasks are kept in a bounded pool and reused by later tasks.
+//! * **An I/O source** (socket, listener) is registered once, edge
+//!   triggered, through skq-rt's [`Registry`]; its event, delivered to the
+//!   worker the policy chose (`SO_INCOMING_CPU`), wakes the tasks waiting on
+//!   it.
+//! * **A kick** per worker (an eventfd `PINNED` to it) makes that worker
+//!   leave its wait to plan a timer that another thread inserted ahead of
+//!   its planned wake-up.
+//!
+//! ## What is interim (until the new worker loop lands)
+//!
+//! * A wake-up costs an eventfd write and goes through epoll harvesting,
+//!   where activating the task's source in skq-core directly would do. That
+//!   path is not open from outside skq-rt: an activation that claims an idle
+//!   worker obliges the caller to wake that worker, and skq-rt's wake-up is
+//!   private (a kick cannot stand in: the claim already cleared the idle
+//!   bit the kick's own activation would need).
+//! * User events carry no CPU hint and are registered without a registrar,
+//!   so under the locality policies a task starts on a worker chosen
+//!   round-robin and stays there (hybrid still balances it by best of two,
+//!   stealing still moves it); it does not yet follow the socket it waits
+//!   on.
+//! * One eventfd per live task (pooled).
+//!
+//! ## Invariants
+//!
+//! 1. An [`Entry`] is looked up by the source's slot index and believed
+//!    only if its stored [`SourceId`] equals the event's (generation check).
+//!    A stale event of a reused task source finds either no `Runnable`
+//!    (nothing happens) or the new task's, which is scheduled anyway.
+//! 2. A task's `Runnable` is stored before its eventfd is notified, and is
+//!    taken only by the worker that dequeued the delivery; async-task
+//!    calls `schedule` at most once per `Runnable`, so a task is never
+//!    polled by two workers at once, and skq's per-source state adds the
+//!    same guarantee (a source is processed by one worker at a time; a
+//!    wake-up during the poll is redelivered after the worker's release).
+//! 3. After shutdown `schedule` drops the `Runnable` (and so the future)
+//!    instead of queueing it; [`Driver::drain`] drops whatever is stored.
+//! 4. A task poll may complete at most [`POLL_BUDGET`] I/O operations;
+//!    the next one wakes the task and returns `Pending`, so the task goes
+//!    back through skq's queues and the worker's other events run.
+//! 5. No lock of this module is held while a waker is woken or a
+//!    `Runnable` is run or dropped.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use async_task::Runnable;
+use skq_core::{Class, SegVec};
+use skq_rt::sys::eventfd::EventFd;
+use skq_rt::{
+    Event, Events, Flags, Interest, Ready, Registered, Registry, Skq, SourceId, UserEvent, Worker,
+};
+
+/// Token of a worker's kick eventfd.
+const KICK: u64 = 0;
+/// Token of a task source.
+const TASK: u64 = 1;
+/// Token of an I/O source.
+const IO: u64 = 2;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of our locks leaves consistent data (every
+    // critical section is a few moves), so poisoning is ignored.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// The driver (its address) and worker index of this thread, if it is
+    /// a worker.
+    static WORKER: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
+    /// The source of the task being polled on this thread.
+    static TASK_ID: Cell<Option<SourceId>> = const { Cell::new(None) };
+    /// I/O operations the task being polled may still complete in this poll
+    /// (`u32::MAX` outside a task poll: no budget).
+    static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
+}
+
+/// Whether this thread is a worker of any runtime.
+pub(crate) fn on_worker_thread() -> bool {
+    WORKER.with(|w| w.get().1 != usize::MAX)
+}
+
+/// This thread's worker index (of whichever runtime it works for).
+pub(crate) fn worker_index() -> Option<usize> {
+    let w = WORKER.with(|w| w.get().1);
+    (w != usize::MAX).then_some(w)
+}
+
+/// The task being polled on this thread.
+pub(crate) fn current_task() -> Option<SourceId> {
+    TASK_ID.with(|t| t.get())
+}
+
+/// What a source slot holds on the runtime side.
+#[derive(Default)]
+enum Slot {
+    #[default]
+    Free,
+    /// A task; `runnable` is set between its wake-up and its poll.
+    Task {
+        id: SourceId,
+        runnable: Option<Runnable>,
+        ev: Arc<UserEvent>,
+    },
+    /// An I/O source and the wakers waiting on it.
+    Io { id: SourceId, io: Arc<IoState> },
+}
+
+/// Ready I/O operations one task may complete per poll before it is made
+/// to yield (tokio's cooperative budget has the same size).
+pub(crate) const POLL_BUDGET: u32 = 128;
+
+/// Spends one unit of the polled task's budget; false when it is spent
+/// (the caller then yields: wakes the task and returns `Pending`).
+fn spend_budget() -> bool {
+    BUDGET.with(|b| match b.get() {
+        0 => false,
+        u32::MAX => true,
+        n => {
+            b.set(n - 1);
+            true
+        }
+    })
+}
+
+/// One entry per skq source slot (indexed like the core's table).
+#[derive(Default)]
+pub(crate) struct Entry(Mutex<Slot>);
+
+/// Wakers of one I/O source, per direction.
+#[derive(Default)]
+pub(crate) struct IoState {
+    pub(crate) read: Dir,
+    pub(crate) write: Dir,
+}
+
+/// One direction: an event counter, changed only under the waker lock, and
+/// the waker to call at the next event.
+///
+/// Why no wake-up is lost: [`Dir::poll_op`] reads the counter, tries the
+/// system call, and on `EAGAIN` stores its waker under the lock *only if
+/// the counter did not move*; an event bumps the counter and takes the
+/// waker under the same lock. So an edge arriving after the snapshot is
+/// either seen by the check (the call is retried) or finds the waker.
+#[derive(Default)]
+pub(crate) struct Dir {
+    seq: AtomicU64,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Dir {
+    /// Runs `op` until it does not return `WouldBlock`, or arranges to be
+    /// woken at this direction's next readiness event.
+    pub(crate) fn poll_op<R>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        // Cooperative budget: a task whose I/O is always ready (a fast peer,
+        // a socket at end of stream) would otherwise hold its worker.
+        if !spend_budget() {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        loop {
+            let seen = self.seq.load(Ordering::Acquire);
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut w = lock(&self.waker);
+                    if self.seq.load(Ordering::Acquire) != seen {
+                        continue;
+                    }
+                    match &*w {
+                        Some(old) if old.will_wake(cx.waker()) => {}
+                        _ => *w = Some(cx.waker().clone()),
+                    }
+                    return Poll::Pending;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn bump(&self) {
+        let w = {
+            let mut g = lock(&self.waker);
+            self.seq.fetch_add(1, Ordering::Release);
+            g.take()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    fn take_waker(&self) -> Option<Waker> {
+        lock(&self.waker).take()
+    }
+}
+
+impl IoState {
+    fn wake(&self, ready: Ready) {
+        let closed = ready.is_closed();
+        if ready.is_readable() || closed {
+            self.read.bump();
+        }
+        if ready.is_writable() || closed {
+            self.write.bump();
+        }
+    }
+}
+
+/// The eventfd of a kick, as an [`AsFd`] source.
+struct Efd(EventFd);
+
+impl AsFd for Efd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: `EventFd` owns its fd and closes it only when dropped, so
+        // the fd stays open for as long as `self` is borrowed.
+        unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) }
+    }
+}
+
+/// The skq side of one runtime.
+pub(crate) struct Driver {
+    skq: Arc<Skq>,
+    registry: Registry,
+    entries: SegVec<Entry>,
+    kicks: Box<[OnceLock<Registered<Efd>>]>,
+    /// Eventfds of finished tasks, for reuse.
+    pool: Mutex<Vec<UserEvent>>,
+    shutdown: AtomicBool,
+}
+
+/// Most pooled task eventfds.
+const POOL_MAX: usize = 4096;
+
+impl Driver {
+    pub(crate) fn new(cfg: skq_core::Config) -> Result<Driver, skq_rt::Error> {
+        let workers = cfg.workers;
+        let capacity = cfg.capacity;
+        let skq = Skq::new(cfg)?;
+        Ok(Driver {
+            registry: skq.registry(),
+            skq,
+            entries: SegVec::new(capacity),
+            kicks: (0..workers).map(|_| OnceLock::new()).collect(),
+            pool: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+        })
+    }
+
+    /// This thread's worker index if it is one of this driver's workers.
+    pub(crate) fn current_worker(&self) -> Option<usize> {
+        let (d, w) = WORKER.with(|w| w.get());
+        (d == self as *const Driver as usize && w != usize::MAX).then_some(w)
+    }
+
+    pub(crate) fn skq(&self) -> &Arc<Skq> {
+        &self.skq
+    }
+
+    pub(crate) fn workers(&self) -> usize {
+        self.kicks.len()
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Takes worker `w`'s handle (call once per worker, before its thread).
+    pub(crate) fn take_worker(&self, w: usize) -> Worker {
+        self.skq.worker(w)
+    }
+
+    /// First steps of a worker thread: pinning (if asked) and the kick.
+    pub(crate) fn start_worker(&self, worker: &Worker, pin: bool) -> io::Result<()> {
+        let me = worker.id();
+        if pin {
+            self.skq.pin_current_thread(me).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("pinning worker {me} to its CPU failed: {e}"),
+                )
+            })?;
+        }
+        let efd = Efd(EventFd::new()?);
+        let kick = worker.register(efd, KICK, Interest::READABLE, Flags::PINNED)?;
+        let _ = self.kicks[me].set(kick);
+        WORKER.with(|w| w.set((self as *const Driver as usize, me)));
+        Ok(())
+    }
+
+    /// Wakes worker `w` (see the module doc: the kick).
+    pub(crate) fn kick(&self, w: usize) {
+        if self.current_worker() == Some(w) {
+            return;
+        }
+        if let Some(k) = self.kicks.get(w).and_then(|k| k.get()) {
+            let _ = k.0.notify();
+        }
+    }
+
+    /// One wait of worker `worker`: the next batch, or `Ok(false)` at shutdown.
+    pub(crate) fn wait(
+        &self,
+        worker: &mut Worker,
+        events: &mut Events,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        worker.wait(events, timeout)?;
+        Ok(!self.skq.is_shutdown())
+    }
+
+    /// Handles one delivered event on the worker thread.
+    pub(crate) fn dispatch(&self, ev: &Event) {
+        match ev.token {
+            KICK => {
+                if let Some(k) = self.current_worker().and_then(|w| self.kicks[w].get()) {
+                    k.0.drain();
+                }
+            }
+            TASK => {
+                let runnable = self.entry(ev.source).and_then(|e| match &mut *lock(&e.0) {
+                    Slot::Task { id, runnable, .. } if *id == ev.source => runnable.take(),
+                    _ => None,
+                });
+                if let Some(r) = runnable {
+                    TASK_ID.with(|t| t.set(Some(ev.source)));
+                    BUDGET.with(|b| b.set(POLL_BUDGET));
+                    // The future is wrapped in a panic catcher (task.rs):
+                    // `run` does not unwind.
+                    r.run();
+                    TASK_ID.with(|t| t.set(None));
+                    BUDGET.with(|b| b.set(u32::MAX));
+                }
+            }
+            IO => {
+                let io = self.entry(ev.source).and_then(|e| match &*lock(&e.0) {
+                    Slot::Io { id, io } if *id == ev.source => Some(io.clone()),
+                    _ => None,
+                });
+                if let Some(io) = io {
+                    io.wake(ev.ready);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn entry(&self, id: SourceId) -> Option<&Entry> {
+        self.entries.get(id.index() as usize)
+    }
+
+    fn set_entry(&self, id: SourceId, slot: Slot) {
+        let e = self
+            .entries
+            .ensure(id.index() as usize)
+            .expect("the core checked the index against the capacity");
+        let old = std::mem::replace(&mut *lock(&e.0), slot);
+        drop(old);
+    }
+
+    /// Frees `id`'s entry if it still belongs to `id`.
+    fn clear_entry(&self, id: SourceId) {
+        if let Some(e) = self.entry(id) {
+            let old = {
+                let mut g = lock(&e.0);
+                let mine = match &*g {
+                    Slot::Task { id: i, .. } | Slot::Io { id: i, .. } => *i == id,
+                    Slot::Free => false,
+                };
+                if mine {
+                    std::mem::take(&mut *g)
+                } else {
+                    Slot::Free
+                }
+            };
+            drop(old);
+        }
+    }
+
+    // ------------------------------------------------------------ tasks
+
+    /// A task source of `class`: a pooled eventfd, or a new one.
+    pub(crate) fn register_task(&self, class: Class) -> io::Result<SourceId> {
+        let pooled = lock(&self.pool).pop();
+        let ev = match pooled {
+            Some(ev) => {
+                let _ = self.skq.set_class(ev.source(), class);
+                ev
+            }
+            None => self
+                .skq
+                .user_event(TASK, class.apply(Flags::NONE))
+                .map_err(|e| io::Error::new(e.kind(), format!("spawn: {e}")))?,
+        };
+        let id = ev.source();
+        self.set_entry(
+            id,
+            Slot::Task {
+                id,
+                runnable: None,
+                ev: Arc::new(ev),
+            },
+        );
+        Ok(id)
+    }
+
+    /// The task's future was dropped: its eventfd goes back to the pool.
+    pub(crate) fn deregister_task(&self, id: SourceId) {
+        let Some(e) = self.entry(id) else { return };
+        let ev = {
+            let mut g = lock(&e.0);
+            match &*g {
+                Slot::Task { id: i, .. } if *i == id => match std::mem::take(&mut *g) {
+                    Slot::Task { ev, .. } => Some(ev),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        if let Some(Ok(ev)) = ev.map(Arc::try_unwrap) {
+            let rejected = if self.is_shutdown() {
+                Some(ev)
+            } else {
+                let mut p = lock(&self.pool);
+                if p.len() < POOL_MAX {
+                    p.push(ev);
+                    None
+                } else {
+                    Some(ev)
+                }
+            };
+            // Deregistered and closed outside the pool lock.
+            drop(rejected);
+        }
+    }
+
+    /// async-task's `schedule` for task `id`.
+    pub(crate) fn schedule(&self, id: SourceId, runnable: Runnable) {
+        if self.is_shutdown() {
+            drop(runnable);
+            return;
+        }
+        let (ev, refused) = match self.entry(id) {
+            Some(e) => match &mut *lock(&e.0) {
+                Slot::Task {
+                    id: i,
+                    runnable: r,
+                    ev,
+                } if *i == id => {
+                    debug_assert!(r.is_none(), "a task scheduled twice");
+                    *r = Some(runnable);
+                    (Some(ev.clone()), None)
+                }
+                _ => (None, Some(runnable)),
+            },
+            None => (None, Some(runnable)),
+        };
+        // Refused: deregistered (its future is being dropped), nothing to
+        // run; dropped here, outside the lock.
+        drop(refused);
+        if let Some(ev) = ev {
+            // Cannot fail short of counter overflow (2^64 - 2 wake-ups).
+            let _ = ev.notify();
+        }
+    }
+
+    /// Sets the class of task `id` for its next activation.
+    pub(crate) fn set_class(&self, id: SourceId, class: Class) -> bool {
+        self.skq.set_class(id, class).unwrap_or(false)
+    }
+
+    /// The class of task `id` now.
+    pub(crate) fn class_of(&self, id: SourceId) -> Class {
+        self.skq.core().class_of(id)
+    }
+
+    // ------------------------------------------------------------ I/O
+
+    /// Registers an owned, non-blocking fd source for both directions.
+    pub(crate) fn register_io<S: AsFd>(
+        &self,
+        source: S,
+        interest: Interest,
+    ) -> io::Result<(Registered<S>, Arc<IoState>)> {
+        let reg = self
+            .registry
+            .register(source, IO, interest, Flags::NONE)
+            .map_err(io::Error::from)?;
+        let io = Arc::new(IoState::default());
+        self.set_entry(
+            reg.id(),
+            Slot::Io {
+                id: reg.id(),
+                io: io.clone(),
+            },
+        );
+        Ok((reg, io))
+    }
+
+    /// Forgets an I/O source's wakers (before its registration is dropped).
+    pub(crate) fn forget_io(&self, id: SourceId) {
+        self.clear_entry(id);
+    }
+
+    // ------------------------------------------------------------ shutdown
+
+    /// Stops the workers' waits (first step of shutdown).
+    pub(crate) fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.skq.shutdown();
+    }
+
+    /// Drops every stored `Runnable` and I/O waker (after the workers left).
+    pub(crate) fn drain(&self) {
+        let pooled = std::mem::take(&mut *lock(&self.pool));
+        drop(pooled);
+        for (_, e) in self.entries.iter() {
+            let (runnable, io) = match &mut *lock(&e.0) {
+                Slot::Task { runnable, .. } => (runnable.take(), None),
+                Slot::Io { io, .. } => (None, Some(io.clone())),
+                Slot::Free => (None, None),
+            };
+            drop(runnable);
+            if let Some(io) = io {
+                let r = io.read.take_waker();
+                let w = io.write.take_waker();
+                drop((r, w));
+            }
+        }
+    }
+}
