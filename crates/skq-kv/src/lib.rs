@@ -39,6 +39,7 @@ pub mod config;
 pub mod ctx;
 pub mod doorbell;
 pub mod exec;
+pub mod forward;
 pub mod fuzzing;
 pub mod meta;
 pub mod murmur3;

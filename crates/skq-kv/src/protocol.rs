@@ -36,6 +36,9 @@ use crate::meta;
 /// Relative exptimes up to this many seconds are offsets; larger ones are unix times.
 pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 
+/// Default of [`Limits::max_conn_output`]: 2 MiB, two of the largest items.
+pub const DEFAULT_MAX_CONN_OUTPUT: usize = 2 << 20;
+
 /// Size limits the parser enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -50,6 +53,12 @@ pub struct Limits {
     pub max_line: usize,
     /// Longest `get`/`gets`/`gat`/`gats` line (multi-key retrievals).
     pub max_get_line: usize,
+    /// Ceiling of one connection's pending output (`--max-conn-output`): unsent reply
+    /// bytes, reply parts waiting for an earlier one, and the room promised to replies
+    /// other workers compute. Above it the connection's input is not parsed and a
+    /// multi-key retrieval pauses between keys until the socket drains. One reply
+    /// (one VALUE block) may exceed it when nothing else is pending.
+    pub max_conn_output: usize,
 }
 
 /// The size memcached 1.6 charges an item against its `-I` limit (its `item_make_header`
@@ -73,6 +82,7 @@ impl Default for Limits {
             max_item_size: 1 << 20,
             max_line: 2048,
             max_get_line: 256 << 10,
+            max_conn_output: DEFAULT_MAX_CONN_OUTPUT,
         }
     }
 }
