@@ -8,8 +8,8 @@
 //! connection when it is sent. The owner answers the keys of a retrieval (or an `mg` with
 //! `v`) while their replies fit in the budget and sends back the rest as a *retry* with
 //! the bytes the next reply needs; the connection keeps it in the same reply slot and
-//! re-sends it once that much room is free — at once when the slot is the front one,
-//! whose output nothing else can free. Local keys of a retrieval are answered while they
+//! re-sends it once that much room is free — or when the slot is the front one and
+//! everything before it is written, since then nothing but its own output can free room. Local keys of a retrieval are answered while they
 //! fit in the room left; the remaining keys are deferred until output drains. The only
 //! reply allowed past the ceiling is one when nothing else of the connection is pending
 //! (or the front slot's), so a connection holds at most the ceiling plus one item.

@@ -236,9 +236,9 @@ impl Session {
     }
 
     /// Hands out the first open part's pending retry: its sequence, the command, the bytes
-    /// its reply needs, and whether it is the front part (whose output nothing else can
-    /// free, so it may run whatever the room). Give it back with [`Self::put_retry`] if it
-    /// cannot run now.
+    /// its reply needs, and whether it is the front part with every byte before it
+    /// written (then nothing but its own output can free room, so it may run whatever the
+    /// room). Give it back with [`Self::put_retry`] if it cannot run now.
     pub fn take_retry(&mut self) -> Option<(u64, Command, usize, bool)> {
         let (i, p) = self
             .parts
@@ -246,7 +246,8 @@ impl Session {
             .enumerate()
             .find(|(_, p)| p.retry.is_some())?;
         let (cmd, need) = p.retry.take().expect("found");
-        Some((self.base_seq + i as u64, cmd, need, i == 0))
+        let first = i == 0 && self.written == self.out.len();
+        Some((self.base_seq + i as u64, cmd, need, first))
     }
 
     /// Puts back a retry taken by [`Self::take_retry`].
@@ -430,8 +431,14 @@ impl Session {
         loop {
             self.process(h);
             let stopped_for_output = self.blocked_for_output();
-            total += self.flush(w)?;
-            if !(stopped_for_output && !self.blocked_for_output() && self.rpos < self.rend) {
+            let wrote = self.flush(w)?;
+            total += wrote;
+            // A command deferred for room may fit now; nothing else would wake it when
+            // the output just emptied (no write interest, no read interest).
+            let deferred = wrote > 0 && self.stalled.is_some() && !self.on_ring;
+            let unblocked =
+                stopped_for_output && !self.blocked_for_output() && self.rpos < self.rend;
+            if !(deferred || unblocked) {
                 return Ok(total);
             }
         }
