@@ -88,6 +88,9 @@ impl Default for Limits {
 }
 
 const ERROR: &[u8] = b"ERROR\r\n";
+/// Longest complete line answered whatever [`Limits::max_line`] (memcached 1.6's read
+/// buffer).
+pub const COMPLETE_LINE_MAX: usize = 16 << 10;
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_DELETE: &[u8] =
     b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
@@ -138,8 +141,13 @@ impl Parser {
         } else {
             self.limits.max_line
         };
-        let window = &buf[..buf.len().min(limit + 1)];
+        // A line whose newline has arrived is answered up to memcached's read buffer
+        // (16 KiB: a 3,000-byte unknown command is `ERROR`, the connection kept); only a
+        // line still without a newline past `limit` closes the connection, as memcached
+        // closes one past 2,048 bytes.
+        let window = &buf[..buf.len().min(limit.max(COMPLETE_LINE_MAX) + 1)];
         let Some(nl) = window.iter().position(|&b| b == b'\n') else {
+            let window = &window[..window.len().min(limit + 1)];
             if has_garbage(window, false) {
                 return (0, Step::Close(CloseReason::Garbage));
             }
@@ -193,6 +201,8 @@ impl Parser {
             b"mn" => (line_len, Step::Command(Command::MetaNoop)),
             b"version" if args.is_empty() => (line_len, Step::Command(Command::Version)),
             b"quit" if args.is_empty() => (line_len, Step::Command(Command::Quit)),
+            // memcached without `-A` (which this server never enables).
+            b"shutdown" => (line_len, Step::Reply(b"ERROR: shutdown not enabled\r\n")),
             b"stats" => {
                 // Multi-word groups (`cachedump 1 100`, `detail dump`) keep their words,
                 // joined by one space.
@@ -251,7 +261,8 @@ impl Parser {
             return (line_len, Step::Reply(BAD_FORMAT));
         };
         let key = args[0];
-        let flags = parse_u64(args[1]).and_then(|f| u32::try_from(f).ok());
+        // memcached 1.6.18 keeps the low 32 bits of larger flags (`4294967297` is 1).
+        let flags = parse_u64(args[1]).map(|f| f as u32);
         let exptime = parse_i64(args[2]);
         let cas = if fixed == 5 {
             parse_u64(args[4])
