@@ -55,3 +55,4 @@ pub mod shared;
 pub mod stats;
 pub mod store;
 pub mod tpc;
+pub mod trim;

@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub(crate) accepted: Arc<Vec<CachePadded<AtomicU64>>>,
     /// One fd held back for refusing connections at the fd limit.
     pub(crate) reserve: skq_sys::limits::FdReserve,
+    /// When a worker last returned freed heap to the system ([`crate::trim`]).
+    pub(crate) last_trim: AtomicU64,
 }
 
 impl Shared {
@@ -111,6 +113,7 @@ struct Worker {
     parked: Vec<u64>,
     /// The read buffer lent to the connection being served (idle sessions hold none).
     read_pool: Vec<u8>,
+    trim: crate::trim::IdleTrim,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -165,6 +168,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             .map(|_| CachePadded::new(Published::default()))
             .collect(),
         accepted: accepted.clone(),
+        last_trim: AtomicU64::new(0),
     });
     let mut threads = Vec::new();
     for (me, listener) in listeners.into_iter().enumerate() {
@@ -189,6 +193,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             next_gen: 1,
             parked: Vec::new(),
             read_pool: Vec::new(),
+            trim: Default::default(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -229,19 +234,21 @@ impl Worker {
             self.core.publish();
             let waiting =
                 !self.parked.is_empty() || self.core.overflow.iter().any(|o| !o.is_empty());
+            let sleeping = !busy && !waiting && shared.bells[me].prepare_sleep();
             let timeout = if busy {
                 Some(Duration::ZERO)
             } else if waiting {
                 Some(Duration::from_millis(1))
-            } else if shared.bells[me].prepare_sleep() {
-                None
+            } else if sleeping {
+                self.trim.on_idle(&shared.last_trim, shared.ctx.now_ms())
             } else {
                 Some(Duration::ZERO)
             };
+            self.trim.worked |= busy || !events.is_empty();
             let res = self
                 .epoll
                 .wait_ns(&mut events, timeout.map(|t| t.as_nanos() as u64));
-            if timeout.is_none() {
+            if sleeping {
                 // Reset the doorbell before draining the rings (next turn of the loop).
                 shared.bells[me].woke();
             }

@@ -255,3 +255,67 @@ fn an_8kb_get_line_under_an_address_space_cap_is_deferred_not_aborted() {
         run(arch, mode, &req, &expected, Some(20));
     }
 }
+
+/// Issue 26, defect 6: repeated floods of pipelined gets (10 KB values, replies read)
+/// must not ratchet the tpc server's RSS up round after round. Eight rounds of 30,000
+/// pipelined gets on a fresh connection each; every reply is checked; once the server is
+/// idle after the last round, its RSS is within 24 MiB of what it was before the first
+/// (it crept by megabytes per round before idle workers returned freed heap,
+/// `crate::trim`).
+#[test]
+fn repeated_floods_do_not_ratchet_tpc_memory() {
+    const LEN: usize = 10_000;
+    const GETS: usize = 30_000;
+    let srv = spawn("tpc", "tpc");
+    let pid = srv.child.id();
+    let mut good = connect(&srv.addr);
+    let vals: Vec<Vec<u8>> = (0..16).map(|i| vec![b'a' + i as u8; LEN]).collect();
+    for (i, v) in vals.iter().enumerate() {
+        let mut req = format!("set f{i} 0 0 {LEN}\r\n").into_bytes();
+        req.extend_from_slice(v);
+        req.extend_from_slice(b"\r\n");
+        good.get_mut().write_all(&req).unwrap();
+        assert_eq!(line(&mut good), "STORED\r\n");
+    }
+    let before = status_bytes(pid, "VmRSS:");
+    let mut req = Vec::new();
+    for j in 0..GETS {
+        req.extend_from_slice(format!("get f{}\r\n", j % 16).as_bytes());
+    }
+    let mut buf = vec![0; LEN + 2];
+    for round in 0..8 {
+        let mut c = connect(&srv.addr);
+        let mut w = c.get_ref().try_clone().unwrap();
+        let req = req.clone();
+        let writer = std::thread::spawn(move || w.write_all(&req).unwrap());
+        for j in 0..GETS {
+            let i = j % 16;
+            assert_eq!(
+                line(&mut c),
+                format!("VALUE f{i} 0 {LEN}\r\n"),
+                "round {round}"
+            );
+            c.read_exact(&mut buf).unwrap();
+            assert!(
+                buf[..LEN] == vals[i][..] && &buf[LEN..] == b"\r\n",
+                "round {round}"
+            );
+            assert_eq!(line(&mut c), "END\r\n", "round {round}");
+        }
+        writer.join().unwrap();
+    }
+    // Idle workers trim at most once a second: give them time, then measure.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let bound = before + (24 << 20);
+    let mut now = status_bytes(pid, "VmRSS:");
+    while now >= bound && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        now = status_bytes(pid, "VmRSS:");
+    }
+    assert!(
+        now < bound,
+        "RSS {} MiB after the floods, {} MiB before (bound: +24 MiB)",
+        now >> 20,
+        before >> 20
+    );
+}
