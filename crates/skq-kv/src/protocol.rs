@@ -80,7 +80,9 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_item_size: 1 << 20,
-            max_line: 2048,
+            // memcached 1.6's read buffer: it answers a complete line of up to 16 KiB
+            // (a 3,000-byte unknown command is `ERROR`, the connection kept).
+            max_line: 16 << 10,
             max_get_line: 256 << 10,
             max_conn_output: DEFAULT_MAX_CONN_OUTPUT,
         }
@@ -88,9 +90,7 @@ impl Default for Limits {
 }
 
 const ERROR: &[u8] = b"ERROR\r\n";
-/// Longest complete line answered whatever [`Limits::max_line`] (memcached 1.6's read
-/// buffer).
-pub const COMPLETE_LINE_MAX: usize = 16 << 10;
+
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_DELETE: &[u8] =
     b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
@@ -141,13 +141,8 @@ impl Parser {
         } else {
             self.limits.max_line
         };
-        // A line whose newline has arrived is answered up to memcached's read buffer
-        // (16 KiB: a 3,000-byte unknown command is `ERROR`, the connection kept); only a
-        // line still without a newline past `limit` closes the connection, as memcached
-        // closes one past 2,048 bytes.
-        let window = &buf[..buf.len().min(limit.max(COMPLETE_LINE_MAX) + 1)];
+        let window = &buf[..buf.len().min(limit + 1)];
         let Some(nl) = window.iter().position(|&b| b == b'\n') else {
-            let window = &window[..window.len().min(limit + 1)];
             if has_garbage(window, false) {
                 return (0, Step::Close(CloseReason::Garbage));
             }
