@@ -32,6 +32,12 @@ pub struct KvArgs {
     /// key the largest value is this minus 60 (see `protocol::Limits::max_item_size`).
     #[arg(long, default_value = "1m")]
     pub max_item_size: String,
+    /// Ceiling of one connection's pending output, in bytes (suffix k or m allowed),
+    /// 4k..=1024m: unsent replies and replies being computed. Above it the server reads
+    /// nothing more from that connection and pauses a multi-key get between keys until
+    /// the client reads (memcached also stops a connection whose replies are unread).
+    #[arg(long, default_value = "2m")]
+    pub max_conn_output: String,
     /// Maximum simultaneous connections.
     #[arg(long, default_value_t = 1024)]
     pub max_conns: usize,
@@ -109,6 +115,14 @@ impl KvArgs {
                     self.max_item_size
                 )
             })?;
+        let max_conn_output = parse_size(&self.max_conn_output)
+            .filter(|s| (4 << 10..=1 << 30).contains(s))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--max-conn-output {}: must be 4k..=1024m bytes (e.g. 2m, 65536)",
+                    self.max_conn_output
+                )
+            })?;
         let limit_bytes = self
             .memory_mb
             .checked_mul(1 << 20)
@@ -132,6 +146,7 @@ impl KvArgs {
             limit_bytes,
             limits: Limits {
                 max_item_size: max_item,
+                max_conn_output,
                 ..Limits::default()
             },
             max_conns: self.max_conns,

@@ -267,8 +267,10 @@ pub struct MetaFlags {
     pub mode: Option<u8>,
 }
 
-/// Strict unsigned decimal (no sign, no spaces), as memcached's `safe_strtoull`.
+/// Unsigned decimal with an optional leading `+` (no other sign, no spaces), as
+/// memcached's `safe_strtoull` reads it (`strtoull` takes the `+`).
 pub fn parse_u64(t: &[u8]) -> Option<u64> {
+    let t = t.strip_prefix(b"+").unwrap_or(t);
     if t.is_empty() || t.len() > 20 || !t.iter().all(u8::is_ascii_digit) {
         return None;
     }
@@ -280,7 +282,7 @@ pub fn parse_u64(t: &[u8]) -> Option<u64> {
 /// Strict signed decimal fitting an `i32` (memcached stores exptimes in 32 bits).
 pub fn parse_i64(t: &[u8]) -> Option<i64> {
     let (neg, digits) = match t.split_first() {
-        Some((b'-', rest)) => (true, rest),
+        Some((b'-', rest)) if !rest.starts_with(b"+") => (true, rest),
         _ => (false, t),
     };
     let v = i64::try_from(parse_u64(digits)?).ok()?;

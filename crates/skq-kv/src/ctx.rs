@@ -62,6 +62,11 @@ impl Ctx {
         }
     }
 
+    /// Milliseconds since the server started.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
     /// Tries to admit one more connection under `--max-conns`.
     pub fn admit(&self) -> bool {
         let prev = self.curr_conns.fetch_add(1, Ordering::Relaxed);

@@ -76,6 +76,43 @@ pub fn get_one(
     out.extend_from_slice(b"\r\n");
 }
 
+/// Most bytes of a VALUE line besides its key: `VALUE `, the flags, the length and the
+/// CAS (up to 20 digits each), the spaces and both `\r\n`.
+pub const VALUE_LINE_OVERHEAD: usize = 80;
+
+/// An upper bound of the bytes [`get_one`] writes for `key` (0 on a miss). Reads nothing
+/// but the index entry and the record's length; touches and counts nothing.
+pub fn get_reply_bound(part: &mut Partition, key: &[u8], now: Now) -> usize {
+    part.get(key, now.rel)
+        .map_or(0, |r| key.len() + r.value.len() + VALUE_LINE_OVERHEAD)
+}
+
+/// [`get_one`] if its VALUE block fits: when `out` would grow past `limit` bytes (and
+/// `force` is false) nothing is written, touched or counted and the bytes the block needs
+/// come back as the error, so the caller can answer this key later. `force` answers the
+/// key whatever its size (a caller's guarantee of progress).
+#[allow(clippy::too_many_arguments)]
+pub fn get_one_within(
+    part: &mut Partition,
+    key: &[u8],
+    cas: bool,
+    touch: Option<i64>,
+    now: Now,
+    c: &Counters,
+    out: &mut Vec<u8>,
+    limit: usize,
+    force: bool,
+) -> Result<(), usize> {
+    if !force {
+        let need = get_reply_bound(part, key, now);
+        if out.len() + need > limit {
+            return Err(need);
+        }
+    }
+    get_one(part, key, cas, touch, now, c, out);
+    Ok(())
+}
+
 /// Applies a single-key command (store, delete, incr/decr, touch, a refused `set`, the
 /// meta commands mg/ms/md) and writes its reply unless `noreply`. Other commands are the
 /// caller's; passing one is a bug.

@@ -74,6 +74,7 @@ fn run(input: &[u8], cuts: &[usize]) -> (Vec<u8>, Option<crate::protocol::CloseR
         max_item_size: 4096,
         max_line: 2048,
         max_get_line: 8192,
+        max_conn_output: crate::protocol::DEFAULT_MAX_CONN_OUTPUT,
     };
     let mut s = Session::new(limits);
     let mut h = Mem {

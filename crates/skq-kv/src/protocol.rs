@@ -36,6 +36,9 @@ use crate::meta;
 /// Relative exptimes up to this many seconds are offsets; larger ones are unix times.
 pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 
+/// Default of [`Limits::max_conn_output`]: 2 MiB, two of the largest items.
+pub const DEFAULT_MAX_CONN_OUTPUT: usize = 2 << 20;
+
 /// Size limits the parser enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -50,6 +53,12 @@ pub struct Limits {
     pub max_line: usize,
     /// Longest `get`/`gets`/`gat`/`gats` line (multi-key retrievals).
     pub max_get_line: usize,
+    /// Ceiling of one connection's pending output (`--max-conn-output`): unsent reply
+    /// bytes, reply parts waiting for an earlier one, and the room promised to replies
+    /// other workers compute. Above it the connection's input is not parsed and a
+    /// multi-key retrieval pauses between keys until the socket drains. One reply
+    /// (one VALUE block) may exceed it when nothing else is pending.
+    pub max_conn_output: usize,
 }
 
 /// The size memcached 1.6 charges an item against its `-I` limit (its `item_make_header`
@@ -71,13 +80,17 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_item_size: 1 << 20,
-            max_line: 2048,
+            // memcached 1.6's read buffer: it answers a complete line of up to 16 KiB
+            // (a 3,000-byte unknown command is `ERROR`, the connection kept).
+            max_line: 16 << 10,
             max_get_line: 256 << 10,
+            max_conn_output: DEFAULT_MAX_CONN_OUTPUT,
         }
     }
 }
 
 const ERROR: &[u8] = b"ERROR\r\n";
+
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_DELETE: &[u8] =
     b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
@@ -183,6 +196,8 @@ impl Parser {
             b"mn" => (line_len, Step::Command(Command::MetaNoop)),
             b"version" if args.is_empty() => (line_len, Step::Command(Command::Version)),
             b"quit" if args.is_empty() => (line_len, Step::Command(Command::Quit)),
+            // memcached without `-A` (which this server never enables).
+            b"shutdown" => (line_len, Step::Reply(b"ERROR: shutdown not enabled\r\n")),
             b"stats" => {
                 // Multi-word groups (`cachedump 1 100`, `detail dump`) keep their words,
                 // joined by one space.
@@ -241,7 +256,8 @@ impl Parser {
             return (line_len, Step::Reply(BAD_FORMAT));
         };
         let key = args[0];
-        let flags = parse_u64(args[1]).and_then(|f| u32::try_from(f).ok());
+        // memcached 1.6.18 keeps the low 32 bits of larger flags (`4294967297` is 1).
+        let flags = parse_u64(args[1]).map(|f| f as u32);
         let exptime = parse_i64(args[2]);
         let cas = if fixed == 5 {
             parse_u64(args[4])

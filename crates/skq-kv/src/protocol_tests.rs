@@ -154,9 +154,14 @@ fn storage_errors() {
         reply(b"set k 0 0 x\r\n"),
         b"CLIENT_ERROR bad command line format\r\n"
     );
+    // Flags keep their low 32 bits, as memcached 1.6.18 stores them.
+    assert!(matches!(
+        cmd(b"set k 4294967297 0 1\r\nx\r\n"),
+        Command::Store { flags: 1, .. }
+    ));
     // As in memcached, the data block of a rejected line is read as the next command.
     let mut parser = p();
-    let input = b"set k 4294967296 0 1\r\nx\r\nget a\r\n";
+    let input = b"set k 18446744073709551616 0 1\r\nx\r\nget a\r\n";
     let (n, step) = parser.parse(input);
     assert_eq!(
         step,
@@ -442,10 +447,16 @@ fn fatal_input_closes() {
         Step::Close(CloseReason::Garbage),
         "garbage is caught before the newline"
     );
-    let long = vec![b'a'; 2049];
+    let max = Limits::default().max_line;
+    assert_eq!(max, 16 << 10);
+    let long = vec![b'a'; max + 1];
     assert_eq!(one(&long).1, Step::Close(CloseReason::LineTooLong));
-    assert_eq!(one(&long[..2048]).1, Step::NeedMore);
-    // Multi-key retrievals may be longer than 2048 bytes.
+    assert_eq!(one(&long[..max]).1, Step::NeedMore);
+    // A complete line of 3,000 bytes is answered (memcached: `ERROR`, connection kept).
+    let mut complete = vec![b'a'; 3000];
+    complete.extend_from_slice(b"\r\nversion\r\n");
+    assert_eq!(one(&complete), (3002, Step::Reply(b"ERROR\r\n")));
+    // Multi-key retrievals may be longer.
     let mut multi = b"get".to_vec();
     for i in 0..500 {
         multi.extend_from_slice(format!(" key{i}").as_bytes());
@@ -459,7 +470,12 @@ fn fatal_input_closes() {
 fn numbers_are_strict() {
     assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
     assert_eq!(parse_u64(b"18446744073709551616"), None);
-    assert_eq!(parse_u64(b"+1"), None);
+    // `strtoull` takes a leading `+`, so memcached does.
+    assert_eq!(parse_u64(b"+1"), Some(1));
+    assert_eq!(parse_u64(b"++1"), None);
+    assert_eq!(parse_u64(b"-1"), None);
+    assert_eq!(parse_i64(b"+5"), Some(5));
+    assert_eq!(parse_i64(b"-+5"), None);
     assert_eq!(parse_u64(b""), None);
     assert_eq!(parse_i64(b"-2147483648"), Some(-2147483648));
     assert_eq!(parse_i64(b"2147483648"), None);

@@ -7,9 +7,16 @@
 //! pending *part* with a sequence number; everything after a pending part queues behind it
 //! and is released when [`Session::complete`] fills it.
 //!
-//! Backpressure: the session stops parsing while more than [`OUT_HIGH`] bytes wait to be
-//! written, while [`MAX_PARTS`] parts are queued, or while a command is stalled (the
-//! handler could not forward it); the driver then stops reading the socket.
+//! Backpressure: the session stops parsing while its pending output
+//! ([`Session::pending_bytes`]: unsent bytes, bytes held in reply parts, and the room
+//! promised to parts other workers fill) is over [`Limits::max_conn_output`], while
+//! [`MAX_PARTS`] parts are queued, or while a command is stalled (the handler could not
+//! forward it, or deferred it until output drains); the driver then stops reading the
+//! socket. A handler keeps each reply within the room left
+//! ([`Session::room`]), except one reply when nothing at all is pending, so a
+//! connection's output memory stays under the ceiling plus one item whatever the client
+//! asks. A part may be filled in several pieces ([`Session::complete`] with a retry): the
+//! bytes of the front part go out as they arrive.
 //!
 //! Memory: an idle session holds no buffer. A driver lends it the worker's read buffer
 //! for one readiness event ([`Session::borrow_read_buffer`]) and takes it back when every
@@ -22,8 +29,6 @@ use std::io::{self, Read, Write};
 
 use crate::protocol::{CloseReason, Command, Limits, Parser, Step};
 
-/// Stop parsing while this many output bytes are unsent.
-pub const OUT_HIGH: usize = 4 << 20;
 /// Stop parsing while this many reply parts are queued.
 pub const MAX_PARTS: usize = 4096;
 const READ_CHUNK: usize = 64 << 10;
@@ -39,6 +44,9 @@ pub enum Dispatch {
     Done,
     /// Could not be forwarded now (ring full): retry later, parse nothing else meanwhile.
     Stalled(Command),
+    /// Not run now because its reply would not fit the room left: retry once output
+    /// drains (a write or a completed part), parse nothing else meanwhile.
+    Deferred(Command),
 }
 
 /// Executes commands for a session (one implementation per architecture).
@@ -50,6 +58,21 @@ pub trait Handler {
 struct Part {
     data: Vec<u8>,
     ready: bool,
+    /// Output room promised to whoever fills this part (counted in `promised`).
+    reserved: usize,
+    /// What is still to run for this part, and the bytes its next reply needs.
+    retry: Option<(Command, usize)>,
+}
+
+impl Part {
+    fn ready(data: Vec<u8>) -> Part {
+        Part {
+            data,
+            ready: true,
+            reserved: 0,
+            retry: None,
+        }
+    }
 }
 
 /// Protocol state of one connection.
@@ -65,7 +88,13 @@ pub struct Session {
     parts: VecDeque<Part>,
     /// Sequence number of `parts.front()`.
     base_seq: u64,
+    /// Bytes held in `parts` (their data).
+    held: usize,
+    /// Sum of the parts' `reserved`.
+    promised: usize,
     stalled: Option<Command>,
+    /// Whether `stalled` waits for ring space (rather than for output to drain).
+    on_ring: bool,
     closing: bool,
     eof: bool,
     /// Set when the connection is closed for a protocol violation.
@@ -96,7 +125,10 @@ impl Session {
             written: 0,
             parts: VecDeque::new(),
             base_seq: 0,
+            held: 0,
+            promised: 0,
             stalled: None,
+            on_ring: false,
             closing: false,
             eof: false,
             violation: None,
@@ -105,54 +137,152 @@ impl Session {
 
     /// Appends a reply (behind any pending part).
     pub fn reply(&mut self, bytes: &[u8]) {
-        match self.parts.back_mut() {
-            Some(p) if p.ready => p.data.extend_from_slice(bytes),
-            Some(_) => self.parts.push_back(Part {
-                data: bytes.to_vec(),
-                ready: true,
-            }),
-            None => self.out.extend_from_slice(bytes),
-        }
+        self.reply_buf().extend_from_slice(bytes);
     }
 
     /// Gives direct access to the output buffer when nothing is pending (the common case),
-    /// so replies can be built in place; otherwise to a new ready part.
+    /// so replies can be built in place; otherwise to the last part if ready, or a new
+    /// ready part.
     pub fn reply_buf(&mut self) -> &mut Vec<u8> {
         if self.parts.is_empty() {
             return &mut self.out;
         }
         if !self.parts.back().is_some_and(|p| p.ready) {
-            self.parts.push_back(Part {
-                data: Vec::new(),
-                ready: true,
-            });
+            self.parts.push_back(Part::ready(Vec::new()));
         }
         &mut self.parts.back_mut().expect("just ensured").data
     }
 
-    /// Reserves a reply slot filled later by [`complete`](Self::complete); returns its sequence.
-    pub fn reserve(&mut self) -> u64 {
+    /// Bytes in the last part when it is ready (written through [`Self::reply_buf`],
+    /// so not counted in `held`).
+    fn tail_len(&self) -> usize {
+        self.parts
+            .back()
+            .filter(|p| p.ready)
+            .map_or(0, |p| p.data.len())
+    }
+
+    /// Reserves a reply slot filled later by [`complete`](Self::complete), promising it
+    /// `room` bytes of output; returns its sequence.
+    pub fn reserve(&mut self, room: usize) -> u64 {
+        // The ready tail stops being the tail: count its bytes.
+        self.held += self.tail_len();
         self.parts.push_back(Part {
             data: Vec::new(),
             ready: false,
+            reserved: room,
+            retry: None,
         });
+        self.promised += room;
         self.base_seq + self.parts.len() as u64 - 1
     }
 
-    /// Fills a reserved slot. Unknown sequence numbers are ignored.
-    pub fn complete(&mut self, seq: u64, data: Vec<u8>) {
+    /// Fills (part of) a reserved slot: appends `data` and releases its promised room.
+    /// With `retry` the slot stays open: the command still to run and the bytes its next
+    /// reply needs wait in it until [`take_retry`](Self::take_retry) hands them out.
+    /// Unknown sequence numbers are ignored.
+    pub fn complete(&mut self, seq: u64, data: Vec<u8>, retry: Option<(Command, usize)>) {
         let Some(idx) = seq.checked_sub(self.base_seq) else {
             return;
         };
-        if let Some(p) = self.parts.get_mut(idx as usize) {
-            p.data = data;
-            p.ready = true;
+        let last = self.parts.len().saturating_sub(1);
+        let Some(p) = self.parts.get_mut(idx as usize) else {
+            return;
+        };
+        if p.ready {
+            return;
         }
-        while self.parts.front().is_some_and(|p| p.ready) {
-            let p = self.parts.pop_front().expect("front exists");
-            self.out.extend_from_slice(&p.data);
+        self.promised -= std::mem::take(&mut p.reserved);
+        self.held += data.len();
+        if p.data.is_empty() {
+            p.data = data;
+        } else {
+            p.data.extend_from_slice(&data);
+        }
+        p.ready = retry.is_none();
+        p.retry = retry;
+        if p.ready && idx as usize == last {
+            // It became the ready tail, whose bytes `held` does not count.
+            self.held -= p.data.len();
+        }
+        self.release();
+    }
+
+    /// Moves the front parts' bytes to the output buffer: whole ready parts, and what
+    /// the first open part holds so far.
+    fn release(&mut self) {
+        while let Some(front_ready) = self.parts.front().map(|p| p.ready) {
+            let is_tail = front_ready && self.parts.len() == 1;
+            let p = self.parts.front_mut().expect("front exists");
+            if !is_tail {
+                self.held -= p.data.len();
+            }
+            if self.out.len() == self.written {
+                self.out.clear();
+                self.written = 0;
+            }
+            if self.out.is_empty() {
+                std::mem::swap(&mut self.out, &mut p.data);
+            } else {
+                self.out.extend_from_slice(&p.data);
+                p.data = Vec::new();
+            }
+            if !p.ready {
+                break;
+            }
+            self.parts.pop_front();
             self.base_seq += 1;
         }
+    }
+
+    /// Hands out the first open part's pending retry: its sequence, the command, the bytes
+    /// its reply needs, and whether it is the front part with every byte before it
+    /// written (then nothing but its own output can free room, so it may run whatever the
+    /// room). Give it back with [`Self::put_retry`] if it cannot run now.
+    pub fn take_retry(&mut self) -> Option<(u64, Command, usize, bool)> {
+        let (i, p) = self
+            .parts
+            .iter_mut()
+            .enumerate()
+            .find(|(_, p)| p.retry.is_some())?;
+        let (cmd, need) = p.retry.take().expect("found");
+        let first = i == 0 && self.written == self.out.len();
+        Some((self.base_seq + i as u64, cmd, need, first))
+    }
+
+    /// Puts back a retry taken by [`Self::take_retry`].
+    pub fn put_retry(&mut self, seq: u64, cmd: Command, need: usize) {
+        if let Some(p) = seq
+            .checked_sub(self.base_seq)
+            .and_then(|i| self.parts.get_mut(i as usize))
+        {
+            p.retry = Some((cmd, need));
+        }
+    }
+
+    /// Promises `room` more bytes to the open part `seq` (before re-sending its retry).
+    pub fn promise(&mut self, seq: u64, room: usize) {
+        if let Some(p) = seq
+            .checked_sub(self.base_seq)
+            .and_then(|i| self.parts.get_mut(i as usize))
+        {
+            p.reserved += room;
+            self.promised += room;
+        }
+    }
+
+    /// This connection's pending output: unsent bytes, bytes held in parts, and room
+    /// promised to open parts.
+    pub fn pending_bytes(&self) -> usize {
+        self.out.len() - self.written + self.held + self.tail_len() + self.promised
+    }
+
+    /// Output room left under the connection's ceiling.
+    pub fn room(&self) -> usize {
+        self.parser
+            .limits()
+            .max_conn_output
+            .saturating_sub(self.pending_bytes())
     }
 
     /// Whether output is waiting to be written.
@@ -162,7 +292,7 @@ impl Session {
 
     /// Whether a command is parked waiting for ring space.
     pub fn is_parked(&self) -> bool {
-        self.stalled.is_some()
+        self.stalled.is_some() && self.on_ring
     }
 
     /// Whether the session wants more input (not blocked, not closing).
@@ -171,9 +301,7 @@ impl Session {
     }
 
     fn blocked(&self) -> bool {
-        self.stalled.is_some()
-            || self.out.len() - self.written > OUT_HIGH
-            || self.parts.len() >= MAX_PARTS
+        self.stalled.is_some() || self.blocked_for_output()
     }
 
     /// Whether the connection should be closed now: it is closing (quit, violation) or the
@@ -303,8 +431,14 @@ impl Session {
         loop {
             self.process(h);
             let stopped_for_output = self.blocked_for_output();
-            total += self.flush(w)?;
-            if !(stopped_for_output && !self.blocked_for_output() && self.rpos < self.rend) {
+            let wrote = self.flush(w)?;
+            total += wrote;
+            // A command deferred for room may fit now; nothing else would wake it when
+            // the output just emptied (no write interest, no read interest).
+            let deferred = wrote > 0 && self.stalled.is_some() && !self.on_ring;
+            let unblocked =
+                stopped_for_output && !self.blocked_for_output() && self.rpos < self.rend;
+            if !(deferred || unblocked) {
                 return Ok(total);
             }
         }
@@ -314,8 +448,7 @@ impl Session {
     pub fn process(&mut self, h: &mut impl Handler) {
         while !self.closing && !self.blocked_for_output() {
             if let Some(cmd) = self.stalled.take() {
-                if let Dispatch::Stalled(c) = h.handle(self, cmd) {
-                    self.stalled = Some(c);
+                if !self.dispatch(h, cmd) {
                     break;
                 }
                 continue;
@@ -333,8 +466,7 @@ impl Session {
                 }
                 Step::Command(Command::Quit) => self.closing = true,
                 Step::Command(cmd) => {
-                    if let Dispatch::Stalled(c) = h.handle(self, cmd) {
-                        self.stalled = Some(c);
+                    if !self.dispatch(h, cmd) {
                         break;
                     }
                 }
@@ -350,7 +482,19 @@ impl Session {
         }
     }
 
+    /// Runs one command; false when it stalled or was deferred (kept for a retry).
+    fn dispatch(&mut self, h: &mut impl Handler, cmd: Command) -> bool {
+        let (c, on_ring) = match h.handle(self, cmd) {
+            Dispatch::Done => return true,
+            Dispatch::Stalled(c) => (c, true),
+            Dispatch::Deferred(c) => (c, false),
+        };
+        self.stalled = Some(c);
+        self.on_ring = on_ring;
+        false
+    }
+
     fn blocked_for_output(&self) -> bool {
-        self.out.len() - self.written > OUT_HIGH || self.parts.len() >= MAX_PARTS
+        self.pending_bytes() > self.parser.limits().max_conn_output || self.parts.len() >= MAX_PARTS
     }
 }

@@ -15,7 +15,7 @@ use skq_net::{Close, Cx, Protocol, Served, Server};
 
 use crate::config::ServerConfig;
 use crate::ctx::Ctx;
-use crate::exec::{apply, flush_delay, get_one};
+use crate::exec::{apply, flush_delay, get_one_within};
 use crate::murmur3::murmur3_x86_32;
 use crate::protocol::{Command, Parser, Step};
 use crate::running::{Running, Workers};
@@ -122,31 +122,97 @@ impl SharedStore {
     }
 }
 
-/// Executes one command against the shared store, writing its reply to `out`.
-pub fn execute(ctx: &Ctx, store: &SharedStore, worker: usize, cmd: &Command, out: &mut Vec<u8>) {
+/// A multi-key retrieval answered in part: the keys from `next` on are still due.
+#[derive(Debug)]
+pub struct PendingGet {
+    keys: Vec<Vec<u8>>,
+    next: usize,
+    cas: bool,
+    touch: Option<i64>,
+}
+
+/// Per-connection state of the shared architecture: the parser and the retrieval paused
+/// at the output ceiling ([`crate::protocol::Limits::max_conn_output`]).
+pub struct KvSession {
+    parser: Parser,
+    get: Option<PendingGet>,
+}
+
+/// Answers the keys of `g` still due while `out` stays under the connection's output
+/// ceiling (the first key of a call whatever its size, so each call makes progress), then
+/// `END`. Returns whether the retrieval is complete.
+pub fn continue_get(
+    ctx: &Ctx,
+    store: &SharedStore,
+    worker: usize,
+    g: &mut PendingGet,
+    out: &mut Vec<u8>,
+) -> bool {
+    let c = &ctx.counters[worker];
+    let now = ctx.now();
+    let limit = ctx.cfg.limits.max_conn_output;
+    let mut force = true;
+    while let Some(k) = g.keys.get(g.next) {
+        let fit = get_one_within(
+            &mut store.lock(k),
+            k,
+            g.cas,
+            g.touch,
+            now,
+            c,
+            out,
+            limit,
+            force,
+        );
+        if fit.is_err() {
+            return false;
+        }
+        force = false;
+        g.next += 1;
+    }
+    out.extend_from_slice(b"END\r\n");
+    true
+}
+
+/// Executes one command against the shared store, writing its reply to `out`. A
+/// retrieval that reached the output ceiling comes back unfinished
+/// (see [`continue_get`]).
+pub fn execute(
+    ctx: &Ctx,
+    store: &SharedStore,
+    worker: usize,
+    cmd: Command,
+    out: &mut Vec<u8>,
+) -> Option<PendingGet> {
     let c = &ctx.counters[worker];
     let now = ctx.now();
     match cmd {
         Command::Get { keys, cas, touch } => {
-            for k in keys {
-                get_one(&mut store.lock(k), k, *cas, *touch, now, c, out);
+            let mut g = PendingGet {
+                keys,
+                next: 0,
+                cas,
+                touch,
+            };
+            if !continue_get(ctx, store, worker, &mut g, out) {
+                return Some(g);
             }
-            out.extend_from_slice(b"END\r\n");
         }
         Command::FlushAll { delay, noreply } => {
             c.cmd_flush.fetch_add(1, Ordering::Relaxed);
-            store.flush_all(flush_delay(*delay, now), now.rel);
+            store.flush_all(flush_delay(delay, now), now.rel);
             if !noreply {
                 out.extend_from_slice(b"OK\r\n");
             }
         }
-        _ => {
-            if !ctx.keyless(out, cmd, || store.stats()) {
+        cmd => {
+            if !ctx.keyless(out, &cmd, || store.stats()) {
                 let key = cmd.key().expect("remaining commands carry one key");
-                apply(&mut store.lock(key), cmd, now, c, out);
+                apply(&mut store.lock(key), &cmd, now, c, out);
             }
         }
     }
+    None
 }
 
 /// The memcached text protocol over the shared store.
@@ -160,24 +226,40 @@ pub struct KvProtocol {
 }
 
 impl Protocol for KvProtocol {
-    type Session = Parser;
+    type Session = KvSession;
 
-    fn open(&self, worker: usize) -> Parser {
+    fn open(&self, worker: usize) -> KvSession {
         let c = &self.ctx.counters[worker];
         c.total_connections.fetch_add(1, Ordering::Relaxed);
         self.ctx.curr_conns.fetch_add(1, Ordering::Relaxed);
-        Parser::new(self.ctx.cfg.limits)
+        KvSession {
+            parser: Parser::new(self.ctx.cfg.limits),
+            get: None,
+        }
     }
 
+    /// One request, or the next slice of a retrieval paused at the output ceiling
+    /// (reported as a request that consumed no input: the connection layer then writes
+    /// what is pending before it serves again, and stops while the peer reads nothing).
     fn serve(
         &self,
-        parser: &mut Parser,
+        session: &mut KvSession,
         input: &[u8],
         out: &mut Vec<u8>,
         cx: &mut Cx<'_>,
     ) -> Served {
         let w = cx.worker();
         let c = &self.ctx.counters[w];
+        if let Some(mut g) = session.get.take() {
+            let before = out.len();
+            if !continue_get(&self.ctx, &self.store, w, &mut g, out) {
+                session.get = Some(g);
+            }
+            c.bytes_written
+                .fetch_add((out.len() - before) as u64, Ordering::Relaxed);
+            return Served::Request { consumed: 0 };
+        }
+        let parser = &mut session.parser;
         let mut consumed = 0;
         let served = loop {
             let (n, step) = parser.parse(&input[consumed..]);
@@ -206,7 +288,7 @@ impl Protocol for KvProtocol {
                 }
                 Step::Command(cmd) => {
                     let before = out.len();
-                    execute(&self.ctx, &self.store, w, &cmd, out);
+                    session.get = execute(&self.ctx, &self.store, w, cmd, out);
                     c.bytes_written
                         .fetch_add((out.len() - before) as u64, Ordering::Relaxed);
                     break Served::Request { consumed };
@@ -217,7 +299,7 @@ impl Protocol for KvProtocol {
         served
     }
 
-    fn close(&self, _parser: Parser, _worker: usize) {
+    fn close(&self, _session: KvSession, _worker: usize) {
         self.ctx.curr_conns.fetch_sub(1, Ordering::Relaxed);
     }
 

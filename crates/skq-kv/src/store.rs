@@ -389,8 +389,13 @@ impl Partition {
             cur.saturating_sub(delta)
         };
         let meta = r.meta;
-        let text = new.to_string();
-        match self.write(key, meta.flags, meta.exp_at, &[text.as_bytes()]) {
+        // As memcached 1.6.18: a result no longer than the old value keeps the value's
+        // length, padded with spaces (`10` decremented by 1 reads `9 `).
+        let mut text = new.to_string().into_bytes();
+        if text.len() < r.value.len() {
+            text.resize(r.value.len(), b' ');
+        }
+        match self.write(key, meta.flags, meta.exp_at, &[&text]) {
             StoreOutcome::Stored => ArithOutcome::Value(new),
             // A counter always fits in a segment.
             _ => unreachable!("a 20-byte value always fits"),
@@ -462,10 +467,34 @@ impl Partition {
     }
 }
 
-/// Parses a stored counter: decimal digits, optionally padded with trailing spaces.
+/// Parses a stored counter as memcached 1.6.18 does (`safe_strtoull` over the item's
+/// data, which `\r\n` follows): leading white space, an optional sign, decimal digits,
+/// then white space or the end (so trailing padding and `5 x` pass, `12a` does not);
+/// an empty value fails; no digits at all reads 0 when the value starts with white
+/// space; a `-` passes only for 0; overflow fails.
 fn parse_counter(v: &[u8]) -> Option<u64> {
-    let end = v.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1);
-    crate::protocol::parse_u64(&v[..end])
+    if v.is_empty() {
+        return None;
+    }
+    let space = |b: u8| b.is_ascii_whitespace() || b == 0x0b;
+    // The byte after the number: the value's, or the `\r` memcached keeps behind it.
+    let ends_ok = |i: usize| v.get(i).is_none_or(|&b| space(b));
+    let mut i = v.iter().position(|&b| !space(b)).unwrap_or(v.len());
+    let neg = v.get(i) == Some(&b'-');
+    if matches!(v.get(i), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let digits = v[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return ends_ok(0).then_some(0);
+    }
+    if !ends_ok(i + digits) {
+        return None;
+    }
+    let n = v[i..i + digits].iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    (!neg || n == 0).then_some(n)
 }
 
 #[cfg(test)]

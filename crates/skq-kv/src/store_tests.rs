@@ -115,7 +115,10 @@ fn incr_decr_wrap_and_floor() {
     );
     set(&mut p, "n", "100", 1);
     assert_eq!(p.arith(b"n", false, 1, 1), ArithOutcome::Value(99));
-    assert_eq!(val(&mut p, "n", 1).unwrap(), b"99");
+    // memcached keeps the value's length, space-padded.
+    assert_eq!(val(&mut p, "n", 1).unwrap(), b"99 ");
+    assert_eq!(p.arith(b"n", true, 901, 1), ArithOutcome::Value(1000));
+    assert_eq!(val(&mut p, "n", 1).unwrap(), b"1000");
     set(&mut p, "s", "12a", 1);
     assert_eq!(p.arith(b"s", true, 1, 1), ArithOutcome::NonNumeric);
     set(&mut p, "pad", "7  ", 1);

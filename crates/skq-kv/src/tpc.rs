@@ -11,7 +11,9 @@
 //!   same owner, one slot per run, and reassembles in key order.
 //! - Backpressure: a request is only sent if its ring has room; otherwise the connection
 //!   parks the command (for a multi-get, the keys not yet sent) and stops reading until the
-//!   ring drains. Replies never wait for requests: a
+//!   ring drains. A connection's output stays under its ceiling: forwarded requests
+//!   carry an output budget and may come back in pieces ([`crate::forward`]).
+//!   Replies never wait for requests: a
 //!   reply that finds its ring full goes to a local overflow queue flushed every loop, so
 //!   two workers with full rings towards each other cannot deadlock.
 //! - A worker with parked commands or overflow polls (1 ms epoll timeout) instead of sleeping.
@@ -27,12 +29,11 @@ use crossbeam_utils::CachePadded;
 
 use crate::config::ServerConfig;
 use crate::ctx::Ctx;
-use crate::exec::{apply, flush_delay, get_one};
+use crate::forward::{Core, Msg};
 use crate::murmur3::murmur3_x86_32;
-use crate::protocol::Command;
 use crate::ring::{Doorbell, Rings};
 use crate::running::{Running, Workers};
-use crate::session::{Dispatch, Fill, Handler, Session};
+use crate::session::{Fill, Session};
 use crate::store::{PartStats, Partition};
 use skq_sys::epoll::{Epoll, HUP, IN, OUT, RDHUP};
 use skq_sys::eventfd::EventFd;
@@ -49,59 +50,31 @@ pub fn owner(key: &[u8], workers: usize) -> usize {
     murmur3_x86_32(key, 0) as usize % workers
 }
 
-/// A message between workers. `conn` is the requesting connection's token on `from`.
-#[derive(Debug)]
-enum Msg {
-    /// Retrieve `keys` (all owned by the receiver); reply with their VALUE blocks.
-    Get {
-        from: usize,
-        conn: u64,
-        seq: u64,
-        keys: Vec<Vec<u8>>,
-        cas: bool,
-        touch: Option<i64>,
-    },
-    /// A single-key command; reply unless `seq` is `None` (noreply).
-    Cmd {
-        from: usize,
-        conn: u64,
-        seq: Option<u64>,
-        cmd: Command,
-    },
-    /// flush_all on the receiver's partition; acknowledge with an empty reply.
-    Flush {
-        from: usize,
-        conn: u64,
-        seq: Option<u64>,
-        delay: u32,
-    },
-    /// Reply bytes for slot `seq` of connection `conn`.
-    Reply { conn: u64, seq: u64, data: Vec<u8> },
-}
-
 /// Partition counters a worker publishes for `stats` on other workers.
 #[derive(Default)]
-struct Published {
-    curr_items: AtomicU64,
-    total_items: AtomicU64,
-    bytes: AtomicU64,
-    evictions: AtomicU64,
-    allocated: AtomicU64,
-    overhead_bits: AtomicU64,
+pub(crate) struct Published {
+    pub(crate) curr_items: AtomicU64,
+    pub(crate) total_items: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) evictions: AtomicU64,
+    pub(crate) allocated: AtomicU64,
+    pub(crate) overhead_bits: AtomicU64,
 }
 
-struct Shared {
-    ctx: Arc<Ctx>,
-    rings: Rings<Msg>,
-    bells: Vec<Doorbell>,
-    published: Vec<CachePadded<Published>>,
-    accepted: Arc<Vec<CachePadded<AtomicU64>>>,
+pub(crate) struct Shared {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) rings: Rings<Msg>,
+    pub(crate) bells: Vec<Doorbell>,
+    pub(crate) published: Vec<CachePadded<Published>>,
+    pub(crate) accepted: Arc<Vec<CachePadded<AtomicU64>>>,
     /// One fd held back for refusing connections at the fd limit.
-    reserve: skq_sys::limits::FdReserve,
+    pub(crate) reserve: skq_sys::limits::FdReserve,
+    /// When a worker last returned freed heap to the system ([`crate::trim`]).
+    pub(crate) last_trim: AtomicU64,
 }
 
 impl Shared {
-    fn stats(&self) -> (Vec<PartStats>, f64) {
+    pub(crate) fn stats(&self) -> (Vec<PartStats>, f64) {
         let parts: Vec<PartStats> = self
             .published
             .iter()
@@ -119,248 +92,6 @@ impl Shared {
             .map(|p| f64::from_bits(p.overhead_bits.load(Relaxed)))
             .sum::<f64>();
         (parts, overhead / self.published.len() as f64)
-    }
-}
-
-/// The part of a worker command handling needs (split from the connection table so a
-/// session and the partition can be borrowed together).
-struct Core {
-    me: usize,
-    n: usize,
-    shared: Arc<Shared>,
-    part: Partition,
-    /// Replies that found their ring full, per destination.
-    overflow: Vec<VecDeque<Msg>>,
-    /// Token of the connection being handled.
-    token: u64,
-}
-
-impl Core {
-    fn send(&mut self, dst: usize, msg: Msg) {
-        let q = self.shared.rings.queue(self.me, dst);
-        let msg = if self.overflow[dst].is_empty() {
-            q.push(msg).err()
-        } else {
-            Some(msg)
-        };
-        match msg {
-            None => {
-                self.shared.bells[dst].ring_after_push();
-            }
-            Some(m) => self.overflow[dst].push_back(m),
-        }
-    }
-
-    /// Room for one more request towards `dst`, counting overflowed replies ahead of it.
-    fn room(&self, dst: usize) -> usize {
-        self.shared
-            .rings
-            .free(self.me, dst)
-            .saturating_sub(self.overflow[dst].len())
-    }
-
-    fn flush_overflow(&mut self) -> bool {
-        let mut moved = false;
-        for dst in 0..self.n {
-            let mut pushed = false;
-            while let Some(m) = self.overflow[dst].pop_front() {
-                if let Err(m) = self.shared.rings.queue(self.me, dst).push(m) {
-                    self.overflow[dst].push_front(m);
-                    break;
-                }
-                pushed = true;
-            }
-            if pushed {
-                self.shared.bells[dst].ring_after_push();
-                moved = true;
-            }
-        }
-        moved
-    }
-
-    fn publish(&self) {
-        let s = self.part.stats();
-        let p = &self.shared.published[self.me];
-        p.curr_items.store(s.curr_items, Relaxed);
-        p.total_items.store(s.total_items, Relaxed);
-        p.bytes.store(s.bytes, Relaxed);
-        p.evictions.store(s.evictions, Relaxed);
-        p.allocated.store(s.allocated, Relaxed);
-        p.overhead_bits
-            .store(self.part.overhead_per_item().to_bits(), Relaxed);
-    }
-
-    /// Executes a request from another worker and sends the reply back.
-    fn serve_remote(&mut self, msg: Msg) -> Option<(u64, u64, Vec<u8>)> {
-        let ctx = self.shared.ctx.clone();
-        let c = &ctx.counters[self.me];
-        let now = ctx.now();
-        match msg {
-            Msg::Get {
-                from,
-                conn,
-                seq,
-                keys,
-                cas,
-                touch,
-            } => {
-                let mut out = Vec::new();
-                for k in &keys {
-                    get_one(&mut self.part, k, cas, touch, now, c, &mut out);
-                }
-                self.send(
-                    from,
-                    Msg::Reply {
-                        conn,
-                        seq,
-                        data: out,
-                    },
-                );
-            }
-            Msg::Cmd {
-                from,
-                conn,
-                seq,
-                cmd,
-            } => {
-                let mut out = Vec::new();
-                apply(&mut self.part, &cmd, now, c, &mut out);
-                if let Some(seq) = seq {
-                    self.send(
-                        from,
-                        Msg::Reply {
-                            conn,
-                            seq,
-                            data: out,
-                        },
-                    );
-                }
-            }
-            Msg::Flush {
-                from,
-                conn,
-                seq,
-                delay,
-            } => {
-                self.part.flush_all(delay, now.rel);
-                if let Some(seq) = seq {
-                    self.send(
-                        from,
-                        Msg::Reply {
-                            conn,
-                            seq,
-                            data: Vec::new(),
-                        },
-                    );
-                }
-            }
-            Msg::Reply { conn, seq, data } => return Some((conn, seq, data)),
-        }
-        None
-    }
-}
-
-impl Handler for Core {
-    fn handle(&mut self, s: &mut Session, cmd: Command) -> Dispatch {
-        let ctx = self.shared.ctx.clone();
-        let c = &ctx.counters[self.me];
-        let now = ctx.now();
-        match cmd {
-            Command::Get { keys, cas, touch } => {
-                // Runs of consecutive keys with the same owner.
-                let mut runs: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
-                for k in keys {
-                    let o = owner(&k, self.n);
-                    match runs.last_mut() {
-                        Some((ro, ks)) if *ro == o => ks.push(k),
-                        _ => runs.push((o, vec![k])),
-                    }
-                }
-                // Dispatch runs in order while their rings have room. When one does not, park
-                // the remaining keys: nothing else of this connection is parsed meanwhile, so
-                // the replies of the resumed remainder land right after the parts reserved
-                // now, and END is written only once, after the last run.
-                let mut runs = runs.into_iter();
-                while let Some((o, ks)) = runs.next() {
-                    if o == self.me {
-                        let out = s.reply_buf();
-                        for k in &ks {
-                            get_one(&mut self.part, k, cas, touch, now, c, out);
-                        }
-                    } else if self.room(o) == 0 {
-                        c.skq_ring_full.fetch_add(1, Relaxed);
-                        let keys = ks.into_iter().chain(runs.flat_map(|(_, ks)| ks)).collect();
-                        return Dispatch::Stalled(Command::Get { keys, cas, touch });
-                    } else {
-                        c.skq_forwarded.fetch_add(1, Relaxed);
-                        let seq = s.reserve();
-                        self.send(
-                            o,
-                            Msg::Get {
-                                from: self.me,
-                                conn: self.token,
-                                seq,
-                                keys: ks,
-                                cas,
-                                touch,
-                            },
-                        );
-                    }
-                }
-                s.reply(b"END\r\n");
-            }
-            Command::FlushAll { delay, noreply } => {
-                if (0..self.n).any(|d| d != self.me && self.room(d) == 0) {
-                    c.skq_ring_full.fetch_add(1, Relaxed);
-                    return Dispatch::Stalled(Command::FlushAll { delay, noreply });
-                }
-                c.cmd_flush.fetch_add(1, Relaxed);
-                let delay = flush_delay(delay, now);
-                self.part.flush_all(delay, now.rel);
-                let me = self.me;
-                for d in (0..self.n).filter(|&d| d != me) {
-                    let seq = (!noreply).then(|| s.reserve());
-                    self.send(
-                        d,
-                        Msg::Flush {
-                            from: self.me,
-                            conn: self.token,
-                            seq,
-                            delay,
-                        },
-                    );
-                }
-                if !noreply {
-                    s.reply(b"OK\r\n");
-                }
-            }
-            cmd => {
-                let shared = self.shared.clone();
-                if ctx.keyless(s.reply_buf(), &cmd, || shared.stats()) {
-                    return Dispatch::Done;
-                }
-                let o = owner(cmd.key().expect("remaining commands carry one key"), self.n);
-                if o == self.me {
-                    apply(&mut self.part, &cmd, now, c, s.reply_buf());
-                } else if self.room(o) == 0 {
-                    c.skq_ring_full.fetch_add(1, Relaxed);
-                    return Dispatch::Stalled(cmd);
-                } else {
-                    c.skq_forwarded.fetch_add(1, Relaxed);
-                    let seq = (!cmd.silent()).then(|| s.reserve());
-                    self.send(
-                        o,
-                        Msg::Cmd {
-                            from: self.me,
-                            conn: self.token,
-                            seq,
-                            cmd,
-                        },
-                    );
-                }
-            }
-        }
-        Dispatch::Done
     }
 }
 
@@ -382,6 +113,7 @@ struct Worker {
     parked: Vec<u64>,
     /// The read buffer lent to the connection being served (idle sessions hold none).
     read_pool: Vec<u8>,
+    trim: crate::trim::IdleTrim,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -436,6 +168,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             .map(|_| CachePadded::new(Published::default()))
             .collect(),
         accepted: accepted.clone(),
+        last_trim: AtomicU64::new(0),
     });
     let mut threads = Vec::new();
     for (me, listener) in listeners.into_iter().enumerate() {
@@ -460,6 +193,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             next_gen: 1,
             parked: Vec::new(),
             read_pool: Vec::new(),
+            trim: Default::default(),
         };
         threads.push(
             std::thread::Builder::new()
@@ -500,19 +234,21 @@ impl Worker {
             self.core.publish();
             let waiting =
                 !self.parked.is_empty() || self.core.overflow.iter().any(|o| !o.is_empty());
+            let sleeping = !busy && !waiting && shared.bells[me].prepare_sleep();
             let timeout = if busy {
                 Some(Duration::ZERO)
             } else if waiting {
                 Some(Duration::from_millis(1))
-            } else if shared.bells[me].prepare_sleep() {
-                None
+            } else if sleeping {
+                self.trim.on_idle(&shared.last_trim, shared.ctx.now_ms())
             } else {
                 Some(Duration::ZERO)
             };
+            self.trim.worked |= busy || !events.is_empty();
             let res = self
                 .epoll
                 .wait_ns(&mut events, timeout.map(|t| t.as_nanos() as u64));
-            if timeout.is_none() {
+            if sleeping {
                 // Reset the doorbell before draining the rings (next turn of the loop).
                 shared.bells[me].woke();
             }
@@ -542,13 +278,13 @@ impl Worker {
             for _ in 0..DRAIN_BATCH {
                 let Some(msg) = q.pop() else { break };
                 any = true;
-                if let Some((conn, seq, data)) = self.core.serve_remote(msg) {
+                if let Some((conn, seq, data, retry)) = self.core.serve_remote(msg) {
                     if let Some(idx) = self.lookup(conn) {
                         self.conns[idx]
                             .as_mut()
                             .expect("looked up")
                             .session
-                            .complete(seq, data);
+                            .complete(seq, data, retry);
                         self.update(idx);
                     }
                 }
@@ -670,19 +406,22 @@ impl Worker {
         self.core.token = token(idx, conn.gen);
         let shared = self.core.shared.clone();
         let c = &shared.ctx.counters[self.core.me];
+        let mut ring_wait = !self.core.resume(&mut conn.session);
         match conn.session.pump(&mut self.core, &mut conn.stream) {
             Ok(n) => {
                 c.bytes_written.fetch_add(n as u64, Relaxed);
             }
             Err(_) => return self.close(idx),
         }
+        // Writing may have freed room for an open slot's retry.
+        ring_wait |= !self.core.resume(&mut conn.session);
         if conn.session.finished() {
             if conn.session.violation.is_some() {
                 c.skq_protocol_closes.fetch_add(1, Relaxed);
             }
             return self.close(idx);
         }
-        if conn.session.is_parked() {
+        if conn.session.is_parked() || ring_wait {
             self.parked.push(self.core.token);
         }
         let mut interest = 0;
