@@ -68,7 +68,8 @@ pub struct skq_config {
     pub steal: c_int,
     /// Most sources stolen per attempt, 1..=8.
     pub steal_k: u32,
-    /// Idle retry interval of a stealing worker, ns (10 us ..= 100 ms).
+    /// Optional safety-net retry interval of an idle stealing worker, ns: 0
+    /// (off, the default: thieves are woken on demand) or 10 us ..= 100 ms.
     pub steal_retry_ns: u64,
     /// Most high-priority events per batch, percent of the buffer, 1..=100.
     pub rtshare: u32,

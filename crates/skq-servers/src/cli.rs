@@ -42,7 +42,8 @@ pub struct RpcArgs {
     /// Events taken per steal (1..=8).
     #[arg(long)]
     pub steal_k: Option<usize>,
-    /// Idle worker's steal retry period in µs.
+    /// Optional safety-net steal retry period of an idle worker, µs (off by
+    /// default: idle workers are woken to steal on demand).
     #[arg(long)]
     pub steal_retry_us: Option<u64>,
     /// Percent of a batch high-priority events may fill (1..=100).

@@ -147,7 +147,8 @@ pub struct SimArgs {
     /// Core tunable: events taken per steal (1..=8).
     #[arg(long)]
     pub steal_k: Option<usize>,
-    /// Core tunable: idle worker's steal retry interval (µs).
+    /// Core tunable: optional safety-net steal retry interval of an idle
+    /// worker (µs; off by default: thieves are woken on demand).
     #[arg(long)]
     pub steal_retry_us: Option<f64>,
     /// Core tunable: hybrid cache-miss penalty (ns).

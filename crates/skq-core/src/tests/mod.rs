@@ -801,8 +801,8 @@ fn pinned_sources_go_to_their_registrar_in_every_mode() {
                 );
                 s.unpark(&ctxs[2]);
             }
-            for w in 0..2 {
-                s.wait(&mut ctxs[w], t + 1, &mut ev, 4);
+            for (w, ctx) in ctxs.iter_mut().enumerate().take(2) {
+                s.wait(ctx, t + 1, &mut ev, 4);
                 assert!(
                     ev.iter().all(|e| e.token != 7),
                     "{mode}: worker {w} got the source pinned to worker 2"
