@@ -154,9 +154,8 @@ typedef struct {
   int steal;
   // Most sources stolen per attempt, 1..=8.
   uint32_t steal_k;
-  // Optional safety-net retry interval of an idle stealing worker, ns:
-  // 0 (off, the default: idle workers are woken to steal on demand) or
-  // 10 us ..= 100 ms.
+  // Optional safety-net retry interval of an idle stealing worker, ns: 0
+  // (off, the default: thieves are woken on demand) or 10 us ..= 100 ms.
   uint64_t steal_retry_ns;
   // Most high-priority events per batch, percent of the buffer, 1..=100.
   uint32_t rtshare;
