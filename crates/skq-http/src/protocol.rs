@@ -480,15 +480,19 @@ fn http09(input: &[u8]) -> Option<(&str, usize)> {
 }
 
 /// Whether `input` may be the start of an HTTP/0.9 request whose line has
-/// not ended: `GET /` and no space or line end after it yet.
+/// not ended: a prefix of `GET /`, or `GET /` and no space or line end
+/// after it yet. (A prefix counts too: after a stray CR, httparse refuses
+/// `GE` at once, so without it the answer would depend on read splits.)
 fn http09_pending(input: &[u8]) -> bool {
     let skip = input
         .iter()
         .position(|&b| b != b'\r' && b != b'\n')
         .unwrap_or(input.len());
     let rest = &input[skip..];
-    rest.strip_prefix(b"GET /")
-        .is_some_and(|p| !p.iter().any(|&b| b == b' ' || b == b'\n'))
+    b"GET /".starts_with(rest)
+        || rest
+            .strip_prefix(b"GET /")
+            .is_some_and(|p| !p.iter().any(|&b| b == b' ' || b == b'\n'))
 }
 
 fn now_secs() -> u64 {

@@ -62,9 +62,16 @@ fn parser_fuzz_body_randomized() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2000);
-    for seed in 0..iters {
+    let first: u64 = std::env::var("SKQ_FUZZ_FIRST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    for seed in first..first + iters {
         let mut rng = SmallRng::seed_from_u64(seed);
         let data = random_input(&mut rng);
+        if std::env::var_os("SKQ_FUZZ_VERBOSE").is_some() {
+            eprintln!("seed {seed}: {:?}", String::from_utf8_lossy(&data));
+        }
         skq_http::fuzzing::check(&data);
     }
 }
