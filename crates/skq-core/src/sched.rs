@@ -452,7 +452,22 @@ impl Scheduler {
         high: bool,
         front: bool,
     ) -> Option<bool> {
-        let qs = &self.queues[q];
+        // Shared mode: any idle worker, chosen after the push.
+        let claim = (self.queues.len() > 1).then_some(q);
+        self.push_onto(&self.queues[q], id, high, front, claim)
+    }
+
+    /// Pushes onto `qs` and, under the same lock, claims the idle bit of
+    /// `claim` if given. None if the queue is closed, else whether `claim`
+    /// was idle and must be woken.
+    fn push_onto(
+        &self,
+        qs: &QueueShared,
+        id: SourceId,
+        high: bool,
+        front: bool,
+        claim: Option<WorkerId>,
+    ) -> Option<bool> {
         let mut g = lock(&qs.q);
         if !g.alive {
             return None;
@@ -466,13 +481,11 @@ impl Scheduler {
         qs.len.store(g.len() as u64, Ordering::Relaxed);
         qs.pushes
             .store(qs.pushes.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        let claimed = if self.queues.len() == 1 {
-            false // shared mode: any idle worker, chosen after the push
-        } else {
-            let bit = 1u64 << q;
+        let claimed = claim.is_some_and(|w| {
+            let bit = 1u64 << w;
             self.idle.load(Ordering::Relaxed) & bit != 0
                 && self.idle.fetch_and(!bit, Ordering::AcqRel) & bit != 0
-        };
+        });
         drop(g);
         Some(claimed)
     }
@@ -481,22 +494,7 @@ impl Scheduler {
     /// queue, claiming `r`'s idle bit under that queue's lock (as
     /// [`Scheduler::push_claim`] does). None if `r`'s queue is closed.
     pub(crate) fn push_pinned(&self, r: WorkerId, id: SourceId, high: bool) -> Option<bool> {
-        let qs = &self.pinned_q[r];
-        let mut g = lock(&qs.q);
-        if !g.alive {
-            return None;
-        }
-        if high {
-            g.high.push_back(id);
-        } else {
-            g.regular.push_back(id);
-        }
-        qs.len.store(g.len() as u64, Ordering::Relaxed);
-        let bit = 1u64 << r;
-        let claimed = self.idle.load(Ordering::Relaxed) & bit != 0
-            && self.idle.fetch_and(!bit, Ordering::AcqRel) & bit != 0;
-        drop(g);
-        Some(claimed)
+        self.push_onto(&self.pinned_q[r], id, high, false, Some(r))
     }
 
     /// After pushing on `w`'s queue (`claimed`: its idle bit was taken by

@@ -8,7 +8,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{spawn_listening, status_bytes, Process};
 use std::time::{Duration, Instant};
 
 const VALUE_LEN: usize = 1_000_000;
@@ -24,21 +27,9 @@ fn value(i: usize) -> Vec<u8> {
         .collect()
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(arch: &str, mode: &str) -> Server {
-    let mut child = Command::new("prlimit")
-        .arg(format!("--as={}", parse_cap(AS_CAP)))
+fn spawn(arch: &str, mode: &str) -> Process {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={}", parse_cap(AS_CAP)))
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_skq-kv"))
         .args(["--arch", arch, "--mode", mode, "--addr", "127.0.0.1:0"])
@@ -48,40 +39,12 @@ fn spawn(arch: &str, mode: &str) -> Server {
             "-m",
             "64",
         ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn prlimit skq-kv");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{arch}/{mode}: unexpected first line {line:?}"))
-        .to_string();
-    Server { child, addr }
+        .stderr(Stdio::inherit());
+    spawn_listening(&mut cmd, &format!("{arch}/{mode}"))
 }
 
 fn parse_cap(s: &str) -> u64 {
     s.trim_end_matches('G').parse::<u64>().unwrap() << 30
-}
-
-/// A field of `/proc/<pid>/status`, in bytes.
-fn status_bytes(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("server alive");
-    let line = s
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field}"));
-    let kb: u64 = line[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap();
-    kb << 10
 }
 
 fn connect(addr: &str) -> BufReader<TcpStream> {

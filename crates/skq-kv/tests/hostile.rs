@@ -5,55 +5,22 @@
 //! Unread replies of large multi-gets, the attack that took gigabytes, are in
 //! `bounded_output.rs`. Loopback only, bounded in count.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{spawn_listening, status_bytes, Process};
 use std::time::Duration;
 
 const GROWTH_BOUND: u64 = 64 << 20;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(arch: &str, mode: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_skq-kv"))
-        .args(["--arch", arch, "--mode", mode, "--addr", "127.0.0.1:0"])
+fn spawn(arch: &str, mode: &str) -> Process {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_skq-kv"));
+    cmd.args(["--arch", arch, "--mode", mode, "--addr", "127.0.0.1:0"])
         .args(["--workers", "2", "-m", "64", "--max-conns", "4096"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn skq-kv");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    Server { child, addr }
-}
-
-fn status_bytes(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("server alive");
-    let l = s.lines().find(|l| l.starts_with(field)).unwrap();
-    let kb: u64 = l[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .unwrap();
-    kb << 10
+        .stderr(Stdio::null());
+    spawn_listening(&mut cmd, &format!("{arch}/{mode}"))
 }
 
 fn connect(addr: &str) -> TcpStream {

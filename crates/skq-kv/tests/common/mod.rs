@@ -122,3 +122,53 @@ impl Client {
             .unwrap()
     }
 }
+
+/// A server binary started by a test; killed when dropped.
+pub struct Process {
+    /// The child process.
+    pub child: std::process::Child,
+    /// The address its first stdout line announced (`listening on ADDR`).
+    pub addr: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cmd` (stdout piped) and waits for its `listening on ADDR` line.
+pub fn spawn_listening(cmd: &mut std::process::Command, what: &str) -> Process {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: spawn: {e}"));
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{what}: unexpected first line {line:?}"))
+        .to_string();
+    Process { child, addr }
+}
+
+/// A field of `/proc/<pid>/status` (a `kB` figure), in bytes.
+pub fn status_bytes(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("server alive");
+    let line = s
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field}"));
+    let kb: u64 = line[field.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    kb << 10
+}
