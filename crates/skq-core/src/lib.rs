@@ -51,6 +51,10 @@
 //! * `exit.rs` and `elastic.rs` (park/rejoin) are the only writers of the
 //!   `alive` mask after [`Scheduler::new`]; `wait.rs` and `sched.rs` own the `idle` mask
 //!   (park handshake; `exit.rs` only clears an exiting worker's bit).
+//! * `worker_loop.rs` owns the worker loop's shared state (the poller role,
+//!   parked followers, the elastic target, shutdown): what a worker does
+//!   next is [`Scheduler::next_step`]'s answer ([`Step`]); drivers only
+//!   execute steps (system calls in skq-rt, virtual time in skq-sim).
 //! * `hint.rs` ([`HintCell`]) is for drivers (skq-rt caches
 //!   `SO_INCOMING_CPU` in it); the scheduler never reads it.
 //! * Every atomic and lock of the scheduler goes through `sync.rs` so loom
@@ -92,6 +96,7 @@ mod sync;
 mod types;
 mod wait;
 mod worker;
+mod worker_loop;
 
 #[cfg(test)]
 mod tests;
@@ -113,3 +118,4 @@ pub use types::{
     WorkerStats,
 };
 pub use worker::WorkerCtx;
+pub use worker_loop::{Done, Readiness, Step, WaitCall, WakeVia};

@@ -69,6 +69,9 @@ pub struct Scheduler {
     /// The idle worker woken to steal and not yet done looking (its id + 1),
     /// or 0: at most one thief searches at a time (`steal.rs`).
     pub(crate) searching: CachePadded<AtomicU64>,
+    /// The worker loop's shared state (poller, followers, elastic target,
+    /// shutdown): `worker_loop.rs`.
+    pub(crate) lp: crate::worker_loop::LoopShared,
 }
 
 impl Scheduler {
@@ -103,6 +106,7 @@ impl Scheduler {
             cpu_map,
             rr: AtomicU32::new(0),
             searching: CachePadded::new(AtomicU64::new(0)),
+            lp: crate::worker_loop::LoopShared::new(n),
             cfg,
         })
     }

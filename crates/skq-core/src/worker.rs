@@ -73,6 +73,10 @@ pub(crate) struct Counters {
     pub(crate) wakeups: AtomicU64,
     pub(crate) high_served: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
+    /// Steps of this worker's loop (`worker_loop.rs`).
+    pub(crate) steps: AtomicU64,
+    /// Returns from sleeping (a poll or a park) of this worker.
+    pub(crate) sleeps_ended: AtomicU64,
 }
 
 impl Counters {

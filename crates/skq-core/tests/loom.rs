@@ -239,3 +239,167 @@ fn park_and_rejoin_vs_activation_and_stealing() {
         assert_eq!(s.live_workers(), 2);
     });
 }
+
+/// The worker loop (`Scheduler::next_step`) executed by a model driver:
+/// a readiness set with a doorbell (epoll + eventfd) and a parker per
+/// worker, all loom condition variables. Two idle workers run the real loop
+/// while a "kernel" thread makes one source ready: whoever polls harvests it
+/// and the core routes it to worker 1 (its CPU). The loop's handshakes (the
+/// poller role, followers, promotion, `wake_via`'s doorbell or parker) must
+/// deliver it exactly once and leave nobody asleep for ever: a lost wake-up
+/// is a deadlock, which loom reports.
+mod worker_loop {
+    use loom::sync::{Condvar, Mutex};
+
+    use super::*;
+    use skq_core::{Done, Readiness, SourceId, Step, WakeVia, WorkerCtx};
+
+    #[derive(Default)]
+    struct SetState {
+        ready: Vec<SourceId>,
+        doorbell: bool,
+        shutdown: bool,
+    }
+
+    /// The kernel side, modeled.
+    struct Os {
+        set: Mutex<SetState>,
+        set_cv: Condvar,
+        parked: [Mutex<bool>; 2],
+        park_cv: [Condvar; 2],
+    }
+
+    impl Os {
+        fn new() -> Os {
+            Os {
+                set: Mutex::new(SetState::default()),
+                set_cv: Condvar::new(),
+                parked: [Mutex::new(false), Mutex::new(false)],
+                park_cv: [Condvar::new(), Condvar::new()],
+            }
+        }
+
+        fn wake(&self, s: &Scheduler, w: usize) {
+            match s.wake_via(w) {
+                WakeVia::Doorbell => {
+                    self.set.lock().unwrap().doorbell = true;
+                    self.set_cv.notify_all();
+                }
+                WakeVia::Parker => {
+                    *self.parked[w].lock().unwrap() = true;
+                    self.park_cv[w].notify_all();
+                }
+            }
+        }
+
+        fn shutdown(&self, s: &Scheduler) {
+            s.shut_down();
+            self.set.lock().unwrap().shutdown = true;
+            self.set_cv.notify_all();
+            for w in 0..2 {
+                *self.parked[w].lock().unwrap() = true;
+                self.park_cv[w].notify_all();
+            }
+        }
+
+        /// Takes what the set holds, blocking until something is there when
+        /// `block`; then activates it as skq-rt's harvest does.
+        fn harvest(&self, s: &Scheduler, ctx: &mut WorkerCtx, block: bool) {
+            let ready = {
+                let mut g = self.set.lock().unwrap();
+                while block && g.ready.is_empty() && !g.doorbell && !g.shutdown {
+                    g = self.set_cv.wait(g).unwrap();
+                }
+                g.doorbell = false;
+                std::mem::take(&mut g.ready)
+            };
+            let me = ctx.id();
+            for id in ready {
+                if let Activation::Queued { wake: Some(w), .. } =
+                    s.activate(id, Ready::READABLE, Some(1), 1, ctx.rng())
+                {
+                    if w != me {
+                        self.wake(s, w);
+                    }
+                }
+            }
+        }
+
+        fn park(&self, w: usize) {
+            let mut g = self.parked[w].lock().unwrap();
+            while !*g {
+                g = self.park_cv[w].wait(g).unwrap();
+            }
+            *g = false;
+        }
+    }
+
+    /// One `wait` of worker `ctx`, executing the core's steps. Returns the
+    /// events delivered (0 after shutdown).
+    fn wait(s: &Scheduler, os: &Os, ctx: &mut WorkerCtx) -> usize {
+        let mut out = Vec::new();
+        let mut call = s.begin_wait(ctx, 0, None, Readiness::Polled);
+        let mut done = Done::Begin;
+        let mut owed = Vec::new();
+        loop {
+            let step = s.next_step(ctx, &mut call, done, 1, &mut out, 4);
+            ctx.drain_wakes_into(&mut owed);
+            for w in owed.drain(..) {
+                if w != ctx.id() {
+                    os.wake(s, w);
+                }
+            }
+            done = match step {
+                Step::Deliver(n) => return n,
+                Step::Return => return 0,
+                Step::Harvest => {
+                    os.harvest(s, ctx, false);
+                    Done::Harvested
+                }
+                Step::Poll(_) => {
+                    os.harvest(s, ctx, true);
+                    Done::Polled
+                }
+                Step::Park(_) => {
+                    os.park(ctx.id());
+                    Done::Woke
+                }
+                Step::Wake => Done::Woke,
+                Step::Surplus => unreachable!("no elastic target here"),
+            };
+        }
+    }
+
+    #[test]
+    fn leader_follower_delivers_once_and_loses_no_wake_up() {
+        model(|| {
+            let s = small(Policy::Cpu, 2, false);
+            let id = s.register(1, Flags::NONE, None).unwrap();
+            let os = Arc::new(Os::new());
+            let delivered = Arc::new(AtomicUsize::new(0));
+            let workers: Vec<_> = (0..2)
+                .map(|w| {
+                    let (s, os, delivered) = (s.clone(), os.clone(), delivered.clone());
+                    thread::spawn(move || {
+                        let mut ctx = s.worker(w);
+                        let n = wait(&s, &os, &mut ctx);
+                        if n > 0 {
+                            assert_eq!(w, 1, "routed to worker 1 (its CPU)");
+                            delivered.fetch_add(n, Ordering::SeqCst);
+                            os.shutdown(&s);
+                        }
+                    })
+                })
+                .collect();
+            {
+                let mut g = os.set.lock().unwrap();
+                g.ready.push(id);
+            }
+            os.set_cv.notify_all();
+            for t in workers {
+                t.join().unwrap();
+            }
+            assert_eq!(delivered.load(Ordering::SeqCst), 1);
+        });
+    }
+}

@@ -21,33 +21,29 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use skq_core::{Decision, ElasticConfig, FastRng, ResourceManager, WorkerCtx, WorkerId};
+use skq_core::{Decision, ElasticConfig, FastRng, ResourceManager, WorkerId};
 
 use crate::sys::cpu::monotonic_ns;
-use crate::{Skq, NONE};
+use crate::Skq;
 
 impl Skq {
     /// Sets how many workers should be active (workers `0..n`, at least 1,
     /// at most the worker count). Workers above it park at their next wait;
     /// parked workers below it are woken to rejoin.
     pub fn set_active(&self, n: usize) {
-        let n = n.clamp(1, self.parkers.len());
-        let old = self.target.swap(n, Ordering::SeqCst);
-        let (lo, hi) = (old.min(n), old.max(n));
-        for w in lo..hi {
+        for w in self.core.set_target(n) {
             // Rising: parked workers rejoin. Falling: idle ones notice now.
-            self.wake(w, NONE);
+            self.wake(w, usize::MAX);
         }
     }
 
     /// Workers that should be active now.
     pub fn active_target(&self) -> usize {
-        self.target.load(Ordering::Relaxed)
+        self.core.target()
     }
 
     /// Workers live in the core now (not parked, not exited).
@@ -61,26 +57,6 @@ impl Skq {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-
-    /// Parks worker `ctx` if the target says so, and returns once it may run
-    /// again (rejoined). False if it did not park (the last live worker).
-    pub(crate) fn park_until_wanted(&self, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) -> bool {
-        let me = ctx.id();
-        let Ok(report) = self.core.park_worker(ctx, monotonic_ns()) else {
-            return false;
-        };
-        wakes.extend_from_slice(&report.wakes);
-        for w in wakes.drain(..) {
-            self.wake(w, me);
-        }
-        // If we were the only one awake, somebody must poll now.
-        self.promote_follower(me);
-        while me >= self.target.load(Ordering::SeqCst) && !self.is_shutdown() {
-            self.parkers[me].park(None);
-        }
-        self.core.rejoin(ctx);
-        true
     }
 }
 
@@ -196,17 +172,16 @@ pub fn checkpoint() -> usize {
                 return 0;
             };
             let skq = &*cur.skq;
-            let polled = skq.poller.load(Ordering::Relaxed) != NONE;
-            if polled && skq.core.queued(cur.id) == 0 {
+            if skq.core.polled() && skq.core.queued(cur.id) == 0 {
                 return 0;
             }
-            if !polled && !skq.harvesting.swap(true, Ordering::AcqRel) {
+            if skq.core.try_harvest() {
                 if let Ok(n) = skq.epoll.wait_ns(&mut cur.ep_buf, Some(0)) {
                     if n > 0 {
                         skq.activate_all(&mut cur.ep_buf, cur.id, &mut cur.rng);
                     }
                 }
-                skq.harvesting.store(false, Ordering::Release);
+                skq.core.end_harvest();
             }
             let moved =
                 skq.core

@@ -91,7 +91,7 @@ mod worker;
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -155,7 +155,6 @@ const DOORBELL: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
 /// Marks a harvested event already activated by the high-priority pass.
 const SKIPPED: u64 = u64::MAX - 2;
-const NONE: usize = usize::MAX;
 const KIND_OTHER: u8 = 0;
 const KIND_SOCKET: u8 = 1;
 
@@ -215,13 +214,6 @@ pub struct Skq {
     /// Written once by `shutdown`; level-triggered in the shared epoll.
     shutdown_fd: EventFd,
     parkers: Box<[Parker]>,
-    /// Worker currently blocked in `epoll_wait`, or NONE.
-    poller: AtomicUsize,
-    /// Held by a worker doing a non-blocking harvest.
-    harvesting: AtomicBool,
-    /// Workers asleep on their parker.
-    sleepers: AtomicU64,
-    shutdown: AtomicBool,
     taken: Box<[AtomicBool]>,
     /// Per source slot: its fd and kind (for SO_INCOMING_CPU) and its
     /// cached CPU hint (`Config::hint_refresh`). Grows with the core's
@@ -231,16 +223,11 @@ pub struct Skq {
     /// `getsockopt(SO_INCOMING_CPU)` calls made so far.
     incoming_cpu_calls: AtomicU64,
     need_cpu: bool,
-    /// Workers that should be active (`elastic.rs`); all by default.
-    target: AtomicUsize,
     /// The resource manager's decisions.
     elastic_log: Mutex<Vec<skq_core::Decision>>,
     /// Set once any source was made high priority: from then on each
     /// harvest activates high-priority sources first.
     prioritized: AtomicBool,
-    /// Times a worker came back from sleeping (a blocking `epoll_wait` or
-    /// its parker), however it was woken: the runtime's wake-ups.
-    wakeups: AtomicU64,
 }
 
 impl Skq {
@@ -283,19 +270,13 @@ impl Skq {
                     cv: Condvar::new(),
                 })
                 .collect(),
-            poller: AtomicUsize::new(NONE),
-            harvesting: AtomicBool::new(false),
-            sleepers: AtomicU64::new(0),
-            shutdown: AtomicBool::new(false),
             taken: (0..n).map(|_| AtomicBool::new(false)).collect(),
             sources: skq_core::SegVec::new(cap),
             hint_refresh,
             incoming_cpu_calls: AtomicU64::new(0),
             need_cpu,
-            target: AtomicUsize::new(n),
             elastic_log: Mutex::new(Vec::new()),
             prioritized: AtomicBool::new(false),
-            wakeups: AtomicU64::new(0),
         }))
     }
 
@@ -445,7 +426,7 @@ impl Skq {
 
     /// Makes every current and future `wait` return `Ok(0)` at once.
     pub fn shutdown(&self) {
-        self.shutdown.store(true, Ordering::SeqCst);
+        self.core.shut_down();
         let _ = self.shutdown_fd.notify();
         let _ = self.doorbell.notify();
         for p in self.parkers.iter() {
@@ -455,7 +436,7 @@ impl Skq {
 
     /// Whether [`Skq::shutdown`] was called.
     pub fn is_shutdown(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
+        self.core.is_shut_down()
     }
 
     /// Wakes worker `w` however it sleeps.
@@ -463,18 +444,11 @@ impl Skq {
         if w == me {
             return;
         }
-        if self.poller.load(Ordering::SeqCst) == w {
-            let _ = self.doorbell.notify();
-        } else {
-            self.parkers[w].unpark();
-        }
-    }
-
-    /// A sleeping follower becomes the next poller.
-    fn promote_follower(&self, me: WorkerId) {
-        let m = self.sleepers.load(Ordering::SeqCst) & !(1u64 << me);
-        if m != 0 {
-            self.parkers[m.trailing_zeros() as usize].unpark();
+        match self.core.wake_via(w) {
+            skq_core::WakeVia::Doorbell => {
+                let _ = self.doorbell.notify();
+            }
+            skq_core::WakeVia::Parker => self.parkers[w].unpark(),
         }
     }
 
@@ -491,12 +465,7 @@ impl Skq {
     /// a timeout. Divided by events delivered, the runtime's wake-ups per
     /// event; an idle instance adds none.
     pub fn wakeups(&self) -> u64 {
-        self.wakeups.load(Ordering::Relaxed)
-    }
-
-    /// Counts one return from sleeping.
-    fn woke(&self) {
-        self.wakeups.fetch_add(1, Ordering::Relaxed);
+        self.core.sleeps_ended()
     }
 
     /// Turns harvested epoll events into activations.

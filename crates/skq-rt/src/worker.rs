@@ -1,24 +1,20 @@
-//! A worker's handle and its wait loop.
+//! A worker's handle and the executor of its wait loop.
 //!
-//! `wait` does, in order: release the previous batch (redeliveries wake
-//! their new owners); if no worker is blocked in `epoll_wait`, harvest
-//! readiness without blocking; take a batch from the own queue; steal if
-//! allowed and empty; otherwise sleep. A sleeping worker either becomes *the*
-//! poller (blocks in `epoll_wait` on the shared epoll fd, so readiness is
-//! harvested the moment it arrives) or, if another worker already polls,
-//! parks on its own condition variable until someone queues work for it.
-//! A poller that leaves with work to do promotes a parked follower, so there
-//! is always a poller while any worker is idle (leader/follower).
+//! What a worker does next (deliver, harvest on the way, block in
+//! `epoll_wait` as the poller, park as a follower, park as elastic surplus)
+//! is decided by skq-core's worker loop (`Scheduler::next_step`, whose
+//! module docs give the protocol); `Worker::wait` executes each step with
+//! the shared epoll fd, its eventfd doorbell and the worker's parker, and
+//! wakes the workers the core names, by the means it names.
 
 use std::io;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skq_core::{Event, ExitReport, WorkerCtx, WorkerId};
+use skq_core::{Done, Event, ExitReport, Readiness, Step, WorkerCtx, WorkerId};
 
 use crate::sys::cpu::monotonic_ns;
-use crate::{Skq, NONE};
+use crate::Skq;
 
 /// A buffer of events filled by [`Worker::wait`].
 #[derive(Debug)]
@@ -139,90 +135,47 @@ impl Worker {
         let (skq, ctx, ep_buf, wakes) = self.parts();
         let core = &skq.core;
         let me = ctx.id();
-        let bit = 1u64 << me;
         let start = monotonic_ns();
-        core.release(ctx, start);
-        flush_wakes(skq, ctx, wakes);
-        events.inner.clear();
         let deadline = timeout.map(|t| start.saturating_add(t.as_nanos() as u64));
-        // A lone worker has nobody to steal from. Idle thieves are woken on
-        // demand (skq-core's `wake_after_push`); `steal_retry_ns` is an
-        // optional safety-net timer, off (0) by default.
-        let steal = core.config().steal && core.config().workers > 1;
-        let retry = core.config().steal_retry_ns;
-        // Whether this call already harvested (as the poller).
-        let mut harvested = false;
+        let mut call = core.begin_wait(ctx, start, deadline, Readiness::Polled);
+        let cap = events.cap;
+        let mut done = Done::Begin;
+        // What to do next is skq-core's decision (`Scheduler::next_step`);
+        // this loop only executes it with epoll, the doorbell and parkers.
         loop {
-            if skq.is_shutdown() {
-                core.record_return(ctx, monotonic_ns(), 0);
-                return Ok(0);
-            }
-            if me >= skq.target.load(Ordering::Relaxed) && skq.park_until_wanted(ctx, wakes) {
-                continue;
-            }
-            let cap = events.cap;
-            let mut n = core.fill(ctx, &mut events.inner, cap);
-            if n == 0 && steal && core.steal(ctx) > 0 {
-                n = core.fill(ctx, &mut events.inner, cap);
-            }
-            if n > 0 {
-                // About to work while nobody is blocked in epoll_wait:
-                // harvest on the way (one non-blocking harvester at a time),
-                // so readiness that arrived meanwhile is scheduled (possibly
-                // onto other workers) while this batch runs. Skipped when
-                // this call has just harvested as the poller, and when there
-                // is nothing to run (the worker is about to poll anyway):
-                // one epoll_wait per wake-up instead of two.
-                if !harvested
-                    && skq.poller.load(Ordering::Acquire) == NONE
-                    && !skq.harvesting.swap(true, Ordering::AcqRel)
-                {
-                    let r = harvest(skq, ctx, ep_buf, Some(0));
-                    skq.harvesting.store(false, Ordering::Release);
-                    r?;
+            let step = core.next_step(ctx, &mut call, done, monotonic_ns(), &mut events.inner, cap);
+            flush_wakes(skq, ctx, wakes);
+            done = match step {
+                Step::Deliver(n) => return Ok(n),
+                Step::Return => {
+                    events.inner.clear();
+                    return Ok(0);
                 }
-                core.record_return(ctx, monotonic_ns(), n);
-                return Ok(n);
-            }
-            let now = monotonic_ns();
-            if deadline.is_some_and(|d| now >= d) {
-                core.record_return(ctx, now, 0);
-                return Ok(0);
-            }
-            if !core.prepare_park(ctx) {
-                continue;
-            }
-            let mut sleep = deadline.map(|d| d - now);
-            // The optional retry timer, only while another worker is busy:
-            // parked workers' queues stay empty (a push wakes its target).
-            if steal && retry > 0 && core.others_busy(me) {
-                sleep = Some(sleep.map_or(retry, |s| s.min(retry)));
-            }
-            if skq
-                .poller
-                .compare_exchange(NONE, me, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
-                let r = harvest(skq, ctx, ep_buf, sleep);
-                skq.woke();
-                skq.poller.store(NONE, Ordering::SeqCst);
-                core.unpark(ctx);
-                r?;
-                harvested = true;
-                if core.has_work(me) {
-                    // Leaving to work: a parked follower takes over polling.
-                    skq.promote_follower(me);
+                Step::Harvest | Step::Poll(_) => {
+                    let (timeout, done) = match step {
+                        Step::Poll(t) => (t, Done::Polled),
+                        _ => (Some(0), Done::Harvested),
+                    };
+                    if let Err(e) = harvest(skq, ctx, ep_buf, timeout) {
+                        core.abort_wait(ctx, &mut call, monotonic_ns());
+                        flush_wakes(skq, ctx, wakes);
+                        events.inner.clear();
+                        return Err(e);
+                    }
+                    done
                 }
-            } else {
-                skq.sleepers.fetch_or(bit, Ordering::SeqCst);
-                // The poller may have left after our CAS failed: re-check.
-                if skq.poller.load(Ordering::SeqCst) != NONE && !skq.is_shutdown() {
-                    skq.parkers[me].park(sleep);
-                    skq.woke();
+                Step::Park(t) => {
+                    skq.parkers[me].park(t);
+                    Done::Woke
                 }
-                skq.sleepers.fetch_and(!bit, Ordering::SeqCst);
-                core.unpark(ctx);
-            }
+                Step::Surplus => {
+                    while !core.wanted(me) {
+                        skq.parkers[me].park(None);
+                    }
+                    Done::Rejoined
+                }
+                Step::Wake => Done::Woke,
+            };
         }
     }
 
@@ -259,7 +212,9 @@ impl Worker {
             self.skq.wake(w, me);
         }
         // If we were the only one awake, somebody must poll now.
-        self.skq.promote_follower(me);
+        if let Some(f) = self.skq.core.follower(me) {
+            self.skq.wake(f, me);
+        }
         report
     }
 }

@@ -18,14 +18,16 @@ fn serve(
     service: Duration,
     stop: &Arc<AtomicBool>,
     delivered: &Arc<AtomicU64>,
-) -> Vec<thread::JoinHandle<()>> {
+) -> Vec<thread::JoinHandle<u64>> {
     (0..workers)
         .map(|w| {
             let mut worker = skq.worker(w);
             let (stop, delivered) = (stop.clone(), delivered.clone());
             thread::spawn(move || {
                 let mut events = Events::with_capacity(4);
+                let mut waits = 0u64;
                 while !stop.load(Ordering::Relaxed) {
+                    waits += 1;
                     let n = worker
                         .wait(&mut events, Some(Duration::from_millis(500)))
                         .unwrap();
@@ -34,6 +36,7 @@ fn serve(
                         delivered.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                waits
             })
         })
         .collect()
@@ -75,10 +78,15 @@ fn idle_instance_makes_no_wake_ups_and_low_rate_costs_a_few_per_event() {
         let per_event = (skq.wakeups() - start) as f64 / n as f64;
         stop.store(true, Ordering::Relaxed);
         skq.shutdown();
-        for t in threads {
-            t.join().unwrap();
-        }
+        let waits: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(delivered.load(Ordering::Relaxed), n, "{mode}");
+        // The runtime executes skq-core's worker loop: every wait took at
+        // least one of its steps (a wait that bypassed it would take none).
+        let steps = skq.core().loop_steps();
+        assert!(
+            steps >= waits,
+            "{mode}: {steps} loop steps for {waits} waits"
+        );
         // The poller's wake-up, the owner's, and a follower taking over the
         // poll (leader/follower): at most three per event. A retry timer
         // waking idle thieves every 100 µs would cost dozens during each

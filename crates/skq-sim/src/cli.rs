@@ -88,6 +88,14 @@ pub struct SimArgs {
     /// Overhead: cache-miss penalty when a connection is served off its home worker (ns).
     #[arg(long, default_value_t = Overheads::default().miss_ns)]
     pub miss_ns: u64,
+    /// Overhead: CPU of one system call of the worker loop (ns; counted in
+    /// CPU per request, not charged as delay).
+    #[arg(long, default_value_t = Overheads::default().syscall_ns)]
+    pub syscall_ns: u64,
+    /// Overhead: CPU of one voluntary context switch (ns; counted like
+    /// --syscall-ns).
+    #[arg(long, default_value_t = Overheads::default().switch_ns)]
+    pub switch_ns: u64,
     /// Events per wait() (as `skq serve rpc --batch`, default 1).
     #[arg(long, default_value_t = 1)]
     pub max_events: usize,
@@ -196,6 +204,8 @@ impl SimArgs {
             steal_ns: self.steal_ns,
             wake_ns: self.wake_ns,
             miss_ns: self.miss_ns,
+            syscall_ns: self.syscall_ns,
+            switch_ns: self.switch_ns,
         }
     }
 
@@ -210,7 +220,6 @@ impl SimArgs {
             max_events: self.max_events,
             max_reads: self.max_reads,
             migrate_prob: self.migrate_prob,
-            plain_wait: false,
             harvest: self
                 .harvest
                 .parse()

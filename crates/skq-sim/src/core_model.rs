@@ -21,27 +21,31 @@
 //!   event was stolen and `miss_ns` if the connection's home is another
 //!   worker), then serves every request pending on the connection at that
 //!   moment, up to [`CoreOpts::max_reads`], back to back; if more remained it
-//!   calls `still_ready`. After the last event it calls `wait()` again at its
-//!   virtual time, and wakes the workers the core names (`drain_wakes_into`);
-//! * with [`Harvest::Runtime`], readiness instead waits "in the kernel" until
-//!   a worker harvests it, as skq-rt's leader/follower loop does;
-//! * a worker whose `wait()` returned nothing announces it with
-//!   `prepare_park` (waiting again at once if that reports work) and sleeps
-//!   until woken (a thief is woken on demand by the core) or, when a
-//!   `steal_retry_ns` safety net is configured, until that much later,
-//!   whichever is first; on waking it calls `unpark`, then `wait()`.
-//! * the steal cost is charged to the events a wait obtained by stealing. To
-//!   know them, the model performs `wait()` as the core documents its
-//!   composition (`release`, `fill`, and if that found nothing and stealing is
-//!   on, `steal` then `fill` again, then `record_return`); a test checks this
-//!   gives the very same run as `Scheduler::wait`.
-//!
+//!   calls `still_ready`. After the last event it opens a `wait` at its
+//!   virtual time (`Scheduler::begin_wait`);
+//! * **the worker loop is the core's** (`Scheduler::next_step`, the same
+//!   state machine skq-rt executes): the model only executes its steps.
+//!   `Harvest` activates what the kernel holds; `Deliver` starts a batch
+//!   (the call says which events were stolen, charged `steal_ns`); `Poll`
+//!   blocks in the readiness set until an arrival or a doorbell (after
+//!   `wake_ns`), then harvests; `Park` sleeps until a wake-up (after
+//!   `wake_ns`) or its timeout; `Surplus` sleeps until the elastic target
+//!   wants the worker again; before every step the workers the core names
+//!   are woken. A run fails if the core counted another number of steps than
+//!   the model executed;
+//! * [`Harvest::Immediate`] is readiness pushed at once (`Readiness::Pushed`:
+//!   no poller, idle workers park); [`Harvest::Runtime`] is skq-rt's
+//!   (`Readiness::Polled`: leader/follower and harvest on the way);
+//! * cost: every `Harvest`, `Poll`, `Park`, `Surplus` and wake-up of another
+//!   worker is a system call, every `Poll`, `Park` and `Surplus` a voluntary
+//!   context switch; [`CoreOutcome::cpu_ns`] adds them, at
+//!   `Overheads::syscall_ns` and `switch_ns`, to the processing time, for
+//!   CPU and context switches per request beside latency;
 //! * with [`CoreOpts::elastic`], the core's `ResourceManager` runs in virtual
 //!   time: every `backlog_check_ns` it sees the queued total, every
-//!   `period_ns` the summed busy time. A worker above the decided count
-//!   parks (`park_worker`) when it next finds itself idle or between
-//!   batches; a parked worker below it rejoins (`rejoin`) and starts
-//!   working at once. Parked workers get no wake-ups and no steal retries.
+//!   `period_ns` the summed busy time, and sets the core's target
+//!   (`Scheduler::set_target`); workers above it leave through
+//!   `Step::Surplus` at their next step, and come back when it rises.
 //!   [`CoreOpts::rate_profile`] warps the arrivals (a load step).
 //!
 //! Invariant checked at the end: every request completes. Requests left when
@@ -54,7 +58,10 @@ use std::collections::VecDeque;
 use anyhow::{anyhow, bail};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use skq_core::{Activation, Config, Event, FastRng, Flags, Ready, Scheduler, SourceId, WorkerCtx};
+use skq_core::{
+    Activation, Config, Done, Event, FastRng, Flags, Readiness, Ready, Scheduler, SourceId, Step,
+    WaitCall, WorkerCtx,
+};
 
 use crate::params::Overheads;
 pub use crate::params::{CoreOpts, Harvest};
@@ -89,6 +96,19 @@ pub struct CoreOutcome {
     pub active_worker_ns: f64,
     /// Best-effort requests served by each worker.
     pub batch_served: Vec<u64>,
+    /// CPU the workers spent, ns: processing (overheads and service) plus
+    /// `syscalls × Overheads::syscall_ns` plus `switches × switch_ns`.
+    pub cpu_ns: f64,
+    /// System calls the worker loop made (harvests, polls, parks, wake-ups
+    /// of other workers; not the application's reads and writes, which
+    /// `event_ns` covers).
+    pub syscalls: u64,
+    /// Times a worker blocked (voluntary context switches).
+    pub switches: u64,
+    /// Steps of the core's worker loop executed.
+    pub loop_steps: u64,
+    /// Returns from sleeping, as the core counted them.
+    pub wakeups: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -118,25 +138,37 @@ enum Ev {
     Manage,
 }
 
+/// Where an idle worker sleeps (the step it is executing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sleep {
+    /// Running a batch or between steps.
+    Awake,
+    /// `Step::Poll`: blocked in the readiness set.
+    Poll,
+    /// `Step::Park`: on its own doorbell.
+    Park,
+    /// `Step::Surplus`: out of the pool until wanted.
+    Surplus,
+}
+
 struct Worker {
     ctx: WorkerCtx,
     batch: Vec<Event>,
     pos: usize,
-    idle: bool,
+    /// The `wait` in progress while the worker sleeps.
+    call: Option<WaitCall>,
+    sleep: Sleep,
     wake_pending: bool,
     epoch: u32,
     /// The first this-many events of `batch` were stolen.
     stolen_in_batch: usize,
-    /// Parked by the resource manager.
-    parked: bool,
 }
 
 struct Sim {
     sched: Scheduler,
     ov: Overheads,
     opts: CoreOpts,
-    steal: bool,
-    retry_ns: u64,
+    readiness: Readiness,
     conns: Vec<Conn>,
     workers: Vec<Worker>,
     q: EventQueue<Ev>,
@@ -146,8 +178,8 @@ struct Sim {
     /// Runtime harvest: connections with readiness still in the kernel.
     kernel_ready: Vec<u32>,
     in_kernel: Vec<bool>,
-    /// Runtime harvest: the idle worker blocked in `epoll_wait`.
-    poller: Option<usize>,
+    /// Runtime harvest: the worker blocked in the readiness set.
+    polling: Option<usize>,
     last_progress: u64,
     rm: Option<skq_core::ResourceManager>,
     next_period: u64,
@@ -157,6 +189,22 @@ struct Sim {
     off_home: u64,
     batch_from: usize,
     batch_served: Vec<u64>,
+    cost: Cost,
+}
+
+/// What the workers spent besides latency: counted as the runtime would
+/// pay it (see [`CoreOutcome::cpu_ns`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Cost {
+    /// Time processing events (overheads and service), ns.
+    work_ns: u64,
+    /// System calls made by workers for the loop: a non-blocking harvest,
+    /// a blocking poll, a park, a wake-up of another worker.
+    syscalls: u64,
+    /// Times a worker blocked (poll, park, surplus): voluntary switches.
+    switches: u64,
+    /// Steps executed (`Scheduler::next_step` answers).
+    steps: u64,
 }
 
 /// Simulates `sc` served by `cfg` (its `workers` is replaced by the
@@ -178,12 +226,11 @@ pub fn run(
     machine.validate()?;
     cfg.worker_cpus = machine.worker_cpus(sc.workers);
     cfg.cpu_topology = machine.topology(sc.workers);
-    // Stealing is on demand (the core wakes a thief); the retry timer only
-    // when one is configured.
-    let (steal, retry_ns) = (
-        cfg.steal && cfg.steal_retry_ns > 0,
-        cfg.steal_retry_ns.max(1),
-    );
+    let readiness = match opts.harvest {
+        Harvest::Immediate => Readiness::Pushed,
+        Harvest::Runtime => Readiness::Polled,
+    };
+    let retry_ns = if cfg.steal { cfg.steal_retry_ns } else { 0 };
     let sched = Scheduler::new(cfg).map_err(|e| anyhow!("{e}"))?;
     let mut conns = Vec::with_capacity(sc.connections);
     for i in 0..sc.connections {
@@ -210,11 +257,11 @@ pub fn run(
             ctx: sched.worker(w),
             batch: Vec::with_capacity(opts.max_events),
             pos: 0,
-            idle: false,
+            call: None,
+            sleep: Sleep::Awake,
             wake_pending: false,
             epoch: 0,
             stolen_in_batch: 0,
-            parked: false,
         })
         .collect();
     let rm = match &opts.elastic {
@@ -228,8 +275,7 @@ pub fn run(
         sched,
         ov: *ov,
         opts: opts.clone(),
-        steal,
-        retry_ns,
+        readiness,
         conns,
         workers,
         q: EventQueue::with_capacity(4 * sc.workers + 4),
@@ -246,7 +292,7 @@ pub fn run(
         wakes: Vec::with_capacity(sc.workers),
         kernel_ready: Vec::with_capacity(sc.connections),
         in_kernel: vec![false; sc.connections],
-        poller: None,
+        polling: None,
         last_progress: 0,
         next_period: rm.as_ref().map_or(0, |r| r.config().period_ns),
         active: rm.as_ref().map_or(Vec::new(), |r| vec![(0, r.active())]),
@@ -254,15 +300,17 @@ pub fn run(
         empty_events: 0,
         stolen: 0,
         off_home: 0,
+        cost: Cost::default(),
     };
+    if let Some(rm) = &mut sim.rm {
+        rm.tick(0, 0, 0);
+        let _ = sim.sched.set_target(rm.active());
+        let check = rm.config().backlog_check_ns.max(1);
+        sim.q.push(check, Ev::Manage);
+    }
     let mut mrng = SmallRng::seed_from_u64(sc.seed ^ CORE_SALT ^ 2);
     for w in 0..sc.workers {
         sim.step(w, 0);
-    }
-    if let Some(rm) = &mut sim.rm {
-        rm.tick(0, 0, 0);
-        let check = rm.config().backlog_check_ns.max(1);
-        sim.q.push(check, Ev::Manage);
     }
 
     // A run is stalled when, after the last arrival, nobody has served a
@@ -271,7 +319,7 @@ pub fn run(
     // Runaway guard: generous per request, plus every idle worker retrying
     // a steal every interval for the whole (expected) run.
     let expected_ns = total as f64 / sc.rate_rps * 1e9;
-    let retries = if steal {
+    let retries = if retry_ns > 0 {
         2.0 * sc.workers as f64 * expected_ns / retry_ns as f64
     } else {
         0.0
@@ -319,14 +367,7 @@ pub fn run(
                     let more = gen.peek().is_some() || sim.rec.completed() < total;
                     sim.manage(t, more)
                 }
-                Ev::Wake(w, epoch) => {
-                    let wk = &mut sim.workers[w as usize];
-                    if wk.idle && !wk.parked && wk.epoch == epoch {
-                        wk.idle = false;
-                        wk.wake_pending = false;
-                        sim.woken(w as usize, t);
-                    }
-                }
+                Ev::Wake(w, epoch) => sim.woken(w as usize, epoch, t),
             }
         }
     }
@@ -340,6 +381,17 @@ pub fn run(
         let until = sim.active.get(i + 1).map_or(end, |x| x.0).min(end);
         active_worker_ns += until.saturating_sub(t) as f64 * a as f64;
     }
+    let c = sim.cost;
+    if sim.sched.loop_steps() != c.steps {
+        bail!(
+            "the core counted {} loop steps, the model executed {}",
+            sim.sched.loop_steps(),
+            c.steps
+        );
+    }
+    let cpu_ns = c.work_ns as f64
+        + c.syscalls as f64 * sim.ov.syscall_ns as f64
+        + c.switches as f64 * sim.ov.switch_ns as f64;
     Ok(CoreOutcome {
         batch_served: sim.batch_served,
         active: sim.active,
@@ -351,6 +403,11 @@ pub fn run(
         stolen: sim.stolen,
         off_home: sim.off_home,
         imbalance,
+        cpu_ns,
+        syscalls: c.syscalls,
+        switches: c.switches,
+        loop_steps: c.steps,
+        wakeups: sim.sched.sleeps_ended(),
     })
 }
 
@@ -363,30 +420,6 @@ fn home_of(sched: &Scheduler, id: SourceId, cpu: u32, sticky: Option<usize>) -> 
         .cpu_map()
         .route(cpu, sticky, id.index(), all)
         .map_or(0, |(w, _)| w)
-}
-
-/// `Scheduler::wait`, composed from the core's public steps so the number of
-/// stolen sources is known (they are pushed to the front of the thief's queue,
-/// so they are the first events of the batch). Returns (events, stolen).
-fn wait_counting_steals(
-    sched: &Scheduler,
-    ctx: &mut WorkerCtx,
-    now: u64,
-    out: &mut Vec<Event>,
-    max: usize,
-) -> (usize, usize) {
-    sched.release(ctx, now);
-    out.clear();
-    let mut n = sched.fill(ctx, out, max);
-    let mut stolen = 0;
-    if n == 0 && sched.config().steal {
-        stolen = sched.steal(ctx);
-        if stolen > 0 {
-            n = sched.fill(ctx, out, max);
-        }
-    }
-    sched.record_return(ctx, now, n);
-    (n, stolen.min(n))
 }
 
 impl Sim {
@@ -404,14 +437,14 @@ impl Sim {
             arrival: t,
             service: r.service,
         });
-        if self.opts.harvest == Harvest::Runtime {
+        if self.readiness == Readiness::Polled {
             let c = r.conn as usize;
             if !self.in_kernel[c] {
                 self.in_kernel[c] = true;
                 self.kernel_ready.push(r.conn);
             }
-            if let Some(p) = self.poller {
-                self.wake(p, t);
+            if let Some(p) = self.polling {
+                self.schedule_wake(p, t); // the kernel wakes the poller
             }
             return Ok(());
         }
@@ -419,7 +452,8 @@ impl Sim {
     }
 
     /// Hands connection `c`'s readiness to the core at `t`; `harvester` is
-    /// the worker doing it (it needs no wake-up).
+    /// the worker doing it (its wake-ups of others are system calls; an
+    /// arrival's, with pushed readiness, are the kernel's).
     fn activate(&mut self, c: usize, t: u64, harvester: Option<usize>) -> anyhow::Result<()> {
         let conn = &self.conns[c];
         match self
@@ -428,7 +462,10 @@ impl Sim {
         {
             Activation::Queued { wake, .. } => {
                 if let Some(x) = wake.filter(|&x| Some(x) != harvester) {
-                    self.wake(x, t);
+                    if harvester.is_some() {
+                        self.cost.syscalls += 1;
+                    }
+                    self.schedule_wake(x, t);
                 }
             }
             Activation::Coalesced | Activation::Deferred => {}
@@ -437,7 +474,8 @@ impl Sim {
         Ok(())
     }
 
-    /// Runtime harvest: worker `w` activates everything the kernel holds.
+    /// Executes `Step::Harvest` or the end of `Step::Poll` for worker `w`:
+    /// activates everything the kernel holds.
     fn harvest(&mut self, w: usize, t: u64) {
         let mut ready = std::mem::take(&mut self.kernel_ready);
         for &c in &ready {
@@ -449,27 +487,40 @@ impl Sim {
         self.kernel_ready = ready;
     }
 
-    /// An idle worker's wake-up (or steal retry) fired at `t`.
-    fn woken(&mut self, w: usize, t: u64) {
-        if self.opts.harvest == Harvest::Runtime && self.poller == Some(w) {
-            self.harvest(w, t);
-            self.poller = None;
-            self.sched.unpark(&self.workers[w].ctx);
-            if self.sched.has_work(w) {
-                // Leaving to work: a parked follower becomes the poller.
-                if let Some(f) = (0..self.workers.len()).find(|&f| f != w && self.workers[f].idle) {
-                    self.wake(f, t);
-                }
-            }
-        } else {
-            self.sched.unpark(&self.workers[w].ctx);
+    /// A wake-up (or timeout) of worker `w`'s sleep number `epoch` at `t`.
+    fn woken(&mut self, w: usize, epoch: u32, t: u64) {
+        let wk = &mut self.workers[w];
+        if wk.sleep == Sleep::Awake || wk.epoch != epoch {
+            return;
         }
-        self.step(w, t);
+        wk.wake_pending = false;
+        let done = match wk.sleep {
+            Sleep::Poll => {
+                self.polling = None;
+                self.workers[w].sleep = Sleep::Awake;
+                self.harvest(w, t);
+                Done::Polled
+            }
+            Sleep::Park => Done::Woke,
+            Sleep::Surplus => {
+                if !self.sched.wanted(w) {
+                    return; // still surplus: sleep on
+                }
+                Done::Rejoined
+            }
+            Sleep::Awake => unreachable!(),
+        };
+        let wk = &mut self.workers[w];
+        wk.sleep = Sleep::Awake;
+        let call = wk.call.take().expect("a sleeping worker is inside a wait");
+        self.run_loop(w, t, call, done);
     }
 
     /// The resource manager's turn at `t` (elastic runs): the backlog check,
-    /// and the period's decision when one is due; then parks idle workers
-    /// above the count and brings parked ones below it back.
+    /// and the period's decision when one is due. A changed target wakes the
+    /// workers on either side of the change: surplus ones rejoin, idle ones
+    /// above it find `Step::Surplus` at their next step, busy ones between
+    /// batches.
     fn manage(&mut self, t: u64, more: bool) {
         let Some(rm) = &mut self.rm else { return };
         let check = rm.config().backlog_check_ns.max(1);
@@ -486,18 +537,8 @@ impl Sim {
         if now_active != before {
             self.active.push((t, now_active));
         }
-        for w in 0..self.workers.len() {
-            if w < now_active && self.workers[w].parked {
-                let wk = &mut self.workers[w];
-                wk.parked = false;
-                wk.idle = false;
-                wk.wake_pending = false;
-                wk.epoch = wk.epoch.wrapping_add(1);
-                self.sched.rejoin(&mut wk.ctx);
-                self.step(w, t);
-            } else if w >= now_active && self.workers[w].idle && !self.workers[w].parked {
-                self.park(w, t);
-            }
+        for w in self.sched.set_target(now_active) {
+            self.schedule_wake(w, t);
         }
         // Keep looking while requests may still come or remain queued.
         if more {
@@ -505,124 +546,120 @@ impl Sim {
         }
     }
 
-    /// Parks worker `w` (idle or between batches) in the core.
-    fn park(&mut self, w: usize, t: u64) {
-        let wk = &mut self.workers[w];
-        if self.sched.is_parked(w) {
-            return;
-        }
-        if wk.idle {
-            self.sched.unpark(&wk.ctx);
-        }
-        let Ok(report) = self.sched.park_worker(&mut wk.ctx, t) else {
-            return; // the last live worker
-        };
-        wk.parked = true;
-        wk.idle = true;
-        wk.wake_pending = false;
-        wk.epoch = wk.epoch.wrapping_add(1);
-        for x in report.wakes {
-            self.wake(x, t);
-        }
-        if self.poller == Some(w) {
-            // The poller parked: another idle worker takes over.
-            self.poller = None;
-            if let Some(f) = (0..self.workers.len())
-                .find(|&f| f != w && self.workers[f].idle && !self.workers[f].parked)
-            {
-                self.wake(f, t);
-            }
-        }
-    }
-
     /// Schedules worker `w`'s wake-up if it sleeps and none is on the way.
-    fn wake(&mut self, w: usize, t: u64) {
+    fn schedule_wake(&mut self, w: usize, t: u64) {
         let Some(wk) = self.workers.get_mut(w) else {
             return;
         };
-        if wk.idle && !wk.parked && !wk.wake_pending {
+        if wk.sleep != Sleep::Awake && !wk.wake_pending {
             wk.wake_pending = true;
             self.q
                 .push(t + self.ov.wake_ns, Ev::Wake(w as u32, wk.epoch));
         }
     }
 
-    /// Worker `w` is free at `t`: process its next event, or wait for more,
-    /// or park (announcing it with `prepare_park`, as the runtime does).
+    /// The driver's one rule: wakes every worker `w`'s context owes a
+    /// wake-up, each a system call (a doorbell or a parker, as
+    /// `Scheduler::wake_via` names it).
+    fn flush_wakes(&mut self, w: usize, t: u64) {
+        self.wakes.clear();
+        self.workers[w].ctx.drain_wakes_into(&mut self.wakes);
+        for i in 0..self.wakes.len() {
+            let x = self.wakes[i];
+            if x != w {
+                let _ = self.sched.wake_via(x);
+                self.cost.syscalls += 1;
+                self.schedule_wake(x, t);
+            }
+        }
+    }
+
+    /// Worker `w` is free at `t`: process its next event, or open a `wait`.
     fn step(&mut self, w: usize, t: u64) {
+        let wk = &mut self.workers[w];
+        if wk.pos < wk.batch.len() {
+            let ev = wk.batch[wk.pos];
+            let stolen = wk.pos < wk.stolen_in_batch;
+            wk.pos += 1;
+            let d = self.serve(w, ev, stolen, t);
+            self.cost.work_ns += d;
+            self.q.push(t + d, Ev::Step(w as u32));
+            return;
+        }
+        wk.pos = 0;
+        let call = self.sched.begin_wait(&mut wk.ctx, t, None, self.readiness);
+        self.run_loop(w, t, call, Done::Begin);
+    }
+
+    /// Executes worker `w`'s loop at `t` from `done` until it delivers or
+    /// sleeps: the steps come from `Scheduler::next_step`, as in skq-rt.
+    fn run_loop(&mut self, w: usize, t: u64, mut call: WaitCall, mut done: Done) {
         loop {
             let wk = &mut self.workers[w];
-            if wk.pos < wk.batch.len() {
-                let ev = wk.batch[wk.pos];
-                let stolen = wk.pos < wk.stolen_in_batch;
-                wk.pos += 1;
-                let d = self.serve(w, ev, stolen, t);
-                self.q.push(t + d, Ev::Step(w as u32));
-                return;
-            }
-            wk.pos = 0;
-            if self.rm.as_ref().is_some_and(|rm| w >= rm.active()) {
-                // Between batches above the decided count: release the batch
-                // and park (the core reschedules anything queued here).
-                self.sched.release(&mut self.workers[w].ctx, t);
-                self.wakes.clear();
-                self.workers[w].ctx.drain_wakes_into(&mut self.wakes);
-                for i in 0..self.wakes.len() {
-                    self.wake(self.wakes[i], t);
+            let step = self.sched.next_step(
+                &mut wk.ctx,
+                &mut call,
+                done,
+                t,
+                &mut wk.batch,
+                self.opts.max_events,
+            );
+            self.cost.steps += 1;
+            self.flush_wakes(w, t);
+            done = match step {
+                Step::Harvest => {
+                    self.cost.syscalls += 1;
+                    self.harvest(w, t);
+                    Done::Harvested
                 }
-                self.park(w, t);
-                if self.workers[w].parked {
+                Step::Deliver(_) => {
+                    let wk = &mut self.workers[w];
+                    wk.stolen_in_batch = call.stolen();
+                    wk.pos = 0;
+                    self.step(w, t);
                     return;
                 }
-            }
-            if self.opts.harvest == Harvest::Runtime && self.poller.is_none() {
-                // Nobody blocks in epoll_wait: harvest on the way in. (The
-                // runtime releases first; releasing only re-queues sources
-                // whose readiness the core already has, so order is moot.)
-                self.harvest(w, t);
-            }
-            let wk = &mut self.workers[w];
-            let (got, stolen) = if self.opts.plain_wait {
-                (
-                    self.sched
-                        .wait(&mut wk.ctx, t, &mut wk.batch, self.opts.max_events),
-                    0,
-                )
-            } else {
-                wait_counting_steals(
-                    &self.sched,
-                    &mut wk.ctx,
-                    t,
-                    &mut wk.batch,
-                    self.opts.max_events,
-                )
-            };
-            wk.stolen_in_batch = stolen;
-            self.wakes.clear();
-            wk.ctx.drain_wakes_into(&mut self.wakes);
-            let parked = got == 0 && self.sched.prepare_park(&wk.ctx);
-            if parked {
-                wk.idle = true;
-                wk.wake_pending = false;
-                wk.epoch = wk.epoch.wrapping_add(1);
-                if self.opts.harvest == Harvest::Runtime && self.poller.is_none() {
-                    self.poller = Some(w);
-                    if !self.kernel_ready.is_empty() {
-                        // Readiness already waiting: epoll_wait returns at once.
-                        wk.wake_pending = true;
-                        self.q.push(t, Ev::Wake(w as u32, wk.epoch));
+                Step::Wake => Done::Woke,
+                Step::Poll(timeout) | Step::Park(timeout) => {
+                    let poll = matches!(step, Step::Poll(_));
+                    self.cost.syscalls += 1;
+                    self.cost.switches += 1;
+                    let wk = &mut self.workers[w];
+                    wk.sleep = if poll { Sleep::Poll } else { Sleep::Park };
+                    wk.call = Some(call);
+                    wk.wake_pending = false;
+                    wk.epoch = wk.epoch.wrapping_add(1);
+                    let epoch = wk.epoch;
+                    if poll {
+                        self.polling = Some(w);
+                        if !self.kernel_ready.is_empty() {
+                            // Readiness already waiting: the poll returns at once.
+                            self.workers[w].wake_pending = true;
+                            self.q.push(t, Ev::Wake(w as u32, epoch));
+                        }
                     }
+                    if let Some(d) = timeout {
+                        self.q.push(t + d, Ev::Wake(w as u32, epoch));
+                    }
+                    return;
                 }
-                if self.steal {
-                    self.q.push(t + self.retry_ns, Ev::Wake(w as u32, wk.epoch));
+                Step::Surplus => {
+                    self.cost.syscalls += 1;
+                    self.cost.switches += 1;
+                    let wk = &mut self.workers[w];
+                    wk.sleep = Sleep::Surplus;
+                    wk.call = Some(call);
+                    wk.wake_pending = false;
+                    wk.epoch = wk.epoch.wrapping_add(1);
+                    if self.sched.wanted(w) {
+                        // Wanted again already (the target rose meanwhile).
+                        self.schedule_wake(w, t);
+                    }
+                    return;
                 }
-            }
-            for i in 0..self.wakes.len() {
-                self.wake(self.wakes[i], t);
-            }
-            if parked {
-                return;
-            }
+                // No deadline and no shutdown in a simulation.
+                Step::Return => unreachable!("a simulated wait has no deadline"),
+            };
         }
     }
 

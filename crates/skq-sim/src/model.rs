@@ -73,6 +73,13 @@ pub struct CoreCounters {
     pub off_home: u64,
     /// `Scheduler::imbalance()` at the end.
     pub imbalance: f64,
+    /// Worker CPU per completed request (µs): processing plus the loop's
+    /// system calls and context switches at their `Overheads` costs.
+    pub cpu_us_per_req: f64,
+    /// Voluntary context switches of the workers per completed request.
+    pub switches_per_req: f64,
+    /// System calls of the worker loop per completed request.
+    pub syscalls_per_req: f64,
 }
 
 pub use crate::params::{CoreOpts, Overheads};
@@ -92,7 +99,11 @@ pub fn run_point(
         }
         Model::Core(cfg) => {
             let o = crate::core_model::run(cfg, ov, opts, sc)?;
+            let done = o.summary.completed.max(1) as f64;
             let c = CoreCounters {
+                cpu_us_per_req: o.cpu_ns / done / 1000.0,
+                switches_per_req: o.switches as f64 / done,
+                syscalls_per_req: o.syscalls as f64 / done,
                 stranded: o.stranded,
                 empty_events: o.empty_events,
                 stolen: o.stolen,

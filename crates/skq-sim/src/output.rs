@@ -42,7 +42,8 @@ pub fn to_json(points: &[PointOutcome]) -> anyhow::Result<String> {
 /// Column names of [`to_csv`].
 pub const CSV_HEADER: &str =
     "config,workload,workers,connections,load,target_rps,achieved_rps,mean_us,p50_us,p90_us,\
-p99_us,p99_ci_low_us,p99_ci_high_us,p999_us,max_us,measured_service_us,missing,events,high_p99_us";
+p99_us,p99_ci_low_us,p99_ci_high_us,p999_us,max_us,measured_service_us,missing,events,high_p99_us,\
+cpu_us_per_req,switches_per_req,syscalls_per_req";
 
 /// One CSV line per point, after [`CSV_HEADER`].
 pub fn to_csv(points: &[PointOutcome]) -> String {
@@ -53,7 +54,7 @@ pub fn to_csv(points: &[PointOutcome]) -> String {
         let l = &r.latency;
         let _ = writeln!(
             s,
-            "{},{},{},{},{:.4},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{}",
+            "{},{},{},{},{:.4},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{}",
             p.model,
             r.meta.workload,
             r.meta.cores_seen,
@@ -74,7 +75,13 @@ pub fn to_csv(points: &[PointOutcome]) -> String {
             p.events,
             r.high_priority_latency
                 .as_ref()
-                .map_or(String::new(), |h| format!("{:.3}", h.p99.value))
+                .map_or(String::new(), |h| format!("{:.3}", h.p99.value)),
+            p.core
+                .map_or(String::new(), |c| format!("{:.3}", c.cpu_us_per_req)),
+            p.core
+                .map_or(String::new(), |c| format!("{:.3}", c.switches_per_req)),
+            p.core
+                .map_or(String::new(), |c| format!("{:.3}", c.syscalls_per_req)),
         );
     }
     s
@@ -82,19 +89,27 @@ pub fn to_csv(points: &[PointOutcome]) -> String {
 
 /// A fixed-width table of one model's points.
 pub fn table(points: &[&PointOutcome]) -> String {
-    let mut s =
-        String::from("   load    offered/s   achieved/s     p50 µs     p99 µs   p99.9 µs\n");
+    let cost = points.iter().any(|p| p.core.is_some());
+    let mut s = String::from("   load    offered/s   achieved/s     p50 µs     p99 µs   p99.9 µs");
+    if cost {
+        s.push_str("  CPU µs/req  switches/req");
+    }
+    s.push('\n');
     for p in points {
         let r = &p.result;
         let _ = writeln!(
             s,
-            "  {:5.3} {:12.0} {:12.0} {:10.1} {:10.1} {:10.1}{}",
+            "  {:5.3} {:12.0} {:12.0} {:10.1} {:10.1} {:10.1}{}{}",
             p.load,
             r.target_rps,
             r.achieved_rps,
             r.latency.p50.value,
             r.latency.p99.value,
             r.latency.p999.value,
+            p.core.map_or(String::new(), |c| format!(
+                " {:11.2} {:13.2}",
+                c.cpu_us_per_req, c.switches_per_req
+            )),
             match (&r.high_priority_latency, r.errors.missing) {
                 (_, m) if m > 0 => format!("  ({m} never served)"),
                 (Some(h), _) => format!("  high-priority p99 {:.1}", h.p99.value),

@@ -29,6 +29,13 @@ pub struct Overheads {
     /// Cache-miss penalty when a connection is served off its home worker
     /// (the worker on the CPU that receives its packets).
     pub miss_ns: u64,
+    /// CPU of one system call of the worker loop (a harvest, a poll, a
+    /// park, a wake-up of another worker). Counted in CPU per request,
+    /// not charged as delay (`wake_ns` is the delay of a wake-up).
+    pub syscall_ns: u64,
+    /// CPU of one voluntary context switch (a worker blocking and later
+    /// resuming), counted like `syscall_ns`.
+    pub switch_ns: u64,
 }
 
 impl Overheads {
@@ -38,6 +45,8 @@ impl Overheads {
         steal_ns: 0,
         wake_ns: 0,
         miss_ns: 0,
+        syscall_ns: 0,
+        switch_ns: 0,
     };
 }
 
@@ -52,7 +61,10 @@ impl Overheads {
 /// * `wake_ns` 5000: `cargo run --release -p skq-rt --example wakeup`
 ///   measured an idle poller woken by readiness in 5.3 µs p50 (21.6 µs p99);
 ///   a parked follower reached through the poller takes 25.8 µs p50 (two
-///   hops, each charged `wake_ns` by the `runtime` harvest model).
+///   hops, each charged `wake_ns` by the `runtime` harvest model);
+/// * `syscall_ns` 700 and `switch_ns` 4000: order-of-magnitude figures for
+///   this VM, not yet fitted; `scripts/bench/cost-per-reply.py` gives the
+///   runtime's CPU and switches per reply to fit them against.
 impl Default for Overheads {
     fn default() -> Self {
         Overheads {
@@ -60,6 +72,8 @@ impl Default for Overheads {
             steal_ns: 400,
             wake_ns: 5_000,
             miss_ns: 500,
+            syscall_ns: 700,
+            switch_ns: 4_000,
         }
     }
 }
@@ -68,8 +82,8 @@ impl fmt::Display for Overheads {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "event {} ns, steal {} ns, wake-up {} ns, cache miss {} ns",
-            self.event_ns, self.steal_ns, self.wake_ns, self.miss_ns
+            "event {} ns, steal {} ns, wake-up {} ns, cache miss {} ns, system call {} ns, context switch {} ns",
+            self.event_ns, self.steal_ns, self.wake_ns, self.miss_ns, self.syscall_ns, self.switch_ns
         )
     }
 }
@@ -86,11 +100,6 @@ pub struct CoreOpts {
     /// Probability that an arrival moves its connection's incoming CPU to a
     /// random worker's CPU (default 0: flows stay put).
     pub migrate_prob: f64,
-    /// Call `Scheduler::wait` itself instead of its documented composition
-    /// (`release`, `fill`, `steal`, `fill`, `record_return`), which the
-    /// model uses to know which events were stolen. With `plain_wait` no
-    /// steal cost is charged; it exists to check that both give the same run.
-    pub plain_wait: bool,
     /// When readiness reaches the core (see [`Harvest`]).
     pub harvest: Harvest,
     /// Where the workers run, where flows' packets are processed, and the
@@ -139,7 +148,6 @@ impl Default for CoreOpts {
             max_events: 1,
             max_reads: 32,
             migrate_prob: 0.0,
-            plain_wait: false,
             harvest: Harvest::Immediate,
             machine: Machine::default(),
             elastic: None,

@@ -294,32 +294,43 @@ fn balancing_beats_static_partitioning_on_imbalanced_work() {
 }
 
 #[test]
-fn composed_wait_is_scheduler_wait() {
-    // The model composes wait() from the core's public steps to see steals;
-    // with no steal cost it must replay exactly the run of Scheduler::wait.
-    let ov = Overheads {
-        steal_ns: 0,
-        ..Overheads::default()
-    };
-    for mode in ["hybrid", "best2+steal", "queue+steal", "shared"] {
-        let composed = point(
-            mode,
-            Workload::Bimodal1,
-            8,
-            0.85,
-            40_000,
-            13,
-            ov,
-            CoreOpts::default(),
-        );
-        let plain = CoreOpts {
-            plain_wait: true,
+fn the_model_executes_the_cores_worker_loop() {
+    // Every step a simulated worker takes is skq-core's answer
+    // (`Scheduler::next_step`), as in skq-rt; the run itself fails if the
+    // core counted another number of steps than the model executed. Here:
+    // the loop ran, workers slept and were woken through it, steals were
+    // seen and charged, and the cost counters follow the sleeps.
+    for (mode, harvest) in [
+        ("hybrid", Harvest::Runtime),
+        ("best2+steal", Harvest::Immediate),
+        ("best2+steal", Harvest::Runtime),
+        ("shared", Harvest::Runtime),
+    ] {
+        let Model::Core(cfg) = Model::parse(mode, 8).unwrap() else {
+            panic!("{mode} is not a core model");
+        };
+        let svc = Service::Spec(ServiceSpec::new(Workload::Bimodal1, S_NS));
+        let sc = Scenario::at_load(svc, 8, 256, 0.8, 20_000, 5);
+        let opts = CoreOpts {
+            harvest,
             ..CoreOpts::default()
         };
-        let reference = point(mode, Workload::Bimodal1, 8, 0.85, 40_000, 13, ov, plain);
-        assert_eq!(composed.result, reference.result, "{mode}");
-        if mode != "shared" {
-            assert!(composed.core.unwrap().stolen > 0, "{mode}: no steal seen");
+        let o = skq_sim::core_model::run(&cfg, &Overheads::default(), &opts, &sc).unwrap();
+        assert_eq!(o.stranded, 0, "{mode}");
+        assert!(o.loop_steps > 20_000, "{mode}: {} steps", o.loop_steps);
+        assert!(o.switches > 0 && o.wakeups > 0, "{mode}: nobody slept");
+        // Workers still asleep at the end were counted going to sleep only.
+        assert!(o.wakeups <= o.switches, "{mode}");
+        assert!(o.syscalls >= o.switches, "{mode}: every sleep is a call");
+        let ov = Overheads::default();
+        let floor = o.switches as f64 * ov.switch_ns as f64;
+        assert!(
+            o.cpu_ns > floor,
+            "{mode}: CPU {} below its switches",
+            o.cpu_ns
+        );
+        if mode.ends_with("+steal") {
+            assert!(o.stolen > 0, "{mode}: no steal seen");
         }
     }
 }

@@ -1,0 +1,470 @@
+//! The worker loop as a sans-I/O state machine: what a worker does next.
+//!
+//! A driver (skq-rt on Linux, skq-sim in virtual time) runs each worker's
+//! `wait` as a conversation with this module. It opens the call with
+//! [`Scheduler::begin_wait`], then repeatedly asks [`Scheduler::next_step`]
+//! what to do, does it, and says what it did ([`Done`]) in the next call:
+//!
+//! | [`Step`]          | the driver                                               | then reports        |
+//! |-------------------|----------------------------------------------------------|---------------------|
+//! | `Harvest`         | polls the readiness set without blocking, activates      | `Done::Harvested`   |
+//! | `Deliver(n)`      | returns the `n` events now in `out`                       | (the call ends)     |
+//! | `Poll(t)`         | blocks in the readiness set for at most `t` ns, activates | `Done::Polled`      |
+//! | `Park(t)`         | sleeps on the worker's own doorbell for at most `t` ns    | `Done::Woke`        |
+//! | `Surplus`         | sleeps until [`Scheduler::wanted`] or shutdown            | `Done::Rejoined`    |
+//! | `Wake`            | nothing more than the rule below                          | `Done::Woke`        |
+//! | `Return`          | returns no events (deadline passed, or shut down)         | (the call ends)     |
+//!
+//! **The one rule for drivers:** before executing any step, wake every worker
+//! the context owes a wake-up (`WorkerCtx::drain_wakes_into`), each by the
+//! means [`Scheduler::wake_via`] names. `Wake` is returned only to have that
+//! done before the worker sleeps. Nothing else is decided by the driver, so
+//! the runtime and the simulator execute the same loop.
+//!
+//! ## Who polls (leader/follower)
+//!
+//! With [`Readiness::Polled`] (readiness waits in a kernel set until someone
+//! harvests it), at most one idle worker, *the poller*, blocks in the set;
+//! other idle workers park on their own doorbells (followers). A poller
+//! that wakes with work of its own hands the role on: it owes a wake-up to
+//! one parked follower ([`Scheduler::follower`]). A worker about to deliver
+//! while nobody polls harvests on the way (one at a time), so readiness is
+//! never stuck behind busy workers. With [`Readiness::Pushed`] (activations
+//! come from outside, as from SKQ in the kernel) there is no poller: idle
+//! workers only park.
+//!
+//! ## Guarantees (checked by loom in `tests/loom.rs`)
+//!
+//! 1. A worker sleeps (`Poll`/`Park`) only after `prepare_park` found its
+//!    queues empty with its idle bit set under their locks; a push that
+//!    races with it names it for a wake-up (`sched.rs`). No lost wake-up.
+//! 2. A follower sleeps only while a poller exists: it sets its sleeper bit,
+//!    then checks the poller (both SeqCst); a poller leaving with work reads
+//!    the sleeper bits after clearing the role (SeqCst), so either the
+//!    follower sees no poller and loops, or the poller sees the follower and
+//!    promotes it.
+//! 3. `wake_via` names the doorbell of the poll set only for the worker
+//!    holding the poller role at that moment; a doorbell rung as the role
+//!    changes hands wakes the next poller once, spuriously, which is harmless.
+
+use crate::sched::Scheduler;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::types::{Event, Nanos, WorkerId};
+use crate::worker::{Counters, WorkerCtx};
+
+const NOBODY: usize = usize::MAX;
+
+/// What the driver must do next (see the module table).
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Poll the readiness set without blocking and activate what it holds.
+    Harvest,
+    /// Return this many events (already in `out`).
+    Deliver(usize),
+    /// Block in the readiness set for at most this long (`None`: no limit).
+    Poll(Option<Nanos>),
+    /// Sleep on the worker's own doorbell for at most this long.
+    Park(Option<Nanos>),
+    /// The worker is above the elastic target and left the pool: sleep
+    /// until [`Scheduler::wanted`] says it may run again, or shutdown.
+    Surplus,
+    /// Wake the owed workers (the driver's one rule) before going on.
+    Wake,
+    /// Return no events: the deadline passed or the instance shut down.
+    Return,
+}
+
+/// What the driver did since the previous step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Nothing yet: the first `next_step` of a call.
+    Begin,
+    /// Executed `Harvest`.
+    Harvested,
+    /// Came back from `Poll` (readiness, doorbell, or timeout).
+    Polled,
+    /// Came back from `Park` (woken or timed out), or executed `Wake`.
+    Woke,
+    /// Came back from `Surplus`.
+    Rejoined,
+}
+
+/// How readiness reaches the scheduler, fixed for the driver's lifetime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Readiness {
+    /// It waits in a kernel set until harvested (epoll): leader/follower.
+    #[default]
+    Polled,
+    /// Activations are pushed from outside as they happen: no poller.
+    Pushed,
+}
+
+/// How to wake a sleeping worker (see [`Scheduler::wake_via`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeVia {
+    /// It is the poller: ring the readiness set's doorbell.
+    Doorbell,
+    /// Signal its own doorbell (parker).
+    Parker,
+}
+
+/// One `wait` call in progress, owned by the driver.
+#[derive(Clone, Debug)]
+pub struct WaitCall {
+    deadline: Option<Nanos>,
+    readiness: Readiness,
+    /// This call harvested already (as the poller): no harvest on the way.
+    harvested: bool,
+    /// Events filled and waiting for the on-the-way harvest to finish.
+    ready: usize,
+    /// This worker's sleeper bit is set (it is parked as a follower).
+    follower: bool,
+    /// This worker holds the harvesting flag.
+    harvesting: bool,
+    surplus: bool,
+    /// Sources this call stole (they are the first events it delivers).
+    stolen: usize,
+}
+
+impl WaitCall {
+    /// Sources this call obtained by stealing; they are the first events
+    /// of its delivery (a thief takes them to the front of its queue).
+    pub fn stolen(&self) -> usize {
+        self.stolen
+    }
+
+    /// The deadline of this call, if any.
+    pub fn deadline(&self) -> Option<Nanos> {
+        self.deadline
+    }
+}
+
+/// The loop's shared state (part of the [`Scheduler`]).
+pub(crate) struct LoopShared {
+    /// The worker blocked in the readiness set, or `NOBODY`. Read by every
+    /// waker (`wake_via`) and written by each poller twice per sleep.
+    poller: crossbeam_utils::CachePadded<AtomicUsize>,
+    /// Held by the worker doing a non-blocking harvest.
+    harvesting: AtomicBool,
+    /// Bit w: worker w is parked as a follower.
+    sleepers: AtomicU64,
+    shutdown: AtomicBool,
+    /// Workers `0..target` should run (elastic); all by default.
+    target: AtomicUsize,
+}
+
+impl LoopShared {
+    pub(crate) fn new(workers: usize) -> LoopShared {
+        LoopShared {
+            poller: crossbeam_utils::CachePadded::new(AtomicUsize::new(NOBODY)),
+            harvesting: AtomicBool::new(false),
+            sleepers: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            target: AtomicUsize::new(workers),
+        }
+    }
+}
+
+impl Scheduler {
+    /// Opens a `wait` of worker `ctx` at `now`: releases its previous batch
+    /// (redeliveries owe wake-ups). `deadline` is absolute (same clock).
+    pub fn begin_wait(
+        &self,
+        ctx: &mut WorkerCtx,
+        now: Nanos,
+        deadline: Option<Nanos>,
+        readiness: Readiness,
+    ) -> WaitCall {
+        self.release(ctx, now);
+        WaitCall {
+            deadline,
+            readiness,
+            harvested: false,
+            ready: 0,
+            follower: false,
+            harvesting: false,
+            surplus: false,
+            stolen: 0,
+        }
+    }
+
+    /// The next step of `call` after `done`, at `now`. Fills `out` (cleared
+    /// first on a delivery) with at most `max` events.
+    pub fn next_step(
+        &self,
+        ctx: &mut WorkerCtx,
+        call: &mut WaitCall,
+        done: Done,
+        now: Nanos,
+        out: &mut Vec<Event>,
+        max: usize,
+    ) -> Step {
+        let me = ctx.id;
+        let l = &self.lp;
+        Counters::bump(&self.workers[me].counters.steps, 1);
+        match done {
+            Done::Begin => {}
+            Done::Harvested => {
+                if call.harvesting {
+                    call.harvesting = false;
+                    l.harvesting.store(false, Ordering::Release);
+                }
+                if call.ready > 0 {
+                    let n = std::mem::take(&mut call.ready);
+                    self.record_return(ctx, now, n);
+                    return Step::Deliver(n);
+                }
+            }
+            Done::Polled => {
+                self.woke(me);
+                l.poller.store(NOBODY, Ordering::SeqCst);
+                self.unpark(ctx);
+                call.harvested = true;
+                if self.has_work(me) {
+                    // Leaving to work: a parked follower takes over polling.
+                    if let Some(f) = self.follower(me) {
+                        ctx.wakes.push(f);
+                    }
+                }
+            }
+            Done::Woke => {
+                if call.follower {
+                    call.follower = false;
+                    self.woke(me);
+                    l.sleepers.fetch_and(!(1u64 << me), Ordering::SeqCst);
+                    self.unpark(ctx);
+                }
+            }
+            Done::Rejoined => {
+                if call.surplus {
+                    call.surplus = false;
+                    self.rejoin(ctx);
+                }
+            }
+        }
+        let steal = self.cfg.steal && self.cfg.workers > 1;
+        loop {
+            if self.is_shut_down() {
+                self.record_return(ctx, now, 0);
+                return Step::Return;
+            }
+            if me >= l.target.load(Ordering::Relaxed) {
+                if let Ok(report) = self.park_worker(ctx, now) {
+                    ctx.wakes.extend_from_slice(&report.wakes);
+                    // If it was the only one awake, somebody must poll now.
+                    if let Some(f) = self.follower(me) {
+                        ctx.wakes.push(f);
+                    }
+                    call.surplus = true;
+                    return Step::Surplus;
+                }
+            }
+            out.clear();
+            call.stolen = 0;
+            let mut n = self.fill(ctx, out, max);
+            if n == 0 && steal {
+                let got = self.steal(ctx);
+                if got > 0 {
+                    n = self.fill(ctx, out, max);
+                    call.stolen = got.min(n);
+                }
+            }
+            if n > 0 {
+                // About to work while nobody blocks in the set: harvest on
+                // the way (one harvester at a time), so readiness that
+                // arrived meanwhile is scheduled while this batch runs.
+                // Skipped when this call just harvested as the poller.
+                if call.readiness == Readiness::Polled
+                    && !call.harvested
+                    && l.poller.load(Ordering::Acquire) == NOBODY
+                    && !l.harvesting.swap(true, Ordering::AcqRel)
+                {
+                    call.harvesting = true;
+                    call.ready = n;
+                    return Step::Harvest;
+                }
+                self.record_return(ctx, now, n);
+                return Step::Deliver(n);
+            }
+            if call.deadline.is_some_and(|d| now >= d) {
+                self.record_return(ctx, now, 0);
+                return Step::Return;
+            }
+            if ctx.has_wakes() {
+                return Step::Wake;
+            }
+            if !self.prepare_park(ctx) {
+                continue;
+            }
+            let mut sleep = call.deadline.map(|d| d - now);
+            // The optional retry timer, only while another worker is busy:
+            // parked workers' queues stay empty (a push wakes its target).
+            let retry = self.cfg.steal_retry_ns;
+            if steal && retry > 0 && self.others_busy(me) {
+                sleep = Some(sleep.map_or(retry, |s| s.min(retry)));
+            }
+            if call.readiness == Readiness::Pushed {
+                call.follower = true; // counted and cleared like a follower
+                l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
+                return Step::Park(sleep);
+            }
+            if l.poller
+                .compare_exchange(NOBODY, me, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                // A push may have claimed this worker (cleared its idle bit)
+                // after `prepare_park` and named it for a wake-up while it
+                // was not the poller yet: that wake-up went to its parker,
+                // not to the set's doorbell. So look at the bit now; the
+                // waker fences before reading the poller (`wake_via`), so
+                // either it sees this worker polling or this worker sees the
+                // claim. (loom found the lost wake-up without this check.)
+                crate::sync::fence(Ordering::SeqCst);
+                if self.idle.load(Ordering::SeqCst) & (1u64 << me) != 0 {
+                    return Step::Poll(sleep);
+                }
+                l.poller.store(NOBODY, Ordering::SeqCst);
+                // Followers that parked meanwhile saw a poller: one takes
+                // over, since this worker leaves to work.
+                if let Some(f) = self.follower(me) {
+                    ctx.wakes.push(f);
+                }
+                continue;
+            }
+            l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
+            // The poller may have left after our CAS failed: re-check.
+            if l.poller.load(Ordering::SeqCst) != NOBODY && !self.is_shut_down() {
+                call.follower = true;
+                return Step::Park(sleep);
+            }
+            l.sleepers.fetch_and(!(1u64 << me), Ordering::SeqCst);
+            self.unpark(ctx);
+        }
+    }
+
+    /// Ends `call` after a failed step (a system call error): gives back
+    /// whatever role the step held (harvester, poller, follower, surplus)
+    /// so the other workers go on; the driver then reports the error.
+    pub fn abort_wait(&self, ctx: &mut WorkerCtx, call: &mut WaitCall, now: Nanos) {
+        let me = ctx.id;
+        let l = &self.lp;
+        if std::mem::take(&mut call.harvesting) {
+            l.harvesting.store(false, Ordering::Release);
+        }
+        if l.poller
+            .compare_exchange(me, NOBODY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            self.unpark(ctx);
+            if let Some(f) = self.follower(me) {
+                ctx.wakes.push(f);
+            }
+        }
+        if std::mem::take(&mut call.follower) {
+            l.sleepers.fetch_and(!(1u64 << me), Ordering::SeqCst);
+            self.unpark(ctx);
+        }
+        if std::mem::take(&mut call.surplus) {
+            self.rejoin(ctx);
+        }
+        // Events filled before a failed harvest were never seen by the
+        // application: they are redelivered after the next release.
+        let n = std::mem::take(&mut call.ready);
+        let mut i = 0;
+        while n > 0 && i < ctx.batch.len() {
+            let id = ctx.batch[i];
+            self.still_ready(ctx, id);
+            i += 1;
+        }
+        self.record_return(ctx, now, n);
+    }
+
+    /// How to wake worker `w` now: through the readiness set's doorbell if
+    /// it is the poller, else through its own parker.
+    pub fn wake_via(&self, w: WorkerId) -> WakeVia {
+        // Pairs with the fence after a worker takes the poller role: the
+        // caller cleared `w`'s idle bit (claimed it) before asking.
+        crate::sync::fence(Ordering::SeqCst);
+        if self.lp.poller.load(Ordering::SeqCst) == w {
+            WakeVia::Doorbell
+        } else {
+            WakeVia::Parker
+        }
+    }
+
+    /// A parked follower other than `me` to take over polling, if any.
+    pub fn follower(&self, me: WorkerId) -> Option<WorkerId> {
+        let m = self.lp.sleepers.load(Ordering::SeqCst) & !(1u64 << me);
+        (m != 0).then(|| m.trailing_zeros() as usize)
+    }
+
+    /// Whether some worker is blocked in the readiness set now.
+    pub fn polled(&self) -> bool {
+        self.lp.poller.load(Ordering::Relaxed) != NOBODY
+    }
+
+    /// Takes the non-blocking harvest flag (for checkpoints); false if a
+    /// poller exists or someone else harvests. Pair with
+    /// [`Scheduler::end_harvest`].
+    pub fn try_harvest(&self) -> bool {
+        !self.polled() && !self.lp.harvesting.swap(true, Ordering::AcqRel)
+    }
+
+    /// Gives the harvest flag back.
+    pub fn end_harvest(&self) {
+        self.lp.harvesting.store(false, Ordering::Release);
+    }
+
+    /// Makes every current and future wait return ([`Step::Return`]); the
+    /// driver then wakes every sleeper.
+    pub fn shut_down(&self) {
+        self.lp.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Scheduler::shut_down`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.lp.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Sets the elastic target (workers `0..n` run, `n` clamped to
+    /// 1..=workers) and returns the workers whose side of it changed: the
+    /// driver wakes them (rising: parked ones rejoin; falling: idle ones
+    /// notice).
+    pub fn set_target(&self, n: usize) -> std::ops::Range<WorkerId> {
+        let n = n.clamp(1, self.cfg.workers);
+        let old = self.lp.target.swap(n, Ordering::SeqCst);
+        old.min(n)..old.max(n)
+    }
+
+    /// Workers that should be active now.
+    pub fn target(&self) -> usize {
+        self.lp.target.load(Ordering::Relaxed)
+    }
+
+    /// Whether a [`Step::Surplus`] worker may run again.
+    pub fn wanted(&self, w: WorkerId) -> bool {
+        w < self.lp.target.load(Ordering::SeqCst) || self.is_shut_down()
+    }
+
+    /// Steps taken by every worker's loop so far ([`Scheduler::next_step`]
+    /// calls): a driver that bypasses the loop leaves it at zero.
+    pub fn loop_steps(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.counters.steps.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Returns from sleeping (`Poll`, `Park`) of every worker so far.
+    pub fn sleeps_ended(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.counters.sleeps_ended.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn woke(&self, me: WorkerId) {
+        Counters::bump(&self.workers[me].counters.sleeps_ended, 1);
+    }
+}
