@@ -101,7 +101,9 @@ mod worker_loop;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Config, ConfigError, CpuPlace, Policy, MAX_CPUS, MAX_WORKERS};
+pub use config::{
+    Config, ConfigError, CpuPlace, Policy, DEFAULT_PROMOTE_MIN_NS, MAX_CPUS, MAX_WORKERS,
+};
 pub use cpulist::{format_cpu_list, parse_cpu_list};
 pub use cpumap::{CpuMap, HintLevel};
 pub use elastic::{Decision, ElasticConfig, ResourceManager};

@@ -221,7 +221,7 @@ impl Scheduler {
                 l.poller.store(NOBODY, Ordering::SeqCst);
                 self.unpark(ctx);
                 call.harvested = true;
-                if self.has_work(me) {
+                if self.has_work(me) && self.worth_handing_over(me) {
                     // Leaving to work: a parked follower takes over polling.
                     if let Some(f) = self.follower(me) {
                         ctx.wakes.push(f);
@@ -462,6 +462,16 @@ impl Scheduler {
             .iter()
             .map(|w| w.counters.sleeps_ended.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// Whether a poller leaving to work should wake a follower to poll:
+    /// only when its events take long enough (`Config::promote_min_ns`)
+    /// that a follower's wake-up pays for itself. Otherwise nobody polls
+    /// while it works; every worker's next `wait` harvests on the way, so
+    /// readiness waits at most about one event's processing.
+    fn worth_handing_over(&self, me: WorkerId) -> bool {
+        let min = self.cfg.promote_min_ns;
+        min == 0 || self.workers[me].t_avg() >= min as f64
     }
 
     fn woke(&self, me: WorkerId) {

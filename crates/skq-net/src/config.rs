@@ -95,6 +95,8 @@ pub struct SchedOptions {
     pub steal_k: Option<usize>,
     /// Idle worker's steal retry period (µs).
     pub steal_retry_us: Option<u64>,
+    /// Poller hand-over threshold (µs of processing per event; 0 = always).
+    pub promote_min_us: Option<u64>,
     /// Percent of a batch that high-priority events may fill (1..=100).
     pub rtshare: Option<u32>,
     /// Target waits per second per worker (0 = off).
@@ -127,6 +129,7 @@ impl Default for SchedOptions {
             mode: "hybrid".into(),
             steal_k: None,
             steal_retry_us: None,
+            promote_min_us: None,
             rtshare: None,
             rtfreq: None,
             penalty_ns: None,
@@ -340,6 +343,9 @@ impl ServerConfig {
         }
         if let Some(us) = s.steal_retry_us {
             c.steal_retry_ns = us.saturating_mul(1_000);
+        }
+        if let Some(us) = s.promote_min_us {
+            c.promote_min_ns = us.saturating_mul(1_000);
         }
         if let Some(v) = s.rtshare {
             c.rtshare = v;

@@ -46,6 +46,11 @@ pub struct RpcArgs {
     /// default: idle workers are woken to steal on demand).
     #[arg(long)]
     pub steal_retry_us: Option<u64>,
+    /// A poller that wakes with work of its own wakes a parked follower to
+    /// take over the poll only if its processing time per event is at least
+    /// this, µs (0 = always; default 20).
+    #[arg(long)]
+    pub promote_min_us: Option<u64>,
     /// Percent of a batch high-priority events may fill (1..=100).
     #[arg(long)]
     pub rtshare: Option<u32>,
@@ -126,6 +131,7 @@ impl RpcArgs {
                 mode: self.mode.clone(),
                 steal_k: self.steal_k,
                 steal_retry_us: self.steal_retry_us,
+                promote_min_us: self.promote_min_us,
                 rtshare: self.rtshare,
                 rtfreq: self.rtfreq,
                 penalty_ns: self.penalty_ns,

@@ -159,6 +159,10 @@ pub struct SimArgs {
     /// worker (µs; off by default: thieves are woken on demand).
     #[arg(long)]
     pub steal_retry_us: Option<f64>,
+    /// Core tunable: a poller leaving to work wakes a follower to poll only
+    /// if its processing time per event is at least this (µs; 0 = always).
+    #[arg(long)]
+    pub promote_min_us: Option<f64>,
     /// Core tunable: hybrid cache-miss penalty (ns).
     #[arg(long)]
     pub penalty_ns: Option<u64>,
@@ -329,6 +333,9 @@ impl SimArgs {
             }
             if let Some(us) = self.steal_retry_us {
                 cfg.steal_retry_ns = (us * 1000.0).round() as u64;
+            }
+            if let Some(us) = self.promote_min_us {
+                cfg.promote_min_ns = (us * 1000.0).round() as u64;
             }
             if let Some(p) = self.penalty_ns {
                 cfg.penalty_ns = p;
