@@ -10,6 +10,7 @@ when it ends, and divided by the replies of the whole run (warm-up
 included: the generator's `client_sent_total` with no errors).
 
 Usage: python3 scripts/bench/cost-per-reply.py [--runs 2] [--modes hybrid,cpu,...]
+       [--service emulate|spin] [--server-args '--promote-min-us 0']
 Measure on a quiet machine (nothing else running; `uptime` load below 0.3).
 """
 import argparse
@@ -53,8 +54,8 @@ def ctx_switches(pid):
 def point(mode, a):
     port = free_port()
     srv = subprocess.Popen(["taskset", "-c", "0", SKQ, "serve", "rpc", "--mode", mode,
-                            "--workers", str(a.workers), "--service", "emulate",
-                            "--addr", f"127.0.0.1:{port}"],
+                            "--workers", str(a.workers), "--service", a.service,
+                            "--addr", f"127.0.0.1:{port}"] + a.server_args.split(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(200):
@@ -95,8 +96,13 @@ def main():
     p.add_argument("--mean-us", type=float, default=500)
     p.add_argument("--secs", type=float, default=5)
     p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--service", choices=["emulate", "spin"], default="emulate",
+                   help="the server's service mode (emulate: sleep; spin: busy CPU)")
+    p.add_argument("--server-args", default="",
+                   help="extra arguments for skq serve rpc (skq modes only), e.g. '--promote-min-us 0'")
     a = p.parse_args()
-    print(f"# {a.workers} workers, emulated {a.mean_us} us exponential, {a.rate:.0f} req/s over "
+    extra = f"; server args '{a.server_args}'" if a.server_args else ""
+    print(f"# {a.workers} workers, {a.service} {a.mean_us} us exponential{extra}, {a.rate:.0f} req/s over "
           f"{a.conns} conns, {a.secs} s + 1 s warm-up; server on CPU 0, generator on CPU 1; "
           f"cores seen {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
     print(f"{'mode':<14} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
