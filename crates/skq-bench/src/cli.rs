@@ -15,6 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::capacity;
 use crate::config::{self, ConfigEntry, Curve, MatrixEntry, ServiceMode, Sweep, SweepFile};
 use crate::crosscheck;
 use crate::interrupt;
@@ -196,6 +197,21 @@ pub fn run(a: BenchArgs) -> Result<()> {
         cpus.len(),
         out.display()
     );
+    {
+        use skq_report::capacity::{default_path, CapacityFile, Machine};
+        let path = default_path();
+        let (file, desc) = match &path {
+            Some(p) => match CapacityFile::read(p) {
+                Ok(f) => (f, p.display().to_string()),
+                Err(e) => (None, format!("unreadable: {e}")),
+            },
+            None => (None, "no HOME to find it in".to_string()),
+        };
+        let machine = Machine::current(cpus.len());
+        for line in capacity::capacity_lines(&sweep, file.as_ref(), &machine, &desc) {
+            println!("skq bench: {line}");
+        }
+    }
     if a.dry_run {
         let rss = match sweep.settings.rss.resolve(&cpus)? {
             Some(c) => format!(

@@ -52,6 +52,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod bound;
+pub mod capacity;
 pub mod cli;
 pub mod config;
 pub mod crosscheck;

@@ -415,3 +415,54 @@ fn elastic_keys_are_refused_where_they_do_not_apply() {
     let s = Sweep::from_file(&f, 2).unwrap();
     assert_eq!(s.curves[0].elastic.interval_ms, Some(1000));
 }
+
+#[test]
+fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
+    use skq_bench::capacity::capacity_lines;
+    use skq_report::capacity::{CapacityEntry, CapacityFile, Machine};
+    let (s, _) = build_sweep(&BenchArgs::default(), 2).unwrap();
+    let here = Machine {
+        hostname: "h".into(),
+        cpus: 2,
+        kernel: "k".into(),
+    };
+    let with = |rps: f64| {
+        let mut f = None;
+        for c in &s.curves {
+            let e = CapacityEntry {
+                protocol: c.protocol.clone(),
+                connections: c.connections,
+                bound_us: 20.0,
+                at_bound_rps: rps,
+                relative_bound_us: 30.0,
+                at_relative_bound_rps: rps,
+                ceiling_rps: 2.0 * rps,
+                cpu_us_per_request: 5.0,
+                measured_unix_s: 0,
+            };
+            f = Some(CapacityFile::record(f, &here, e));
+        }
+        f.unwrap()
+    };
+    // Nothing recorded: one note per protocol and connection count.
+    let lines = capacity_lines(&s, None, &here, "test");
+    assert!(!lines.is_empty() && lines.iter().all(|l| l.starts_with("note:")));
+    assert!(
+        lines[0].contains("skq load --capacity --protocol"),
+        "{}",
+        lines[0]
+    );
+    // A generator far faster than any point: silence.
+    assert!(capacity_lines(&s, Some(&with(1e9)), &here, "test").is_empty());
+    // A generator slower than every curve's top rate: one warning per curve.
+    let lines = capacity_lines(&s, Some(&with(1.0)), &here, "test");
+    assert_eq!(lines.len(), s.curves.len(), "{lines:?}");
+    assert!(lines.iter().all(|l| l.starts_with("warning:")));
+    // Another machine's figures do not count.
+    let elsewhere = Machine {
+        hostname: "other".into(),
+        ..here.clone()
+    };
+    let lines = capacity_lines(&s, Some(&with(1.0)), &elsewhere, "test");
+    assert!(lines.iter().all(|l| l.starts_with("note:")));
+}

@@ -10,34 +10,42 @@
 //! cannot do better than that, whatever its code. The floor is measured while
 //! the echo server already polls on its CPU, as during the steps.
 //!
-//! **The search.** One generator thread (pinned to one CPU) sends fixed,
-//! zero-service RPC requests over `connections` connections to the built-in
-//! echo server, which busy-polls on another CPU when there is one (so no
-//! send pays for waking it). The offered rate
-//! starts at 10k req/s and grows ×1.5 per step; a step passes a lateness bound
+//! **The search.** One generator thread (pinned to one CPU) sends
+//! zero-service requests of the chosen protocol (RPC, memcached get/set
+//! mixes, HTTP GETs) over `connections` connections to the built-in echo
+//! server speaking it, which busy-polls on another CPU when there is one (so
+//! no send pays for waking it). The offered rate
+//! starts at 1k req/s and grows ×1.5 per step; a step passes a lateness bound
 //! when its send-lateness p99 is under the bound, its achieved rate is within
 //! 5% of the offered one, and it has no correctness error (a failed step is
 //! tried once more, so one hiccup does not end the search). The capacity at a
 //! bound is the highest rate below the first rate that fails it. It is
-//! reported at the fixed bound [`CAPACITY_LATENESS_US`] and, because on a
+//! reported at the fixed bound (`--max-lateness-us`, the threshold of the
+//! lateness self-check, 50 µs by default) and, because on a
 //! noisy machine the floor alone can exceed that, also at the floor plus the
 //! same margin. Finally one step offers far more than the thread can send:
 //! its achieved rate is the thread's ceiling, and its per-thread CPU time
 //! (`RUSAGE_THREAD`), split into user space and kernel, is the cost of one
 //! request — the generator's own code versus the kernel's TCP loopback path.
+//!
+//! **What it is for.** `skq load --capacity` runs the search for each count
+//! of `--capacity-conns` and records the results per protocol and count in
+//! the capacity file (`skq_report::capacity`); `skq bench` warns before a
+//! sweep that would offer more per generator thread than was measured.
 
 use std::time::Duration;
 
 use skq_proto::workload::{ServiceSpec, Workload};
 
 use crate::config::LoadConfig;
-use crate::refserver::{RefMode, RefServer};
+use crate::protocol::Protocol;
+use crate::refserver::{EchoProtocol, RefServer};
 use skq_sys::cpu;
 
-/// Lateness bound of the capacity search (µs).
+/// Margin over the machine's floor of the relative bound (µs).
 pub const CAPACITY_LATENESS_US: f64 = 20.0;
 /// First offered rate of the search (req/s).
-const FIRST_RATE: f64 = 10_000.0;
+const FIRST_RATE: f64 = 1_000.0;
 /// Growth factor between steps.
 const GROWTH: f64 = 1.5;
 /// Highest rate offered in the search (req/s); also the ceiling step's rate.
@@ -152,7 +160,9 @@ pub struct Capacity {
     pub server_cpu: Option<u32>,
     /// Steps of the search, in the order run.
     pub steps: Vec<CapacityStep>,
-    /// Capacity at [`CAPACITY_LATENESS_US`] (0: not even the first rate).
+    /// The fixed bound (µs): the lateness self-check's threshold.
+    pub bound_us: f64,
+    /// Capacity at `bound_us` (0: not even the first rate).
     pub at_bound: f64,
     /// The relative bound: floor p99 + [`CAPACITY_LATENESS_US`] (µs).
     pub relative_bound_us: f64,
@@ -162,9 +172,27 @@ pub struct Capacity {
     pub ceiling: CapacityStep,
 }
 
+/// The echo server's protocol for a `--protocol` (rocksdb has no echo).
+pub fn echo_protocol(p: Protocol) -> anyhow::Result<EchoProtocol> {
+    match p {
+        Protocol::Rpc => Ok(EchoProtocol::Rpc),
+        Protocol::Memcached => Ok(EchoProtocol::Memcached),
+        Protocol::Http => Ok(EchoProtocol::Http),
+        Protocol::Rocksdb => anyhow::bail!(
+            "--protocol rocksdb: --capacity has no built-in RocksDB server; measure rpc, memcached or http"
+        ),
+    }
+}
+
 /// Settings of the search.
 #[derive(Clone, Debug)]
 pub struct CapacityOpts {
+    /// Protocol the generator and the echo server speak.
+    pub protocol: EchoProtocol,
+    /// The fixed lateness bound (µs): `--max-lateness-us`, the threshold
+    /// of the lateness self-check, so the capacity is the highest rate at
+    /// which a run passes it.
+    pub bound_us: f64,
     /// Connections of the generator thread.
     pub connections: usize,
     /// Seed.
@@ -201,7 +229,7 @@ pub fn capacity(
     let (gen_cpu, server_cpu) = pick_cpus(opts.cpu, &allowed);
     // The server polls on its own CPU from the start, so the floor is measured
     // under the same conditions as the steps.
-    let server = RefServer::start_with(RefMode::EchoBusy, None, server_cpu)?;
+    let server = RefServer::start_echo(opts.protocol, true, server_cpu)?;
     let floor = spin_floor(gen_cpu, Duration::from_secs(2))?;
     let mut steps = Vec::new();
     let mut trial = |rate: f64, secs: f64| -> anyhow::Result<CapacityStep> {
@@ -209,6 +237,11 @@ pub fn capacity(
         cfg.service = ServiceSpec::new(Workload::Fixed, 0.0);
         cfg.workload_label = "fixed (0 us)".into();
         cfg.connections = opts.connections;
+        cfg.protocol = match opts.protocol {
+            EchoProtocol::Rpc => Protocol::Rpc,
+            EchoProtocol::Memcached => Protocol::Memcached,
+            EchoProtocol::Http => Protocol::Http,
+        };
         cfg.duration = Duration::from_secs_f64(secs);
         cfg.warmup = Duration::from_millis(300);
         cfg.drain = Duration::from_millis(500);
@@ -239,7 +272,7 @@ pub fn capacity(
         // One more try for a step that fails a bound still open, so a single
         // hiccup of a shared machine does not end the search.
         let wanted = |s: &CapacityStep| {
-            (strict_open && !s.passes(CAPACITY_LATENESS_US))
+            (strict_open && !s.passes(opts.bound_us))
                 || (relative_open && !s.passes(relative_bound_us))
         };
         if wanted(&s) {
@@ -249,7 +282,7 @@ pub fn capacity(
             }
         }
         if strict_open {
-            if s.passes(CAPACITY_LATENESS_US) {
+            if s.passes(opts.bound_us) {
                 at_bound = rate;
             } else {
                 strict_open = false;
@@ -270,6 +303,7 @@ pub fn capacity(
     }
     let ceiling = trial(MAX_RATE, 1.0)?;
     Ok(Capacity {
+        bound_us: opts.bound_us,
         floor,
         server_cpu,
         steps,
@@ -281,7 +315,7 @@ pub fn capacity(
 }
 
 /// The report `--capacity` prints.
-pub fn render(c: &Capacity, connections: usize) -> String {
+pub fn render(c: &Capacity, protocol: &str, connections: usize) -> String {
     let cpu = |c: Option<u32>| c.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
     let f = &c.floor;
     let mut s = String::new();
@@ -294,13 +328,14 @@ pub fn render(c: &Capacity, connections: usize) -> String {
         f.max_gap_us
     ));
     s.push_str(&format!(
-        "capacity at lateness p99 < {CAPACITY_LATENESS_US:.0} us: {:.0} req/s from one generator thread ({} connections, {}; echo server on {})\n",
+        "capacity at lateness p99 < {:.0} us (the self-check's bound): {:.0} req/s from one generator thread ({protocol}, {} connections, {}; echo server on {})\n",
+        c.bound_us,
         c.at_bound,
         connections,
         cpu(f.cpu),
         cpu(c.server_cpu)
     ));
-    if c.at_bound == 0.0 && f.lateness_p99_us >= CAPACITY_LATENESS_US {
+    if c.at_bound == 0.0 && f.lateness_p99_us >= c.bound_us {
         s.push_str(&format!(
             "  (this machine's floor alone is {:.1} us, above the bound: no generator can pass it here)\n",
             f.lateness_p99_us

@@ -169,9 +169,21 @@ pub struct LoadArgs {
     /// Check the generator against M/M/1 and M/D/1 using a built-in server.
     #[arg(long, conflicts_with = "capacity")]
     pub validate: bool,
-    /// Find the highest rate one generator thread sustains on loopback.
+    /// Find the highest rate one generator thread sustains on loopback,
+    /// for `--protocol` (rpc, memcached or http) at each of
+    /// `--capacity-conns`, and record it in the capacity file that `skq
+    /// bench` checks its sweeps against.
     #[arg(long)]
     pub capacity: bool,
+    /// `--capacity`: connection counts to measure, comma-separated
+    /// [default: the value of --connections].
+    #[arg(long, value_delimiter = ',', requires = "capacity")]
+    pub capacity_conns: Vec<usize>,
+    /// `--capacity`: the file to record results in [default:
+    /// $SKQ_CAPACITY_FILE, else $XDG_CACHE_HOME/skq/capacity.json, else
+    /// ~/.cache/skq/capacity.json].
+    #[arg(long, requires = "capacity")]
+    pub capacity_file: Option<std::path::PathBuf>,
 }
 
 fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
@@ -279,34 +291,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         return verdict.map_err(Into::into);
     }
     if args.capacity {
-        if args.cpus.len() > 1 {
-            anyhow::bail!(
-                "--cpus: --capacity measures one generator thread; give one CPU, got {:?}",
-                args.cpus
-            );
-        }
-        let opts = crate::capacity::CapacityOpts {
-            connections: args.connections,
-            seed: args.seed,
-            spin_us: args.spin_us,
-            cpu: args.cpus.first().copied(),
-            rt: args.rt_priority,
-        };
-        let quiet = args.quiet;
-        if !quiet {
-            eprintln!("skq load --capacity: 2 s floor measurement, then steps of 1.5 s from 10k req/s up (about a minute) ...");
-        }
-        let c = crate::capacity::capacity(&opts, |s| {
-            if !quiet {
-                let (u, k) = s.cpu_us_per_request;
-                eprintln!(
-                    "  {:>9.0} req/s: lateness p99 {:>9.1} us, achieved {:>9.0}, errors {}, thread CPU {:.2} us/req ({:.2} user + {:.2} kernel)",
-                    s.rate, s.lateness_p99_us, s.achieved, s.errors, u + k, u, k
-                );
-            }
-        })?;
-        print!("{}", crate::capacity::render(&c, args.connections));
-        return Ok(());
+        return run_capacity(&args);
     }
     let cfg = args.to_config()?;
     let result = crate::engine::run(&cfg)?;
@@ -329,6 +314,90 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         }
     }
     point_verdict(&result).map_err(Into::into)
+}
+
+/// `--capacity` (see `capacity.rs`): one search per connection count, each
+/// recorded in the capacity file.
+fn run_capacity(args: &LoadArgs) -> anyhow::Result<()> {
+    use skq_report::capacity::{default_path, CapacityEntry, CapacityFile, Machine};
+    if args.cpus.len() > 1 {
+        anyhow::bail!(
+            "--cpus: --capacity measures one generator thread; give one CPU, got {:?}",
+            args.cpus
+        );
+    }
+    let echo = crate::capacity::echo_protocol(args.protocol)?;
+    let conns = if args.capacity_conns.is_empty() {
+        vec![args.connections]
+    } else {
+        args.capacity_conns.clone()
+    };
+    if let Some(&c) = conns.iter().find(|&&c| c == 0) {
+        anyhow::bail!("--capacity-conns: {c} connections; give counts of at least 1");
+    }
+    let path = match &args.capacity_file {
+        Some(p) => Some(p.clone()),
+        None => default_path(),
+    };
+    let quiet = args.quiet;
+    let machine = Machine::current(skq_sys::cpu::allowed_cpus()?.len());
+    for &connections in &conns {
+        let opts = crate::capacity::CapacityOpts {
+            protocol: echo,
+            bound_us: args.max_lateness_us,
+            connections,
+            seed: args.seed,
+            spin_us: args.spin_us,
+            cpu: args.cpus.first().copied(),
+            rt: args.rt_priority,
+        };
+        if !quiet {
+            eprintln!(
+                "skq load --capacity: {} over {connections} connections: 2 s floor measurement, then steps of 1.5 s from 1k req/s up (about a minute) ...",
+                args.protocol.name()
+            );
+        }
+        let c = crate::capacity::capacity(&opts, |s| {
+            if !quiet {
+                let (u, k) = s.cpu_us_per_request;
+                eprintln!(
+                    "  {:>9.0} req/s: lateness p99 {:>9.1} us, achieved {:>9.0}, errors {}, thread CPU {:.2} us/req ({:.2} user + {:.2} kernel)",
+                    s.rate, s.lateness_p99_us, s.achieved, s.errors, u + k, u, k
+                );
+            }
+        })?;
+        print!(
+            "{}",
+            crate::capacity::render(&c, args.protocol.name(), connections)
+        );
+        let Some(path) = &path else {
+            println!("(not recorded: no HOME, XDG_CACHE_HOME or SKQ_CAPACITY_FILE to put the capacity file in; give --capacity-file)");
+            continue;
+        };
+        let (u, k) = c.ceiling.cpu_us_per_request;
+        let entry = CapacityEntry {
+            protocol: args.protocol.name().to_string(),
+            connections,
+            bound_us: c.bound_us,
+            at_bound_rps: c.at_bound,
+            relative_bound_us: c.relative_bound_us,
+            at_relative_bound_rps: c.at_relative_bound,
+            ceiling_rps: c.ceiling.achieved,
+            cpu_us_per_request: u + k,
+            measured_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        let old = CapacityFile::read(path).map_err(|e| anyhow::anyhow!("--capacity-file {e}"))?;
+        CapacityFile::record(old, &machine, entry)
+            .write(path)
+            .map_err(|e| anyhow::anyhow!("--capacity-file {e}"))?;
+        println!(
+            "recorded in {} (skq bench checks its sweeps against it)",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// `--validate`'s verdict: every point within the tolerance and clean.
@@ -550,6 +619,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("one CPU"), "{e}");
+    }
+
+    #[test]
+    fn capacity_refuses_what_it_cannot_measure_before_measuring() {
+        let e = run(parse("--capacity --protocol rocksdb").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--protocol rocksdb"), "{e}");
+        let e = run(parse("--capacity --capacity-conns 8,0").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--capacity-conns") && e.contains('0'), "{e}");
+        // The capacity flags belong to --capacity.
+        assert!(parse("--rate 1000 --capacity-conns 8").is_err());
+        let a = parse("--capacity --capacity-conns 8,64,96").unwrap();
+        assert_eq!(a.capacity_conns, vec![8, 64, 96]);
     }
 
     #[test]

@@ -19,6 +19,11 @@
 //! silence). [`RefMode::EchoBusy`] never blocks: it costs a whole CPU, and it
 //! is what `--capacity` measures against on a CPU of its own, so that no
 //! generator write ever pays for waking it.
+//!
+//! The echo modes also speak the memcached text protocol and HTTP/1.1
+//! ([`RefServer::start_echo`]), for `--capacity --protocol memcached|http`:
+//! every `get` misses (`END`), every `set` is `STORED`, every HTTP request
+//! gets a fixed two-byte `200 OK`. Anything else closes the connection.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -33,6 +38,74 @@ use skq_proto::wire::{self, Header, HEADER_LEN};
 
 use skq_sys::epoll::{self, Poller};
 use skq_sys::{cpu, net};
+
+/// The protocol an echo server speaks (the emulating server speaks RPC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EchoProtocol {
+    /// skq RPC (`skq_proto::wire`).
+    Rpc,
+    /// memcached text protocol: `get` (a miss) and `set`.
+    Memcached,
+    /// HTTP/1.1 requests without a body.
+    Http,
+}
+
+/// The reply an [`EchoProtocol::Http`] server sends to every request.
+const HTTP_REPLY: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+/// Answers the request at the front of `buf` into `out`: `Ok(Some(n))`
+/// consumed `n` bytes, `Ok(None)` needs more input, `Err` is a malformed
+/// request (the connection is closed).
+pub fn echo_one(proto: EchoProtocol, buf: &[u8], out: &mut Vec<u8>) -> Result<Option<usize>, ()> {
+    let line_end = |b: &[u8]| b.windows(2).position(|w| w == b"\r\n");
+    match proto {
+        EchoProtocol::Rpc => match wire::decode_request(buf) {
+            Ok(Some(h)) => {
+                h.reply(0).encode(out);
+                Ok(Some(h.frame_len()))
+            }
+            Ok(None) => Ok(None),
+            Err(_) => Err(()),
+        },
+        EchoProtocol::Memcached => {
+            let Some(eol) = line_end(buf) else {
+                return if buf.len() > 2048 { Err(()) } else { Ok(None) };
+            };
+            let line = &buf[..eol];
+            if line.starts_with(b"get ") {
+                out.extend_from_slice(b"END\r\n");
+                return Ok(Some(eol + 2));
+            }
+            if let Some(rest) = line.strip_prefix(b"set ") {
+                let bytes = std::str::from_utf8(rest)
+                    .ok()
+                    .and_then(|r| r.split_ascii_whitespace().nth(3))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|&n| n <= 1 << 20)
+                    .ok_or(())?;
+                let total = eol + 2 + bytes + 2;
+                if buf.len() < total {
+                    return Ok(None);
+                }
+                if &buf[total - 2..total] != b"\r\n" {
+                    return Err(());
+                }
+                out.extend_from_slice(b"STORED\r\n");
+                return Ok(Some(total));
+            }
+            Err(())
+        }
+        EchoProtocol::Http => match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(p) if buf.starts_with(b"GET ") || buf.starts_with(b"HEAD ") => {
+                out.extend_from_slice(HTTP_REPLY);
+                Ok(Some(p + 4))
+            }
+            Some(_) => Err(()),
+            None if buf.len() > 16 * 1024 => Err(()),
+            None => Ok(None),
+        },
+    }
+}
 
 /// How the reference server serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +150,32 @@ impl RefServer {
     /// and with `cpu = Some(c)` they are pinned to CPU `c` (an error if the
     /// kernel refuses).
     pub fn start_with(mode: RefMode, rt: Option<i32>, cpu: Option<u32>) -> io::Result<RefServer> {
+        RefServer::start_full(mode, EchoProtocol::Rpc, rt, cpu)
+    }
+
+    /// An echo server (`busy`: [`RefMode::EchoBusy`], else [`RefMode::Echo`])
+    /// speaking `proto`, its thread pinned to `cpu` if given.
+    pub fn start_echo(proto: EchoProtocol, busy: bool, cpu: Option<u32>) -> io::Result<RefServer> {
+        let mode = if busy {
+            RefMode::EchoBusy
+        } else {
+            RefMode::Echo
+        };
+        RefServer::start_full(mode, proto, None, cpu)
+    }
+
+    fn start_full(
+        mode: RefMode,
+        proto: EchoProtocol,
+        rt: Option<i32>,
+        cpu: Option<u32>,
+    ) -> io::Result<RefServer> {
+        if mode == RefMode::Emulate && proto != EchoProtocol::Rpc {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the emulating reference server speaks RPC only",
+            ));
+        }
         if let Some(c) = cpu {
             // Fail here, in the caller's thread, rather than silently later.
             let allowed = cpu::allowed_cpus()?;
@@ -102,7 +201,7 @@ impl RefServer {
                     if let Some(c) = cpu {
                         let _ = cpu::pin_current_thread(c);
                     }
-                    receive(listener, mode, tx, st, sv, rt)
+                    receive(listener, mode, proto, tx, st, sv, rt)
                 })?,
         );
         if mode == RefMode::Emulate {
@@ -165,9 +264,11 @@ struct RConn {
     buf: Vec<u8>,
 }
 
+#[allow(clippy::too_many_arguments)] // one thread's whole world, spelled out
 fn receive(
     listener: TcpListener,
     mode: RefMode,
+    proto: EchoProtocol,
     tx: mpsc::Sender<Job>,
     stop: Arc<AtomicBool>,
     served: Arc<AtomicU64>,
@@ -259,27 +360,34 @@ fn receive(
             }
             let mut pos = 0;
             out.clear();
-            loop {
+            if mode != RefMode::Emulate {
+                loop {
+                    match echo_one(proto, &c.buf[pos..], &mut out) {
+                        Ok(Some(n)) => {
+                            pos += n;
+                            served.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(None) => break,
+                        Err(()) => {
+                            closed = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            while mode == RefMode::Emulate {
                 match wire::decode_request(&c.buf[pos..]) {
                     Ok(Some(h)) => {
                         pos += h.frame_len();
-                        match mode {
-                            RefMode::Echo | RefMode::EchoBusy => {
-                                h.reply(0).encode(&mut out);
-                                served.fetch_add(1, Ordering::Relaxed);
-                            }
-                            RefMode::Emulate => {
-                                let start = arrival.max(busy_until);
-                                busy_until = start + h.service_ns as u64;
-                                let job = Job {
-                                    finish: busy_until,
-                                    stream: c.stream.clone(),
-                                    header: h,
-                                };
-                                if tx.send(job).is_err() {
-                                    return;
-                                }
-                            }
+                        let start = arrival.max(busy_until);
+                        busy_until = start + h.service_ns as u64;
+                        let job = Job {
+                            finish: busy_until,
+                            stream: c.stream.clone(),
+                            header: h,
+                        };
+                        if tx.send(job).is_err() {
+                            return;
                         }
                     }
                     Ok(None) => break,

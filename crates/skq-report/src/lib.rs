@@ -17,6 +17,7 @@
 //! the same code, so a figure means the same in both.
 #![deny(missing_docs)]
 
+pub mod capacity;
 pub mod csv;
 pub mod html;
 pub mod plot;

@@ -1,0 +1,57 @@
+//! The generator's capacity against a sweep: before measuring, `skq bench`
+//! compares every curve's top offered rate per generator thread with what
+//! `skq load --capacity` recorded for that protocol and connection count on
+//! this machine (`skq_report::capacity`), and says which curves will ask the
+//! generator for more than it was seen to sustain within its lateness bound
+//! (their top points may then fail the lateness self-check), and which
+//! protocols have no recorded capacity yet.
+
+use skq_report::capacity::{CapacityFile, Machine, Verdict};
+
+use crate::config::Sweep;
+use crate::sweep::plan;
+
+/// Lines to print before the sweep: a warning per curve above capacity, a
+/// note per (protocol, connections) never measured. Empty when all is known
+/// and within capacity. `file_desc` names the file in the notes.
+pub fn capacity_lines(
+    sweep: &Sweep,
+    file: Option<&CapacityFile>,
+    machine: &Machine,
+    file_desc: &str,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut unknown: Vec<(String, usize)> = Vec::new();
+    for (c, pts) in sweep.curves.iter().zip(plan(sweep)) {
+        // The RocksDB front end has no echo server to measure against.
+        if c.protocol == "rocksdb" {
+            continue;
+        }
+        let top = pts.iter().map(|p| p.target_rps).fold(0.0, f64::max);
+        match CapacityFile::check(file, machine, &c.protocol, c.connections, c.threads, top) {
+            Verdict::Within(_) => {}
+            Verdict::Above(per, e) => lines.push(format!(
+                "warning: {}: up to {top:.0} req/s of {} over {} connections from {} generator thread(s) is {per:.0} req/s per thread, above the {:.0} req/s one thread kept within its lateness bound here ({} over {} connections, `skq load --capacity`); its top points may fail the lateness self-check",
+                c.name,
+                c.protocol,
+                c.connections,
+                c.threads.max(1),
+                e.usable_rps(),
+                e.protocol,
+                e.connections
+            )),
+            Verdict::Unknown => {
+                let k = (c.protocol.clone(), c.connections);
+                if !unknown.contains(&k) {
+                    unknown.push(k);
+                }
+            }
+        }
+    }
+    for (p, n) in unknown {
+        lines.push(format!(
+            "note: no generator capacity recorded for {p} over {n} connections on this machine ({file_desc}); `skq load --capacity --protocol {p} --capacity-conns {n}` measures it (about a minute)"
+        ));
+    }
+    lines
+}
