@@ -133,6 +133,12 @@ pub struct Config {
     /// meanwhile is harvested by the next worker to finish an event (ns,
     /// 0 = always hand over; default 20 µs, about one hand-over's cost).
     pub promote_min_ns: u64,
+    /// Readiness sets the workers are split into (1..=workers, default 1):
+    /// each set is polled and harvested by its own group of workers
+    /// (`worker_loop.rs`). The Linux runtime supports 1 today; the
+    /// simulator models more (the per-group harvest of
+    /// `docs/ARCHITECTURE.md`).
+    pub poll_groups: usize,
     /// Most high-priority events per batch, percent of the buffer, 1..=100.
     pub rtshare: u32,
     /// Target waits per second per worker; 0 = unlimited batches.
@@ -176,6 +182,7 @@ impl Config {
             steal_k: 1,
             steal_retry_ns: 0,
             promote_min_ns: DEFAULT_PROMOTE_MIN_NS,
+            poll_groups: 1,
             rtshare: 100,
             rtfreq: 0,
             penalty_ns: 500,
@@ -254,6 +261,13 @@ impl Config {
             0,
             1_000_000,
             "0..=1000000",
+        )?;
+        range(
+            "poll-groups",
+            self.poll_groups,
+            1,
+            self.workers.max(1),
+            "1..=workers",
         )?;
         range("rtshare", self.rtshare, 1, 100, "1..=100")?;
         range("rtfreq", self.rtfreq, 0, 1_000_000, "0..=1000000")?;

@@ -106,7 +106,7 @@ impl Scheduler {
             cpu_map,
             rr: AtomicU32::new(0),
             searching: CachePadded::new(AtomicU64::new(0)),
-            lp: crate::worker_loop::LoopShared::new(n),
+            lp: crate::worker_loop::LoopShared::new(n, cfg.poll_groups),
             cfg,
         })
     }

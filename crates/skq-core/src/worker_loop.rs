@@ -33,6 +33,14 @@
 //! come from outside, as from SKQ in the kernel) there is no poller: idle
 //! workers only park.
 //!
+//! With `Config::poll_groups` = G > 1 there are G readiness sets, each
+//! harvested only by its own group of workers (contiguous worker indices):
+//! one poller per group, followers promoted within the group, harvest on
+//! the way of the own group's set. A source lives in one set (the driver
+//! decides which, by its flow's CPU); work moves between groups only as
+//! queue entries (stealing), never between sets. The Linux runtime harvests
+//! one set today; the simulator models G sets (`skq sim --poll-groups`).
+//!
 //! ## Guarantees (checked by loom in `tests/loom.rs`)
 //!
 //! 1. A worker sleeps (`Poll`/`Park`) only after `prepare_park` found its
@@ -140,13 +148,23 @@ impl WaitCall {
     }
 }
 
-/// The loop's shared state (part of the [`Scheduler`]).
-pub(crate) struct LoopShared {
-    /// The worker blocked in the readiness set, or `NOBODY`. Read by every
+/// One readiness set and the workers that harvest it
+/// ([`crate::Config::poll_groups`]).
+struct Group {
+    /// The worker blocked in this group's set, or `NOBODY`. Read by every
     /// waker (`wake_via`) and written by each poller twice per sleep.
     poller: crossbeam_utils::CachePadded<AtomicUsize>,
-    /// Held by the worker doing a non-blocking harvest.
+    /// Held by the worker doing a non-blocking harvest of this set.
     harvesting: AtomicBool,
+    /// Bit w: worker w belongs to this group.
+    members: u64,
+}
+
+/// The loop's shared state (part of the [`Scheduler`]).
+pub(crate) struct LoopShared {
+    groups: Box<[Group]>,
+    /// Worker → its group.
+    group_of: Box<[usize]>,
     /// Bit w: worker w is parked as a follower.
     sleepers: AtomicU64,
     shutdown: AtomicBool,
@@ -155,10 +173,24 @@ pub(crate) struct LoopShared {
 }
 
 impl LoopShared {
-    pub(crate) fn new(workers: usize) -> LoopShared {
+    /// `groups` readiness sets over `workers` workers: contiguous blocks of
+    /// worker indices (the spread order puts neighbours on nearby CPUs).
+    pub(crate) fn new(workers: usize, groups: usize) -> LoopShared {
+        let groups = groups.clamp(1, workers.max(1));
+        let group_of: Box<[usize]> = (0..workers).map(|w| w * groups / workers).collect();
         LoopShared {
-            poller: crossbeam_utils::CachePadded::new(AtomicUsize::new(NOBODY)),
-            harvesting: AtomicBool::new(false),
+            groups: (0..groups)
+                .map(|g| Group {
+                    poller: crossbeam_utils::CachePadded::new(AtomicUsize::new(NOBODY)),
+                    harvesting: AtomicBool::new(false),
+                    members: group_of
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &x)| x == g)
+                        .fold(0u64, |m, (w, _)| m | 1u64 << w),
+                })
+                .collect(),
+            group_of,
             sleepers: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             target: AtomicUsize::new(workers),
@@ -202,13 +234,14 @@ impl Scheduler {
     ) -> Step {
         let me = ctx.id;
         let l = &self.lp;
+        let g = &l.groups[l.group_of[me]];
         Counters::bump(&self.workers[me].counters.steps, 1);
         match done {
             Done::Begin => {}
             Done::Harvested => {
                 if call.harvesting {
                     call.harvesting = false;
-                    l.harvesting.store(false, Ordering::Release);
+                    g.harvesting.store(false, Ordering::Release);
                 }
                 if call.ready > 0 {
                     let n = std::mem::take(&mut call.ready);
@@ -218,7 +251,7 @@ impl Scheduler {
             }
             Done::Polled => {
                 self.woke(me);
-                l.poller.store(NOBODY, Ordering::SeqCst);
+                g.poller.store(NOBODY, Ordering::SeqCst);
                 self.unpark(ctx);
                 call.harvested = true;
                 if self.has_work(me) && self.worth_handing_over(me) {
@@ -277,8 +310,8 @@ impl Scheduler {
                 // Skipped when this call just harvested as the poller.
                 if call.readiness == Readiness::Polled
                     && !call.harvested
-                    && l.poller.load(Ordering::Acquire) == NOBODY
-                    && !l.harvesting.swap(true, Ordering::AcqRel)
+                    && g.poller.load(Ordering::Acquire) == NOBODY
+                    && !g.harvesting.swap(true, Ordering::AcqRel)
                 {
                     call.harvesting = true;
                     call.ready = n;
@@ -309,7 +342,7 @@ impl Scheduler {
                 l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
                 return Step::Park(sleep);
             }
-            if l.poller
+            if g.poller
                 .compare_exchange(NOBODY, me, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
             {
@@ -324,7 +357,7 @@ impl Scheduler {
                 if self.idle.load(Ordering::SeqCst) & (1u64 << me) != 0 {
                     return Step::Poll(sleep);
                 }
-                l.poller.store(NOBODY, Ordering::SeqCst);
+                g.poller.store(NOBODY, Ordering::SeqCst);
                 // Followers that parked meanwhile saw a poller: one takes
                 // over, since this worker leaves to work.
                 if let Some(f) = self.follower(me) {
@@ -334,7 +367,7 @@ impl Scheduler {
             }
             l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
             // The poller may have left after our CAS failed: re-check.
-            if l.poller.load(Ordering::SeqCst) != NOBODY && !self.is_shut_down() {
+            if g.poller.load(Ordering::SeqCst) != NOBODY && !self.is_shut_down() {
                 call.follower = true;
                 return Step::Park(sleep);
             }
@@ -349,10 +382,11 @@ impl Scheduler {
     pub fn abort_wait(&self, ctx: &mut WorkerCtx, call: &mut WaitCall, now: Nanos) {
         let me = ctx.id;
         let l = &self.lp;
+        let g = &l.groups[l.group_of[me]];
         if std::mem::take(&mut call.harvesting) {
-            l.harvesting.store(false, Ordering::Release);
+            g.harvesting.store(false, Ordering::Release);
         }
-        if l.poller
+        if g.poller
             .compare_exchange(me, NOBODY, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {
@@ -386,34 +420,57 @@ impl Scheduler {
         // Pairs with the fence after a worker takes the poller role: the
         // caller cleared `w`'s idle bit (claimed it) before asking.
         crate::sync::fence(Ordering::SeqCst);
-        if self.lp.poller.load(Ordering::SeqCst) == w {
+        let l = &self.lp;
+        if l.groups[l.group_of[w]].poller.load(Ordering::SeqCst) == w {
             WakeVia::Doorbell
         } else {
             WakeVia::Parker
         }
     }
 
-    /// A parked follower other than `me` to take over polling, if any.
+    /// A parked follower of `me`'s group, other than `me`, to take over
+    /// polling its set, if any.
     pub fn follower(&self, me: WorkerId) -> Option<WorkerId> {
-        let m = self.lp.sleepers.load(Ordering::SeqCst) & !(1u64 << me);
+        let l = &self.lp;
+        let members = l.groups[l.group_of[me]].members;
+        let m = l.sleepers.load(Ordering::SeqCst) & members & !(1u64 << me);
         (m != 0).then(|| m.trailing_zeros() as usize)
     }
 
-    /// Whether some worker is blocked in the readiness set now.
-    pub fn polled(&self) -> bool {
-        self.lp.poller.load(Ordering::Relaxed) != NOBODY
+    /// The readiness set (poll group) worker `w` harvests
+    /// ([`crate::Config::poll_groups`]; 0 with one set).
+    pub fn poll_group(&self, w: WorkerId) -> usize {
+        self.lp.group_of[w]
     }
 
-    /// Takes the non-blocking harvest flag (for checkpoints); false if a
-    /// poller exists or someone else harvests. Pair with
-    /// [`Scheduler::end_harvest`].
-    pub fn try_harvest(&self) -> bool {
-        !self.polled() && !self.lp.harvesting.swap(true, Ordering::AcqRel)
+    /// Readiness sets (poll groups).
+    pub fn poll_groups(&self) -> usize {
+        self.lp.groups.len()
     }
 
-    /// Gives the harvest flag back.
-    pub fn end_harvest(&self) {
-        self.lp.harvesting.store(false, Ordering::Release);
+    /// Whether some worker is blocked in `w`'s group's set now.
+    pub fn polled(&self, w: WorkerId) -> bool {
+        let l = &self.lp;
+        l.groups[l.group_of[w]].poller.load(Ordering::Relaxed) != NOBODY
+    }
+
+    /// Takes the non-blocking harvest flag of `w`'s group's set (for
+    /// checkpoints); false if it has a poller or someone else harvests it.
+    /// Pair with [`Scheduler::end_harvest`].
+    pub fn try_harvest(&self, w: WorkerId) -> bool {
+        let l = &self.lp;
+        !self.polled(w)
+            && !l.groups[l.group_of[w]]
+                .harvesting
+                .swap(true, Ordering::AcqRel)
+    }
+
+    /// Gives the harvest flag of `w`'s group back.
+    pub fn end_harvest(&self, w: WorkerId) {
+        let l = &self.lp;
+        l.groups[l.group_of[w]]
+            .harvesting
+            .store(false, Ordering::Release);
     }
 
     /// Makes every current and future wait return ([`Step::Return`]); the

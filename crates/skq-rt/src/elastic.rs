@@ -172,16 +172,16 @@ pub fn checkpoint() -> usize {
                 return 0;
             };
             let skq = &*cur.skq;
-            if skq.core.polled() && skq.core.queued(cur.id) == 0 {
+            if skq.core.polled(cur.id) && skq.core.queued(cur.id) == 0 {
                 return 0;
             }
-            if skq.core.try_harvest() {
+            if skq.core.try_harvest(cur.id) {
                 if let Ok(n) = skq.epoll.wait_ns(&mut cur.ep_buf, Some(0)) {
                     if n > 0 {
                         skq.activate_all(&mut cur.ep_buf, cur.id, &mut cur.rng);
                     }
                 }
-                skq.core.end_harvest();
+                skq.core.end_harvest(cur.id);
             }
             let moved =
                 skq.core

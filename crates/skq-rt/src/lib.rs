@@ -241,6 +241,13 @@ impl Skq {
     /// the mapping); an unreadable /sys leaves it empty (such hints spread).
     pub fn new(mut cfg: Config) -> Result<Arc<Skq>, Error> {
         cfg.validate()?;
+        if cfg.poll_groups != 1 {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                option: "poll-groups",
+                value: cfg.poll_groups.to_string(),
+                range: "1 (the runtime harvests one epoll set; more sets are modelled by skq sim)",
+            }));
+        }
         let topo = topology::Topology::detect().ok();
         if cfg.worker_cpus.is_empty() {
             let allowed = sys::cpu::allowed_cpus()?;

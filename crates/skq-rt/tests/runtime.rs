@@ -275,3 +275,14 @@ fn shutdown_wakes_every_blocked_worker() {
         }
     }
 }
+
+#[test]
+fn more_than_one_poll_group_is_refused_with_the_option_named() {
+    let mut cfg = Config::new(skq_rt::Policy::Hybrid, 4);
+    cfg.poll_groups = 2;
+    let e = match Skq::new(cfg) {
+        Ok(_) => panic!("the runtime harvests one epoll set"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("poll-groups") && e.contains('2'), "{e}");
+}

@@ -96,6 +96,13 @@ pub struct SimArgs {
     /// --syscall-ns).
     #[arg(long, default_value_t = Overheads::default().switch_ns)]
     pub switch_ns: u64,
+    /// Overhead: a harvest holds its readiness set's lock this long (ns;
+    /// 0 = no lock modelled). With --harvest runtime.
+    #[arg(long, default_value_t = Overheads::default().set_hold_ns)]
+    pub set_hold_ns: u64,
+    /// Overhead: lock time per ready source harvested (ns).
+    #[arg(long, default_value_t = Overheads::default().set_item_ns)]
+    pub set_item_ns: u64,
     /// Events per wait() (as `skq serve rpc --batch`, default 1).
     #[arg(long, default_value_t = 1)]
     pub max_events: usize,
@@ -163,6 +170,11 @@ pub struct SimArgs {
     /// if its processing time per event is at least this (µs; 0 = always).
     #[arg(long)]
     pub promote_min_us: Option<f64>,
+    /// Core tunable: readiness sets (poll groups) the workers are split
+    /// into, each harvested by its own group (1..=workers; default 1, one
+    /// shared set). With --harvest runtime.
+    #[arg(long)]
+    pub poll_groups: Option<usize>,
     /// Core tunable: hybrid cache-miss penalty (ns).
     #[arg(long)]
     pub penalty_ns: Option<u64>,
@@ -210,6 +222,8 @@ impl SimArgs {
             miss_ns: self.miss_ns,
             syscall_ns: self.syscall_ns,
             switch_ns: self.switch_ns,
+            set_hold_ns: self.set_hold_ns,
+            set_item_ns: self.set_item_ns,
         }
     }
 
@@ -336,6 +350,9 @@ impl SimArgs {
             }
             if let Some(us) = self.promote_min_us {
                 cfg.promote_min_ns = (us * 1000.0).round() as u64;
+            }
+            if let Some(g) = self.poll_groups {
+                cfg.poll_groups = g;
             }
             if let Some(p) = self.penalty_ns {
                 cfg.penalty_ns = p;

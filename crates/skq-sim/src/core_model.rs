@@ -109,6 +109,9 @@ pub struct CoreOutcome {
     pub loop_steps: u64,
     /// Returns from sleeping, as the core counted them.
     pub wakeups: u64,
+    /// Time workers spent holding or waiting for a readiness set's lock
+    /// (`Overheads::set_hold_ns`), ns; part of `cpu_ns`.
+    pub set_lock_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -125,6 +128,8 @@ struct Conn {
     home: usize,
     /// The CPU its packets are processed on (its `SO_INCOMING_CPU`).
     cpu: u32,
+    /// The readiness set it lives in: its home worker's poll group.
+    group: usize,
     pending: VecDeque<Pending>,
 }
 
@@ -136,6 +141,8 @@ enum Ev {
     Wake(u32, u32),
     /// The resource manager looks (elastic runs).
     Manage,
+    /// A worker's harvest of its set, delayed by the set's lock, is done.
+    Harvested(u32, u32),
 }
 
 /// Where an idle worker sleeps (the step it is executing).
@@ -149,6 +156,8 @@ enum Sleep {
     Park,
     /// `Step::Surplus`: out of the pool until wanted.
     Surplus,
+    /// Inside a harvest held up by its set's lock (awake, not wakeable).
+    Busy,
 }
 
 struct Worker {
@@ -162,6 +171,8 @@ struct Worker {
     epoch: u32,
     /// The first this-many events of `batch` were stolen.
     stolen_in_batch: usize,
+    /// What the held-up harvest reports when done.
+    after_harvest: Done,
 }
 
 struct Sim {
@@ -175,11 +186,14 @@ struct Sim {
     rec: Recorder,
     rng: FastRng,
     wakes: Vec<usize>,
-    /// Runtime harvest: connections with readiness still in the kernel.
-    kernel_ready: Vec<u32>,
+    /// Runtime harvest: per readiness set (poll group), connections with
+    /// readiness still in the kernel.
+    kernel_ready: Vec<Vec<u32>>,
     in_kernel: Vec<bool>,
-    /// Runtime harvest: the worker blocked in the readiness set.
-    polling: Option<usize>,
+    /// Runtime harvest: per set, the worker blocked in it.
+    polling: Vec<Option<usize>>,
+    /// Per set: until when its lock is held by a harvest (`set_hold_ns`).
+    set_busy: Vec<u64>,
     last_progress: u64,
     rm: Option<skq_core::ResourceManager>,
     next_period: u64,
@@ -205,6 +219,8 @@ struct Cost {
     switches: u64,
     /// Steps executed (`Scheduler::next_step` answers).
     steps: u64,
+    /// Time in the kernel holding or waiting for a set's lock, ns.
+    set_ns: u64,
 }
 
 /// Simulates `sc` served by `cfg` (its `workers` is replaced by the
@@ -249,6 +265,7 @@ pub fn run(
             id,
             home: home_of(&sched, id, cpu, None),
             cpu,
+            group: 0,
             pending: VecDeque::new(),
         });
     }
@@ -262,6 +279,7 @@ pub fn run(
             wake_pending: false,
             epoch: 0,
             stolen_in_batch: 0,
+            after_harvest: Done::Begin,
         })
         .collect();
     let rm = match &opts.elastic {
@@ -271,6 +289,7 @@ pub fn run(
     let gen = Generator::new(sc);
     let total = gen.total() as u64;
     let rng = sched.activator_rng(1);
+    let groups = sched.poll_groups();
     let mut sim = Sim {
         sched,
         ov: *ov,
@@ -290,9 +309,10 @@ pub fn run(
         batch_served: vec![0; sc.workers],
         rng,
         wakes: Vec::with_capacity(sc.workers),
-        kernel_ready: Vec::with_capacity(sc.connections),
+        kernel_ready: vec![Vec::new(); groups],
         in_kernel: vec![false; sc.connections],
-        polling: None,
+        polling: vec![None; groups],
+        set_busy: vec![0; groups],
         last_progress: 0,
         next_period: rm.as_ref().map_or(0, |r| r.config().period_ns),
         active: rm.as_ref().map_or(Vec::new(), |r| vec![(0, r.active())]),
@@ -307,6 +327,9 @@ pub fn run(
         let _ = sim.sched.set_target(rm.active());
         let check = rm.config().backlog_check_ns.max(1);
         sim.q.push(check, Ev::Manage);
+    }
+    for c in sim.conns.iter_mut() {
+        c.group = sim.sched.poll_group(c.home);
     }
     let mut mrng = SmallRng::seed_from_u64(sc.seed ^ CORE_SALT ^ 2);
     for w in 0..sc.workers {
@@ -368,6 +391,7 @@ pub fn run(
                     sim.manage(t, more)
                 }
                 Ev::Wake(w, epoch) => sim.woken(w as usize, epoch, t),
+                Ev::Harvested(w, epoch) => sim.harvested(w as usize, epoch, t),
             }
         }
     }
@@ -390,6 +414,7 @@ pub fn run(
         );
     }
     let cpu_ns = c.work_ns as f64
+        + c.set_ns as f64
         + c.syscalls as f64 * sim.ov.syscall_ns as f64
         + c.switches as f64 * sim.ov.switch_ns as f64;
     Ok(CoreOutcome {
@@ -408,6 +433,7 @@ pub fn run(
         switches: c.switches,
         loop_steps: c.steps,
         wakeups: sim.sched.sleeps_ended(),
+        set_lock_ns: c.set_ns,
     })
 }
 
@@ -431,6 +457,7 @@ impl Sim {
         if self.opts.migrate_prob > 0.0 && mrng.gen::<f64>() < self.opts.migrate_prob {
             conn.cpu = self.opts.machine.migrate(n, mrng.gen::<f64>());
             conn.home = home_of(&self.sched, conn.id, conn.cpu, Some(conn.home));
+            conn.group = self.sched.poll_group(conn.home);
         }
         conn.pending.push_back(Pending {
             idx: r.idx,
@@ -439,11 +466,12 @@ impl Sim {
         });
         if self.readiness == Readiness::Polled {
             let c = r.conn as usize;
+            let g = self.conns[c].group;
             if !self.in_kernel[c] {
                 self.in_kernel[c] = true;
-                self.kernel_ready.push(r.conn);
+                self.kernel_ready[g].push(r.conn);
             }
-            if let Some(p) = self.polling {
+            if let Some(p) = self.polling[g] {
                 self.schedule_wake(p, t); // the kernel wakes the poller
             }
             return Ok(());
@@ -475,31 +503,76 @@ impl Sim {
     }
 
     /// Executes `Step::Harvest` or the end of `Step::Poll` for worker `w`:
-    /// activates everything the kernel holds.
+    /// activates everything its group's set holds.
     fn harvest(&mut self, w: usize, t: u64) {
-        let mut ready = std::mem::take(&mut self.kernel_ready);
+        let g = self.sched.poll_group(w);
+        let mut ready = std::mem::take(&mut self.kernel_ready[g]);
         for &c in &ready {
             self.in_kernel[c as usize] = false;
             // Stale cannot happen: connections are never deregistered.
             let _ = self.activate(c as usize, t, Some(w));
         }
         ready.clear();
-        self.kernel_ready = ready;
+        self.kernel_ready[g] = ready;
+    }
+
+    /// Worker `w` harvests its set at `t`, then goes on with `done`. With
+    /// `Overheads::set_hold_ns`, a harvest holds the set's lock for that
+    /// long plus `set_item_ns` per ready source, after waiting for whoever
+    /// holds it: the worker goes on when it is done, and both times are its
+    /// CPU (the model of one shared set's lock at many cores).
+    fn harvest_then(&mut self, w: usize, t: u64, call: WaitCall, done: Done) {
+        let g = self.sched.poll_group(w);
+        if self.ov.set_hold_ns == 0 {
+            self.harvest(w, t);
+            self.run_loop(w, t, call, done);
+            return;
+        }
+        let k = self.kernel_ready[g].len() as u64;
+        let start = t.max(self.set_busy[g]);
+        let end = start + self.ov.set_hold_ns + self.ov.set_item_ns * k;
+        self.set_busy[g] = end;
+        self.cost.set_ns += end - t;
+        let wk = &mut self.workers[w];
+        wk.sleep = Sleep::Busy;
+        wk.call = Some(call);
+        wk.after_harvest = done;
+        wk.epoch = wk.epoch.wrapping_add(1);
+        self.q.push(end, Ev::Harvested(w as u32, wk.epoch));
+    }
+
+    /// A held-up harvest of worker `w` completes at `t`.
+    fn harvested(&mut self, w: usize, epoch: u32, t: u64) {
+        let wk = &mut self.workers[w];
+        if wk.sleep != Sleep::Busy || wk.epoch != epoch {
+            return;
+        }
+        wk.sleep = Sleep::Awake;
+        let done = wk.after_harvest;
+        let call = wk
+            .call
+            .take()
+            .expect("a harvesting worker is inside a wait");
+        self.harvest(w, t);
+        self.run_loop(w, t, call, done);
     }
 
     /// A wake-up (or timeout) of worker `w`'s sleep number `epoch` at `t`.
     fn woken(&mut self, w: usize, epoch: u32, t: u64) {
         let wk = &mut self.workers[w];
-        if wk.sleep == Sleep::Awake || wk.epoch != epoch {
+        if matches!(wk.sleep, Sleep::Awake | Sleep::Busy) || wk.epoch != epoch {
             return;
         }
         wk.wake_pending = false;
         let done = match wk.sleep {
             Sleep::Poll => {
-                self.polling = None;
-                self.workers[w].sleep = Sleep::Awake;
-                self.harvest(w, t);
-                Done::Polled
+                let g = self.sched.poll_group(w);
+                self.polling[g] = None;
+                let wk = &mut self.workers[w];
+                wk.sleep = Sleep::Awake;
+                let call = wk.call.take().expect("a polling worker is inside a wait");
+                self.harvest_then(w, t, call, Done::Polled);
+                return;
             }
             Sleep::Park => Done::Woke,
             Sleep::Surplus => {
@@ -508,7 +581,7 @@ impl Sim {
                 }
                 Done::Rejoined
             }
-            Sleep::Awake => unreachable!(),
+            Sleep::Awake | Sleep::Busy => unreachable!(),
         };
         let wk = &mut self.workers[w];
         wk.sleep = Sleep::Awake;
@@ -551,7 +624,7 @@ impl Sim {
         let Some(wk) = self.workers.get_mut(w) else {
             return;
         };
-        if wk.sleep != Sleep::Awake && !wk.wake_pending {
+        if !matches!(wk.sleep, Sleep::Awake | Sleep::Busy) && !wk.wake_pending {
             wk.wake_pending = true;
             self.q
                 .push(t + self.ov.wake_ns, Ev::Wake(w as u32, wk.epoch));
@@ -609,8 +682,8 @@ impl Sim {
             done = match step {
                 Step::Harvest => {
                     self.cost.syscalls += 1;
-                    self.harvest(w, t);
-                    Done::Harvested
+                    self.harvest_then(w, t, call, Done::Harvested);
+                    return;
                 }
                 Step::Deliver(_) => {
                     let wk = &mut self.workers[w];
@@ -631,8 +704,9 @@ impl Sim {
                     wk.epoch = wk.epoch.wrapping_add(1);
                     let epoch = wk.epoch;
                     if poll {
-                        self.polling = Some(w);
-                        if !self.kernel_ready.is_empty() {
+                        let g = self.sched.poll_group(w);
+                        self.polling[g] = Some(w);
+                        if !self.kernel_ready[g].is_empty() {
                             // Readiness already waiting: the poll returns at once.
                             self.workers[w].wake_pending = true;
                             self.q.push(t, Ev::Wake(w as u32, epoch));

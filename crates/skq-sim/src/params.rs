@@ -36,6 +36,12 @@ pub struct Overheads {
     /// CPU of one voluntary context switch (a worker blocking and later
     /// resuming), counted like `syscall_ns`.
     pub switch_ns: u64,
+    /// A harvest holds its readiness set's lock this long (ns), plus
+    /// `set_item_ns` per ready source; another harvester of the same set
+    /// waits (spinning) meanwhile. 0 (the default) models no lock at all.
+    pub set_hold_ns: u64,
+    /// Per ready source harvested, added to `set_hold_ns`.
+    pub set_item_ns: u64,
 }
 
 impl Overheads {
@@ -47,6 +53,8 @@ impl Overheads {
         miss_ns: 0,
         syscall_ns: 0,
         switch_ns: 0,
+        set_hold_ns: 0,
+        set_item_ns: 0,
     };
 }
 
@@ -74,6 +82,8 @@ impl Default for Overheads {
             miss_ns: 500,
             syscall_ns: 700,
             switch_ns: 4_000,
+            set_hold_ns: 0,
+            set_item_ns: 0,
         }
     }
 }
@@ -84,7 +94,15 @@ impl fmt::Display for Overheads {
             f,
             "event {} ns, steal {} ns, wake-up {} ns, cache miss {} ns, system call {} ns, context switch {} ns",
             self.event_ns, self.steal_ns, self.wake_ns, self.miss_ns, self.syscall_ns, self.switch_ns
-        )
+        )?;
+        if self.set_hold_ns > 0 {
+            write!(
+                f,
+                ", readiness-set lock {} ns + {} ns per source",
+                self.set_hold_ns, self.set_item_ns
+            )?;
+        }
+        Ok(())
     }
 }
 

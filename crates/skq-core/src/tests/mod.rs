@@ -7,6 +7,7 @@ use crate::*;
 mod elastic;
 mod locality;
 mod priority;
+mod worker_loop;
 
 pub(crate) fn sched(policy: Policy, workers: usize, f: impl FnOnce(&mut Config)) -> Scheduler {
     let mut c = Config::new(policy, workers);
