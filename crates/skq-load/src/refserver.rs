@@ -53,10 +53,26 @@ pub enum EchoProtocol {
 /// The reply an [`EchoProtocol::Http`] server sends to every request.
 const HTTP_REPLY: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 
+/// A request the echo server does not understand (it closes the connection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Malformed;
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("malformed request")
+    }
+}
+
+impl std::error::Error for Malformed {}
+
 /// Answers the request at the front of `buf` into `out`: `Ok(Some(n))`
 /// consumed `n` bytes, `Ok(None)` needs more input, `Err` is a malformed
 /// request (the connection is closed).
-pub fn echo_one(proto: EchoProtocol, buf: &[u8], out: &mut Vec<u8>) -> Result<Option<usize>, ()> {
+pub fn echo_one(
+    proto: EchoProtocol,
+    buf: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Option<usize>, Malformed> {
     let line_end = |b: &[u8]| b.windows(2).position(|w| w == b"\r\n");
     match proto {
         EchoProtocol::Rpc => match wire::decode_request(buf) {
@@ -65,11 +81,15 @@ pub fn echo_one(proto: EchoProtocol, buf: &[u8], out: &mut Vec<u8>) -> Result<Op
                 Ok(Some(h.frame_len()))
             }
             Ok(None) => Ok(None),
-            Err(_) => Err(()),
+            Err(_) => Err(Malformed),
         },
         EchoProtocol::Memcached => {
             let Some(eol) = line_end(buf) else {
-                return if buf.len() > 2048 { Err(()) } else { Ok(None) };
+                return if buf.len() > 2048 {
+                    Err(Malformed)
+                } else {
+                    Ok(None)
+                };
             };
             let line = &buf[..eol];
             if line.starts_with(b"get ") {
@@ -82,26 +102,26 @@ pub fn echo_one(proto: EchoProtocol, buf: &[u8], out: &mut Vec<u8>) -> Result<Op
                     .and_then(|r| r.split_ascii_whitespace().nth(3))
                     .and_then(|n| n.parse::<usize>().ok())
                     .filter(|&n| n <= 1 << 20)
-                    .ok_or(())?;
+                    .ok_or(Malformed)?;
                 let total = eol + 2 + bytes + 2;
                 if buf.len() < total {
                     return Ok(None);
                 }
                 if &buf[total - 2..total] != b"\r\n" {
-                    return Err(());
+                    return Err(Malformed);
                 }
                 out.extend_from_slice(b"STORED\r\n");
                 return Ok(Some(total));
             }
-            Err(())
+            Err(Malformed)
         }
         EchoProtocol::Http => match buf.windows(4).position(|w| w == b"\r\n\r\n") {
             Some(p) if buf.starts_with(b"GET ") || buf.starts_with(b"HEAD ") => {
                 out.extend_from_slice(HTTP_REPLY);
                 Ok(Some(p + 4))
             }
-            Some(_) => Err(()),
-            None if buf.len() > 16 * 1024 => Err(()),
+            Some(_) => Err(Malformed),
+            None if buf.len() > 16 * 1024 => Err(Malformed),
             None => Ok(None),
         },
     }
@@ -368,32 +388,34 @@ fn receive(
                             served.fetch_add(1, Ordering::Relaxed);
                         }
                         Ok(None) => break,
-                        Err(()) => {
+                        Err(Malformed) => {
                             closed = true;
                             break;
                         }
                     }
                 }
             }
-            while mode == RefMode::Emulate {
-                match wire::decode_request(&c.buf[pos..]) {
-                    Ok(Some(h)) => {
-                        pos += h.frame_len();
-                        let start = arrival.max(busy_until);
-                        busy_until = start + h.service_ns as u64;
-                        let job = Job {
-                            finish: busy_until,
-                            stream: c.stream.clone(),
-                            header: h,
-                        };
-                        if tx.send(job).is_err() {
-                            return;
+            if mode == RefMode::Emulate {
+                loop {
+                    match wire::decode_request(&c.buf[pos..]) {
+                        Ok(Some(h)) => {
+                            pos += h.frame_len();
+                            let start = arrival.max(busy_until);
+                            busy_until = start + h.service_ns as u64;
+                            let job = Job {
+                                finish: busy_until,
+                                stream: c.stream.clone(),
+                                header: h,
+                            };
+                            if tx.send(job).is_err() {
+                                return;
+                            }
                         }
-                    }
-                    Ok(None) => break,
-                    Err(_) => {
-                        closed = true;
-                        break;
+                        Ok(None) => break,
+                        Err(_) => {
+                            closed = true;
+                            break;
+                        }
                     }
                 }
             }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use skq_load::refserver::{echo_one, EchoProtocol, RefServer};
+use skq_load::refserver::{echo_one, EchoProtocol, Malformed, RefServer};
 use skq_load::{LoadConfig, Protocol};
 use skq_proto::workload::{ServiceSpec, Workload};
 
@@ -50,9 +50,12 @@ fn echo_framing_waits_for_whole_requests_and_refuses_garbage() {
         Ok(Some(18))
     );
     assert_eq!(out, b"STORED\r\n");
-    assert_eq!(echo_one(mc, b"set k 0 0 3\r\nabcd\r\n", &mut out), Err(()));
-    assert_eq!(echo_one(mc, b"set k 0 0 x\r\n", &mut out), Err(()));
-    assert_eq!(echo_one(mc, b"flush_all\r\n", &mut out), Err(()));
+    assert_eq!(
+        echo_one(mc, b"set k 0 0 3\r\nabcd\r\n", &mut out),
+        Err(Malformed)
+    );
+    assert_eq!(echo_one(mc, b"set k 0 0 x\r\n", &mut out), Err(Malformed));
+    assert_eq!(echo_one(mc, b"flush_all\r\n", &mut out), Err(Malformed));
     out.clear();
     let http = EchoProtocol::Http;
     assert_eq!(
@@ -64,6 +67,6 @@ fn echo_framing_waits_for_whole_requests_and_refuses_garbage() {
     assert!(out.starts_with(b"HTTP/1.1 200 OK\r\n"));
     assert_eq!(
         echo_one(http, b"POST / HTTP/1.1\r\n\r\n", &mut out),
-        Err(())
+        Err(Malformed)
     );
 }
