@@ -1,4 +1,4 @@
-//! The serve lifecycle: the process around one [`Server`], as every
+//! The serve lifecycle: the process around one [`Server`](crate::Server), as every
 //! `skq serve …` command runs it (rpc, rocksdb, http).
 //!
 //! A command builds a [`Lifecycle`] from its `--duration` and
