@@ -1,19 +1,17 @@
 //! `skq serve rocksdb` and `skq db preload|sample`.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use skq_load::protocol::{Op, Request};
 use skq_load::zippydb::ZippyDb;
-use skq_net::Server;
+use skq_net::{Lifecycle, ServeError, Server, Started};
 use skq_proto::db::{self, DbRequest, KEY_LEN};
 use skq_servers::cli::RpcArgs;
-use skq_sys::{cpu, limits, signal};
+use skq_sys::cpu;
 
 use crate::protocol::DbProtocol;
 
@@ -188,67 +186,35 @@ fn sample(a: &SampleArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `skq serve rocksdb` until SIGINT/SIGTERM or `--duration`.
+/// Runs `skq serve rocksdb` until SIGINT/SIGTERM or `--duration` (the
+/// steps: [`skq_net::serve`]; the database opens once the termination
+/// signals are blocked, so its threads inherit the mask).
 pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     if !(args.dilate.is_finite() && args.dilate >= 0.0) {
         bail!("--dilate must be >= 0, got {}", args.dilate);
     }
     let a = &args.server;
-    let run_for = match a.duration {
-        None => None,
-        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
-        Some(s) => bail!("--duration: {s} is not a positive number of seconds"),
-    };
-    let db = crate::open(&args.db)?;
-    if let Err(e) = limits::raise_nofile_limit() {
-        eprintln!("warning: could not raise the open-file limit: {e}");
-    }
-    signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
-    let mut cfg = a.to_config()?;
-    cfg.max_service_us = a
-        .max_service_us
-        .unwrap_or(crate::protocol::DEFAULT_MAX_SERVICE_US);
-    cfg.validate().map_err(anyhow::Error::msg)?;
-    let proto = Arc::new(
-        DbProtocol::new(Arc::new(db), cfg.service, args.dilate)
-            .with_max_service_ns(cfg.max_service_us * 1_000),
-    );
-    let server = Server::start(&cfg.server_config(), proto).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
-            anyhow::anyhow!("{e}")
-        }
-        _ => anyhow::anyhow!("--addr {}: {e}", a.addr),
+    let life = Lifecycle::new(a.duration, a.stats_json.clone())?;
+    let done = life.serve(&mut std::io::stdout(), &mut std::io::stderr(), || {
+        let db = crate::open(&args.db)?;
+        let mut cfg = a.to_config()?;
+        cfg.max_service_us = a
+            .max_service_us
+            .unwrap_or(crate::protocol::DEFAULT_MAX_SERVICE_US);
+        cfg.validate()?;
+        let proto = Arc::new(
+            DbProtocol::new(Arc::new(db), cfg.service, args.dilate)
+                .with_max_service_ns(cfg.max_service_us * 1_000),
+        );
+        let server =
+            Server::start(&cfg.server_config(), proto).map_err(|e| ServeError::start(a.addr, e))?;
+        anyhow::Ok(Started::new(server, ()))
     })?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "listening on {}", server.local_addr())?;
-    out.flush()?;
-    drop(out);
-    let started = Instant::now();
-    loop {
-        let slice = match run_for {
-            None => Duration::from_secs(3600),
-            Some(d) => match d.checked_sub(started.elapsed()) {
-                Some(left) if !left.is_zero() => left,
-                _ => break,
-            },
-        };
-        if matches!(signal::wait_for_termination(Some(slice)), Ok(Some(_))) {
-            break;
-        }
-    }
-    let stats = server.shutdown();
+    let stats = &done.stats;
     eprintln!(
         "skq serve rocksdb: {} requests on {} connections ({} protocol errors, {} aborted, {} timed out), imbalance {:.3}",
         stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.timeouts, stats.imbalance
     );
-    write_stats(a.stats_json.as_deref(), &stats)
-}
-
-fn write_stats(path: Option<&Path>, stats: &skq_net::ServerStats) -> anyhow::Result<()> {
-    if let Some(path) = path {
-        let json = serde_json::to_string_pretty(stats)?;
-        std::fs::write(path, json + "\n")
-            .with_context(|| format!("--stats-json {}", path.display()))?;
-    }
+    life.write_stats(stats)?;
     Ok(())
 }

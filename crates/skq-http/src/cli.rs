@@ -1,14 +1,10 @@
 //! `skq serve http`: command-line flags and the process around the server
 //! (file-descriptor limit, readiness line, signals, stats file).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use skq_net::SchedOptions;
-use skq_sys::{limits, signal};
+use skq_net::{Lifecycle, SchedOptions, ServeError, Started};
 
 use crate::iovar::IoVariance;
 use crate::protocol::AccessLog;
@@ -113,7 +109,7 @@ impl HttpArgs {
         )
         .map_err(anyhow::Error::msg)?;
         crate::priority::Rules::parse(&self.priority)?;
-        let secs = |flag, v| skq_net::Timeouts::parse_secs(flag, v).map_err(anyhow::Error::msg);
+        let secs = skq_net::Timeouts::parse_secs;
         Ok(HttpConfig {
             header_timeout: secs("header-timeout", self.header_timeout)?,
             idle_timeout: secs("idle-timeout", self.idle_timeout)?,
@@ -139,56 +135,31 @@ impl HttpArgs {
 }
 
 /// Runs the server until SIGINT/SIGTERM (or `--duration`), then writes the
-/// stats file and returns.
+/// stats file and returns (the steps: [`skq_net::serve`]).
 pub fn run_http(args: HttpArgs) -> anyhow::Result<()> {
-    let run_for = match args.duration {
-        None => None,
-        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
-        Some(s) => anyhow::bail!("--duration: {s} is not a positive number of seconds"),
-    };
+    let life = Lifecycle::new(args.duration, args.stats_json.clone())?;
     let cfg = args.to_config()?;
-    if let Err(e) = limits::raise_nofile_limit() {
-        eprintln!("warning: could not raise the open-file limit: {e}");
-    }
-    signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
     let log = if args.access_log {
         AccessLog::Stderr
     } else {
         AccessLog::Off
     };
-    let (server, proto) = start(&cfg, log).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
-            anyhow::anyhow!("{e}")
-        }
-        _ => anyhow::anyhow!("--addr {}: {e}", cfg.addr),
+    let done = life.serve(&mut std::io::stdout(), &mut std::io::stderr(), || {
+        let (server, proto) = start(&cfg, log).map_err(|e| ServeError::start(cfg.addr, e))?;
+        let detail = format!(
+            " (root {}, mode {}, {} workers, service: {})",
+            proto.root().path().display(),
+            cfg.mode,
+            cfg.workers,
+            cfg.service_label()
+        );
+        Ok::<_, ServeError>(Started {
+            server,
+            detail,
+            app: proto,
+        })
     })?;
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "listening on {} (root {}, mode {}, {} workers, service: {})",
-        server.local_addr(),
-        proto.root().path().display(),
-        cfg.mode,
-        cfg.workers,
-        cfg.service_label()
-    )?;
-    out.flush()?;
-    drop(out);
-
-    let started = Instant::now();
-    loop {
-        let slice = match run_for {
-            None => Duration::from_secs(3600),
-            Some(d) => match d.checked_sub(started.elapsed()) {
-                Some(left) if !left.is_zero() => left,
-                _ => break,
-            },
-        };
-        if matches!(signal::wait_for_termination(Some(slice)), Ok(Some(_))) {
-            break;
-        }
-    }
-    let stats = server.shutdown();
+    let (stats, proto) = (&done.stats, &done.app);
     let (misses, wait_ns) = proto.emulated_misses();
     let delivered = if misses > 0 && proto.io().is_emulated() {
         format!(
@@ -201,17 +172,14 @@ pub fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         String::new()
     };
     eprintln!(
-        "skq serve http: {} requests on {} connections ({} protocol errors, {} aborted, {} timed out, {} rejected), imbalance {:.3}, service: {}{delivered}",
-        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.timeouts, stats.rejected, stats.imbalance, cfg.service_label()
+        "skq serve http: {}, service: {}{delivered}",
+        skq_net::serve::counts(stats),
+        cfg.service_label()
     );
-    if let Some(path) = &args.stats_json {
-        let mut json = serde_json::to_value(&stats)?;
-        json["io_variance"] = serde_json::Value::String(cfg.io.label());
-        json["io_misses"] = misses.into();
-        json["io_miss_wait_ns"] = wait_ns.into();
-        let text = serde_json::to_string_pretty(&json)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("--stats-json {}", path.display()))?;
-    }
+    let mut json = serde_json::to_value(stats)?;
+    json["io_variance"] = serde_json::Value::String(cfg.io.label());
+    json["io_misses"] = misses.into();
+    json["io_miss_wait_ns"] = wait_ns.into();
+    life.write_stats(&json)?;
     Ok(())
 }

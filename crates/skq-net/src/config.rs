@@ -200,17 +200,68 @@ impl Timeouts {
     }
 
     /// A `--FLAG SECONDS` value: positive seconds, or 0 for no limit.
-    pub fn parse_secs(flag: &str, secs: f64) -> Result<Option<Duration>, String> {
+    pub fn parse_secs(flag: &'static str, secs: f64) -> Result<Option<Duration>, InvalidConfig> {
         if secs == 0.0 {
             Ok(None)
         } else if secs.is_finite() && secs > 0.0 && secs <= 1e6 {
             Ok(Some(Duration::from_secs_f64(secs)))
         } else {
-            Err(format!(
-                "--{flag} {secs}: not a number of seconds in 0..=1000000 (0 = no limit)"
-            ))
+            Err(InvalidConfig::Seconds { flag, secs })
         }
     }
+}
+
+/// Why a [`ServerConfig`] (or a `--FLAG SECONDS` value) was refused. Its
+/// one-line message names the command-line flag and the value, as a server
+/// CLI reports it (`--workers 0 is out of range: allowed 1..=64`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidConfig {
+    /// `workers` is outside 1..=[`MAX_WORKERS`].
+    #[error("--workers {0} is out of range: allowed 1..={MAX_WORKERS}")]
+    Workers(usize),
+    /// `max_conns` is outside 1..=[`MAX_CONNS`].
+    #[error("--max-conns {0} is out of range: allowed 1..={MAX_CONNS}")]
+    MaxConns(usize),
+    /// `max_output` is outside [`MIN_MAX_OUTPUT`]..=[`MAX_MAX_OUTPUT`].
+    #[error("--max-output {0} is out of range: allowed {MIN_MAX_OUTPUT}..={MAX_MAX_OUTPUT}")]
+    MaxOutput(usize),
+    /// A timeout (`idle`, `request` or `send`) of zero; `None` means no limit.
+    #[error("the {0} timeout must be positive (None = no limit)")]
+    ZeroTimeout(&'static str),
+    /// `sched.batch` is outside 1..=1024.
+    #[error("--batch {0} is out of range: allowed 1..=1024")]
+    Batch(usize),
+    /// Batch workers (priority diffusion) with a driver other than skq.
+    #[error("--batch-workers needs the skq driver: {0} has no priority diffusion")]
+    BatchWorkersNeedSkq(Driver),
+    /// The skq core refused the mode or a tunable (its message names the flag).
+    #[error("{0}")]
+    Core(skq_core::ConfigError),
+    /// `min_workers` is outside 1..=`workers`.
+    #[error("--min-workers {min} is out of range: allowed 1..={workers} (--workers)")]
+    MinWorkers {
+        /// The value given.
+        min: usize,
+        /// The worker count, its upper bound.
+        workers: usize,
+    },
+    /// An elastic worker count with a driver other than skq.
+    #[error("--min-workers needs an skq mode; {0} has a fixed worker count")]
+    MinWorkersNeedSkq(Driver),
+    /// A statistics period of zero.
+    #[error("--elastic-period-us 0 is out of range: allowed 1..")]
+    ZeroElasticPeriod,
+    /// A backlog check period of zero.
+    #[error("--elastic-backlog-us 0 is out of range: allowed 1..")]
+    ZeroElasticBacklog,
+    /// A `--FLAG SECONDS` value that is neither 0 nor positive seconds up to 10⁶.
+    #[error("--{flag} {secs}: not a number of seconds in 0..=1000000 (0 = no limit)")]
+    Seconds {
+        /// The flag, without its dashes.
+        flag: &'static str,
+        /// The value given.
+        secs: f64,
+    },
 }
 
 /// Everything a driver needs besides the protocol.
@@ -265,68 +316,48 @@ impl ServerConfig {
         c
     }
 
-    /// Checks every option; the message names the option and its range.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every option; the error names the option and its range.
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
         if !(1..=MAX_WORKERS).contains(&self.workers) {
-            return Err(format!(
-                "--workers {} is out of range: allowed 1..={MAX_WORKERS}",
-                self.workers
-            ));
+            return Err(InvalidConfig::Workers(self.workers));
         }
         if !(1..=MAX_CONNS).contains(&self.max_conns) {
-            return Err(format!(
-                "--max-conns {} is out of range: allowed 1..={MAX_CONNS}",
-                self.max_conns
-            ));
+            return Err(InvalidConfig::MaxConns(self.max_conns));
         }
         if !(MIN_MAX_OUTPUT..=MAX_MAX_OUTPUT).contains(&self.max_output) {
-            return Err(format!(
-                "--max-output {} is out of range: allowed {MIN_MAX_OUTPUT}..={MAX_MAX_OUTPUT}",
-                self.max_output
-            ));
+            return Err(InvalidConfig::MaxOutput(self.max_output));
         }
         let t = &self.timeouts;
-        for (flag, d) in [("idle", t.idle), ("request", t.request), ("send", t.send)] {
+        for (which, d) in [("idle", t.idle), ("request", t.request), ("send", t.send)] {
             if d.is_some_and(|d| d.is_zero()) {
-                return Err(format!(
-                    "the {flag} timeout must be positive (None = no limit)"
-                ));
+                return Err(InvalidConfig::ZeroTimeout(which));
             }
         }
         if !(1..=1024).contains(&self.sched.batch) {
-            return Err(format!(
-                "--batch {} is out of range: allowed 1..=1024",
-                self.sched.batch
-            ));
+            return Err(InvalidConfig::Batch(self.sched.batch));
         }
         if self.driver != Driver::Skq && !self.sched.batch_workers.is_empty() {
-            return Err(format!(
-                "--batch-workers needs the skq driver: {} has no priority diffusion",
-                self.driver
-            ));
+            return Err(InvalidConfig::BatchWorkersNeedSkq(self.driver));
         }
         if self.driver == Driver::Skq {
-            self.core_config().map_err(|e| e.to_string())?;
+            self.core_config().map_err(InvalidConfig::Core)?;
         }
-        if let Some(m) = self.sched.min_workers {
-            if !(1..=self.workers).contains(&m) {
-                return Err(format!(
-                    "--min-workers {m} is out of range: allowed 1..={} (--workers)",
-                    self.workers
-                ));
+        if let Some(min) = self.sched.min_workers {
+            if !(1..=self.workers).contains(&min) {
+                return Err(InvalidConfig::MinWorkers {
+                    min,
+                    workers: self.workers,
+                });
             }
             if self.driver != Driver::Skq {
-                return Err(format!(
-                    "--min-workers needs an skq mode; {} has a fixed worker count",
-                    self.driver
-                ));
+                return Err(InvalidConfig::MinWorkersNeedSkq(self.driver));
             }
         }
         if self.sched.elastic_period_us == Some(0) {
-            return Err("--elastic-period-us 0 is out of range: allowed 1..".into());
+            return Err(InvalidConfig::ZeroElasticPeriod);
         }
         if self.sched.elastic_backlog_us == Some(0) {
-            return Err("--elastic-backlog-us 0 is out of range: allowed 1..".into());
+            return Err(InvalidConfig::ZeroElasticBacklog);
         }
         Ok(())
     }
@@ -425,19 +456,31 @@ mod tests {
         );
         c.validate().unwrap();
         c.sched.min_workers = Some(9);
-        assert!(c.validate().unwrap_err().contains("--min-workers 9"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--min-workers 9"));
         let mut t = ServerConfig::with_mode("tokio", 8);
         t.sched.min_workers = Some(2);
-        assert!(t.validate().unwrap_err().contains("needs an skq mode"));
+        assert!(t
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("needs an skq mode"));
     }
 
     #[test]
     fn bad_options_are_refused_by_name() {
         let mut c = ServerConfig::with_mode("hybrid", 0);
-        assert!(c.validate().unwrap_err().contains("--workers 0"));
+        assert_eq!(c.validate(), Err(InvalidConfig::Workers(0)));
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "--workers 0 is out of range: allowed 1..=64"
+        );
         c.workers = 2;
         c.sched.batch = 0;
-        assert!(c.validate().unwrap_err().contains("--batch 0"));
+        assert!(c.validate().unwrap_err().to_string().contains("--batch 0"));
         c.sched.batch = 1;
         c.sched.mode = "fastest".into();
         assert!(c.validate().is_err());

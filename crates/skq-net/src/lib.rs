@@ -31,7 +31,10 @@
 //! (`&self`); its per-connection `Session` is touched only by the worker
 //! serving that connection. Drivers own sockets, the connection table and
 //! the threads; [`stats`] counters are per worker and written by that worker
-//! only. All system calls go through `skq-sys`.
+//! only. All system calls go through `skq-sys`. The layer prints nothing:
+//! what a driver has to tell the operator goes to the server's [`Notices`],
+//! which the serve lifecycle ([`serve`], the process around a server that
+//! every `skq serve` command shares) prints.
 //!
 //! ```
 //! use std::io::{BufRead, BufReader, Write};
@@ -75,15 +78,20 @@ pub mod classify;
 pub mod config;
 pub mod conn;
 mod driver;
+pub mod notice;
 pub mod protocol;
+pub mod serve;
 mod server;
 pub mod stats;
 pub mod table;
 
 pub use classify::{Class, ClassState, ClassTracker, Classifier};
 pub use config::{
-    Driver, SchedOptions, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS, MAX_WORKERS,
+    Driver, InvalidConfig, SchedOptions, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS,
+    MAX_WORKERS,
 };
+pub use notice::{Notice, Notices};
 pub use protocol::{Close, Cx, Protocol, Resume, Served};
+pub use serve::{Lifecycle, ServeError, Started};
 pub use server::{Server, ServerHandle};
 pub use stats::ServerStats;

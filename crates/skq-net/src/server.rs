@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use crate::config::{Driver, ServerConfig};
 use crate::driver;
 use crate::driver::epoll::Model;
+use crate::notice::{Notice, Notices};
 use crate::protocol::{Close, Protocol};
 use crate::stats::{Counters, MemoryStats, SchedulerStats, ServerInfo, ServerStats};
 use skq_sys::limits::Accepted;
@@ -28,6 +29,8 @@ pub(crate) struct Common<P> {
     pub reserve: skq_sys::limits::FdReserve,
     /// Bytes an idle connection holds (set by the driver at start).
     pub idle_conn_bytes: AtomicUsize,
+    /// What the driver has to tell the operator (it prints nothing).
+    pub notices: Notices,
 }
 
 impl<P: Protocol> Common<P> {
@@ -128,7 +131,8 @@ impl Server {
     /// Binds `cfg.addr`, starts `cfg.workers` workers of `cfg.driver` serving
     /// `proto`, and returns once the server accepts connections. Invalid
     /// configuration is an `InvalidInput` error whose message names the
-    /// option and its range.
+    /// option and its range (its inner error is the typed
+    /// [`crate::config::InvalidConfig`]).
     pub fn start<P: Protocol>(cfg: &ServerConfig, proto: Arc<P>) -> io::Result<ServerHandle> {
         cfg.validate()
             .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
@@ -146,7 +150,9 @@ impl Server {
             open: AtomicUsize::new(0),
             reserve: skq_sys::limits::FdReserve::new()?,
             idle_conn_bytes: AtomicUsize::new(0),
+            notices: Notices::new(),
         });
+        let notices = common.notices.clone();
         let running: Box<dyn Running> = match cfg.driver {
             Driver::Skq => Box::new(driver::skq::start(cfg, common)?),
             Driver::Epoll1to1 => Box::new(driver::epoll::start(cfg, common, Model::OneToOne)?),
@@ -155,6 +161,7 @@ impl Server {
         };
         Ok(ServerHandle {
             running: Some(running),
+            notices,
         })
     }
 }
@@ -162,6 +169,7 @@ impl Server {
 /// A running server. Dropping it shuts the server down.
 pub struct ServerHandle {
     running: Option<Box<dyn Running>>,
+    notices: Notices,
 }
 
 impl ServerHandle {
@@ -172,6 +180,12 @@ impl ServerHandle {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.running().local_addr()
+    }
+
+    /// The server's notice log (a shared handle that outlives the server,
+    /// so notices logged during [`ServerHandle::shutdown`] can be read).
+    pub fn notices(&self) -> Notices {
+        self.notices.clone()
     }
 
     /// Current counters.
@@ -208,10 +222,10 @@ impl Drop for ServerHandle {
 }
 
 /// Pins the calling thread for worker `w` of a non-skq driver (the `w`-th
-/// allowed CPU), warning instead of failing.
-pub(crate) fn pin_worker(w: usize) {
-    if let Err(e) = skq_sys::cpu::pin_to_nth_allowed_cpu(w) {
-        eprintln!("warning: could not pin worker {w}: {e}");
+/// allowed CPU), logging a notice instead of failing.
+pub(crate) fn pin_worker(w: usize, notices: &Notices) {
+    if let Err(error) = skq_sys::cpu::pin_to_nth_allowed_cpu(w) {
+        notices.push(Notice::PinFailed { worker: w, error });
     }
 }
 
@@ -236,7 +250,7 @@ pub(crate) fn spawn_workers<T: Send + Sync + 'static>(
 /// `EAGAIN`, skipping connections reset before they were accepted. Out of
 /// file descriptors, it refuses the waiting connections one by one with
 /// the reserve fd (see [`skq_sys::limits::FdReserve`]) so none is left
-/// stuck in the backlog; other errors end the batch with a warning, and
+/// stuck in the backlog; other errors end the batch with a notice, and
 /// the next readiness of the listener offers the backlog again.
 pub(crate) fn accept_ready<'a, P: Protocol>(
     listener: &'a TcpListener,
@@ -261,7 +275,7 @@ pub(crate) fn accept_ready<'a, P: Protocol>(
                 // Out of fds with the reserve spent (something else in the
                 // process holds them all), or worse: back off briefly so a
                 // level-triggered listener does not spin.
-                eprintln!("warning: accept failed: {e}");
+                common.notices.push(Notice::AcceptFailed(e));
                 std::thread::sleep(std::time::Duration::from_millis(1));
                 return None;
             }
@@ -279,12 +293,15 @@ pub(crate) fn accept_ready<'a, P: Protocol>(
 pub(crate) struct Sweeper {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
+    notices: Notices,
 }
 
 impl Sweeper {
-    /// Starts the sweep every `tick`.
+    /// Starts the sweep every `tick` (a panic of its thread goes to
+    /// `notices` at [`Sweeper::stop`]).
     pub fn start(
         tick: std::time::Duration,
+        notices: Notices,
         sweep: impl Fn(u64) + Send + 'static,
     ) -> io::Result<Sweeper> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -300,7 +317,11 @@ impl Sweeper {
                     sweep(skq_sys::cpu::monotonic_ns());
                 }
             })?;
-        Ok(Sweeper { stop, thread })
+        Ok(Sweeper {
+            stop,
+            thread,
+            notices,
+        })
     }
 
     /// Stops the sweep and waits for its thread.
@@ -308,7 +329,7 @@ impl Sweeper {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
         if self.thread.join().is_err() {
-            eprintln!("warning: the timeout sweep panicked");
+            self.notices.push(Notice::SweepPanicked);
         }
     }
 }

@@ -116,9 +116,9 @@ fn with_diffusion_batch_requests_run_only_on_batch_workers_none_lost_or_reordere
 fn other_drivers_refuse_diffusion_and_ignore_nothing_silently() {
     let mut cfg = ServerConfig::new(Driver::Tokio, 2);
     cfg.sched.batch_workers = vec![1];
-    let e = cfg.validate().unwrap_err();
+    let e = cfg.validate().unwrap_err().to_string();
     assert!(e.contains("--batch-workers needs the skq driver"), "{e}");
     let mut cfg = ServerConfig::new(Driver::Skq, 2);
     cfg.sched.batch_workers = vec![2];
-    assert!(cfg.validate().unwrap_err().contains("worker 2"));
+    assert!(cfg.validate().unwrap_err().to_string().contains("worker 2"));
 }

@@ -1,16 +1,13 @@
 //! `skq serve rpc`: command-line flags and the process around the server
 //! (file-descriptor limit, readiness line, signals, stats file).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use skq_net::{Lifecycle, ServeError, Started};
 
 use crate::server::{RpcConfig, RpcServer, RuntimeKind, SchedOptions};
 use crate::service::ServiceMode;
-use skq_sys::{limits, signal};
 
 /// Flags of `skq serve rpc` (the bench harness relies on these names).
 #[derive(clap::Args, Debug, Clone)]
@@ -121,8 +118,7 @@ impl RpcArgs {
             RuntimeKind::Skq => RuntimeKind::of_mode(&self.mode),
             other => other,
         };
-        let idle_timeout = skq_net::Timeouts::parse_secs("idle-timeout", self.idle_timeout)
-            .map_err(anyhow::Error::msg)?;
+        let idle_timeout = skq_net::Timeouts::parse_secs("idle-timeout", self.idle_timeout)?;
         Ok(RpcConfig {
             addr: self.addr,
             runtime,
@@ -155,52 +151,15 @@ impl RpcArgs {
 }
 
 /// Runs the server until SIGINT/SIGTERM (or `--duration`), then writes the
-/// stats file and returns.
+/// stats file and returns (the steps: [`skq_net::serve`]).
 pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
-    let run_for = match args.duration {
-        None => None,
-        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Some(Duration::from_secs_f64(s)),
-        Some(s) => anyhow::bail!("--duration: {s} is not a positive number of seconds"),
-    };
-    if let Err(e) = limits::raise_nofile_limit() {
-        eprintln!("warning: could not raise the open-file limit: {e}");
-    }
-    // Before any thread exists, so every worker inherits the mask and the
-    // signals are collected here, not delivered to a random worker.
-    signal::block_termination_signals().context("blocking SIGINT/SIGTERM")?;
-    let server = RpcServer::start(args.to_config()?).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported => {
-            anyhow::anyhow!("{e}")
-        }
-        _ => anyhow::anyhow!("--addr {}: {e}", args.addr),
+    let life = Lifecycle::new(args.duration, args.stats_json.clone())?;
+    let done = life.serve(&mut std::io::stdout(), &mut std::io::stderr(), || {
+        let server =
+            RpcServer::start(args.to_config()?).map_err(|e| ServeError::start(args.addr, e))?;
+        anyhow::Ok(Started::new(server, ()))
     })?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "listening on {}", server.local_addr())?;
-    out.flush()?;
-    drop(out);
-
-    let started = Instant::now();
-    loop {
-        let slice = match run_for {
-            None => Duration::from_secs(3600),
-            Some(d) => match d.checked_sub(started.elapsed()) {
-                Some(left) if !left.is_zero() => left,
-                _ => break,
-            },
-        };
-        if matches!(signal::wait_for_termination(Some(slice)), Ok(Some(_))) {
-            break;
-        }
-    }
-    let stats = server.shutdown();
-    eprintln!(
-        "skq serve rpc: {} requests on {} connections ({} protocol errors, {} aborted, {} timed out, {} rejected), imbalance {:.3}",
-        stats.requests, stats.accepted, stats.protocol_errors, stats.aborted, stats.timeouts, stats.rejected, stats.imbalance
-    );
-    if let Some(path) = &args.stats_json {
-        let json = serde_json::to_string_pretty(&stats)?;
-        std::fs::write(path, json + "\n")
-            .with_context(|| format!("--stats-json {}", path.display()))?;
-    }
+    eprintln!("skq serve rpc: {}", skq_net::serve::counts(&done.stats));
+    life.write_stats(&done.stats)?;
     Ok(())
 }

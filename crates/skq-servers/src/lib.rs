@@ -87,6 +87,8 @@ pub mod server;
 pub mod service;
 
 pub use rpc::RpcProtocol;
-pub use server::{RpcConfig, RpcServer, RpcServerHandle, RuntimeKind, SchedOptions};
+pub use server::{
+    RpcConfig, RpcConfigError, RpcServer, RpcServerHandle, RuntimeKind, SchedOptions,
+};
 pub use service::ServiceMode;
 pub use skq_net::ServerStats;

@@ -16,6 +16,21 @@ pub use skq_net::{SchedOptions, ServerHandle as RpcServerHandle, MAX_CONNS, MAX_
 /// the plain-Linux baselines `Epoll1to1` and `EpollShared`, or `Tokio`.
 pub type RuntimeKind = Driver;
 
+/// Largest `max_service_us`: the wire format's service field counts ns in
+/// 32 bits.
+const MAX_SERVICE_US_LIMIT: u64 = u32::MAX as u64 / 1_000;
+
+/// Why an [`RpcConfig`] was refused; one line naming the flag and value.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RpcConfigError {
+    /// `max_service_us` is outside 1..=4294967.
+    #[error("--max-service-us {0} is out of range: allowed 1..={MAX_SERVICE_US_LIMIT}")]
+    MaxServiceUs(u64),
+    /// The server layer refused an option.
+    #[error(transparent)]
+    Server(#[from] skq_net::InvalidConfig),
+}
+
 /// Everything needed to start a server.
 #[derive(Clone, Debug)]
 pub struct RpcConfig {
@@ -81,16 +96,12 @@ impl RpcConfig {
         }
     }
 
-    /// Checks every option; the message names the option and its range.
-    pub fn validate(&self) -> Result<(), String> {
-        if !(1..=u64::from(u32::MAX) / 1_000).contains(&self.max_service_us) {
-            return Err(format!(
-                "--max-service-us {} is out of range: allowed 1..={}",
-                self.max_service_us,
-                u32::MAX / 1_000
-            ));
+    /// Checks every option; the error names the option and its range.
+    pub fn validate(&self) -> Result<(), RpcConfigError> {
+        if !(1..=MAX_SERVICE_US_LIMIT).contains(&self.max_service_us) {
+            return Err(RpcConfigError::MaxServiceUs(self.max_service_us));
         }
-        self.server_config().validate()
+        Ok(self.server_config().validate()?)
     }
 
     /// The mode name reported in stats: the skq mode, or the driver's name.

@@ -80,3 +80,24 @@ fn bad_values_fail_with_one_line_naming_the_option() {
         assert!(stderr.contains(option), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn an_address_in_use_fails_with_one_line_naming_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for runtime in ["skq", "tokio", "epoll-1to1"] {
+        let out = server()
+            .args(["--addr", &addr, "--runtime", runtime, "--duration", "5"])
+            .stdout(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{runtime}");
+        assert!(out.stdout.is_empty(), "{runtime}: no `listening on` line");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{runtime}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: --addr {addr}: ")),
+            "{runtime}: {stderr}"
+        );
+    }
+}

@@ -14,6 +14,6 @@ struct Cli {
 fn main() {
     if let Err(e) = skq_http::cli::run_http(Cli::parse().http) {
         eprintln!("skq-http: {e:#}");
-        std::process::exit(2);
+        std::process::exit(skq_net::serve::EXIT_FAILURE);
     }
 }

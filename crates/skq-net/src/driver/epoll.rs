@@ -42,6 +42,7 @@ use skq_sys::eventfd::EventFd;
 
 use crate::config::ServerConfig;
 use crate::conn::{Conn, Limits, Outcome};
+use crate::notice::Notice;
 use crate::protocol::{Close, Cx, Protocol};
 use crate::server::{
     accept_ready, pin_worker, spawn_workers, sweep_one, Common, Running, Sweeper, SCRATCH,
@@ -142,10 +143,14 @@ pub(crate) fn start<P: Protocol>(
     let sweeper = match cfg.timeouts {
         t if t.any() => {
             let s = shared.clone();
-            Some(Sweeper::start(t.tick(), move |now| {
-                s.table
-                    .try_for_each(|(stream, conn)| sweep_one(stream, conn, now, &t))
-            })?)
+            Some(Sweeper::start(
+                t.tick(),
+                s.common.notices.clone(),
+                move |now| {
+                    s.table
+                        .try_for_each(|(stream, conn)| sweep_one(stream, conn, now, &t))
+                },
+            )?)
         }
         _ => None,
     };
@@ -177,7 +182,7 @@ impl<P: Protocol> Running for EpollDriver<P> {
         let _ = s.shutdown_fd.notify();
         for t in self.threads {
             if t.join().is_err() {
-                eprintln!("warning: a worker panicked");
+                s.common.notices.push(Notice::WorkerPanicked);
             }
         }
         let stats = s.common.snapshot(None, s.table.memory_bytes());
@@ -192,14 +197,18 @@ impl<P: Protocol> Running for EpollDriver<P> {
 
 fn run<P: Protocol>(s: &Shared<P>, w: usize) {
     if s.pin {
-        pin_worker(w);
+        pin_worker(w, &s.common.notices);
     }
     s.common.proto.prepare_worker(w);
     let mut events = Vec::with_capacity(s.batch);
     let mut scratch = vec![0u8; SCRATCH];
     while !s.stop.load(Ordering::Relaxed) {
-        if let Err(e) = s.epoll_of(w).wait_ns(&mut events, None) {
-            eprintln!("error: worker {w}: epoll_wait failed: {e}");
+        if let Err(error) = s.epoll_of(w).wait_ns(&mut events, None) {
+            s.common.notices.push(Notice::WaitFailed {
+                worker: w,
+                call: "epoll_wait",
+                error,
+            });
             return;
         }
         for ev in events.iter().copied() {
@@ -233,7 +242,7 @@ fn accept_all<P: Protocol>(s: &Shared<P>, w: usize) {
         let conn = Conn::with_limits(s.common.open_session(owner), s.limits);
         *s.table.lock(idx) = Some((stream, conn));
         if let Err(e) = s.epoll_of(owner).add(fd, flags, idx as u64) {
-            eprintln!("warning: could not register a connection: {e}");
+            s.common.notices.push(Notice::RegisterFailed(e));
             if let Some((stream, conn)) = s.table.lock(idx).take() {
                 drop(stream);
                 s.common.closed(owner, Close::Aborted, conn.session);
@@ -281,6 +290,6 @@ fn serve<P: Protocol>(s: &Shared<P>, w: usize, idx: usize, bits: EpollFlags, scr
         (Model::Shared, Outcome::More) => IN | OUT | RDHUP | ONESHOT,
     };
     if let Err(e) = s.epoll_of(w).modify(stream.as_raw_fd(), rearm, idx as u64) {
-        eprintln!("warning: could not re-arm a connection: {e}");
+        s.common.notices.push(Notice::RearmFailed(e));
     }
 }

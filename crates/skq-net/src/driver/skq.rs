@@ -40,6 +40,7 @@ use skq_rt::{Events, Interest, Skq, Worker};
 
 use crate::config::ServerConfig;
 use crate::conn::{Conn, Limits, Outcome};
+use crate::notice::Notice;
 use crate::protocol::{Cx, Protocol};
 use crate::server::{accept_ready, spawn_workers, sweep_one, Common, Running, Sweeper, SCRATCH};
 use crate::stats::{SchedulerStats, ServerStats};
@@ -128,12 +129,16 @@ pub(crate) fn start<P: Protocol>(
     let sweeper = match cfg.timeouts {
         t if t.any() => {
             let s = shared.clone();
-            Some(Sweeper::start(t.tick(), move |now| {
-                s.sweeps.fetch_add(1, Ordering::SeqCst);
-                s.table
-                    .try_for_each(|e| sweep_one(&e.stream, &mut e.conn, now, &t));
-                s.sweeps.fetch_add(1, Ordering::SeqCst);
-            })?)
+            Some(Sweeper::start(
+                t.tick(),
+                s.common.notices.clone(),
+                move |now| {
+                    s.sweeps.fetch_add(1, Ordering::SeqCst);
+                    s.table
+                        .try_for_each(|e| sweep_one(&e.stream, &mut e.conn, now, &t));
+                    s.sweeps.fetch_add(1, Ordering::SeqCst);
+                },
+            )?)
         }
         _ => None,
     };
@@ -206,12 +211,12 @@ impl<P: Protocol> Running for SkqDriver<P> {
         me.shared.skq.shutdown();
         if let Some(m) = me.manager.take() {
             if m.join().is_err() {
-                eprintln!("warning: the resource manager panicked");
+                me.shared.common.notices.push(Notice::ManagerPanicked);
             }
         }
         for t in std::mem::take(&mut me.threads) {
             if t.join().is_err() {
-                eprintln!("warning: a worker panicked");
+                me.shared.common.notices.push(Notice::WorkerPanicked);
             }
         }
         let stats = me.snapshot();
@@ -227,8 +232,11 @@ impl<P: Protocol> Running for SkqDriver<P> {
 fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize) {
     if shared.pin {
         // The runtime's CPU for worker w (its locality decisions assume it).
-        if let Err(e) = shared.skq.pin_current_thread(w) {
-            eprintln!("warning: could not pin worker {w}: {e}");
+        if let Err(error) = shared.skq.pin_current_thread(w) {
+            shared
+                .common
+                .notices
+                .push(Notice::PinFailed { worker: w, error });
         }
     }
     shared.common.proto.prepare_worker(w);
@@ -239,18 +247,22 @@ fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize) {
         if shared.retire[w].load(Ordering::Relaxed) {
             let report = worker.exit();
             if !report.stranded.is_empty() {
-                eprintln!(
-                    "warning: worker {w} left {} sources with no worker to run them",
-                    report.stranded.len()
-                );
+                shared.common.notices.push(Notice::Stranded {
+                    worker: w,
+                    sources: report.stranded.len(),
+                });
             }
             return;
         }
         match worker.wait(&mut events, Some(RETIRE_POLL)) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                eprintln!("error: worker {w}: wait failed: {e}");
+            Err(error) => {
+                shared.common.notices.push(Notice::WaitFailed {
+                    worker: w,
+                    call: "wait",
+                    error,
+                });
                 return;
             }
         }
@@ -298,7 +310,7 @@ fn accept_all<P: Protocol>(shared: &Shared<P>, worker: &Worker) {
             }
             Err(e) => {
                 drop(guard);
-                eprintln!("warning: could not register a connection: {e}");
+                shared.common.notices.push(Notice::RegisterFailed(e));
                 shared.common.refuse_admitted(w, &stream);
                 shared.table.release(slot);
             }
@@ -350,7 +362,7 @@ fn on_connection<P: Protocol>(
     if level != entry.class && !matches!(outcome, Outcome::Close(_)) {
         entry.class = level;
         if let Err(e) = shared.skq.set_class(entry.id, level) {
-            eprintln!("warning: could not change a connection's priority: {e}");
+            shared.common.notices.push(Notice::ClassFailed(e));
         }
     }
     match outcome {
@@ -362,7 +374,7 @@ fn on_connection<P: Protocol>(
             // Deregister before close, so the fd number cannot be reused
             // under a live registration.
             if let Err(err) = shared.skq.deregister(e.id, e.stream.as_raw_fd()) {
-                eprintln!("warning: deregister failed: {err}");
+                shared.common.notices.push(Notice::DeregisterFailed(err));
             }
             drop(e.stream);
             drop(guard);

@@ -61,6 +61,7 @@ pub(crate) fn start<P: Protocol>(
     let next_thread = Arc::new(AtomicUsize::new(0));
     let pin = cfg.pin;
     let proto = common.proto.clone();
+    let notices = common.notices.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_io()
@@ -70,7 +71,7 @@ pub(crate) fn start<P: Protocol>(
             let i = next_thread.fetch_add(1, Ordering::Relaxed);
             WORKER_INDEX.with(|w| w.set(i % workers));
             if pin {
-                crate::server::pin_worker(i);
+                crate::server::pin_worker(i, &notices);
             }
             proto.prepare_worker(i % workers);
         })
@@ -146,7 +147,7 @@ async fn accept_loop<P: Protocol>(
             }
             // Anything else: back off instead of spinning.
             Err(e) => {
-                eprintln!("warning: accept failed: {e}");
+                common.notices.push(crate::notice::Notice::AcceptFailed(e));
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }

@@ -20,6 +20,6 @@ fn main() {
     let cli = Cli::parse();
     if let Err(e) = skq_servers::cli::run_rpc(cli.args) {
         eprintln!("error: {e:#}");
-        std::process::exit(2);
+        std::process::exit(skq_net::serve::EXIT_FAILURE);
     }
 }
