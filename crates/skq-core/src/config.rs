@@ -135,9 +135,8 @@ pub struct Config {
     pub promote_min_ns: u64,
     /// Readiness sets the workers are split into (1..=workers, default 1):
     /// each set is polled and harvested by its own group of workers
-    /// (`worker_loop.rs`). The Linux runtime supports 1 today; the
-    /// simulator models more (the per-group harvest of
-    /// `docs/ARCHITECTURE.md`).
+    /// (`worker_loop.rs`; skq-rt keeps an epoll set per group, the
+    /// simulator models them). G = workers gives every worker its own set.
     pub poll_groups: usize,
     /// Most high-priority events per batch, percent of the buffer, 1..=100.
     pub rtshare: u32,

@@ -38,8 +38,11 @@
 //! one poller per group, followers promoted within the group, harvest on
 //! the way of the own group's set. A source lives in one set (the driver
 //! decides which, by its flow's CPU); work moves between groups only as
-//! queue entries (stealing), never between sets. The Linux runtime harvests
-//! one set today; the simulator models G sets (`skq sim --poll-groups`).
+//! queue entries (stealing), never between sets. skq-rt keeps one epoll
+//! set per group; the simulator models G sets (`skq sim --poll-groups`).
+//! With G = workers every worker polls its own set and the kernel wakes the
+//! worker that owns the readiness directly: no poller to hand over, one
+//! hop per wake-up.
 //!
 //! ## Guarantees (checked by loom in `tests/loom.rs`)
 //!
@@ -446,6 +449,13 @@ impl Scheduler {
     /// Readiness sets (poll groups).
     pub fn poll_groups(&self) -> usize {
         self.lp.groups.len()
+    }
+
+    /// Whether poll group `g` has a live worker (neither exited nor
+    /// parked). A group without one has nobody to harvest its set: the
+    /// driver must have another group harvest it meanwhile.
+    pub fn group_live(&self, g: usize) -> bool {
+        self.alive.load(Ordering::SeqCst) & self.lp.groups[g].members != 0
     }
 
     /// Whether some worker is blocked in `w`'s group's set now.

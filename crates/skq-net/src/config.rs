@@ -97,6 +97,8 @@ pub struct SchedOptions {
     pub steal_retry_us: Option<u64>,
     /// Poller hand-over threshold (µs of processing per event; 0 = always).
     pub promote_min_us: Option<u64>,
+    /// Epoll sets the workers are split into (1..=workers).
+    pub poll_groups: Option<usize>,
     /// Percent of a batch that high-priority events may fill (1..=100).
     pub rtshare: Option<u32>,
     /// Target waits per second per worker (0 = off).
@@ -130,6 +132,7 @@ impl Default for SchedOptions {
             steal_k: None,
             steal_retry_us: None,
             promote_min_us: None,
+            poll_groups: None,
             rtshare: None,
             rtfreq: None,
             penalty_ns: None,
@@ -377,6 +380,9 @@ impl ServerConfig {
         }
         if let Some(us) = s.promote_min_us {
             c.promote_min_ns = us.saturating_mul(1_000);
+        }
+        if let Some(g) = s.poll_groups {
+            c.poll_groups = g;
         }
         if let Some(v) = s.rtshare {
             c.rtshare = v;

@@ -176,7 +176,8 @@ pub fn checkpoint() -> usize {
                 return 0;
             }
             if skq.core.try_harvest(cur.id) {
-                if let Ok(n) = skq.epoll.wait_ns(&mut cur.ep_buf, Some(0)) {
+                let set = &skq.sets[skq.core.poll_group(cur.id)];
+                if let Ok(n) = set.wait_ns(&mut cur.ep_buf, Some(0)) {
                     if n > 0 {
                         skq.activate_all(&mut cur.ep_buf, cur.id, &mut cur.rng);
                     }

@@ -155,13 +155,22 @@ const DOORBELL: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
 /// Marks a harvested event already activated by the high-priority pass.
 const SKIPPED: u64 = u64::MAX - 2;
+/// Tokens `ORPHAN + g`: set `g`, whose group has no live worker, nested in
+/// a live group's set (see [`Skq::adopt_orphans`]).
+const ORPHAN: u64 = u64::MAX - 3 - 64;
 const KIND_OTHER: u8 = 0;
 const KIND_SOCKET: u8 = 1;
+
+/// `SourceFd::set` of a source registered in every readiness set (a
+/// listening socket: any group's idle worker may accept).
+const ALL_SETS: u8 = u8::MAX;
 
 /// What the harvest needs to know of one registered source.
 struct SourceFd {
     fd: AtomicI32,
     kind: AtomicU8,
+    /// The readiness set (poll group) it is registered in, or `ALL_SETS`.
+    set: AtomicU8,
     hint: skq_core::HintCell,
 }
 
@@ -170,6 +179,7 @@ impl Default for SourceFd {
         SourceFd {
             fd: AtomicI32::new(-1),
             kind: AtomicU8::new(KIND_OTHER),
+            set: AtomicU8::new(0),
             hint: skq_core::HintCell::new(),
         }
     }
@@ -208,9 +218,16 @@ impl Parker {
 /// The shared event object of one server.
 pub struct Skq {
     core: Scheduler,
-    epoll: Epoll,
-    /// Rung to wake the worker blocked in `epoll_wait` (the poller).
-    doorbell: EventFd,
+    /// One epoll set per poll group (`Config::poll_groups`; one by
+    /// default), harvested by that group's workers.
+    sets: Box<[Epoll]>,
+    /// Per set: rung to wake the worker blocked in it (its poller).
+    doorbells: Box<[EventFd]>,
+    /// Spreads sources with no locality over the sets.
+    next_set: AtomicU64,
+    /// Per set: the set it is nested in while its group has no live
+    /// worker (`adopt_orphans`), or `None`.
+    adopted: Mutex<Vec<Option<usize>>>,
     /// Written once by `shutdown`; level-triggered in the shared epoll.
     shutdown_fd: EventFd,
     parkers: Box<[Parker]>,
@@ -241,13 +258,6 @@ impl Skq {
     /// the mapping); an unreadable /sys leaves it empty (such hints spread).
     pub fn new(mut cfg: Config) -> Result<Arc<Skq>, Error> {
         cfg.validate()?;
-        if cfg.poll_groups != 1 {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                option: "poll-groups",
-                value: cfg.poll_groups.to_string(),
-                range: "1 (the runtime harvests one epoll set; more sets are modelled by skq sim)",
-            }));
-        }
         let topo = topology::Topology::detect().ok();
         if cfg.worker_cpus.is_empty() {
             let allowed = sys::cpu::allowed_cpus()?;
@@ -261,15 +271,24 @@ impl Skq {
         let n = cfg.workers;
         let cap = cfg.capacity;
         let core = Scheduler::new(cfg)?;
-        let epoll = Epoll::new()?;
-        let doorbell = EventFd::new()?;
-        epoll.add(doorbell.as_raw_fd(), epoll::IN | epoll::ET, DOORBELL)?;
+        let groups = core.poll_groups();
         let shutdown_fd = EventFd::new()?;
-        epoll.add(shutdown_fd.as_raw_fd(), epoll::IN, SHUTDOWN)?;
+        let mut sets = Vec::new();
+        let mut doorbells = Vec::new();
+        for _ in 0..core.poll_groups() {
+            let epoll = Epoll::new()?;
+            let doorbell = EventFd::new()?;
+            epoll.add(doorbell.as_raw_fd(), epoll::IN | epoll::ET, DOORBELL)?;
+            epoll.add(shutdown_fd.as_raw_fd(), epoll::IN, SHUTDOWN)?;
+            sets.push(epoll);
+            doorbells.push(doorbell);
+        }
         Ok(Arc::new(Skq {
             core,
-            epoll,
-            doorbell,
+            sets: sets.into_boxed_slice(),
+            doorbells: doorbells.into_boxed_slice(),
+            next_set: AtomicU64::new(0),
+            adopted: Mutex::new(vec![None; groups]),
             shutdown_fd,
             parkers: (0..n)
                 .map(|_| Parker {
@@ -343,11 +362,96 @@ impl Skq {
             .expect("the core checked the index");
         src.fd.store(fd, Ordering::Relaxed);
         src.kind.store(kind, Ordering::Relaxed);
-        if let Err(e) = self.epoll.add(fd, interest.epoll_flags(), id.as_u64()) {
-            let _ = self.core.deregister(id);
-            return Err(e);
+        let set = self.set_for(fd, kind, id, registrar);
+        src.set.store(set, Ordering::Relaxed);
+        for s in self.sets_of(set) {
+            if let Err(e) = self.sets[s].add(fd, interest.epoll_flags(), id.as_u64()) {
+                for done in self.sets_of(set).take_while(|&d| d != s) {
+                    let _ = self.sets[done].delete(fd);
+                }
+                let _ = self.core.deregister(id);
+                return Err(e);
+            }
         }
         Ok(id)
+    }
+
+    /// The readiness set a new source goes to (with one set, set 0): a
+    /// listening socket to every set (any group's idle worker accepts); a
+    /// socket whose packets were already processed on a CPU to the set of
+    /// the group whose workers the core maps that CPU to (its locality
+    /// home, as an activation would be routed); anything else to its
+    /// registrar's group, or round-robin.
+    fn set_for(&self, fd: RawFd, kind: u8, id: SourceId, registrar: Option<WorkerId>) -> u8 {
+        let groups = self.sets.len();
+        if groups == 1 {
+            return 0;
+        }
+        if kind == KIND_SOCKET {
+            if sys::socket::is_listening(fd) {
+                return ALL_SETS;
+            }
+            if let Some(cpu) = sys::socket::incoming_cpu(fd) {
+                let n = self.core.config().workers;
+                let all = u64::MAX >> (64 - n);
+                if let Some((w, _)) = self.core.cpu_map().route(cpu, None, id.index(), all) {
+                    return self.core.poll_group(w) as u8;
+                }
+            }
+        }
+        match registrar {
+            Some(w) if w < self.core.config().workers => self.core.poll_group(w) as u8,
+            _ => (self.next_set.fetch_add(1, Ordering::Relaxed) % groups as u64) as u8,
+        }
+    }
+
+    /// Nests the set of every poll group left without a live worker (all
+    /// its workers exited or parked) into a live group's set, level
+    /// triggered, and takes it out once its group lives again; a harvest
+    /// that meets the nested set's token harvests it too. So every set
+    /// keeps a harvester whatever exits or parks. Called after each exit,
+    /// park and rejoin; nothing to do with one set.
+    pub(crate) fn adopt_orphans(&self) {
+        let n = self.sets.len();
+        if n == 1 {
+            return;
+        }
+        let mut adopted = self.adopted.lock().unwrap_or_else(|p| p.into_inner());
+        let live: Vec<usize> = (0..n).filter(|&g| self.core.group_live(g)).collect();
+        for g in 0..n {
+            let fd = self.sets[g].as_raw_fd();
+            let home_live = live.contains(&g);
+            if let Some(h) = adopted[g] {
+                if home_live || !live.contains(&h) {
+                    let _ = self.sets[h].delete(fd);
+                    adopted[g] = None;
+                }
+            }
+            if !home_live && adopted[g].is_none() && !live.is_empty() {
+                let h = live[g % live.len()];
+                // An epoll set added while it holds readiness is reported at
+                // once, so nothing that arrived meanwhile is missed.
+                if self.sets[h].add(fd, epoll::IN, ORPHAN + g as u64).is_ok() {
+                    adopted[g] = Some(h);
+                }
+            }
+        }
+    }
+
+    /// The sets a source registered with `set` lives in.
+    fn sets_of(&self, set: u8) -> std::ops::Range<usize> {
+        if set == ALL_SETS {
+            0..self.sets.len()
+        } else {
+            set as usize..set as usize + 1
+        }
+    }
+
+    /// The set (or `ALL_SETS`) source `id` was registered in.
+    fn set_of(&self, id: SourceId) -> u8 {
+        self.sources
+            .get(id.index() as usize)
+            .map_or(0, |s| s.set.load(Ordering::Relaxed))
     }
 
     /// Changes a registration's token, interest and flags.
@@ -365,7 +469,10 @@ impl Skq {
         self.core
             .modify(id, token, flags)
             .map_err(io::Error::other)?;
-        self.epoll.modify(fd, interest.epoll_flags(), id.as_u64())
+        for s in self.sets_of(self.set_of(id)) {
+            self.sets[s].modify(fd, interest.epoll_flags(), id.as_u64())?;
+        }
+        Ok(())
     }
 
     /// Sets a source's priority class (QStack's per-request priority): the
@@ -383,7 +490,13 @@ impl Skq {
     /// Removes a registration; call before closing `fd`. Pending and
     /// in-flight deliveries of the source are dropped.
     pub fn deregister(&self, id: SourceId, fd: RawFd) -> io::Result<()> {
-        let r = self.epoll.delete(fd);
+        let mut r = Ok(());
+        for s in self.sets_of(self.set_of(id)) {
+            let d = self.sets[s].delete(fd);
+            if r.is_ok() {
+                r = d;
+            }
+        }
         if let Some(src) = self.sources.get(id.index() as usize) {
             src.fd.store(-1, Ordering::Relaxed);
         }
@@ -435,7 +548,9 @@ impl Skq {
     pub fn shutdown(&self) {
         self.core.shut_down();
         let _ = self.shutdown_fd.notify();
-        let _ = self.doorbell.notify();
+        for d in self.doorbells.iter() {
+            let _ = d.notify();
+        }
         for p in self.parkers.iter() {
             p.unpark();
         }
@@ -453,7 +568,7 @@ impl Skq {
         }
         match self.core.wake_via(w) {
             skq_core::WakeVia::Doorbell => {
-                let _ = self.doorbell.notify();
+                let _ = self.doorbells[self.core.poll_group(w)].notify();
             }
             skq_core::WakeVia::Parker => self.parkers[w].unpark(),
         }
@@ -530,11 +645,22 @@ impl Skq {
     ) {
         let data = ev.u64;
         if data == DOORBELL {
-            self.doorbell.drain();
+            self.doorbells[self.core.poll_group(me)].drain();
             return;
         }
         if data == SHUTDOWN || data == SKIPPED {
             return; // SHUTDOWN is never drained: it stays readable
+        }
+        if (ORPHAN..ORPHAN + 64).contains(&data) {
+            // A set without a live group, nested here: harvest it too.
+            let g = (data - ORPHAN) as usize;
+            let mut buf = Vec::with_capacity(64);
+            if let Ok(k) = self.sets[g].wait_ns(&mut buf, Some(0)) {
+                if k > 0 {
+                    self.activate_all(&mut buf, me, rng);
+                }
+            }
+            return;
         }
         let id = SourceId::from_u64(data);
         let bits = ev.events;

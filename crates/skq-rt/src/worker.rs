@@ -144,6 +144,9 @@ impl Worker {
         // this loop only executes it with epoll, the doorbell and parkers.
         loop {
             let step = core.next_step(ctx, &mut call, done, monotonic_ns(), &mut events.inner, cap);
+            if done == Done::Rejoined {
+                skq.adopt_orphans(); // this worker's group may live again
+            }
             flush_wakes(skq, ctx, wakes);
             done = match step {
                 Step::Deliver(n) => return Ok(n),
@@ -169,6 +172,7 @@ impl Worker {
                     Done::Woke
                 }
                 Step::Surplus => {
+                    skq.adopt_orphans(); // its group may have no live worker now
                     while !core.wanted(me) {
                         skq.parkers[me].park(None);
                     }
@@ -208,6 +212,7 @@ impl Worker {
             crate::elastic::uninstall(&self.skq, me);
         }
         let report = self.skq.core.exit(ctx, monotonic_ns());
+        self.skq.adopt_orphans();
         for &w in &report.wakes {
             self.skq.wake(w, me);
         }
@@ -236,14 +241,16 @@ fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
     }
 }
 
-/// Non-blocking (timeout 0) or blocking harvest of the shared epoll fd.
+/// Non-blocking (timeout 0) or blocking harvest of the worker's group's
+/// epoll set (the shared one with one poll group).
 fn harvest(
     skq: &Skq,
     ctx: &mut WorkerCtx,
     ep_buf: &mut Vec<skq_sys::epoll::Event>,
     timeout_ns: Option<u64>,
 ) -> io::Result<()> {
-    if skq.epoll.wait_ns(ep_buf, timeout_ns)? > 0 {
+    let set = &skq.sets[skq.core.poll_group(ctx.id())];
+    if set.wait_ns(ep_buf, timeout_ns)? > 0 {
         let me = ctx.id();
         skq.activate_all(ep_buf.as_mut_slice(), me, ctx.rng());
     }

@@ -24,8 +24,21 @@ fn eventually(what: &str, f: impl Fn() -> bool) {
 
 #[test]
 fn workers_park_below_the_target_and_rejoin_above_it_losing_nothing() {
+    park_and_rejoin(1);
+}
+
+#[test]
+fn with_a_poll_group_per_worker_parked_groups_sets_are_still_harvested() {
+    // Each worker alone in its group: a parked worker leaves its epoll set
+    // without a harvester, so a live group adopts it meanwhile.
+    park_and_rejoin(4);
+}
+
+fn park_and_rejoin(groups: usize) {
     let workers = 4;
-    let skq = Skq::new(Config::new(Policy::Hybrid, workers)).unwrap();
+    let mut cfg = Config::new(Policy::Hybrid, workers);
+    cfg.poll_groups = groups;
+    let skq = Skq::new(cfg).unwrap();
     let pairs: Vec<(UnixStream, UnixStream)> = (0..16)
         .map(|_| {
             let (tx, rx) = UnixStream::pair().unwrap();

@@ -48,6 +48,11 @@ pub struct RpcArgs {
     /// this, µs (0 = always; default 20).
     #[arg(long)]
     pub promote_min_us: Option<u64>,
+    /// Epoll sets the workers are split into, each polled and harvested by
+    /// its own group of workers (1..=workers; default 1, one shared set;
+    /// = workers: one set per worker, woken directly by the kernel).
+    #[arg(long)]
+    pub poll_groups: Option<usize>,
     /// Percent of a batch high-priority events may fill (1..=100).
     #[arg(long)]
     pub rtshare: Option<u32>,
@@ -128,6 +133,7 @@ impl RpcArgs {
                 steal_k: self.steal_k,
                 steal_retry_us: self.steal_retry_us,
                 promote_min_us: self.promote_min_us,
+                poll_groups: self.poll_groups,
                 rtshare: self.rtshare,
                 rtfreq: self.rtfreq,
                 penalty_ns: self.penalty_ns,

@@ -24,6 +24,21 @@ pub fn incoming_cpu(fd: RawFd) -> Option<u32> {
     }
 }
 
+/// Whether `fd` is a listening socket (`SO_ACCEPTCONN`); false for
+/// anything else, including non-sockets.
+pub fn is_listening(fd: RawFd) -> bool {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let r = syscall!(getsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_ACCEPTCONN,
+        (&mut v as *mut libc::c_int).cast(),
+        &mut len
+    ));
+    matches!(r, Ok(_) if v != 0)
+}
+
 /// Whether `fd` is a socket (fstat).
 pub fn is_socket(fd: RawFd) -> io::Result<bool> {
     // SAFETY: zeroed stat is a valid out-parameter for fstat.
