@@ -130,8 +130,11 @@ pub struct Config {
     /// poll to a parked follower (a wake-up) only if its processing time
     /// per event (EWMA) is at least this many ns; below it, it keeps no
     /// follower awake for the short while it works, and readiness arriving
-    /// meanwhile is harvested by the next worker to finish an event (ns,
-    /// 0 = always hand over; default 20 µs, about one hand-over's cost).
+    /// meanwhile is harvested by the next worker to finish an event (ns;
+    /// 0, the default, always hands over). Opt-in: a cheaper loop for
+    /// handlers of uniform µs-scale cost, but one long event after short
+    /// ones (a blocking handler) leaves readiness unharvested for its whole
+    /// length while followers sleep.
     pub promote_min_ns: u64,
     /// Readiness sets the workers are split into (1..=workers, default 1):
     /// each set is polled and harvested by its own group of workers
@@ -166,10 +169,11 @@ pub struct Config {
     pub batch_workers: u64,
 }
 
-/// Default [`Config::promote_min_ns`]: about what handing the poll to a
-/// parked follower costs on a VM (`skq-rt`'s wake-up example: 25.8 µs p50
-/// for the hop).
-pub const DEFAULT_PROMOTE_MIN_NS: u64 = 20_000;
+/// Default [`Config::promote_min_ns`]: 0, always hand the poll over, so
+/// readiness never waits behind a long event while a follower sleeps. (About
+/// 20 µs, what the hand-over costs on a VM, is the value to try for uniform
+/// µs-scale handlers.)
+pub const DEFAULT_PROMOTE_MIN_NS: u64 = 0;
 
 impl Config {
     /// A configuration with the paper's defaults (hybrid turns stealing on).
