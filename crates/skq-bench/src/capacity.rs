@@ -11,8 +11,9 @@ use skq_report::capacity::{CapacityFile, Machine, Verdict};
 use crate::config::Sweep;
 use crate::sweep::plan;
 
-/// Lines to print before the sweep: a warning per curve above capacity, a
-/// note per (protocol, connections) never measured. Empty when all is known
+/// Lines to print before the sweep: a warning per group of curves that ask
+/// the generator the same rate above its capacity, a note per (protocol,
+/// connections) never measured. Empty when all is known
 /// and within capacity. `file_desc` names the file in the notes.
 pub fn capacity_lines(
     sweep: &Sweep,
@@ -22,6 +23,8 @@ pub fn capacity_lines(
 ) -> Vec<String> {
     let mut lines = Vec::new();
     let mut unknown: Vec<(String, usize)> = Vec::new();
+    // Curves above capacity, grouped by what they ask of the generator.
+    let mut above: Vec<(String, usize, usize, f64, f64, String)> = Vec::new();
     for (c, pts) in sweep.curves.iter().zip(plan(sweep)) {
         // The RocksDB front end has no echo server to measure against.
         if c.protocol == "rocksdb" {
@@ -30,16 +33,20 @@ pub fn capacity_lines(
         let top = pts.iter().map(|p| p.target_rps).fold(0.0, f64::max);
         match CapacityFile::check(file, machine, &c.protocol, c.connections, c.threads, top) {
             Verdict::Within(_) => {}
-            Verdict::Above(per, e) => lines.push(format!(
-                "warning: {}: up to {top:.0} req/s of {} over {} connections from {} generator thread(s) is {per:.0} req/s per thread, above the {:.0} req/s one thread kept within its lateness bound here ({} over {} connections, `skq load --capacity`); its top points may fail the lateness self-check",
-                c.name,
-                c.protocol,
-                c.connections,
-                c.threads.max(1),
-                e.usable_rps(),
-                e.protocol,
-                e.connections
-            )),
+            Verdict::Above(per, e) => {
+                let key = (c.protocol.clone(), c.connections, c.threads.max(1));
+                match above
+                    .iter_mut()
+                    .find(|a| (a.0.clone(), a.1, a.2) == key && a.3 == per)
+                {
+                    Some(a) => {
+                        if !a.5.split(", ").any(|n| n == c.name) {
+                            a.5.push_str(&format!(", {}", c.name));
+                        }
+                    }
+                    None => above.push((key.0, key.1, key.2, per, e.usable_rps(), c.name.clone())),
+                }
+            }
             Verdict::Unknown => {
                 let k = (c.protocol.clone(), c.connections);
                 if !unknown.contains(&k) {
@@ -47,6 +54,11 @@ pub fn capacity_lines(
                 }
             }
         }
+    }
+    for (p, conns, threads, per, cap, names) in above {
+        lines.push(format!(
+            "warning: {names}: up to {per:.0} req/s per generator thread ({p} over {conns} connections, {threads} thread(s)), above the {cap:.0} req/s one thread kept within its lateness bound here (`skq load --capacity`); the top points may fail the lateness self-check"
+        ));
     }
     for (p, n) in unknown {
         lines.push(format!(

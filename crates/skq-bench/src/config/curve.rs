@@ -181,6 +181,9 @@ pub struct Curve {
     pub rtfreq: Option<u32>,
     /// `--steal-k`.
     pub steal_k: Option<usize>,
+    /// `--poll-groups` (skq modes of the RPC server).
+    #[serde(default)]
+    pub poll_groups: Option<usize>,
     /// Load connections.
     pub connections: usize,
     /// Generator threads.
@@ -496,6 +499,7 @@ impl Curve {
             rtshare: e.rtshare,
             rtfreq: e.rtfreq,
             steal_k: e.steal_k,
+            poll_groups: e.poll_groups,
             connections: e.connections.unwrap_or(64).max(1),
             threads: e.threads.unwrap_or(1).max(1),
             protocol,
