@@ -557,13 +557,13 @@ impl<S> Conn<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::stats::WorkerCounters;
     use std::time::Duration;
 
-    /// Lines in, lines out.
-    struct Lines;
+    /// Lines in, lines out: echoes each line.
+    pub(crate) struct Lines;
     impl Protocol for Lines {
         type Session = ();
         fn open(&self, _: usize) {}

@@ -254,25 +254,12 @@ fn print_notices(d: Drained, err: &mut dyn Write) -> Result<(), ServeError> {
 mod tests {
     use super::*;
     use crate::notice::Notice;
-    use crate::{Cx, Driver, Protocol, Served, Server, ServerConfig};
+    use crate::{Driver, Server, ServerConfig};
     use std::io::{BufRead, BufReader};
     use std::sync::Arc;
 
-    /// Echoes each line.
-    struct Echo;
-    impl Protocol for Echo {
-        type Session = ();
-        fn open(&self, _worker: usize) {}
-        fn serve(&self, _: &mut (), input: &[u8], out: &mut Vec<u8>, _: &mut Cx<'_>) -> Served {
-            match input.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    out.extend_from_slice(&input[..=i]);
-                    Served::Request { consumed: i + 1 }
-                }
-                None => Served::NeedInput { consumed: 0 },
-            }
-        }
-    }
+    // Echoes each line: the test protocol of `conn.rs`.
+    use crate::conn::tests::Lines as Echo;
 
     #[test]
     fn an_address_in_use_is_one_line_naming_the_flag() {

@@ -36,7 +36,7 @@ pub fn is_listening(fd: RawFd) -> bool {
         (&mut v as *mut libc::c_int).cast(),
         &mut len
     ));
-    matches!(r, Ok(_) if v != 0)
+    r.is_ok() && v != 0
 }
 
 /// Whether `fd` is a socket (fstat).
