@@ -169,6 +169,15 @@ typedef struct {
   uint32_t hint_refresh;
   // Seed for scheduling randomness.
   uint64_t seed;
+  // Epoll sets the workers are split into, each polled and harvested by
+  // its own group, 1..=workers (1, the default: one shared set; workers:
+  // one set per worker, fewer wake-ups and a longer tail).
+  uint32_t poll_groups;
+  // A poller that wakes with work of its own hands the poll to a parked
+  // follower only if its processing per event is at least this, ns (0,
+  // the default: always; a long event after short ones then holds
+  // readiness back for its length).
+  uint64_t promote_min_ns;
 } skq_config;
 
 // One delivered event.

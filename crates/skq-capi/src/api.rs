@@ -83,6 +83,15 @@ pub struct skq_config {
     pub hint_refresh: u32,
     /// Seed for scheduling randomness.
     pub seed: u64,
+    /// Epoll sets the workers are split into, each polled and harvested by
+    /// its own group, 1..=workers (1, the default: one shared set; workers:
+    /// one set per worker, fewer wake-ups and a longer tail).
+    pub poll_groups: u32,
+    /// A poller that wakes with work of its own hands the poll to a parked
+    /// follower only if its processing per event is at least this, ns (0,
+    /// the default: always; a long event after short ones then holds
+    /// readiness back for its length).
+    pub promote_min_ns: u64,
 }
 
 /// One delivered event.
@@ -233,6 +242,8 @@ pub(crate) fn config_of(c: &skq_config) -> Result<Config, c_int> {
     cfg.capacity = c.capacity as usize;
     cfg.hint_refresh = c.hint_refresh;
     cfg.seed = c.seed;
+    cfg.poll_groups = c.poll_groups as usize;
+    cfg.promote_min_ns = c.promote_min_ns;
     cfg.validate()
         .map_err(|e| fail(SKQ_ECONFIG, e.to_string()))?;
     Ok(cfg)
@@ -270,6 +281,8 @@ pub unsafe extern "C" fn skq_config_init(
             capacity: d.capacity as u32,
             hint_refresh: d.hint_refresh,
             seed: d.seed,
+            poll_groups: d.poll_groups as u32,
+            promote_min_ns: d.promote_min_ns,
         };
         // SAFETY: non-NULL and writable (the caller's guarantee).
         unsafe { cfg.write(c) };

@@ -44,6 +44,7 @@ static void test_errors_and_config(void) {
     CHECK(strstr(skq_last_error(), "policy") != NULL);
     OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
     CHECK(cfg.steal == 1 && cfg.steal_k == 1 && cfg.rtshare == 100 && cfg.workers == 2);
+    CHECK(cfg.poll_groups == 1 && cfg.promote_min_ns == 0);
 
     skq_t *skq = NULL;
     CHECK(skq_new(NULL, &skq) == SKQ_EINVAL);
@@ -61,6 +62,14 @@ static void test_errors_and_config(void) {
     CHECK(skq_new(&cfg, &skq) == SKQ_ECONFIG);
     cfg.policy = 9;
     CHECK(skq_new(&cfg, &skq) == SKQ_ECONFIG);
+    OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
+    cfg.poll_groups = 3; /* more sets than workers */
+    CHECK(skq_new(&cfg, &skq) == SKQ_ECONFIG);
+    CHECK(strstr(skq_last_error(), "poll-groups") != NULL);
+    cfg.poll_groups = 2; /* one epoll set per worker */
+    OK(skq_new(&cfg, &skq));
+    skq_free(skq);
+    skq = NULL;
 }
 
 /* Worker handles: range, double take, wrong kinds, NULL. */
