@@ -37,7 +37,7 @@ pub fn capacity_lines(
                 let key = (c.protocol.clone(), c.connections, c.threads.max(1));
                 match above
                     .iter_mut()
-                    .find(|a| (a.0.clone(), a.1, a.2) == key && a.3 == per)
+                    .find(|a| a.0 == key.0 && (a.1, a.2) == (key.1, key.2) && a.3 == per)
                 {
                     Some(a) => {
                         if !a.5.split(", ").any(|n| n == c.name) {

@@ -615,7 +615,8 @@ impl Skq {
         if self.prioritized.load(Ordering::Relaxed) {
             for ev in evs.iter_mut() {
                 let data = ev.u64;
-                if data < SKIPPED
+                // Below every special token (nested sets, SKIPPED, SHUTDOWN, DOORBELL).
+                if data < ORPHAN
                     && self.core.class_of(SourceId::from_u64(data)) == skq_core::Class::High
                 {
                     self.activate_one(ev, now, here, &mut asked, me, rng);
