@@ -121,6 +121,9 @@ pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
         }
         _ => {
             c.args(["--mode", &curve.mode, "--runtime", "skq"]);
+            if let Some(p) = curve.pollers {
+                c.args(["--pollers", &p.to_string()]);
+            }
             if let Some(g) = curve.poll_groups {
                 c.args(["--poll-groups", &g.to_string()]);
             }

@@ -178,6 +178,11 @@ typedef struct {
   // the default: always; a long event after short ones then holds
   // readiness back for its length).
   uint64_t promote_min_ns;
+  // Most workers blocked in one epoll set at once (0, the default: every
+  // idle worker; 1: leader/follower). With more than one, a worker is
+  // woken in its poll by the real-time signal SIGRTMIN+7, which worker
+  // threads keep blocked outside `skq_wait`.
+  uint32_t pollers;
 } skq_config;
 
 // One delivered event.

@@ -92,6 +92,11 @@ pub struct skq_config {
     /// the default: always; a long event after short ones then holds
     /// readiness back for its length).
     pub promote_min_ns: u64,
+    /// Most workers blocked in one epoll set at once (0, the default: every
+    /// idle worker; 1: leader/follower). With more than one, a worker is
+    /// woken in its poll by the real-time signal SIGRTMIN+7, which worker
+    /// threads keep blocked outside `skq_wait`.
+    pub pollers: u32,
 }
 
 /// One delivered event.
@@ -244,6 +249,7 @@ pub(crate) fn config_of(c: &skq_config) -> Result<Config, c_int> {
     cfg.seed = c.seed;
     cfg.poll_groups = c.poll_groups as usize;
     cfg.promote_min_ns = c.promote_min_ns;
+    cfg.pollers = c.pollers as usize;
     cfg.validate()
         .map_err(|e| fail(SKQ_ECONFIG, e.to_string()))?;
     Ok(cfg)
@@ -283,6 +289,7 @@ pub unsafe extern "C" fn skq_config_init(
             seed: d.seed,
             poll_groups: d.poll_groups as u32,
             promote_min_ns: d.promote_min_ns,
+            pollers: d.pollers as u32,
         };
         // SAFETY: non-NULL and writable (the caller's guarantee).
         unsafe { cfg.write(c) };

@@ -141,6 +141,16 @@ pub struct Config {
     /// (`worker_loop.rs`; skq-rt keeps an epoll set per group, the
     /// simulator models them). G = workers gives every worker its own set.
     pub poll_groups: usize,
+    /// Most workers blocked in one readiness set at once (0 = every idle
+    /// worker of the set's group; 1 = leader/follower). With one, an idle
+    /// worker that cannot poll parks, and a poller leaving to work wakes a
+    /// parked one to poll in its place: a second wake-up per request at low
+    /// load. With more, the kernel wakes one blocked worker per readiness,
+    /// which keeps that event when the policy allows it (it is awake, on its
+    /// own CPU), and a worker blocked in the set is woken for work pushed to
+    /// it by a targeted doorbell (skq-rt: a thread-directed signal that only
+    /// `epoll_pwait2` unblocks). See `worker_loop.rs`.
+    pub pollers: usize,
     /// Most high-priority events per batch, percent of the buffer, 1..=100.
     pub rtshare: u32,
     /// Target waits per second per worker; 0 = unlimited batches.
@@ -175,6 +185,9 @@ pub struct Config {
 /// µs-scale handlers.)
 pub const DEFAULT_PROMOTE_MIN_NS: u64 = 0;
 
+/// Default [`Config::pollers`]: every idle worker blocks in its group's set.
+pub const DEFAULT_POLLERS: usize = 0;
+
 impl Config {
     /// A configuration with the paper's defaults (hybrid turns stealing on).
     pub fn new(policy: Policy, workers: usize) -> Config {
@@ -186,6 +199,7 @@ impl Config {
             steal_retry_ns: 0,
             promote_min_ns: DEFAULT_PROMOTE_MIN_NS,
             poll_groups: 1,
+            pollers: DEFAULT_POLLERS,
             rtshare: 100,
             rtfreq: 0,
             penalty_ns: 500,
@@ -271,6 +285,13 @@ impl Config {
             1,
             self.workers.max(1),
             "1..=workers",
+        )?;
+        range(
+            "pollers",
+            self.pollers,
+            0,
+            self.workers.max(1),
+            "0 (every idle worker) or 1..=workers",
         )?;
         range("rtshare", self.rtshare, 1, 100, "1..=100")?;
         range("rtfreq", self.rtfreq, 0, 1_000_000, "0..=1000000")?;

@@ -167,26 +167,52 @@ impl CpuMap {
         salt: u32,
         alive: u64,
     ) -> Option<(WorkerId, HintLevel)> {
-        let sticky_bit = match sticky {
+        self.route_preferring(cpu, None, sticky, salt, alive)
+    }
+
+    /// [`CpuMap::route`], except that `prefer` wins over `sticky` when both
+    /// are live candidates of the nearest level (the worker already awake
+    /// to take the event: see `policy.rs`).
+    #[inline]
+    pub fn route_preferring(
+        &self,
+        cpu: u32,
+        prefer: Option<WorkerId>,
+        sticky: Option<WorkerId>,
+        salt: u32,
+        alive: u64,
+    ) -> Option<(WorkerId, HintLevel)> {
+        let bit = |w: Option<WorkerId>| match w {
             Some(w) if w < 64 => 1u64 << w,
             _ => 0,
         };
+        let (prefer_bit, sticky_bit) = (bit(prefer), bit(sticky));
         if let Some(levels) = self.cpus.get(cpu as usize) {
             for (l, level) in levels.iter().zip(HintLevel::NARROW) {
-                if let Some(w) = self.pick(l, sticky_bit, salt, alive) {
+                if let Some(w) = self.pick(l, prefer_bit, sticky_bit, salt, alive) {
                     return Some((w, level));
                 }
             }
         }
-        self.pick(&self.all, sticky_bit, salt, alive)
+        self.pick(&self.all, prefer_bit, sticky_bit, salt, alive)
             .map(|w| (w, HintLevel::Spread))
     }
 
     #[inline]
-    fn pick(&self, l: &Level, sticky_bit: u64, salt: u32, alive: u64) -> Option<WorkerId> {
+    fn pick(
+        &self,
+        l: &Level,
+        prefer_bit: u64,
+        sticky_bit: u64,
+        salt: u32,
+        alive: u64,
+    ) -> Option<WorkerId> {
         let live = l.mask & alive;
         if live == 0 {
             return None;
+        }
+        if live & prefer_bit != 0 {
+            return Some(prefer_bit.trailing_zeros() as usize);
         }
         if live & sticky_bit != 0 {
             return Some(sticky_bit.trailing_zeros() as usize);

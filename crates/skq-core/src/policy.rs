@@ -18,6 +18,18 @@
 //!   the side that would pay the cache misses (the paper's meaning).
 //!
 //! Pinned sources go to their registering worker while it lives.
+//!
+//! **The worker already awake.** With several pollers per readiness set
+//! (`Config::pollers` ≠ 1) the kernel wakes one blocked worker per
+//! readiness, and that worker (the harvester, still idle while it
+//! activates) may keep the event instead of waking another: under queue
+//! and CPU affinity when it is a candidate of the nearest level (it runs on
+//! the hinted CPU or as near as the chosen worker), under best of two
+//! always (an idle worker's E is the least possible), under hybrid when the
+//! local choice is asleep or the harvester's E plus the penalty is lower
+//! (a wake-up costs more than the cache misses), under shared always. Only
+//! one event per harvest goes this way: the first push claims the
+//! harvester's idle bit. Vanilla and pinned sources keep their worker.
 
 use crate::config::Policy;
 use crate::rng::FastRng;
@@ -84,10 +96,38 @@ impl Scheduler {
     /// `cpumap.rs`): `home` wins if it is a live candidate of the nearest
     /// level, else the `salt`-th candidate. `None` only with no live worker.
     #[inline]
-    fn worker_on_cpu(&self, cpu: u32, home: u32, salt: u32) -> Option<WorkerId> {
+    fn worker_on_cpu(
+        &self,
+        cpu: u32,
+        prefer: Option<WorkerId>,
+        home: u32,
+        salt: u32,
+    ) -> Option<WorkerId> {
         let sticky = (home != NONE).then_some(home as usize);
         let alive = self.alive.load(Ordering::Acquire);
-        self.cpu_map.route(cpu, sticky, salt, alive).map(|(w, _)| w)
+        self.cpu_map
+            .route_preferring(cpu, prefer, sticky, salt, alive)
+            .map(|(w, _)| w)
+    }
+
+    /// The harvesting worker `by`, if it may keep the event it activates:
+    /// several pollers share its set and it is still idle (no earlier event
+    /// of this harvest claimed it).
+    #[inline]
+    pub(crate) fn awake_idle(&self, by: Option<WorkerId>) -> Option<WorkerId> {
+        by.filter(|&h| {
+            self.cfg.pollers != 1
+                && h < self.cfg.workers
+                && self.idle.load(Ordering::Relaxed) & (1u64 << h) != 0
+                && self.is_alive(h)
+        })
+    }
+
+    /// Whether worker `w` is idle (asleep or about to be): waking it costs a
+    /// wake-up.
+    #[inline]
+    fn asleep(&self, w: WorkerId) -> bool {
+        self.idle.load(Ordering::Relaxed) & (1u64 << w) != 0
     }
 
     /// Locality choice (queue or CPU affinity), updating the slot's home.
@@ -96,6 +136,7 @@ impl Scheduler {
         s: &Slot,
         cpu: Option<u32>,
         follow: bool,
+        prefer: Option<WorkerId>,
     ) -> Option<(WorkerId, Option<Reason>)> {
         let home = s.home.load(Ordering::Relaxed);
         let home_alive = home != NONE && self.is_alive(home as usize);
@@ -107,9 +148,11 @@ impl Scheduler {
             // registrar's provisional home is not.
             (Some(c), _) if follow || !homed || !home_alive => {
                 let sticky = if homed { home } else { NONE };
-                let w = self.worker_on_cpu(c, sticky, self.slot_index(s))?;
+                let w = self.worker_on_cpu(c, prefer, sticky, self.slot_index(s))?;
                 s.homed.store(1, Ordering::Relaxed);
-                let moved = homed && home_alive && w != home as usize;
+                // Moving to the awake harvester at the same level is no
+                // migration of the flow: it did not change CPU.
+                let moved = homed && home_alive && w != home as usize && Some(w) != prefer;
                 (w, moved.then_some(Reason::CpuFollow))
             }
             (_, true) => (home as usize, None),
@@ -134,6 +177,7 @@ impl Scheduler {
         cpu: Option<u32>,
         now: Nanos,
         rng: &mut FastRng,
+        by: Option<WorkerId>,
     ) -> Option<(WorkerId, Option<Reason>)> {
         if s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
@@ -153,12 +197,25 @@ impl Scheduler {
                     Some((w, Some(Reason::Exit)))
                 }
             }
-            Policy::Queue => self.local_choice(s, cpu, false),
-            Policy::Cpu => self.local_choice(s, cpu, true),
-            Policy::Best2 => Some((self.best_of_two(rng, now)?, Some(Reason::Balance))),
+            Policy::Queue => self.local_choice(s, cpu, false, self.awake_idle(by)),
+            Policy::Cpu => self.local_choice(s, cpu, true, self.awake_idle(by)),
+            Policy::Best2 => match self.awake_idle(by) {
+                Some(h) => Some((h, Some(Reason::Balance))),
+                None => Some((self.best_of_two(rng, now)?, Some(Reason::Balance))),
+            },
             Policy::Hybrid => {
-                let (local, reason) = self.local_choice(s, cpu, true)?;
-                let rival = self.best_of_two(rng, now)?;
+                let awake = self.awake_idle(by);
+                let (local, reason) = self.local_choice(s, cpu, true, awake)?;
+                if let Some(h) = awake.filter(|&h| h != local && self.asleep(local)) {
+                    // Both idle: the awake one takes it rather than waking
+                    // the local one (a wake-up costs more than the penalty).
+                    return Some((h, Some(Reason::Balance)));
+                }
+                // An awake idle harvester is the least-loaded rival there is.
+                let rival = match awake {
+                    Some(h) => h,
+                    None => self.best_of_two(rng, now)?,
+                };
                 let penalty = self.cfg.penalty_ns as f64;
                 let (e_rival, e_local) = (
                     self.expected_completion(rival, now),

@@ -106,7 +106,7 @@ impl Scheduler {
             cpu_map,
             rr: AtomicU32::new(0),
             searching: CachePadded::new(AtomicU64::new(0)),
-            lp: crate::worker_loop::LoopShared::new(n, cfg.poll_groups),
+            lp: crate::worker_loop::LoopShared::new(n, cfg.poll_groups, cfg.pollers),
             cfg,
         })
     }
@@ -318,6 +318,22 @@ impl Scheduler {
         now: Nanos,
         rng: &mut FastRng,
     ) -> Activation {
+        self.activate_by(id, ready, cpu, now, rng, None)
+    }
+
+    /// [`Scheduler::activate`] by worker `by`, harvesting its readiness
+    /// set: when it harvests as one of several pollers (still idle), the
+    /// policy may give the event to it rather than wake another worker
+    /// (`policy.rs`). `None` is an activation from anywhere else.
+    pub fn activate_by(
+        &self,
+        id: SourceId,
+        ready: Ready,
+        cpu: Option<u32>,
+        now: Nanos,
+        rng: &mut FastRng,
+        by: Option<WorkerId>,
+    ) -> Activation {
         let Some(s) = self.slot(id) else {
             return Activation::Stale;
         };
@@ -354,7 +370,7 @@ impl Scheduler {
             }
         }
         // IDLE -> QUEUED won: this call must push it on exactly one queue.
-        match self.route(id, s, cpu, now, rng) {
+        match self.route_with(id, s, cpu, now, rng, None, by) {
             Some((worker, wake)) => Activation::Queued { worker, wake },
             // No live worker: leave it QUEUED-in-transit-nowhere? Never: put it
             // back to IDLE with its readiness so a later activation retries.
@@ -386,7 +402,7 @@ impl Scheduler {
         now: Nanos,
         rng: &mut FastRng,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
-        self.route_with(id, s, cpu, now, rng, None)
+        self.route_with(id, s, cpu, now, rng, None, None)
     }
 
     pub(crate) fn route_with(
@@ -397,6 +413,7 @@ impl Scheduler {
         now: Nanos,
         rng: &mut FastRng,
         forced: Option<Reason>,
+        by: Option<WorkerId>,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         if !self.pinned_q.is_empty() && s.flags().contains(Flags::PINNED) {
@@ -414,7 +431,7 @@ impl Scheduler {
             // The registrar left: `leave` unpins its sources; share it.
         }
         for _ in 0..=self.cfg.workers {
-            let (w, reason) = self.choose(s, cpu, now, rng)?;
+            let (w, reason) = self.choose(s, cpu, now, rng, by)?;
             let w = self.diffuse(s, w);
             if let Some(claimed) = self.push_claim(self.qidx(w), id, high, false) {
                 // Accounting only: a plain load and store (no locked RMW on
@@ -430,7 +447,12 @@ impl Scheduler {
                         None => {}
                     }
                 }
-                return Some((self.qidx(w), self.wake_after_push(w, claimed)));
+                let wake = if self.cfg.policy == Policy::Shared {
+                    self.wake_shared(by)
+                } else {
+                    self.wake_after_push(w, claimed)
+                };
+                return Some((self.qidx(w), wake));
             }
             // The chosen worker exited between choice and push: choose again.
         }
@@ -499,6 +521,18 @@ impl Scheduler {
     /// [`Scheduler::push_claim`] does). None if `r`'s queue is closed.
     pub(crate) fn push_pinned(&self, r: WorkerId, id: SourceId, high: bool) -> Option<bool> {
         self.push_onto(&self.pinned_q[r], id, high, false, Some(r))
+    }
+
+    /// Shared mode, after a push on the one queue: claims an idle worker
+    /// to wake, the harvester `by` first when it may keep the event
+    /// (`policy.rs`).
+    fn wake_shared(&self, by: Option<WorkerId>) -> Option<WorkerId> {
+        let first = self.awake_idle(by).and_then(|h| self.claim_idle(1u64 << h));
+        let woken = first.or_else(|| self.claim_idle(u64::MAX));
+        if let Some(v) = woken {
+            Counters::add(&self.workers[v].counters.wakeups, 1);
+        }
+        woken
     }
 
     /// After pushing on `w`'s queue (`claimed`: its idle bit was taken by

@@ -21,17 +21,25 @@
 //! done before the worker sleeps. Nothing else is decided by the driver, so
 //! the runtime and the simulator execute the same loop.
 //!
-//! ## Who polls (leader/follower)
+//! ## Who polls
 //!
 //! With [`Readiness::Polled`] (readiness waits in a kernel set until someone
-//! harvests it), at most one idle worker, *the poller*, blocks in the set;
-//! other idle workers park on their own doorbells (followers). A poller
-//! that wakes with work of its own hands the role on: it owes a wake-up to
-//! one parked follower ([`Scheduler::follower`]). A worker about to deliver
-//! while nobody polls harvests on the way (one at a time), so readiness is
-//! never stuck behind busy workers. With [`Readiness::Pushed`] (activations
-//! come from outside, as from SKQ in the kernel) there is no poller: idle
-//! workers only park.
+//! harvests it), at most `Config::pollers` idle workers, *the pollers*,
+//! block in the set at once (0: every idle worker of the group); other idle
+//! workers park on their own doorbells (followers). A poller that wakes
+//! with work of its own and leaves the set without a poller hands the role
+//! on: it owes a wake-up to one parked follower ([`Scheduler::follower`]).
+//! With one poller (leader/follower) that hand-over is a second wake-up per
+//! request at low load; with several, another poller is normally still
+//! blocked in the set, the kernel wakes one of them per readiness, and the
+//! woken one keeps the event when the policy allows (`policy.rs`; the
+//! driver activates through [`Scheduler::activate_by`] and takes at most
+//! [`WaitCall::poll_max`] events per blocking poll, so that a burst wakes
+//! several pollers rather than one). A worker about to deliver while nobody
+//! polls harvests on the way (one at a time), so readiness is never stuck
+//! behind busy workers. With [`Readiness::Pushed`] (activations come from
+//! outside, as from SKQ in the kernel) there is no poller: idle workers only
+//! park.
 //!
 //! With `Config::poll_groups` = G > 1 there are G readiness sets, each
 //! harvested only by its own group of workers (contiguous worker indices):
@@ -50,20 +58,21 @@
 //!    queues empty with its idle bit set under their locks; a push that
 //!    races with it names it for a wake-up (`sched.rs`). No lost wake-up.
 //! 2. A follower sleeps only while a poller exists: it sets its sleeper bit,
-//!    then checks the poller (both SeqCst); a poller leaving with work reads
-//!    the sleeper bits after clearing the role (SeqCst), so either the
-//!    follower sees no poller and loops, or the poller sees the follower and
-//!    promotes it.
-//! 3. `wake_via` names the doorbell of the poll set only for the worker
-//!    holding the poller role at that moment; a doorbell rung as the role
-//!    changes hands wakes the next poller once, spuriously, which is harmless.
+//!    then checks the pollers (both SeqCst); the last poller leaving with
+//!    work reads the sleeper bits after clearing its bit (SeqCst), so either
+//!    the follower sees no poller and loops, or the poller sees the follower
+//!    and promotes it.
+//! 3. `wake_via` names the set's way in only for a worker blocked in the set
+//!    at that moment: the set's doorbell with one poller, a doorbell of that
+//!    worker alone with several ([`WakeVia::Targeted`]: it stays pending
+//!    while the worker runs and ends its next blocking poll at once). A
+//!    wake-up sent as a worker leaves the set wakes its next poll once,
+//!    spuriously, which is harmless.
 
 use crate::sched::Scheduler;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::types::{Event, Nanos, WorkerId};
 use crate::worker::{Counters, WorkerCtx};
-
-const NOBODY: usize = usize::MAX;
 
 /// What the driver must do next (see the module table).
 #[must_use]
@@ -114,8 +123,13 @@ pub enum Readiness {
 /// How to wake a sleeping worker (see [`Scheduler::wake_via`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WakeVia {
-    /// It is the poller: ring the readiness set's doorbell.
+    /// It is the set's one poller: ring the readiness set's doorbell.
     Doorbell,
+    /// It blocks in the set beside other pollers: wake that thread alone,
+    /// with a wake-up that stays pending until its next blocking poll if it
+    /// is not blocked yet (skq-rt: a thread-directed signal that only
+    /// `epoll_pwait2` unblocks).
+    Targeted,
     /// Signal its own doorbell (parker).
     Parker,
 }
@@ -136,6 +150,8 @@ pub struct WaitCall {
     surplus: bool,
     /// Sources this call stole (they are the first events it delivers).
     stolen: usize,
+    /// Most events the current `Poll` should take ([`WaitCall::poll_max`]).
+    poll_max: usize,
 }
 
 impl WaitCall {
@@ -149,14 +165,23 @@ impl WaitCall {
     pub fn deadline(&self) -> Option<Nanos> {
         self.deadline
     }
+
+    /// Most events the `Step::Poll` just returned should take from the
+    /// set: one when other workers were blocked in it already, so that
+    /// readiness arriving together wakes several of them (the kernel wakes
+    /// one per readiness) rather than one that must then wake the others;
+    /// no limit for the set's only poller, and with one poller per set.
+    pub fn poll_max(&self) -> usize {
+        self.poll_max
+    }
 }
 
 /// One readiness set and the workers that harvest it
 /// ([`crate::Config::poll_groups`]).
 struct Group {
-    /// The worker blocked in this group's set, or `NOBODY`. Read by every
-    /// waker (`wake_via`) and written by each poller twice per sleep.
-    poller: crossbeam_utils::CachePadded<AtomicUsize>,
+    /// Bit w: worker w blocks (or is about to) in this group's set. Read by
+    /// every waker (`wake_via`) and written by each poller twice per sleep.
+    pollers: crossbeam_utils::CachePadded<AtomicU64>,
     /// Held by the worker doing a non-blocking harvest of this set.
     harvesting: AtomicBool,
     /// Bit w: worker w belongs to this group.
@@ -166,6 +191,8 @@ struct Group {
 /// The loop's shared state (part of the [`Scheduler`]).
 pub(crate) struct LoopShared {
     groups: Box<[Group]>,
+    /// Most pollers per set (`Config::pollers`; 0 = no limit).
+    cap: u32,
     /// Worker → its group.
     group_of: Box<[usize]>,
     /// Bit w: worker w is parked as a follower.
@@ -175,16 +202,49 @@ pub(crate) struct LoopShared {
     target: AtomicUsize,
 }
 
+impl Group {
+    /// Takes a place among the set's pollers for `me`, unless `cap` are
+    /// there already; returns how many others were there.
+    fn join(&self, me: WorkerId, cap: u32) -> Option<u32> {
+        let bit = 1u64 << me;
+        let mut m = self.pollers.load(Ordering::SeqCst);
+        loop {
+            if m.count_ones() >= cap {
+                return None;
+            }
+            match self
+                .pollers
+                .compare_exchange(m, m | bit, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return Some(m.count_ones()),
+                Err(x) => m = x,
+            }
+        }
+    }
+
+    /// Gives `me`'s place back; true if it held one and the set is left
+    /// without a poller.
+    fn leave(&self, me: WorkerId) -> bool {
+        let bit = 1u64 << me;
+        let before = self.pollers.fetch_and(!bit, Ordering::SeqCst);
+        before & bit != 0 && before & !bit == 0
+    }
+
+    fn has_poller(&self) -> bool {
+        self.pollers.load(Ordering::SeqCst) != 0
+    }
+}
+
 impl LoopShared {
     /// `groups` readiness sets over `workers` workers: contiguous blocks of
     /// worker indices (the spread order puts neighbours on nearby CPUs).
-    pub(crate) fn new(workers: usize, groups: usize) -> LoopShared {
+    pub(crate) fn new(workers: usize, groups: usize, pollers: usize) -> LoopShared {
         let groups = groups.clamp(1, workers.max(1));
         let group_of: Box<[usize]> = (0..workers).map(|w| w * groups / workers).collect();
         LoopShared {
             groups: (0..groups)
                 .map(|g| Group {
-                    poller: crossbeam_utils::CachePadded::new(AtomicUsize::new(NOBODY)),
+                    pollers: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
                     harvesting: AtomicBool::new(false),
                     members: group_of
                         .iter()
@@ -194,6 +254,11 @@ impl LoopShared {
                 })
                 .collect(),
             group_of,
+            cap: if pollers == 0 {
+                u32::MAX
+            } else {
+                pollers as u32
+            },
             sleepers: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             target: AtomicUsize::new(workers),
@@ -221,6 +286,7 @@ impl Scheduler {
             harvesting: false,
             surplus: false,
             stolen: 0,
+            poll_max: usize::MAX,
         }
     }
 
@@ -254,11 +320,12 @@ impl Scheduler {
             }
             Done::Polled => {
                 self.woke(me);
-                g.poller.store(NOBODY, Ordering::SeqCst);
+                let last = g.leave(me);
                 self.unpark(ctx);
                 call.harvested = true;
-                if self.has_work(me) && self.worth_handing_over(me) {
-                    // Leaving to work: a parked follower takes over polling.
+                if last && self.has_work(me) && self.worth_handing_over(me) {
+                    // Leaving the set without a poller to work: a parked
+                    // follower takes over polling.
                     if let Some(f) = self.follower(me) {
                         ctx.wakes.push(f);
                     }
@@ -313,7 +380,7 @@ impl Scheduler {
                 // Skipped when this call just harvested as the poller.
                 if call.readiness == Readiness::Polled
                     && !call.harvested
-                    && g.poller.load(Ordering::Acquire) == NOBODY
+                    && g.pollers.load(Ordering::Acquire) == 0
                     && !g.harvesting.swap(true, Ordering::AcqRel)
                 {
                     call.harvesting = true;
@@ -345,32 +412,32 @@ impl Scheduler {
                 l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
                 return Step::Park(sleep);
             }
-            if g.poller
-                .compare_exchange(NOBODY, me, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
+            if let Some(others) = g.join(me, l.cap) {
+                call.poll_max = if others == 0 { usize::MAX } else { 1 };
                 // A push may have claimed this worker (cleared its idle bit)
                 // after `prepare_park` and named it for a wake-up while it
-                // was not the poller yet: that wake-up went to its parker,
-                // not to the set's doorbell. So look at the bit now; the
-                // waker fences before reading the poller (`wake_via`), so
-                // either it sees this worker polling or this worker sees the
-                // claim. (loom found the lost wake-up without this check.)
+                // was not polling yet: that wake-up went to its parker, not
+                // to the set. So look at the bit now; the waker fences
+                // before reading the pollers (`wake_via`), so either it sees
+                // this worker polling or this worker sees the claim. (loom
+                // found the lost wake-up without this check.)
                 crate::sync::fence(Ordering::SeqCst);
                 if self.idle.load(Ordering::SeqCst) & (1u64 << me) != 0 {
                     return Step::Poll(sleep);
                 }
-                g.poller.store(NOBODY, Ordering::SeqCst);
-                // Followers that parked meanwhile saw a poller: one takes
-                // over, since this worker leaves to work.
-                if let Some(f) = self.follower(me) {
-                    ctx.wakes.push(f);
+                // Followers that parked meanwhile saw a poller: if it was
+                // the only one, one of them takes over, since this worker
+                // leaves to work.
+                if g.leave(me) {
+                    if let Some(f) = self.follower(me) {
+                        ctx.wakes.push(f);
+                    }
                 }
                 continue;
             }
             l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
-            // The poller may have left after our CAS failed: re-check.
-            if g.poller.load(Ordering::SeqCst) != NOBODY && !self.is_shut_down() {
+            // The pollers may have left after our attempt: re-check.
+            if g.has_poller() && !self.is_shut_down() {
                 call.follower = true;
                 return Step::Park(sleep);
             }
@@ -389,13 +456,14 @@ impl Scheduler {
         if std::mem::take(&mut call.harvesting) {
             g.harvesting.store(false, Ordering::Release);
         }
-        if g.poller
-            .compare_exchange(me, NOBODY, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
+        let held = g.pollers.load(Ordering::SeqCst) & (1u64 << me) != 0;
+        if held {
+            let last = g.leave(me);
             self.unpark(ctx);
-            if let Some(f) = self.follower(me) {
-                ctx.wakes.push(f);
+            if last {
+                if let Some(f) = self.follower(me) {
+                    ctx.wakes.push(f);
+                }
             }
         }
         if std::mem::take(&mut call.follower) {
@@ -417,17 +485,32 @@ impl Scheduler {
         self.record_return(ctx, now, n);
     }
 
-    /// How to wake worker `w` now: through the readiness set's doorbell if
-    /// it is the poller, else through its own parker.
+    /// How to wake worker `w` now: through the readiness set if it blocks
+    /// there (the set's doorbell when it is the only poller the set may
+    /// have, a targeted wake-up when there may be several), else through
+    /// its own parker.
     pub fn wake_via(&self, w: WorkerId) -> WakeVia {
-        // Pairs with the fence after a worker takes the poller role: the
-        // caller cleared `w`'s idle bit (claimed it) before asking.
+        // Pairs with the fence after a worker joins the pollers: the caller
+        // cleared `w`'s idle bit (claimed it) before asking.
         crate::sync::fence(Ordering::SeqCst);
         let l = &self.lp;
-        if l.groups[l.group_of[w]].poller.load(Ordering::SeqCst) == w {
+        if l.groups[l.group_of[w]].pollers.load(Ordering::SeqCst) & (1u64 << w) == 0 {
+            WakeVia::Parker
+        } else if l.cap == 1 {
             WakeVia::Doorbell
         } else {
-            WakeVia::Parker
+            WakeVia::Targeted
+        }
+    }
+
+    /// Most workers blocked in one set at once (`Config::pollers`, 0 = no
+    /// limit).
+    pub fn pollers_cap(&self) -> usize {
+        let c = self.lp.cap;
+        if c == u32::MAX {
+            0
+        } else {
+            c as usize
         }
     }
 
@@ -461,7 +544,7 @@ impl Scheduler {
     /// Whether some worker is blocked in `w`'s group's set now.
     pub fn polled(&self, w: WorkerId) -> bool {
         let l = &self.lp;
-        l.groups[l.group_of[w]].poller.load(Ordering::Relaxed) != NOBODY
+        l.groups[l.group_of[w]].pollers.load(Ordering::Relaxed) != 0
     }
 
     /// Takes the non-blocking harvest flag of `w`'s group's set (for

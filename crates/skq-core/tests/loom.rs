@@ -259,6 +259,9 @@ mod worker_loop {
         ready: Vec<SourceId>,
         doorbell: bool,
         shutdown: bool,
+        /// Per worker: a targeted wake-up pending (a blocked signal): it
+        /// ends that worker's next blocking poll, or the current one.
+        signal: [bool; 2],
     }
 
     /// The kernel side, modeled.
@@ -285,6 +288,10 @@ mod worker_loop {
                     self.set.lock().unwrap().doorbell = true;
                     self.set_cv.notify_all();
                 }
+                WakeVia::Targeted => {
+                    self.set.lock().unwrap().signal[w] = true;
+                    self.set_cv.notify_all();
+                }
                 WakeVia::Parker => {
                     *self.parked[w].lock().unwrap() = true;
                     self.park_cv[w].notify_all();
@@ -302,21 +309,28 @@ mod worker_loop {
             }
         }
 
-        /// Takes what the set holds, blocking until something is there when
-        /// `block`; then activates it as skq-rt's harvest does.
-        fn harvest(&self, s: &Scheduler, ctx: &mut WorkerCtx, block: bool) {
+        /// Takes what the set holds (at most `max` when blocking), blocking
+        /// until something is there when `block`; then activates it as
+        /// skq-rt's harvest does.
+        fn harvest(&self, s: &Scheduler, ctx: &mut WorkerCtx, block: bool, max: usize) {
+            let me = ctx.id();
             let ready = {
                 let mut g = self.set.lock().unwrap();
-                while block && g.ready.is_empty() && !g.doorbell && !g.shutdown {
+                while block && g.ready.is_empty() && !g.doorbell && !g.signal[me] && !g.shutdown {
                     g = self.set_cv.wait(g).unwrap();
                 }
                 g.doorbell = false;
-                std::mem::take(&mut g.ready)
+                let k = if block {
+                    g.signal[me] = false;
+                    g.ready.len().min(max)
+                } else {
+                    g.ready.len()
+                };
+                g.ready.drain(..k).collect::<Vec<_>>()
             };
-            let me = ctx.id();
             for id in ready {
                 if let Activation::Queued { wake: Some(w), .. } =
-                    s.activate(id, Ready::READABLE, Some(1), 1, ctx.rng())
+                    s.activate_by(id, Ready::READABLE, Some(1), 1, ctx.rng(), Some(me))
                 {
                     if w != me {
                         self.wake(s, w);
@@ -353,11 +367,11 @@ mod worker_loop {
                 Step::Deliver(n) => return n,
                 Step::Return => return 0,
                 Step::Harvest => {
-                    os.harvest(s, ctx, false);
+                    os.harvest(s, ctx, false, usize::MAX);
                     Done::Harvested
                 }
                 Step::Poll(_) => {
-                    os.harvest(s, ctx, true);
+                    os.harvest(s, ctx, true, call.poll_max());
                     Done::Polled
                 }
                 Step::Park(_) => {
@@ -370,10 +384,18 @@ mod worker_loop {
         }
     }
 
-    #[test]
-    fn leader_follower_delivers_once_and_loses_no_wake_up() {
-        model(|| {
-            let s = small(Policy::Cpu, 2, false);
+    fn cpu_pair(pollers: usize) -> Arc<Scheduler> {
+        let mut c = Config::new(Policy::Cpu, 2);
+        c.capacity = 4;
+        c.pollers = pollers;
+        Arc::new(Scheduler::new(c).unwrap())
+    }
+
+    /// Two workers run the real loop; one readiness for worker 1's CPU
+    /// must be delivered once, to worker 1, with nobody left asleep.
+    fn delivers_once_to_its_worker(pollers: usize) {
+        model(move || {
+            let s = cpu_pair(pollers);
             let id = s.register(1, Flags::NONE, None).unwrap();
             let os = Arc::new(Os::new());
             let delivered = Arc::new(AtomicUsize::new(0));
@@ -401,5 +423,18 @@ mod worker_loop {
             }
             assert_eq!(delivered.load(Ordering::SeqCst), 1);
         });
+    }
+
+    #[test]
+    fn leader_follower_delivers_once_and_loses_no_wake_up() {
+        delivers_once_to_its_worker(1);
+    }
+
+    /// Both workers may block in the set; a readiness harvested by worker 0
+    /// for worker 1 wakes worker 1 by a targeted wake-up, which must not be
+    /// lost whether worker 1 is blocked, about to block, or leaving.
+    #[test]
+    fn several_pollers_deliver_once_and_lose_no_targeted_wake_up() {
+        delivers_once_to_its_worker(0);
     }
 }

@@ -99,6 +99,8 @@ pub struct SchedOptions {
     pub promote_min_us: Option<u64>,
     /// Epoll sets the workers are split into (1..=workers).
     pub poll_groups: Option<usize>,
+    /// Most workers blocked in one epoll set (0 = every idle worker).
+    pub pollers: Option<usize>,
     /// Percent of a batch that high-priority events may fill (1..=100).
     pub rtshare: Option<u32>,
     /// Target waits per second per worker (0 = off).
@@ -133,6 +135,7 @@ impl Default for SchedOptions {
             steal_retry_us: None,
             promote_min_us: None,
             poll_groups: None,
+            pollers: None,
             rtshare: None,
             rtfreq: None,
             penalty_ns: None,
@@ -380,6 +383,9 @@ impl ServerConfig {
         }
         if let Some(us) = s.promote_min_us {
             c.promote_min_ns = us.saturating_mul(1_000);
+        }
+        if let Some(p) = s.pollers {
+            c.pollers = p;
         }
         if let Some(g) = s.poll_groups {
             c.poll_groups = g;

@@ -148,6 +148,11 @@ impl std::ops::BitOr for Interest {
 }
 
 const DOORBELL: u64 = u64::MAX;
+/// The targeted wake-up with several pollers per set is the real-time
+/// signal `SIGRTMIN + 7` (a do-nothing handler; worker threads keep it
+/// blocked outside their blocking poll). An application that uses this
+/// signal itself must run with `Config::pollers = 1`.
+pub const WAKE_SIGNAL_OFFSET: i32 = 7;
 /// Token of the level-triggered shutdown eventfd: once written it stays
 /// readable, so every `epoll_wait` after shutdown returns at once, whoever
 /// harvested before (an edge could be consumed by another worker's
@@ -231,6 +236,12 @@ pub struct Skq {
     /// Written once by `shutdown`; level-triggered in the shared epoll.
     shutdown_fd: EventFd,
     parkers: Box<[Parker]>,
+    /// With several pollers per set (`Config::pollers` ≠ 1): the signal
+    /// that ends one worker's blocking poll (`WakeVia::Targeted`).
+    wake_signal: Option<skq_sys::signal::WakeSignal>,
+    /// Per worker: the kernel thread id of the thread that last waited on
+    /// it (0 before its first wait), for the targeted wake-up.
+    tids: Box<[std::sync::atomic::AtomicI32]>,
     taken: Box<[AtomicBool]>,
     /// Per source slot: its fd and kind (for SO_INCOMING_CPU) and its
     /// cached CPU hint (`Config::hint_refresh`). Grows with the core's
@@ -272,6 +283,11 @@ impl Skq {
         let cap = cfg.capacity;
         let core = Scheduler::new(cfg)?;
         let groups = core.poll_groups();
+        let wake_signal = if core.pollers_cap() == 1 {
+            None
+        } else {
+            Some(skq_sys::signal::WakeSignal::install(WAKE_SIGNAL_OFFSET)?)
+        };
         let shutdown_fd = EventFd::new()?;
         let mut sets = Vec::new();
         let mut doorbells = Vec::new();
@@ -295,6 +311,10 @@ impl Skq {
                     flag: Mutex::new(false),
                     cv: Condvar::new(),
                 })
+                .collect(),
+            wake_signal,
+            tids: (0..n)
+                .map(|_| std::sync::atomic::AtomicI32::new(0))
                 .collect(),
             taken: (0..n).map(|_| AtomicBool::new(false)).collect(),
             sources: skq_core::SegVec::new(cap),
@@ -561,6 +581,12 @@ impl Skq {
         self.core.is_shut_down()
     }
 
+    /// Whether any source was made high priority (then each harvest
+    /// activates high-priority sources first).
+    pub(crate) fn prioritized(&self) -> bool {
+        self.prioritized.load(Ordering::Relaxed)
+    }
+
     /// Wakes worker `w` however it sleeps.
     fn wake(&self, w: WorkerId, me: WorkerId) {
         if w == me {
@@ -569,6 +595,22 @@ impl Skq {
         match self.core.wake_via(w) {
             skq_core::WakeVia::Doorbell => {
                 let _ = self.doorbells[self.core.poll_group(w)].notify();
+            }
+            skq_core::WakeVia::Targeted => {
+                // `w` is in the set's pollers, so it waited already and its
+                // thread id is known; the signal stays pending until its
+                // next blocking poll if it is not blocked yet.
+                let tid = self.tids[w].load(Ordering::Acquire);
+                let sent = match (&self.wake_signal, tid) {
+                    (Some(sig), t) if t > 0 => sig.send(t).is_ok(),
+                    _ => false,
+                };
+                if !sent {
+                    // Never expected; wake some poller of its set rather
+                    // than none (it harvests, and `w` sees its queue at
+                    // its next wait).
+                    let _ = self.doorbells[self.core.poll_group(w)].notify();
+                }
             }
             skq_core::WakeVia::Parker => self.parkers[w].unpark(),
         }
@@ -599,6 +641,9 @@ impl Skq {
     /// harvesting thread runs on another CPU than the one that asked last.
     /// So a flow that moves is followed at most `hint_refresh − 1`
     /// activations late, or at its first harvest from another CPU.
+    ///
+    /// `me` is the harvesting worker: the core may give it the event when it
+    /// harvests as one of several pollers (`Scheduler::activate_by`).
     fn activate_all(&self, evs: &mut [epoll::Event], me: WorkerId, rng: &mut skq_core::FastRng) {
         let now = sys::cpu::monotonic_ns();
         let here = if self.need_cpu {
@@ -701,7 +746,7 @@ impl Skq {
             None
         };
         if let skq_core::Activation::Queued { wake: Some(w), .. } =
-            self.core.activate(id, ready, cpu, now, rng)
+            self.core.activate_by(id, ready, cpu, now, rng, Some(me))
         {
             self.wake(w, me);
         }

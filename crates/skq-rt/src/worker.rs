@@ -132,6 +132,7 @@ impl Worker {
             self.installed = true;
             crate::elastic::install(&self.skq, self.id());
         }
+        let poll_mask = self.poll_mask()?;
         let (skq, ctx, ep_buf, wakes) = self.parts();
         let core = &skq.core;
         let me = ctx.id();
@@ -159,7 +160,13 @@ impl Worker {
                         Step::Poll(t) => (t, Done::Polled),
                         _ => (Some(0), Done::Harvested),
                     };
-                    if let Err(e) = harvest(skq, ctx, ep_buf, timeout) {
+                    // With high-priority sources a blocking poll takes the
+                    // whole batch, so their readiness is activated first.
+                    let max = match step {
+                        Step::Poll(_) if !skq.prioritized() => call.poll_max(),
+                        _ => usize::MAX,
+                    };
+                    if let Err(e) = harvest(skq, ctx, ep_buf, timeout, max, poll_mask.as_ref()) {
                         core.abort_wait(ctx, &mut call, monotonic_ns());
                         flush_wakes(skq, ctx, wakes);
                         events.inner.clear();
@@ -181,6 +188,31 @@ impl Worker {
                 Step::Wake => Done::Woke,
             };
         }
+    }
+
+    /// With several pollers per set: the signal mask this thread's blocking
+    /// polls run with. The wake-up signal is blocked in the thread first
+    /// (once per thread), and the thread's id recorded for this worker
+    /// before it can join the pollers, so a targeted wake-up reaches it.
+    fn poll_mask(&self) -> io::Result<Option<skq_sys::signal::PollMask>> {
+        let Some(sig) = self.skq.wake_signal else {
+            return Ok(None);
+        };
+        let (tid, mask) = THREAD_WAKE.with(|c| -> io::Result<_> {
+            if let Some(v) = c.get() {
+                return Ok(v);
+            }
+            let v = (skq_sys::signal::thread_id(), sig.block_here()?);
+            c.set(Some(v));
+            Ok(v)
+        })?;
+        let me = self.id();
+        if let Some(t) = self.skq.tids.get(me) {
+            if t.load(std::sync::atomic::Ordering::Relaxed) != tid {
+                t.store(tid, std::sync::atomic::Ordering::Release);
+            }
+        }
+        Ok(Some(mask))
     }
 
     /// Releases the previous batch now (before the next `wait`).
@@ -232,6 +264,13 @@ impl Drop for Worker {
     }
 }
 
+thread_local! {
+    /// This thread's id and the mask of its blocking polls, once it
+    /// blocked the wake-up signal.
+    static THREAD_WAKE: std::cell::Cell<Option<(i32, skq_sys::signal::PollMask)>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// Wakes every worker `ctx` owes a wake-up (redeliveries at release).
 fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
     let me = ctx.id();
@@ -242,15 +281,23 @@ fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
 }
 
 /// Non-blocking (timeout 0) or blocking harvest of the worker's group's
-/// epoll set (the shared one with one poll group).
+/// epoll set (the shared one with one poll group), of at most `max`
+/// events; a blocking one with several pollers runs with `poll_mask`, the
+/// only time the wake-up signal is unblocked.
 fn harvest(
     skq: &Skq,
     ctx: &mut WorkerCtx,
     ep_buf: &mut Vec<skq_sys::epoll::Event>,
     timeout_ns: Option<u64>,
+    max: usize,
+    poll_mask: Option<&skq_sys::signal::PollMask>,
 ) -> io::Result<()> {
     let set = &skq.sets[skq.core.poll_group(ctx.id())];
-    if set.wait_ns(ep_buf, timeout_ns)? > 0 {
+    let n = match poll_mask {
+        Some(mask) if timeout_ns != Some(0) => set.wait_masked(ep_buf, timeout_ns, max, mask)?,
+        _ => set.wait_ns(ep_buf, timeout_ns)?,
+    };
+    if n > 0 {
         let me = ctx.id();
         skq.activate_all(ep_buf.as_mut_slice(), me, ctx.rng());
     }

@@ -54,6 +54,12 @@ pub struct RpcArgs {
     /// = workers: one set per worker, woken directly by the kernel).
     #[arg(long)]
     pub poll_groups: Option<usize>,
+    /// Most workers blocked in one epoll set at once (0, the default: every
+    /// idle worker, and the one the kernel wakes keeps the event when the
+    /// policy allows; 1: leader/follower, one poller that hands the poll to
+    /// a parked worker when it leaves to work).
+    #[arg(long)]
+    pub pollers: Option<usize>,
     /// Percent of a batch high-priority events may fill (1..=100).
     #[arg(long)]
     pub rtshare: Option<u32>,
@@ -135,6 +141,7 @@ impl RpcArgs {
                 steal_retry_us: self.steal_retry_us,
                 promote_min_us: self.promote_min_us,
                 poll_groups: self.poll_groups,
+                pollers: self.pollers,
                 rtshare: self.rtshare,
                 rtfreq: self.rtfreq,
                 penalty_ns: self.penalty_ns,

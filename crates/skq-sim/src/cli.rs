@@ -175,6 +175,11 @@ pub struct SimArgs {
     /// shared set). With --harvest runtime.
     #[arg(long)]
     pub poll_groups: Option<usize>,
+    /// Core tunable: most workers blocked in one readiness set at once (0,
+    /// the default: every idle worker; 1: leader/follower). With --harvest
+    /// runtime.
+    #[arg(long)]
+    pub pollers: Option<usize>,
     /// Core tunable: hybrid cache-miss penalty (ns).
     #[arg(long)]
     pub penalty_ns: Option<u64>,
@@ -350,6 +355,9 @@ impl SimArgs {
             }
             if let Some(us) = self.promote_min_us {
                 cfg.promote_min_ns = (us * 1000.0).round() as u64;
+            }
+            if let Some(p) = self.pollers {
+                cfg.pollers = p;
             }
             if let Some(g) = self.poll_groups {
                 cfg.poll_groups = g;

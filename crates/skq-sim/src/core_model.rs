@@ -191,7 +191,9 @@ struct Sim {
     kernel_ready: Vec<Vec<u32>>,
     in_kernel: Vec<bool>,
     /// Runtime harvest: per set, the worker blocked in it.
-    polling: Vec<Option<usize>>,
+    /// Per set: the workers blocked in it, in the order they blocked (the
+    /// kernel wakes the last one first, one per readiness).
+    polling: Vec<Vec<usize>>,
     /// Per set: until when its lock is held by a harvest (`set_hold_ns`).
     set_busy: Vec<u64>,
     last_progress: u64,
@@ -311,7 +313,7 @@ pub fn run(
         wakes: Vec::with_capacity(sc.workers),
         kernel_ready: vec![Vec::new(); groups],
         in_kernel: vec![false; sc.connections],
-        polling: vec![None; groups],
+        polling: vec![Vec::new(); groups],
         set_busy: vec![0; groups],
         last_progress: 0,
         next_period: rm.as_ref().map_or(0, |r| r.config().period_ns),
@@ -471,8 +473,15 @@ impl Sim {
                 self.in_kernel[c] = true;
                 self.kernel_ready[g].push(r.conn);
             }
-            if let Some(p) = self.polling[g] {
-                self.schedule_wake(p, t); // the kernel wakes the poller
+            // The kernel wakes one blocked poller per readiness: the
+            // latest to block among those not woken already.
+            let next = self.polling[g]
+                .iter()
+                .rev()
+                .copied()
+                .find(|&p| !self.workers[p].wake_pending);
+            if let Some(p) = next {
+                self.schedule_wake(p, t);
             }
             return Ok(());
         }
@@ -484,10 +493,14 @@ impl Sim {
     /// arrival's, with pushed readiness, are the kernel's).
     fn activate(&mut self, c: usize, t: u64, harvester: Option<usize>) -> anyhow::Result<()> {
         let conn = &self.conns[c];
-        match self
-            .sched
-            .activate(conn.id, Ready::READABLE, Some(conn.cpu), t, &mut self.rng)
-        {
+        match self.sched.activate_by(
+            conn.id,
+            Ready::READABLE,
+            Some(conn.cpu),
+            t,
+            &mut self.rng,
+            harvester,
+        ) {
             Activation::Queued { wake, .. } => {
                 if let Some(x) = wake.filter(|&x| Some(x) != harvester) {
                     if harvester.is_some() {
@@ -503,17 +516,32 @@ impl Sim {
     }
 
     /// Executes `Step::Harvest` or the end of `Step::Poll` for worker `w`:
-    /// activates everything its group's set holds.
-    fn harvest(&mut self, w: usize, t: u64) {
+    /// activates what its group's set holds, oldest first, at most `max`
+    /// (`Scheduler::poll_max` after a blocking poll; the rest stays).
+    fn harvest(&mut self, w: usize, t: u64, max: usize) {
         let g = self.sched.poll_group(w);
+        let k = self.kernel_ready[g].len().min(max);
         let mut ready = std::mem::take(&mut self.kernel_ready[g]);
-        for &c in &ready {
+        for &c in &ready[..k] {
             self.in_kernel[c as usize] = false;
             // Stale cannot happen: connections are never deregistered.
             let _ = self.activate(c as usize, t, Some(w));
         }
-        ready.clear();
+        ready.drain(..k);
+        // Arrivals during the activations went to the (taken) list's
+        // replacement: keep them after what stayed.
+        ready.append(&mut self.kernel_ready[g]);
         self.kernel_ready[g] = ready;
+    }
+
+    /// Events a harvest ending with `done` takes (a blocking poll's limit
+    /// comes with its call, `WaitCall::poll_max`).
+    fn harvest_max(done: Done, call: &WaitCall) -> usize {
+        if done == Done::Polled {
+            call.poll_max()
+        } else {
+            usize::MAX
+        }
     }
 
     /// Worker `w` harvests its set at `t`, then goes on with `done`. With
@@ -523,12 +551,13 @@ impl Sim {
     /// CPU (the model of one shared set's lock at many cores).
     fn harvest_then(&mut self, w: usize, t: u64, call: WaitCall, done: Done) {
         let g = self.sched.poll_group(w);
+        let max = Self::harvest_max(done, &call);
         if self.ov.set_hold_ns == 0 {
-            self.harvest(w, t);
+            self.harvest(w, t, max);
             self.run_loop(w, t, call, done);
             return;
         }
-        let k = self.kernel_ready[g].len() as u64;
+        let k = self.kernel_ready[g].len().min(max) as u64;
         let start = t.max(self.set_busy[g]);
         let end = start + self.ov.set_hold_ns + self.ov.set_item_ns * k;
         self.set_busy[g] = end;
@@ -553,7 +582,7 @@ impl Sim {
             .call
             .take()
             .expect("a harvesting worker is inside a wait");
-        self.harvest(w, t);
+        self.harvest(w, t, Self::harvest_max(done, &call));
         self.run_loop(w, t, call, done);
     }
 
@@ -567,7 +596,7 @@ impl Sim {
         let done = match wk.sleep {
             Sleep::Poll => {
                 let g = self.sched.poll_group(w);
-                self.polling[g] = None;
+                self.polling[g].retain(|&p| p != w);
                 let wk = &mut self.workers[w];
                 wk.sleep = Sleep::Awake;
                 let call = wk.call.take().expect("a polling worker is inside a wait");
@@ -704,7 +733,7 @@ impl Sim {
                     let epoch = wk.epoch;
                     if poll {
                         let g = self.sched.poll_group(w);
-                        self.polling[g] = Some(w);
+                        self.polling[g].push(w);
                         if !self.kernel_ready[g].is_empty() {
                             // Readiness already waiting: the poll returns at once.
                             self.workers[w].wake_pending = true;

@@ -102,6 +102,70 @@ impl AsRawFd for Epoll {
 }
 
 impl Epoll {
+    /// `epoll_pwait2` for at most `max` events (at least 1, at most the
+    /// buffer's capacity) with the thread's signal mask replaced by
+    /// `mask` for the wait's duration, so a signal blocked otherwise
+    /// ends only this wait (and, sent earlier, stays pending until it).
+    /// `None` waits forever. Falls back to `epoll_pwait` (millisecond
+    /// timeout, rounded up) where the kernel lacks `epoll_pwait2`. An
+    /// interrupted wait returns zero events.
+    pub fn wait_masked(
+        &self,
+        out: &mut Vec<libc::epoll_event>,
+        timeout_ns: Option<u64>,
+        max: usize,
+        mask: &crate::signal::PollMask,
+    ) -> io::Result<usize> {
+        let sigmask = &mask.0;
+        out.clear();
+        if out.capacity() == 0 {
+            out.reserve(1);
+        }
+        let cap = max.clamp(1, out.capacity()).min(i32::MAX as usize) as libc::c_int;
+        let ts = timeout_ns.map(|ns| libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `out` has room for `cap` events; `ts_ptr` is null or points
+        // at a live timespec; `sigmask` is a live sigset_t whose size the
+        // last argument gives (the kernel's sigset is 8 bytes).
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                self.fd.as_raw_fd(),
+                out.as_mut_ptr(),
+                cap,
+                ts_ptr,
+                sigmask as *const libc::sigset_t,
+                8usize,
+            )
+        };
+        let n = if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            let ms = timeout_ns.map_or(-1, |ns| ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32);
+            // SAFETY: as above; epoll_pwait takes the same mask.
+            unsafe {
+                libc::epoll_pwait(self.fd.as_raw_fd(), out.as_mut_ptr(), cap, ms, sigmask)
+                    as libc::c_long
+            }
+        } else {
+            n
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            };
+        }
+        // SAFETY: the kernel initialised the first n entries.
+        unsafe { out.set_len(n as usize) };
+        Ok(n as usize)
+    }
+
     /// Like [`Epoll::wait`] with a nanosecond timeout (`epoll_pwait2`,
     /// Linux 5.11+), falling back to millisecond `epoll_wait` (rounded up)
     /// where the kernel lacks it. `None` waits forever.

@@ -184,6 +184,9 @@ pub struct Curve {
     /// `--poll-groups` (skq modes of the RPC server).
     #[serde(default)]
     pub poll_groups: Option<usize>,
+    /// `--pollers` (skq modes of the RPC server).
+    #[serde(default)]
+    pub pollers: Option<usize>,
     /// Load connections.
     pub connections: usize,
     /// Generator threads.
@@ -500,6 +503,7 @@ impl Curve {
             rtfreq: e.rtfreq,
             steal_k: e.steal_k,
             poll_groups: e.poll_groups,
+            pollers: e.pollers,
             connections: e.connections.unwrap_or(64).max(1),
             threads: e.threads.unwrap_or(1).max(1),
             protocol,

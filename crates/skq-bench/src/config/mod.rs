@@ -54,7 +54,7 @@
 //!
 //! Keys of a configuration (`[defaults]`, `[[config]]`): `name`, `mode`,
 //! `workload`, `workers`, `service`, `mean_us`, `scale`, `pin`, `rtshare`,
-//! `rtfreq`, `steal_k`, `poll_groups`, `connections`, `threads`, `protocol`,
+//! `rtfreq`, `steal_k`, `poll_groups`, `pollers`, `connections`, `threads`, `protocol`,
 //! `capacity_rps`, `slo_us`, `affinity` (`none` or `split`: server and load
 //! generator on disjoint halves of the CPUs; default `split`), `batch`
 //! (`--batch` of skq modes), and for `http-MODE` servers `io_variance`
@@ -123,6 +123,8 @@ pub struct ConfigEntry {
     pub steal_k: Option<usize>,
     /// `--poll-groups` (skq modes of the RPC server).
     pub poll_groups: Option<usize>,
+    /// `--pollers` (skq modes of the RPC server).
+    pub pollers: Option<usize>,
     /// Load connections.
     pub connections: Option<usize>,
     /// Generator threads.
@@ -200,6 +202,7 @@ impl ConfigEntry {
             rtfreq,
             steal_k,
             poll_groups,
+            pollers,
             connections,
             threads,
             protocol,

@@ -3,10 +3,16 @@
 
 use crate::*;
 
+/// Leader/follower (one poller per set).
 fn sched(policy: Policy, workers: usize, groups: usize) -> Scheduler {
+    sched_pollers(policy, workers, groups, 1)
+}
+
+fn sched_pollers(policy: Policy, workers: usize, groups: usize, pollers: usize) -> Scheduler {
     let mut c = Config::new(policy, workers);
     c.capacity = 16;
     c.poll_groups = groups;
+    c.pollers = pollers;
     Scheduler::new(c).unwrap()
 }
 
@@ -116,4 +122,143 @@ fn poll_groups_are_checked() {
         .contains("poll-groups"));
     c.poll_groups = 0;
     assert!(c.validate().is_err());
+}
+
+#[test]
+fn every_idle_worker_polls_by_default_and_the_woken_one_keeps_one_event() {
+    assert_eq!(Config::new(Policy::Best2, 2).pollers, DEFAULT_POLLERS);
+    let s = sched_pollers(Policy::Best2, 3, 1, 0);
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    let b = s.register(2, Flags::NONE, None).unwrap();
+    let mut ctx: Vec<WorkerCtx> = (0..3).map(|w| s.worker(w)).collect();
+    let mut calls: Vec<WaitCall> = ctx
+        .iter_mut()
+        .map(|c| s.begin_wait(c, 0, None, Readiness::Polled))
+        .collect();
+    for w in 0..3 {
+        assert_eq!(
+            step(&s, &mut ctx[w], &mut calls[w], Done::Begin),
+            Step::Poll(None)
+        );
+        assert_eq!(s.wake_via(w), WakeVia::Targeted);
+        // The set's first poller takes what is there; later ones one
+        // event each, so the kernel spreads a burst over them.
+        let want = if w == 0 { usize::MAX } else { 1 };
+        assert_eq!(calls[w].poll_max(), want);
+    }
+    assert_eq!(s.follower(0), None, "nobody parks");
+    // The kernel woke worker 2: its first event stays with it (no wake-up
+    // of anyone else), the second goes to another idle worker.
+    let mut rng = s.activator_rng(1);
+    match s.activate_by(a, Ready::READABLE, None, 5, &mut rng, Some(2)) {
+        Activation::Queued { worker, wake } => {
+            assert_eq!((worker, wake), (2, Some(2)));
+        }
+        other => panic!("{other:?}"),
+    }
+    match s.activate_by(b, Ready::READABLE, None, 5, &mut rng, Some(2)) {
+        Activation::Queued { worker, wake } => {
+            assert_ne!(worker, 2, "the harvester was claimed by the first");
+            assert_eq!(wake, Some(worker));
+        }
+        other => panic!("{other:?}"),
+    }
+    // It leaves the set to work while others still poll: no hand-over.
+    assert_eq!(
+        s.next_step(
+            &mut ctx[2],
+            &mut calls[2],
+            Done::Polled,
+            6,
+            &mut Vec::new(),
+            4
+        ),
+        Step::Deliver(1)
+    );
+    assert!(!ctx[2].has_wakes());
+    assert!(s.polled(0));
+}
+
+#[test]
+fn under_cpu_affinity_the_harvester_keeps_only_events_of_its_own_cpu() {
+    // Workers 0 and 2 on CPU 0, worker 1 on CPU 1.
+    let mut c = Config::new(Policy::Cpu, 3);
+    c.capacity = 16;
+    c.pollers = 0;
+    c.worker_cpus = vec![0, 1, 0];
+    let s = Scheduler::new(c).unwrap();
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    let b = s.register(2, Flags::NONE, None).unwrap();
+    let mut ctx: Vec<WorkerCtx> = (0..3).map(|w| s.worker(w)).collect();
+    for (w, c) in ctx.iter_mut().enumerate() {
+        let mut call = s.begin_wait(c, 0, None, Readiness::Polled);
+        assert_eq!(step(&s, c, &mut call, Done::Begin), Step::Poll(None), "{w}");
+    }
+    let mut rng = s.activator_rng(1);
+    // A hint on CPU 1 goes to worker 1 even though worker 0 harvests.
+    match s.activate_by(a, Ready::READABLE, Some(1), 5, &mut rng, Some(0)) {
+        Activation::Queued { worker, wake } => assert_eq!((worker, wake), (1, Some(1))),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.wake_via(1), WakeVia::Targeted);
+    // A hint on CPU 0 stays with the harvester on CPU 0, whichever of the
+    // CPU's workers was its home.
+    match s.activate_by(b, Ready::READABLE, Some(0), 5, &mut rng, Some(2)) {
+        Activation::Queued { worker, wake } => assert_eq!((worker, wake), (2, Some(2))),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_cap_on_pollers_parks_the_rest_and_the_last_poller_hands_over() {
+    let s = sched_pollers(Policy::Best2, 3, 1, 2);
+    let id = s.register(1, Flags::NONE, None).unwrap();
+    let mut ctx: Vec<WorkerCtx> = (0..3).map(|w| s.worker(w)).collect();
+    let mut calls: Vec<WaitCall> = ctx
+        .iter_mut()
+        .map(|c| s.begin_wait(c, 0, None, Readiness::Polled))
+        .collect();
+    let steps: Vec<Step> = (0..3)
+        .map(|w| step(&s, &mut ctx[w], &mut calls[w], Done::Begin))
+        .collect();
+    assert_eq!(
+        steps,
+        vec![Step::Poll(None), Step::Poll(None), Step::Park(None)]
+    );
+    assert_eq!(s.wake_via(2), WakeVia::Parker);
+    // Worker 0 takes an event while worker 1 still polls: nobody is handed
+    // the poll.
+    let mut rng = s.activator_rng(1);
+    let _ = s.activate_by(id, Ready::READABLE, None, 5, &mut rng, Some(0));
+    assert_eq!(
+        s.next_step(
+            &mut ctx[0],
+            &mut calls[0],
+            Done::Polled,
+            6,
+            &mut Vec::new(),
+            4
+        ),
+        Step::Deliver(1)
+    );
+    assert!(!ctx[0].has_wakes());
+    // Worker 1, the last poller, leaves with work: the parked worker 2 is
+    // handed the poll.
+    let mut out = Vec::new();
+    let b = s.register(2, Flags::NONE, None).unwrap();
+    let _ = s.activate_by(b, Ready::READABLE, None, 7, &mut rng, Some(1));
+    assert_eq!(
+        s.next_step(&mut ctx[1], &mut calls[1], Done::Polled, 8, &mut out, 4),
+        Step::Deliver(1)
+    );
+    assert_eq!(ctx[1].take_wakes(), vec![2]);
+}
+
+#[test]
+fn pollers_are_checked() {
+    let mut c = Config::new(Policy::Cpu, 4);
+    c.pollers = 5;
+    assert!(c.validate().unwrap_err().to_string().contains("pollers"));
+    c.pollers = 4;
+    assert!(c.validate().is_ok());
 }
