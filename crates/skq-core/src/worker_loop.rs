@@ -167,10 +167,12 @@ impl WaitCall {
     }
 
     /// Most events the `Step::Poll` just returned should take from the
-    /// set: one when other workers were blocked in it already, so that
-    /// readiness arriving together wakes several of them (the kernel wakes
-    /// one per readiness) rather than one that must then wake the others;
-    /// no limit for the set's only poller, and with one poller per set.
+    /// set: one when several workers may block in it, no limit with one
+    /// poller per set. Readiness arriving together then wakes several
+    /// pollers (the kernel wakes one per readiness) rather than one that
+    /// must wake the others, and readiness nobody polls for stays in the
+    /// kernel's list, in arrival order, for the first worker to come back,
+    /// instead of being queued behind busy workers.
     pub fn poll_max(&self) -> usize {
         self.poll_max
     }
@@ -204,19 +206,19 @@ pub(crate) struct LoopShared {
 
 impl Group {
     /// Takes a place among the set's pollers for `me`, unless `cap` are
-    /// there already; returns how many others were there.
-    fn join(&self, me: WorkerId, cap: u32) -> Option<u32> {
+    /// there already.
+    fn join(&self, me: WorkerId, cap: u32) -> bool {
         let bit = 1u64 << me;
         let mut m = self.pollers.load(Ordering::SeqCst);
         loop {
             if m.count_ones() >= cap {
-                return None;
+                return false;
             }
             match self
                 .pollers
                 .compare_exchange(m, m | bit, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => return Some(m.count_ones()),
+                Ok(_) => return true,
                 Err(x) => m = x,
             }
         }
@@ -412,8 +414,8 @@ impl Scheduler {
                 l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
                 return Step::Park(sleep);
             }
-            if let Some(others) = g.join(me, l.cap) {
-                call.poll_max = if others == 0 { usize::MAX } else { 1 };
+            if g.join(me, l.cap) {
+                call.poll_max = if l.cap == 1 { usize::MAX } else { 1 };
                 // A push may have claimed this worker (cleared its idle bit)
                 // after `prepare_park` and named it for a wake-up while it
                 // was not polling yet: that wake-up went to its parker, not
