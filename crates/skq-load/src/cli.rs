@@ -129,7 +129,7 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 10_000_000)]
     pub db_keys: u64,
     /// rocksdb: each request asks for DILATE × its operation's modelled cost
-    /// (measured from real RocksDB calls; skq_load::zippydb::CostModel) of extra
+    /// (measured from real RocksDB calls; skq_proto::zippydb::CostModel) of extra
     /// emulated service on top of the real work (replaces --workload's draw).
     #[arg(long, default_value_t = 0.0)]
     pub db_dilate: f64,

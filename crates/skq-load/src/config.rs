@@ -74,7 +74,7 @@ pub struct LoadConfig {
     /// Records in the RocksDB front end's database (ZippyDB key space).
     pub db_keys: u64,
     /// RocksDB: each request asks for this many times its operation's modelled
-    /// cost (`zippydb::CostModel::MEASURED`) of extra emulated service; 0 = none.
+    /// cost (`skq_proto::zippydb::CostModel::MEASURED`) of extra emulated service; 0 = none.
     pub db_dilate: f64,
     /// Path GET by the HTTP protocol.
     pub http_path: String,

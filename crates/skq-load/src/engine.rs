@@ -180,8 +180,8 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     let kv = (cfg.protocol == Protocol::Memcached).then_some(&cfg.kv);
     let zippy = match cfg.protocol {
         Protocol::Rocksdb => Some(
-            crate::zippydb::ZippyDb::new(cfg.db_keys, cfg.seed)
-                .map(|z| z.with_extra(crate::zippydb::CostModel::MEASURED, cfg.db_dilate))
+            skq_proto::zippydb::ZippyDb::new(cfg.db_keys, cfg.seed)
+                .map(|z| z.with_extra(skq_proto::zippydb::CostModel::MEASURED, cfg.db_dilate))
                 .map_err(|e| anyhow::anyhow!("--db-keys: {e}"))?,
         ),
         _ => None,

@@ -51,7 +51,6 @@ pub mod simple;
 pub mod stats;
 pub mod validate;
 pub mod worker;
-pub mod zippydb;
 
 pub use config::{LoadConfig, Stall};
 pub use engine::run;
