@@ -2,8 +2,10 @@
 //!
 //! Every function here is pure: it takes data and returns a complete
 //! `<svg ...>...</svg>` document as a `String`, fit to be written to a `.svg`
-//! file or inlined into an HTML page ([`crate::html::Report::svg`]). Nothing
-//! here reads files, spawns processes or looks at the clock.
+//! file or inlined into an HTML page ([`crate::html::Report::svg`]). A
+//! [`Chart`] is the same call as data, for a report to draw when it renders
+//! ([`crate::html::Report::chart`]). Nothing here reads files, spawns
+//! processes or looks at the clock.
 //!
 //! Three plots, each laid out by one shared set-up (`frame`: background,
 //! caption, axes, tick labels, grid) and closed by one legend box (`legend`):
@@ -61,6 +63,60 @@ impl Labels {
             title: title.into(),
             x: x.into(),
             y: y.into(),
+        }
+    }
+}
+
+/// A chart as data: what to draw, not how. A report holds charts in this
+/// form ([`crate::html::Block::Chart`]) and draws them when it is rendered,
+/// so a producer builds plain data and never calls into the drawing code.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Chart {
+    /// Tail latency against load ([`p99_vs_load_svg`]).
+    P99VsLoad {
+        /// Title and axes.
+        labels: Labels,
+        /// Measured (or simulated) curves.
+        series: Vec<Series>,
+        /// Theoretical curves, drawn dashed in grey.
+        bounds: Vec<Series>,
+        /// A horizontal SLO line at this latency.
+        slo: Option<f64>,
+    },
+    /// A latency CDF ([`cdf_svg`]).
+    Cdf {
+        /// Title and axes.
+        labels: Labels,
+        /// `(latency, cumulative fraction)` curves.
+        series: Vec<Series>,
+    },
+    /// A strip of values over time ([`time_series_svg`]).
+    TimeSeries {
+        /// Title and axes.
+        labels: Labels,
+        /// Curves, drawn in the order given.
+        series: Vec<Series>,
+        /// The shared time axis (seconds).
+        x_range: (f64, f64),
+    },
+}
+
+impl Chart {
+    /// The chart drawn as a complete `<svg>` document.
+    pub fn svg(&self) -> String {
+        match self {
+            Chart::P99VsLoad {
+                labels,
+                series,
+                bounds,
+                slo,
+            } => p99_vs_load_svg(labels, series, bounds, *slo),
+            Chart::Cdf { labels, series } => cdf_svg(labels, series),
+            Chart::TimeSeries {
+                labels,
+                series,
+                x_range,
+            } => time_series_svg(labels, series, *x_range),
         }
     }
 }
@@ -256,7 +312,7 @@ fn draw_cdf(
 }
 
 /// The chart on `root` over SVG: the coordinate system every plot here draws on.
-type Chart<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
+type Canvas<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
 
 /// How a plot's frame is laid out: caption size, margin and label areas in
 /// pixels, and whether y ticks use [`short_number`].
@@ -302,7 +358,7 @@ fn frame<'a, 'b, X, Y>(
     f: &Frame,
     x: X,
     y: Y,
-) -> Result<Chart<'a, 'b, X::CoordDescType, Y::CoordDescType>, String>
+) -> Result<Canvas<'a, 'b, X::CoordDescType, Y::CoordDescType>, String>
 where
     X: AsRangedCoord<Value = f64>,
     Y: AsRangedCoord<Value = f64>,
@@ -333,7 +389,7 @@ where
 
 /// Series number `i` as a solid line in its colour, with a legend entry.
 fn line<X, Y>(
-    chart: &mut Chart<'_, '_, X, Y>,
+    chart: &mut Canvas<'_, '_, X, Y>,
     i: usize,
     label: &str,
     points: impl IntoIterator<Item = (f64, f64)>,
@@ -353,7 +409,7 @@ where
 
 /// The legend box every plot ends with, at `position`.
 fn legend<'a, 'b: 'a, X, Y>(
-    chart: &mut Chart<'a, 'b, X, Y>,
+    chart: &mut Canvas<'a, 'b, X, Y>,
     position: SeriesLabelPosition,
 ) -> Result<(), String>
 where
