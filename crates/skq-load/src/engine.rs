@@ -130,17 +130,16 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     // (role, index within role, connections in role, role rate)
     let mut plan = Vec::new();
     plan.extend((0..cfg.connections).map(|i| (Role::Load, i, cfg.connections, cfg.rate)));
-    plan.extend(
-        (0..cfg.probe_connections).map(|i| (Role::Probe, i, cfg.probe_connections, cfg.probe_rate)),
-    );
-    if cfg.high_priority_rate > 0.0 {
-        let n = cfg.high_priority_connections.max(1);
-        plan.extend((0..n).map(|i| (Role::High, i, n, cfg.high_priority_rate)));
+    let probe = cfg.probe;
+    plan.extend((0..probe.connections).map(|i| (Role::Probe, i, probe.connections, probe.rate)));
+    if cfg.high_priority.rate > 0.0 {
+        let n = cfg.high_priority.connections.max(1);
+        plan.extend((0..n).map(|i| (Role::High, i, n, cfg.high_priority.rate)));
     }
-    if cfg.batch_rate > 0.0 {
+    let batch = cfg.batch.client;
+    if batch.rate > 0.0 {
         plan.extend(
-            (0..cfg.batch_connections)
-                .map(|i| (Role::Batch, i, cfg.batch_connections, cfg.batch_rate)),
+            (0..batch.connections).map(|i| (Role::Batch, i, batch.connections, batch.rate)),
         );
     }
     let mut per_thread: Vec<Vec<ConnSetup>> = (0..cfg.threads).map(|_| Vec::new()).collect();
@@ -188,7 +187,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     let mut workers = Vec::with_capacity(cfg.threads);
     for (t, setups) in per_thread.into_iter().enumerate() {
         let params = WorkerParams {
-            batch_service_ns: (cfg.batch_service_us * 1e3).min(u32::MAX as f64) as u32,
+            batch_service_ns: (cfg.batch.service_us * 1e3).min(u32::MAX as f64) as u32,
             start: 0,
             warm_end: 0,
             end: 0,
@@ -459,9 +458,9 @@ fn assemble(
         received,
         latency: lat_load.summary_with(checks.effective_n),
         raw_latency: raw[0].summary_with(checks.effective_n),
-        probe_latency: (cfg.probe_connections > 0).then(|| lat_probe.summary()),
-        high_priority_latency: (cfg.high_priority_rate > 0.0).then(|| lat_high.summary()),
-        batch_latency: (cfg.batch_rate > 0.0).then(|| lat_batch.summary()),
+        probe_latency: (cfg.probe.connections > 0).then(|| lat_probe.summary()),
+        high_priority_latency: (cfg.high_priority.rate > 0.0).then(|| lat_high.summary()),
+        batch_latency: (cfg.batch.client.rate > 0.0).then(|| lat_batch.summary()),
         measured_service_us: (service_n > 0).then(|| service_sum / service_n as f64 / 1e3),
         errors,
         checks,

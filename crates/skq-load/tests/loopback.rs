@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use skq_load::protocol::Protocol;
 use skq_load::refserver::{RefMode, RefServer};
-use skq_load::{LoadConfig, ProtocolConfig, ScheduleKind, Stall};
+use skq_load::{Client, LoadConfig, ProtocolConfig, ScheduleKind, Stall};
 use skq_proto::wire::{self, Header, HEADER_LEN};
 use skq_proto::workload::{ServiceSpec, Workload};
 
@@ -96,9 +96,11 @@ fn clean_run_answers_everything_once_and_reports_roles_apart() {
     let mut cfg = short(server.addr(), 2000.0, 8);
     cfg.threads = 2;
     cfg.schedule = ScheduleKind::Poisson;
-    cfg.probe_connections = 2;
-    cfg.probe_rate = 200.0;
-    cfg.high_priority_rate = 100.0;
+    cfg.probe = Client {
+        connections: 2,
+        rate: 200.0,
+    };
+    cfg.high_priority.rate = 100.0;
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     assert!(r.sent > 0);
