@@ -6,10 +6,10 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use skq_load::protocol::{Op, Request};
-use skq_load::zippydb::ZippyDb;
 use skq_net::{Lifecycle, ServeError, Server, Started};
 use skq_proto::db::{self, DbRequest, KEY_LEN};
+use skq_proto::request::{Op, Request};
+use skq_proto::zippydb::ZippyDb;
 use skq_servers::cli::RpcArgs;
 use skq_sys::cpu;
 

@@ -11,7 +11,7 @@
 //! as the paper keeps its database in memory) and is built by
 //! `skq db preload` ([`preload()`]): keys `skq_proto::db::key_of(i)` for
 //! `i < keys` (48 bytes, key order = index order), values of ZippyDB's size
-//! distribution (`skq_load::zippydb`). Writes skip the write-ahead log: the
+//! distribution (`skq_proto::zippydb`). Writes skip the write-ahead log: the
 //! directory is scratch, rebuilt by the preload.
 //!
 //! RocksDB itself is Debian's `librocksdb-dev` (7.8.3), linked through the
@@ -30,8 +30,8 @@ use anyhow::Context;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rocksdb::{Options, WriteBatch, WriteOptions, DB};
-use skq_load::zippydb::ZippyDb;
 use skq_proto::db::{key_of, KEY_LEN};
+use skq_proto::zippydb::ZippyDb;
 
 pub use protocol::DbProtocol;
 

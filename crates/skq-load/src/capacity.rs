@@ -241,7 +241,8 @@ pub fn capacity(
             EchoProtocol::Rpc => Protocol::Rpc,
             EchoProtocol::Memcached => Protocol::Memcached,
             EchoProtocol::Http => Protocol::Http,
-        };
+        }
+        .into();
         cfg.duration = Duration::from_secs_f64(secs);
         cfg.warmup = Duration::from_millis(300);
         cfg.drain = Duration::from_millis(500);

@@ -10,7 +10,7 @@ use anyhow::Context;
 use skq_proto::workload::{ServiceSpec, Workload};
 use skq_report::result::{Latency, PointResult};
 
-use crate::config::LoadConfig;
+use crate::config::{Batch, Client, LoadConfig, ProtocolConfig};
 use crate::protocol::memcached::KvSpec;
 use crate::protocol::Protocol;
 use crate::schedule::ScheduleKind;
@@ -126,10 +126,10 @@ pub struct LoadArgs {
     #[arg(long)]
     pub no_prefill: bool,
     /// Records preloaded in the RocksDB front end's database (`skq db preload --keys`).
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = crate::config::DB_KEYS_DEFAULT)]
     pub db_keys: u64,
     /// rocksdb: each request asks for DILATE × its operation's modelled cost
-    /// (measured from real RocksDB calls; skq_load::zippydb::CostModel) of extra
+    /// (measured from real RocksDB calls; skq_proto::zippydb::CostModel) of extra
     /// emulated service on top of the real work (replaces --workload's draw).
     #[arg(long, default_value_t = 0.0)]
     pub db_dilate: f64,
@@ -204,7 +204,6 @@ impl LoadArgs {
             Duration::try_from_secs_f64(v)
                 .map_err(|_| anyhow::anyhow!("{flag} {v} is not a number of seconds"))
         };
-        cfg.protocol = self.protocol;
         cfg.duration = secs(self.duration.unwrap_or(5.0), "--duration")?;
         cfg.warmup = secs(self.warmup, "--warmup")?;
         cfg.drain = secs(self.drain, "--drain")?;
@@ -225,18 +224,27 @@ impl LoadArgs {
         };
         cfg.workload_label = self.workload.clone();
         cfg.schedule = self.schedule.clone();
-        cfg.probe_connections = self.probe_connections;
-        cfg.probe_rate = self.probe_rate.unwrap_or(0.0);
-        cfg.high_priority_rate = if priority && self.high_priority_rate == 0.0 {
-            rate * PRIORITY_DEFAULT_SHARE
-        } else {
-            self.high_priority_rate
+        cfg.probe = Client {
+            connections: self.probe_connections,
+            rate: self.probe_rate.unwrap_or(0.0),
         };
-        cfg.high_priority_connections = self.high_priority_connections as usize;
-        cfg.batch_rate = self.batch_rate;
-        cfg.batch_connections = self.batch_connections;
-        cfg.batch_service_us = self.batch_service_us;
-        cfg.kv = KvSpec::named(
+        cfg.high_priority = Client {
+            connections: self.high_priority_connections as usize,
+            rate: if priority && self.high_priority_rate == 0.0 {
+                rate * PRIORITY_DEFAULT_SHARE
+            } else {
+                self.high_priority_rate
+            },
+        };
+        cfg.batch = Batch {
+            client: Client {
+                connections: self.batch_connections,
+                rate: self.batch_rate,
+            },
+            service_us: self.batch_service_us,
+        };
+        // The mix is checked whatever the protocol, as the flags always were.
+        let kv = KvSpec::named(
             &self.kv_workload,
             self.key_size,
             self.value_size,
@@ -244,10 +252,20 @@ impl LoadArgs {
             self.keyspace,
         )
         .map_err(anyhow::Error::msg)?;
-        cfg.prefill = !self.no_prefill;
-        cfg.http_path = self.http_path.clone();
-        cfg.db_keys = self.db_keys;
-        cfg.db_dilate = self.db_dilate;
+        cfg.protocol = match self.protocol {
+            Protocol::Rpc => ProtocolConfig::Rpc,
+            Protocol::Memcached => ProtocolConfig::Memcached {
+                kv,
+                prefill: !self.no_prefill,
+            },
+            Protocol::Http => ProtocolConfig::Http {
+                path: self.http_path.clone(),
+            },
+            Protocol::Rocksdb => ProtocolConfig::Rocksdb {
+                keys: self.db_keys,
+                dilate: self.db_dilate,
+            },
+        };
         cfg.service_mode_label = self.service_mode_label.clone();
         cfg.seed = self.seed;
         cfg.max_lateness_us = self.max_lateness_us;
@@ -260,6 +278,8 @@ impl LoadArgs {
         cfg.interval = self.interval_ms.map(Duration::from_millis);
         cfg.progress = !self.quiet;
         cfg.validate().map_err(anyhow::Error::msg)?;
+        // Refused with every protocol, as before the settings were grouped.
+        crate::config::check_db_dilate(self.db_dilate).map_err(anyhow::Error::msg)?;
         Ok(cfg)
     }
 }
@@ -583,7 +603,7 @@ mod tests {
     #[test]
     fn harness_flags_parse_into_a_config() {
         let a = parse(
-            "--addr 127.0.0.1:9000 --protocol rpc --rate 12000 --duration 3 --warmup 0.5 --connections 128 \
+            "--addr 127.0.0.1:9000 --protocol memcached --rate 12000 --duration 3 --warmup 0.5 --connections 128 \
              --threads 2 --workload gis --mean-us 20 --scale 10 --schedule fixed --probe-connections 2 \
              --probe-rate 100 --high-priority-rate 50 --json /tmp/x.json --hdr-log /tmp/x.hlog --seed 9 \
              --drain 1 --quiet --kv-workload sphinx-wo --key-size 30 --value-size 200 --get-ratio 0.5 \
@@ -592,13 +612,25 @@ mod tests {
         .unwrap();
         let c = a.to_config().unwrap();
         assert_eq!(c.rate, 12000.0);
-        assert_eq!((c.connections, c.threads, c.probe_connections), (128, 2, 2));
+        assert_eq!((c.connections, c.threads), (128, 2));
+        assert_eq!(
+            c.probe,
+            Client {
+                connections: 2,
+                rate: 100.0
+            }
+        );
+        assert_eq!(c.high_priority.rate, 50.0);
         assert_eq!(c.duration, Duration::from_secs(3));
         assert_eq!(c.service.workload, Workload::Gis);
         assert_eq!(c.service.scale, 10.0);
         assert_eq!(c.schedule, ScheduleKind::Fixed);
         assert_eq!(c.service_mode_label, "emulate");
-        assert_eq!(c.kv.get_ratio, 0.0, "sphinx-wo is update-only");
+        let Some(kv) = c.protocol.kv() else {
+            panic!("memcached carries its mix")
+        };
+        assert_eq!(kv.get_ratio, 0.0, "sphinx-wo is update-only");
+        assert_eq!(kv.keyspace, 500);
         assert!(!c.progress);
     }
 
@@ -656,9 +688,9 @@ mod tests {
             .unwrap()
             .to_config()
             .unwrap();
-        assert_eq!(c.high_priority_rate, 1000.0 * PRIORITY_DEFAULT_SHARE);
+        assert_eq!(c.high_priority.rate, 1000.0 * PRIORITY_DEFAULT_SHARE);
         assert_eq!(c.service.workload, Workload::Exponential);
-        assert_eq!(c.protocol, Protocol::Rpc);
+        assert_eq!(c.protocol, ProtocolConfig::Rpc);
     }
 
     fn row(p50: (f64, f64), p99: (f64, f64)) -> crate::validate::ValidateRow {

@@ -1,4 +1,10 @@
 //! What one load point is: [`LoadConfig`], the library form of `skq load`'s flags.
+//!
+//! Settings that only one protocol reads travel inside that protocol's
+//! variant of [`ProtocolConfig`] (the key-value mix with memcached, the path
+//! with HTTP, the key space with RocksDB), so a config cannot carry settings
+//! its protocol ignores; settings every protocol shares (rate, connections,
+//! service time, the extra clients) sit on [`LoadConfig`] itself.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,13 +34,106 @@ pub const SPIN_DEDICATED_US: u64 = 2_000;
 /// short, so spinning takes little from the server.
 pub const SPIN_SHARED_US: u64 = 100;
 
+/// Default `--db-keys`: records in the RocksDB front end's database.
+pub const DB_KEYS_DEFAULT: u64 = 10_000_000;
+
+/// The wire protocol of a load point, with the settings only it uses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProtocolConfig {
+    /// skq RPC: requests carry the service time drawn from
+    /// [`LoadConfig::service`].
+    Rpc,
+    /// memcached text protocol.
+    Memcached {
+        /// Key-value mix.
+        kv: KvSpec,
+        /// Set every key once before the run so gets hit.
+        prefill: bool,
+    },
+    /// HTTP/1.1 GET with keep-alive.
+    Http {
+        /// Path requested.
+        path: String,
+    },
+    /// The RocksDB front end: ZippyDB GET/PUT/SEEK.
+    Rocksdb {
+        /// Records in the database (the ZippyDB key space).
+        keys: u64,
+        /// Each request asks for this many times its operation's modelled
+        /// cost (`skq_proto::zippydb::CostModel::MEASURED`) of extra emulated
+        /// service; 0 = none.
+        dilate: f64,
+    },
+}
+
+impl ProtocolConfig {
+    /// Which protocol this is (its `--protocol` name: [`Protocol::name`]).
+    pub fn kind(&self) -> Protocol {
+        match self {
+            ProtocolConfig::Rpc => Protocol::Rpc,
+            ProtocolConfig::Memcached { .. } => Protocol::Memcached,
+            ProtocolConfig::Http { .. } => Protocol::Http,
+            ProtocolConfig::Rocksdb { .. } => Protocol::Rocksdb,
+        }
+    }
+
+    /// The key-value mix, for memcached.
+    pub fn kv(&self) -> Option<&KvSpec> {
+        match self {
+            ProtocolConfig::Memcached { kv, .. } => Some(kv),
+            _ => None,
+        }
+    }
+}
+
+/// A protocol with the library's default settings (those of
+/// [`LoadConfig::new`]): the `sphinx-ro` mix (30-byte keys, 200-byte values,
+/// 10,000 keys) prefilled, path `/`, [`DB_KEYS_DEFAULT`] records without
+/// dilation. (The CLI's default mix is `etc`: `--kv-workload`.)
+impl From<Protocol> for ProtocolConfig {
+    fn from(p: Protocol) -> ProtocolConfig {
+        match p {
+            Protocol::Rpc => ProtocolConfig::Rpc,
+            Protocol::Memcached => ProtocolConfig::Memcached {
+                kv: KvSpec::named("sphinx-ro", 30, 200, 1.0, 10_000).expect("valid default"),
+                prefill: true,
+            },
+            Protocol::Http => ProtocolConfig::Http { path: "/".into() },
+            Protocol::Rocksdb => ProtocolConfig::Rocksdb {
+                keys: DB_KEYS_DEFAULT,
+                dilate: 0.0,
+            },
+        }
+    }
+}
+
+/// Connections beside the regular ones that share one rate: the latency
+/// probe, the high-priority client, the best-effort (batch) client.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Client {
+    /// Connections (the rate is split over them).
+    pub connections: usize,
+    /// Total rate (requests/s).
+    pub rate: f64,
+}
+
+/// The best-effort (batch, class 2) client: its connections and rate, and
+/// the service time each of its requests asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Batch {
+    /// Connections and total rate (0 = no batch client).
+    pub client: Client,
+    /// Service time each best-effort request asks for (µs).
+    pub service_us: f64,
+}
+
 /// Everything that defines one measured load point.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
     /// Server address.
     pub addr: SocketAddr,
-    /// Wire protocol.
-    pub protocol: Protocol,
+    /// Wire protocol, with its own settings.
+    pub protocol: ProtocolConfig,
     /// Offered load of the regular connections (requests/s).
     pub rate: f64,
     /// Measured seconds.
@@ -53,31 +152,12 @@ pub struct LoadConfig {
     pub workload_label: String,
     /// Arrival process.
     pub schedule: ScheduleKind,
-    /// Dedicated latency-probe connections (0 = none).
-    pub probe_connections: usize,
-    /// Total probe rate (requests/s).
-    pub probe_rate: f64,
-    /// Rate of the high-priority client (0 = none).
-    pub high_priority_rate: f64,
-    /// Connections of the high-priority client (the rate is split over them).
-    pub high_priority_connections: usize,
-    /// Total rate of the best-effort (batch, class 2) clients (0 = none).
-    pub batch_rate: f64,
-    /// Best-effort connections.
-    pub batch_connections: usize,
-    /// Service time each best-effort request asks for (µs).
-    pub batch_service_us: f64,
-    /// Key-value mix (memcached).
-    pub kv: KvSpec,
-    /// Set every key once before the run so gets hit (memcached).
-    pub prefill: bool,
-    /// Records in the RocksDB front end's database (ZippyDB key space).
-    pub db_keys: u64,
-    /// RocksDB: each request asks for this many times its operation's modelled
-    /// cost (`zippydb::CostModel::MEASURED`) of extra emulated service; 0 = none.
-    pub db_dilate: f64,
-    /// Path GET by the HTTP protocol.
-    pub http_path: String,
+    /// Dedicated latency-probe connections (0 connections = none).
+    pub probe: Client,
+    /// The high-priority client (rate 0 = none; at least one connection).
+    pub high_priority: Client,
+    /// The best-effort client (rate 0 = none).
+    pub batch: Batch,
     /// What the server does for service (`spin`, `emulate`, ...), for the report.
     pub service_mode_label: String,
     /// Random seed.
@@ -117,7 +197,7 @@ impl LoadConfig {
     pub fn new(addr: SocketAddr, rate: f64) -> LoadConfig {
         LoadConfig {
             addr,
-            protocol: Protocol::Rpc,
+            protocol: ProtocolConfig::Rpc,
             rate,
             duration: Duration::from_secs(5),
             warmup: Duration::from_secs(1),
@@ -127,18 +207,21 @@ impl LoadConfig {
             service: ServiceSpec::new(Workload::Exponential, 500_000.0),
             workload_label: "exponential".into(),
             schedule: ScheduleKind::Poisson,
-            probe_connections: 0,
-            probe_rate: 0.0,
-            high_priority_rate: 0.0,
-            high_priority_connections: 1,
-            batch_rate: 0.0,
-            batch_connections: 4,
-            batch_service_us: 10_000.0,
-            kv: KvSpec::named("sphinx-ro", 30, 200, 1.0, 10_000).expect("valid default"),
-            prefill: true,
-            db_keys: 10_000_000,
-            db_dilate: 0.0,
-            http_path: "/".into(),
+            probe: Client {
+                connections: 0,
+                rate: 0.0,
+            },
+            high_priority: Client {
+                connections: 1,
+                rate: 0.0,
+            },
+            batch: Batch {
+                client: Client {
+                    connections: 4,
+                    rate: 0.0,
+                },
+                service_us: 10_000.0,
+            },
             service_mode_label: "unknown".into(),
             seed: 1,
             max_lateness_us: 50.0,
@@ -172,38 +255,30 @@ impl LoadConfig {
         if self.threads == 0 || self.threads > 1024 {
             return Err(format!("--threads must be 1..=1024, got {}", self.threads));
         }
-        if self.probe_connections > 0 {
+        if self.probe.connections > 0 {
             pos(
-                self.probe_rate,
+                self.probe.rate,
                 "--probe-rate (required with --probe-connections)",
             )?;
         }
-        if !(self.high_priority_rate.is_finite() && self.high_priority_rate >= 0.0) {
-            return Err(format!(
-                "--high-priority-rate must be >= 0, got {}",
-                self.high_priority_rate
-            ));
+        let hp_rate = self.high_priority.rate;
+        if !(hp_rate.is_finite() && hp_rate >= 0.0) {
+            return Err(format!("--high-priority-rate must be >= 0, got {hp_rate}"));
         }
-        if !(self.batch_rate.is_finite() && self.batch_rate >= 0.0) {
-            return Err(format!(
-                "--batch-rate must be >= 0, got {}",
-                self.batch_rate
-            ));
+        let Batch { client, service_us } = self.batch;
+        if !(client.rate.is_finite() && client.rate >= 0.0) {
+            return Err(format!("--batch-rate must be >= 0, got {}", client.rate));
         }
-        if self.batch_rate > 0.0 {
-            if self.batch_connections == 0 {
+        if client.rate > 0.0 {
+            if client.connections == 0 {
                 return Err("--batch-connections must be at least 1 with --batch-rate".into());
             }
-            if !(self.batch_service_us.is_finite()
-                && self.batch_service_us >= 0.0
-                && self.batch_service_us <= 4e6)
-            {
+            if !(service_us.is_finite() && (0.0..=4e6).contains(&service_us)) {
                 return Err(format!(
-                    "--batch-service-us must be 0..=4000000, got {}",
-                    self.batch_service_us
+                    "--batch-service-us must be 0..=4000000, got {service_us}"
                 ));
             }
-            if self.protocol != Protocol::Rpc {
+            if self.protocol != ProtocolConfig::Rpc {
                 return Err("--batch-rate needs --protocol rpc (its class byte)".into());
             }
         }
@@ -221,8 +296,8 @@ impl LoadConfig {
                 self.service.scale
             ));
         }
-        if !(self.db_dilate.is_finite() && self.db_dilate >= 0.0) {
-            return Err(format!("--db-dilate must be >= 0, got {}", self.db_dilate));
+        if let ProtocolConfig::Rocksdb { dilate, .. } = self.protocol {
+            check_db_dilate(dilate)?;
         }
         if !(self.service.mean_ns.is_finite() && self.service.mean_ns >= 0.0) {
             return Err(format!(
@@ -231,5 +306,14 @@ impl LoadConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// `--db-dilate` must be a finite number >= 0.
+pub(crate) fn check_db_dilate(dilate: f64) -> Result<(), String> {
+    if dilate.is_finite() && dilate >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!("--db-dilate must be >= 0, got {dilate}"))
     }
 }

@@ -15,9 +15,9 @@ use rand::SeedableRng;
 use skq_report::result::{CpuTime, Errors, IntervalPoint, Meta, PointResult};
 
 use crate::checks::{self, CheckInput};
-use crate::config::LoadConfig;
+use crate::config::{LoadConfig, ProtocolConfig};
 use crate::protocol::http::Http;
-use crate::protocol::memcached::Memcached;
+use crate::protocol::memcached::{KvSpec, Memcached};
 use crate::protocol::rpc::Rpc;
 use crate::protocol::{Codec, Protocol};
 use crate::schedule::{ConnSchedule, ScheduleKind, Trace};
@@ -34,32 +34,29 @@ const SERIES_SAMPLES: f64 = 1_000_000.0;
 const START_DELAY: Duration = Duration::from_millis(50);
 
 fn codec(cfg: &LoadConfig) -> Box<dyn Codec> {
-    match cfg.protocol {
-        Protocol::Rpc => Box::new(Rpc),
-        Protocol::Memcached => Box::new(Memcached {
-            spec: cfg.kv.clone(),
-        }),
-        Protocol::Http => Box::new(Http::new(&cfg.addr.to_string(), &cfg.http_path)),
-        Protocol::Rocksdb => Box::new(crate::protocol::rocksdb::Rocksdb),
+    match &cfg.protocol {
+        ProtocolConfig::Rpc => Box::new(Rpc),
+        ProtocolConfig::Memcached { kv, .. } => Box::new(Memcached { spec: kv.clone() }),
+        ProtocolConfig::Http { path } => Box::new(Http::new(&cfg.addr.to_string(), path)),
+        ProtocolConfig::Rocksdb { .. } => Box::new(crate::protocol::rocksdb::Rocksdb),
     }
 }
 
-/// Sets every key of the keyspace once, pipelined on one blocking connection.
-fn prefill(cfg: &LoadConfig) -> anyhow::Result<()> {
-    let mc = Memcached {
-        spec: cfg.kv.clone(),
-    };
+/// Sets every key of `kv`'s keyspace once, pipelined on one blocking
+/// connection.
+fn prefill(cfg: &LoadConfig, kv: &KvSpec) -> anyhow::Result<()> {
+    let mc = Memcached { spec: kv.clone() };
     let mut s = TcpStream::connect(cfg.addr)
         .with_context(|| format!("prefill: connecting to {}", cfg.addr))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut r = BufReader::new(s.try_clone()?);
     let mut rng = SmallRng::seed_from_u64(cfg.seed);
     let mut line = String::new();
-    for chunk in (0..cfg.kv.keyspace).collect::<Vec<_>>().chunks(256) {
+    for chunk in (0..kv.keyspace).collect::<Vec<_>>().chunks(256) {
         let mut buf = Vec::new();
         for &k in chunk {
             let mut req = crate::protocol::Request::new(0);
-            cfg.kv.draw(&mut rng, &mut req);
+            kv.draw(&mut rng, &mut req);
             req.key = k;
             req.op = crate::protocol::Op::Set;
             mc.encode(&req, &mut buf);
@@ -125,23 +122,24 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         _ => None,
     };
     let _ = limits::raise_nofile_limit();
-    if cfg.protocol == Protocol::Memcached && cfg.prefill && cfg.kv.get_ratio > 0.0 {
-        prefill(cfg)?;
+    if let ProtocolConfig::Memcached { kv, prefill: true } = &cfg.protocol {
+        if kv.get_ratio > 0.0 {
+            prefill(cfg, kv)?;
+        }
     }
     // (role, index within role, connections in role, role rate)
     let mut plan = Vec::new();
     plan.extend((0..cfg.connections).map(|i| (Role::Load, i, cfg.connections, cfg.rate)));
-    plan.extend(
-        (0..cfg.probe_connections).map(|i| (Role::Probe, i, cfg.probe_connections, cfg.probe_rate)),
-    );
-    if cfg.high_priority_rate > 0.0 {
-        let n = cfg.high_priority_connections.max(1);
-        plan.extend((0..n).map(|i| (Role::High, i, n, cfg.high_priority_rate)));
+    let probe = cfg.probe;
+    plan.extend((0..probe.connections).map(|i| (Role::Probe, i, probe.connections, probe.rate)));
+    if cfg.high_priority.rate > 0.0 {
+        let n = cfg.high_priority.connections.max(1);
+        plan.extend((0..n).map(|i| (Role::High, i, n, cfg.high_priority.rate)));
     }
-    if cfg.batch_rate > 0.0 {
+    let batch = cfg.batch.client;
+    if batch.rate > 0.0 {
         plan.extend(
-            (0..cfg.batch_connections)
-                .map(|i| (Role::Batch, i, cfg.batch_connections, cfg.batch_rate)),
+            (0..batch.connections).map(|i| (Role::Batch, i, batch.connections, batch.rate)),
         );
     }
     let mut per_thread: Vec<Vec<ConnSetup>> = (0..cfg.threads).map(|_| Vec::new()).collect();
@@ -177,11 +175,11 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     let expected = (cfg.rate * cfg.duration.as_secs_f64()).max(1.0);
     let sample_p = (CHECK_SAMPLES / expected).min(1.0);
     let series_p = (SERIES_SAMPLES / expected).min(1.0);
-    let kv = (cfg.protocol == Protocol::Memcached).then_some(&cfg.kv);
+    let kv = cfg.protocol.kv();
     let zippy = match cfg.protocol {
-        Protocol::Rocksdb => Some(
-            crate::zippydb::ZippyDb::new(cfg.db_keys, cfg.seed)
-                .map(|z| z.with_extra(crate::zippydb::CostModel::MEASURED, cfg.db_dilate))
+        ProtocolConfig::Rocksdb { keys, dilate } => Some(
+            skq_proto::zippydb::ZippyDb::new(keys, cfg.seed)
+                .map(|z| z.with_extra(skq_proto::zippydb::CostModel::MEASURED, dilate))
                 .map_err(|e| anyhow::anyhow!("--db-keys: {e}"))?,
         ),
         _ => None,
@@ -189,7 +187,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     let mut workers = Vec::with_capacity(cfg.threads);
     for (t, setups) in per_thread.into_iter().enumerate() {
         let params = WorkerParams {
-            batch_service_ns: (cfg.batch_service_us * 1e3).min(u32::MAX as f64) as u32,
+            batch_service_ns: (cfg.batch.service_us * 1e3).min(u32::MAX as f64) as u32,
             start: 0,
             warm_end: 0,
             end: 0,
@@ -412,7 +410,7 @@ fn assemble(
         max_lateness_us: cfg.max_lateness_us,
         errors: errors.total(),
     });
-    if cfg.protocol == Protocol::Memcached && received > 0 && misses > 0 {
+    if cfg.protocol.kind() == Protocol::Memcached && received > 0 && misses > 0 {
         checks.notes.push(format!(
             "info: {misses} of {received} gets missed in the cache (not an error)"
         ));
@@ -437,14 +435,14 @@ fn assemble(
     let nominal = cfg.service.workload.takes_mean() || cfg.service.mean() > 0.0;
     Ok(PointResult {
         meta: Meta {
-            protocol: cfg.protocol.name().into(),
-            workload: match cfg.protocol {
-                Protocol::Rpc => cfg.workload_label.clone(),
-                Protocol::Memcached => format!("kv:{}", cfg.kv.name),
-                Protocol::Http => format!("http GET {}", cfg.http_path),
-                Protocol::Rocksdb => format!("zippydb ({} keys)", cfg.db_keys),
+            protocol: cfg.protocol.kind().name().into(),
+            workload: match &cfg.protocol {
+                ProtocolConfig::Rpc => cfg.workload_label.clone(),
+                ProtocolConfig::Memcached { kv, .. } => format!("kv:{}", kv.name),
+                ProtocolConfig::Http { path } => format!("http GET {path}"),
+                ProtocolConfig::Rocksdb { keys, .. } => format!("zippydb ({keys} keys)"),
             },
-            nominal_service_us: (cfg.protocol == Protocol::Rpc && nominal)
+            nominal_service_us: (cfg.protocol == ProtocolConfig::Rpc && nominal)
                 .then(|| cfg.service.mean() / 1e3),
             scale: cfg.service.scale,
             service_mode: cfg.service_mode_label.clone(),
@@ -460,9 +458,9 @@ fn assemble(
         received,
         latency: lat_load.summary_with(checks.effective_n),
         raw_latency: raw[0].summary_with(checks.effective_n),
-        probe_latency: (cfg.probe_connections > 0).then(|| lat_probe.summary()),
-        high_priority_latency: (cfg.high_priority_rate > 0.0).then(|| lat_high.summary()),
-        batch_latency: (cfg.batch_rate > 0.0).then(|| lat_batch.summary()),
+        probe_latency: (cfg.probe.connections > 0).then(|| lat_probe.summary()),
+        high_priority_latency: (cfg.high_priority.rate > 0.0).then(|| lat_high.summary()),
+        batch_latency: (cfg.batch.client.rate > 0.0).then(|| lat_batch.summary()),
         measured_service_us: (service_n > 0).then(|| service_sum / service_n as f64 / 1e3),
         errors,
         checks,

@@ -51,9 +51,8 @@ pub mod simple;
 pub mod stats;
 pub mod validate;
 pub mod worker;
-pub mod zippydb;
 
-pub use config::{LoadConfig, Stall};
+pub use config::{Batch, Client, LoadConfig, ProtocolConfig, Stall};
 pub use engine::run;
 pub use protocol::Protocol;
 pub use schedule::ScheduleKind;

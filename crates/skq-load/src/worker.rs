@@ -129,7 +129,7 @@ pub struct WorkerParams<'a> {
     /// Key-value mix (memcached).
     pub kv: Option<&'a KvSpec>,
     /// ZippyDB mix (RocksDB front end).
-    pub zippy: Option<&'a crate::zippydb::ZippyDb>,
+    pub zippy: Option<&'a skq_proto::zippydb::ZippyDb>,
     /// Probability of keeping an inter-arrival gap.
     pub sample_p: f64,
     /// Probability of keeping a latency sample for the independence check.

@@ -17,7 +17,7 @@ fn every_protocol_is_answered_once_per_request() {
     ] {
         let server = RefServer::start_echo(echo, false, None).unwrap();
         let mut cfg = LoadConfig::new(server.addr(), 1000.0);
-        cfg.protocol = proto;
+        cfg.protocol = proto.into();
         cfg.connections = 4;
         cfg.duration = Duration::from_millis(500);
         cfg.warmup = Duration::from_millis(100);

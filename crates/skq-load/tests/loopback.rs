@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use skq_load::protocol::Protocol;
 use skq_load::refserver::{RefMode, RefServer};
-use skq_load::{LoadConfig, ScheduleKind, Stall};
+use skq_load::{Client, LoadConfig, ProtocolConfig, ScheduleKind, Stall};
 use skq_proto::wire::{self, Header, HEADER_LEN};
 use skq_proto::workload::{ServiceSpec, Workload};
 
@@ -96,9 +96,11 @@ fn clean_run_answers_everything_once_and_reports_roles_apart() {
     let mut cfg = short(server.addr(), 2000.0, 8);
     cfg.threads = 2;
     cfg.schedule = ScheduleKind::Poisson;
-    cfg.probe_connections = 2;
-    cfg.probe_rate = 200.0;
-    cfg.high_priority_rate = 100.0;
+    cfg.probe = Client {
+        connections: 2,
+        rate: 200.0,
+    };
+    cfg.high_priority.rate = 100.0;
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     assert!(r.sent > 0);
@@ -214,8 +216,7 @@ fn memcached_replies_are_checked_against_the_head_request() {
     kv.write_key(0, &mut key0);
     let addr = tiny_memcached(String::from_utf8(key0).unwrap().leak());
     let mut cfg = short(addr, 500.0, 2);
-    cfg.protocol = Protocol::Memcached;
-    cfg.kv = kv;
+    cfg.protocol = ProtocolConfig::Memcached { kv, prefill: true };
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(
         r.errors.missing
@@ -233,8 +234,10 @@ fn memcached_replies_are_checked_against_the_head_request() {
     // The same against an honest server: clean.
     let addr = tiny_memcached("never");
     let mut cfg = short(addr, 500.0, 2);
-    cfg.protocol = Protocol::Memcached;
-    cfg.kv = skq_load::protocol::memcached::KvSpec::named("sphinx-ro", 30, 200, 1.0, 100).unwrap();
+    cfg.protocol = ProtocolConfig::Memcached {
+        kv: skq_load::protocol::memcached::KvSpec::named("sphinx-ro", 30, 200, 1.0, 100).unwrap(),
+        prefill: true,
+    };
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     assert_eq!(r.received, r.sent);
@@ -351,7 +354,7 @@ fn http_keep_alive_gets() {
         }
     });
     let mut cfg = short(addr, 400.0, 2);
-    cfg.protocol = Protocol::Http;
+    cfg.protocol = Protocol::Http.into();
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(
         r.errors.bad_reply, 2,

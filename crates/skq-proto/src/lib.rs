@@ -5,6 +5,11 @@
 //! * [`workload`]: the service-time catalogue of BRIEF §9 (fixed, exponential,
 //!   bimodal-1/2, gis, skewed-mix, uniform-10/20), sampled identically by the
 //!   load generator (to encode requested service times) and by the simulator.
+//! * [`request`]: one drawn request (operation, key, size, service time)
+//!   before a protocol encodes it.
+//! * [`zippydb`]: Facebook's ZippyDB key-value workload (db_bench's
+//!   `mixgraph` fit) and the cost model of its operations on RocksDB, drawn
+//!   by the load generator, `skq db` and the simulator alike.
 //! * [`profile`]: rate profiles (steps, diurnal, bursts) that warp an arrival
 //!   process, used by `skq load --rate-profile` and by the simulator.
 //!
@@ -15,5 +20,7 @@
 
 pub mod db;
 pub mod profile;
+pub mod request;
 pub mod wire;
 pub mod workload;
+pub mod zippydb;

@@ -17,10 +17,16 @@
 //! assert!(html.contains("<table") && html.contains("self-check FAILED"));
 //! ```
 //!
+//! A [`Report`] is plain data (a title, header lines and [`Block`]s: text,
+//! tables and charts as [`Chart`] values) until [`Report::render`] draws it,
+//! so a producer builds the whole model first and skq-report does all the
+//! drawing, with no call-backs into the producer.
+//!
 //! All text given to the builder is escaped; only [`Report::svg`] takes
 //! markup, and it must be a complete `<svg>` element (as produced by
 //! [`crate::plot`]).
 
+use crate::plot::Chart;
 use crate::table::{Align, Table};
 
 /// Escapes `&`, `<`, `>`, `"` and `'` for HTML text and attribute values.
@@ -39,22 +45,44 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-#[derive(Clone, Debug)]
-enum Block {
+/// One block of a report's body, in page order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Block {
+    /// A section heading.
     Heading(String),
+    /// A paragraph of plain text.
     Paragraph(String),
+    /// A highlighted warning box.
     Alert(String),
+    /// A table.
     Table(Table),
-    Svg { caption: String, svg: String },
+    /// A figure given as SVG markup (already drawn).
+    Svg {
+        /// Caption under the figure.
+        caption: String,
+        /// A complete `<svg>` element.
+        svg: String,
+    },
+    /// A figure given as data, drawn when the report is rendered.
+    Chart {
+        /// Caption under the figure.
+        caption: String,
+        /// What to draw.
+        chart: Chart,
+    },
+    /// Preformatted text.
     Pre(String),
 }
 
-/// Builder of one HTML page.
-#[derive(Clone, Debug)]
+/// One HTML page as data, with builder methods.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Report {
-    title: String,
-    meta: Vec<(String, String)>,
-    blocks: Vec<Block>,
+    /// Page title (also the top heading).
+    pub title: String,
+    /// Key/value lines of the header box.
+    pub meta: Vec<(String, String)>,
+    /// The body, in page order.
+    pub blocks: Vec<Block>,
 }
 
 impl Report {
@@ -100,14 +128,18 @@ impl Report {
     /// A figure: an inline SVG document with a caption. An XML declaration or
     /// doctype in front of `<svg` is removed.
     pub fn svg(mut self, caption: impl Into<String>, svg: impl Into<String>) -> Self {
-        let svg = svg.into();
-        let svg = match svg.find("<svg") {
-            Some(i) => svg[i..].to_string(),
-            None => svg,
-        };
         self.blocks.push(Block::Svg {
             caption: caption.into(),
-            svg,
+            svg: svg_element(svg.into()),
+        });
+        self
+    }
+
+    /// A figure given as data: `chart` is drawn when the report is rendered.
+    pub fn chart(mut self, caption: impl Into<String>, chart: Chart) -> Self {
+        self.blocks.push(Block::Chart {
+            caption: caption.into(),
+            chart,
         });
         self
     }
@@ -122,7 +154,7 @@ impl Report {
     pub fn figures(&self) -> usize {
         self.blocks
             .iter()
-            .filter(|b| matches!(b, Block::Svg { .. }))
+            .filter(|b| matches!(b, Block::Svg { .. } | Block::Chart { .. }))
             .count()
     }
 
@@ -148,11 +180,9 @@ impl Report {
                 Block::Paragraph(t) => out.push_str(&format!("<p>{}</p>\n", escape(t))),
                 Block::Alert(t) => out.push_str(&format!("<p class=\"alert\">{}</p>\n", escape(t))),
                 Block::Pre(t) => out.push_str(&format!("<pre>{}</pre>\n", escape(t))),
-                Block::Svg { caption, svg } => {
-                    out.push_str(&format!(
-                        "<figure>\n{svg}\n<figcaption>{}</figcaption>\n</figure>\n",
-                        escape(caption)
-                    ));
+                Block::Svg { caption, svg } => out.push_str(&figure_html(caption, svg)),
+                Block::Chart { caption, chart } => {
+                    out.push_str(&figure_html(caption, &svg_element(chart.svg())))
                 }
                 Block::Table(t) => out.push_str(&table_html(t)),
             }
@@ -160,6 +190,21 @@ impl Report {
         out.push_str("</body>\n</html>\n");
         out
     }
+}
+
+/// `svg` from its `<svg` on (an XML declaration or doctype is dropped).
+fn svg_element(svg: String) -> String {
+    match svg.find("<svg") {
+        Some(i) => svg[i..].to_string(),
+        None => svg,
+    }
+}
+
+fn figure_html(caption: &str, svg: &str) -> String {
+    format!(
+        "<figure>\n{svg}\n<figcaption>{}</figcaption>\n</figure>\n",
+        escape(caption)
+    )
 }
 
 fn table_html(t: &Table) -> String {
@@ -227,6 +272,24 @@ mod tests {
         assert!(html.contains("<p>x &amp; y</p>"));
         assert!(html.contains("<figure>\n<svg xmlns"));
         assert!(!html.contains("<?xml"));
+    }
+
+    #[test]
+    fn a_chart_is_drawn_when_the_report_renders() {
+        let chart = Chart::Cdf {
+            labels: crate::plot::Labels::new("CDF", "latency (µs)", "fraction"),
+            series: vec![crate::plot::Series::new(
+                "shared",
+                vec![(1.0, 0.5), (2.0, 1.0)],
+            )],
+        };
+        let model = Report::new("r").chart("cdf", chart.clone());
+        assert_eq!(model.figures(), 1);
+        assert!(matches!(&model.blocks[0], Block::Chart { chart: c, .. } if *c == chart));
+        // The same page as drawing the chart first and inlining its SVG.
+        let drawn = Report::new("r").svg("cdf", chart.svg());
+        assert_eq!(model.render(), drawn.render());
+        assert!(model.render().contains("shared"));
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! * [`plot`]: SVG plots (p99 against load with bounds and the SLO line,
 //!   latency CDFs).
 //! * [`table`]: one table rendered for a terminal, as CSV and as HTML.
-//! * [`html`]: a self-contained HTML report builder.
+//! * [`html`]: a self-contained HTML report, held as plain data (text, tables,
+//!   charts as [`plot::Chart`] values) and drawn when rendered.
 //! * [`csv`]: the CSV writer and reader behind [`table`].
 //!
 //! The rendering modules are pure functions of their inputs: no files, no

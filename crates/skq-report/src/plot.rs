@@ -2,21 +2,27 @@
 //!
 //! Every function here is pure: it takes data and returns a complete
 //! `<svg ...>...</svg>` document as a `String`, fit to be written to a `.svg`
-//! file or inlined into an HTML page ([`crate::html::Report::svg`]). Nothing
-//! here reads files, spawns processes or looks at the clock.
+//! file or inlined into an HTML page ([`crate::html::Report::svg`]). A
+//! [`Chart`] is the same call as data, for a report to draw when it renders
+//! ([`crate::html::Report::chart`]). Nothing here reads files, spawns
+//! processes or looks at the clock.
 //!
-//! Two plots:
+//! Three plots, each laid out by one shared set-up (`frame`: background,
+//! caption, axes, tick labels, grid) and closed by one legend box (`legend`):
 //! * [`p99_vs_load_svg`]: tail latency against load (or throughput), one
 //!   line per configuration, dashed lines for theoretical bounds, and a
 //!   horizontal SLO line. The y axis is logarithmic, because curves span from
 //!   about one service time to hundreds of them at saturation.
 //! * [`cdf_svg`]: cumulative distribution of latency, one line per
 //!   configuration.
+//! * [`time_series_svg`]: values over time on a shared time axis, in short
+//!   strips stacked one above the other.
 //!
 //! Non-finite points (and, on logarithmic axes, non-positive ones) are dropped
 //! rather than drawn. A plot with no drawable data still renders, as an SVG
 //! that says so, so a report never shows a broken image.
 
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -57,6 +63,60 @@ impl Labels {
             title: title.into(),
             x: x.into(),
             y: y.into(),
+        }
+    }
+}
+
+/// A chart as data: what to draw, not how. A report holds charts in this
+/// form ([`crate::html::Block::Chart`]) and draws them when it is rendered,
+/// so a producer builds plain data and never calls into the drawing code.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Chart {
+    /// Tail latency against load ([`p99_vs_load_svg`]).
+    P99VsLoad {
+        /// Title and axes.
+        labels: Labels,
+        /// Measured (or simulated) curves.
+        series: Vec<Series>,
+        /// Theoretical curves, drawn dashed in grey.
+        bounds: Vec<Series>,
+        /// A horizontal SLO line at this latency.
+        slo: Option<f64>,
+    },
+    /// A latency CDF ([`cdf_svg`]).
+    Cdf {
+        /// Title and axes.
+        labels: Labels,
+        /// `(latency, cumulative fraction)` curves.
+        series: Vec<Series>,
+    },
+    /// A strip of values over time ([`time_series_svg`]).
+    TimeSeries {
+        /// Title and axes.
+        labels: Labels,
+        /// Curves, drawn in the order given.
+        series: Vec<Series>,
+        /// The shared time axis (seconds).
+        x_range: (f64, f64),
+    },
+}
+
+impl Chart {
+    /// The chart drawn as a complete `<svg>` document.
+    pub fn svg(&self) -> String {
+        match self {
+            Chart::P99VsLoad {
+                labels,
+                series,
+                bounds,
+                slo,
+            } => p99_vs_load_svg(labels, series, bounds, *slo),
+            Chart::Cdf { labels, series } => cdf_svg(labels, series),
+            Chart::TimeSeries {
+                labels,
+                series,
+                x_range,
+            } => time_series_svg(labels, series, *x_range),
         }
     }
 }
@@ -136,24 +196,13 @@ fn draw_p99(
     x_range: std::ops::Range<f64>,
     y_range: std::ops::Range<f64>,
 ) -> Result<(), String> {
-    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(root)
-        .caption(&labels.title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x_range.clone(), y_range.log_scale())
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc(labels.x.as_str())
-        .y_desc(labels.y.as_str())
-        .x_label_formatter(&|v| short_number(*v))
-        .y_label_formatter(&|v| short_number(*v))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(err)?;
+    let mut chart = frame(
+        root,
+        labels,
+        &Frame::FULL,
+        x_range.clone(),
+        y_range.log_scale(),
+    )?;
     for (i, b) in bounds.iter().enumerate() {
         let style = BOUND_COLOURS[i % BOUND_COLOURS.len()].stroke_width(2);
         chart
@@ -172,29 +221,13 @@ fn draw_p99(
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
     }
     for (i, s) in series.iter().enumerate() {
+        line(&mut chart, i, &s.label, s.points.iter().copied())?;
         let colour = COLOURS[i % COLOURS.len()];
-        chart
-            .draw_series(LineSeries::new(
-                s.points.iter().copied(),
-                colour.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(s.label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-            });
         chart
             .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(180, 180, 180))
-        .draw()
-        .map_err(err)?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// Size of a [`time_series_svg`] strip: as wide as the other plots and
@@ -230,45 +263,11 @@ pub fn time_series_svg(labels: &Labels, series: &[Series], x_range: (f64, f64)) 
     };
     let y_range = pad_linear(0.0, y_hi.max(0.0));
     render_sized(labels, STRIP_SIZE, |root| {
-        let err = |e: DrawingAreaErrorKind<_>| e.to_string();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(root)
-            .caption(&labels.title, ("sans-serif", 15))
-            .margin(8)
-            .x_label_area_size(34)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x_range, y_range)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc(labels.x.as_str())
-            .y_desc(labels.y.as_str())
-            .x_label_formatter(&|v| short_number(*v))
-            .y_label_formatter(&|v| short_number(*v))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(err)?;
+        let mut chart = frame(root, labels, &Frame::STRIP, x_range, y_range)?;
         for (i, s) in series.iter().enumerate() {
-            let colour = COLOURS[i % COLOURS.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    s.points.iter().copied(),
-                    colour.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(s.label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-                });
+            line(&mut chart, i, &s.label, s.points.iter().copied())?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .draw()
-            .map_err(err)?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     })
 }
 
@@ -302,43 +301,133 @@ fn draw_cdf(
     series: &[Series],
     x_range: std::ops::Range<f64>,
 ) -> Result<(), String> {
-    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let end = x_range.end;
+    let mut chart = frame(root, labels, &Frame::CDF, x_range, 0.0..1.0)?;
+    for (i, s) in series.iter().enumerate() {
+        // Clip at the axis end so the line leaves the plot at its edge.
+        let pts = s.points.iter().copied().filter(|p| p.0 <= end);
+        line(&mut chart, i, &s.label, pts)?;
+    }
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
+}
+
+/// The chart on `root` over SVG: the coordinate system every plot here draws on.
+type Canvas<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
+
+/// How a plot's frame is laid out: caption size, margin and label areas in
+/// pixels, and whether y ticks use [`short_number`].
+struct Frame {
+    caption: u32,
+    margin: u32,
+    x_area: u32,
+    y_area: u32,
+    short_y: bool,
+}
+
+impl Frame {
+    /// A full-size plot ([`p99_vs_load_svg`]).
+    const FULL: Frame = Frame {
+        caption: 18,
+        margin: 12,
+        x_area: 42,
+        y_area: 64,
+        short_y: true,
+    };
+    /// A CDF: y is a fraction, with plotters' own tick labels.
+    const CDF: Frame = Frame {
+        y_area: 56,
+        short_y: false,
+        ..Frame::FULL
+    };
+    /// A [`time_series_svg`] strip.
+    const STRIP: Frame = Frame {
+        caption: 15,
+        margin: 8,
+        x_area: 34,
+        y_area: 64,
+        short_y: true,
+    };
+}
+
+/// The set-up every plot shares: a white background, the caption, the axes
+/// over `x` × `y` with their descriptions, compact tick labels and a light
+/// grid.
+fn frame<'a, 'b, X, Y>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    labels: &Labels,
+    f: &Frame,
+    x: X,
+    y: Y,
+) -> Result<Canvas<'a, 'b, X::CoordDescType, Y::CoordDescType>, String>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(root)
-        .caption(&labels.title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(56)
-        .build_cartesian_2d(x_range.clone(), 0.0..1.0)
+        .caption(&labels.title, ("sans-serif", f.caption))
+        .margin(f.margin)
+        .x_label_area_size(f.x_area)
+        .y_label_area_size(f.y_area)
+        .build_cartesian_2d(x, y)
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc(labels.x.as_str())
+    let short = |v: &f64| short_number(*v);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(labels.x.as_str())
         .y_desc(labels.y.as_str())
-        .x_label_formatter(&|v| short_number(*v))
-        .light_line_style(RGBColor(235, 235, 235))
+        .x_label_formatter(&short);
+    if f.short_y {
+        mesh.y_label_formatter(&short);
+    }
+    mesh.light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(err)?;
-    for (i, s) in series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        // Clip at the axis end so the line leaves the plot at its edge.
-        let pts = s.points.iter().copied().filter(|p| p.0 <= x_range.end);
-        chart
-            .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
-            .map_err(err)?
-            .label(s.label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-            });
-    }
+    Ok(chart)
+}
+
+/// Series number `i` as a solid line in its colour, with a legend entry.
+fn line<X, Y>(
+    chart: &mut Canvas<'_, '_, X, Y>,
+    i: usize,
+    label: &str,
+    points: impl IntoIterator<Item = (f64, f64)>,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let colour = COLOURS[i % COLOURS.len()];
+    chart
+        .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+        .map_err(err)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
+    Ok(())
+}
+
+/// The legend box every plot ends with, at `position`.
+fn legend<'a, 'b: 'a, X, Y>(
+    chart: &mut Canvas<'a, 'b, X, Y>,
+    position: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(position)
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(180, 180, 180))
         .draw()
-        .map_err(err)?;
-    Ok(())
+        .map_err(err)
+}
+
+/// A plotters drawing error as text.
+fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    e.to_string()
 }
 
 /// Copies of the series with unusable points removed and points sorted by x;
@@ -394,7 +483,6 @@ fn short_number(v: f64) -> String {
     }
 }
 
-/// An SVG of the plot's size that states why there is no plot.
 /// Draws one chart into an SVG string; a drawing error yields the labelled
 /// placeholder instead.
 fn render(
@@ -421,6 +509,7 @@ fn render_sized(
     svg
 }
 
+/// An SVG of the plot's size that states why there is no plot.
 fn placeholder(labels: &Labels, why: &str) -> String {
     let (w, h) = SIZE;
     format!(

@@ -36,7 +36,7 @@ pub struct SimArgs {
     )]
     pub model: Vec<String>,
     /// Service-time workload (BRIEF §9): fixed, exponential, bimodal-1, bimodal-2, gis, skewed-mix, uniform-10, uniform-20;
-    /// or zippydb (RocksDB under ZippyDB: each request costs what skq_load::zippydb::CostModel, fitted to real
+    /// or zippydb (RocksDB under ZippyDB: each request costs what skq_proto::zippydb::CostModel, fitted to real
     /// RocksDB calls, says for its operation and scan length, times --scale; --scale 50 matches the bench's dilate 49).
     #[arg(long, default_value = "exponential")]
     pub workload: String,
@@ -688,12 +688,12 @@ mod tests {
 /// The ZippyDB catalogue entry: a million requests drawn from the very
 /// generator `skq load --protocol rocksdb` uses (operation mix, scan lengths)
 /// and costed by the model fitted to real RocksDB calls
-/// (`skq_load::zippydb::CostModel::MEASURED`), times `scale`; the simulator
+/// (`skq_proto::zippydb::CostModel::MEASURED`), times `scale`; the simulator
 /// resamples them like measured samples.
 pub fn zippydb_service(scale: f64, seed: u64) -> Service {
     use rand::SeedableRng;
-    use skq_load::protocol::Request;
-    use skq_load::zippydb::{CostModel, ZippyDb};
+    use skq_proto::request::Request;
+    use skq_proto::zippydb::{CostModel, ZippyDb};
     let z = ZippyDb::new(1_000_000, seed).expect("a valid key space");
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0x0021_99DB);
     let v: Vec<u64> = (0..1_000_000)
@@ -709,7 +709,7 @@ pub fn zippydb_service(scale: f64, seed: u64) -> Service {
 #[cfg(test)]
 mod zippydb_tests {
     use super::*;
-    use skq_load::zippydb::CostModel;
+    use skq_proto::zippydb::CostModel;
 
     #[test]
     fn zippydb_samples_carry_the_operation_mix_and_the_scale() {

@@ -1,8 +1,13 @@
 //! `report.html`: one self-contained page with the run's facts, the
 //! tables, and per group a p99-versus-throughput plot and a latency CDF.
+//!
+//! The bench builds the page as data ([`report_model`]: text, tables, and charts
+//! as [`Chart`] values holding their series) and `skq_report` draws it
+//! ([`Report::render`]); nothing here draws, and the drawing code calls
+//! nothing back.
 
 use skq_report::html::Report;
-use skq_report::plot::{self, Labels, Series};
+use skq_report::plot::{Chart, Labels, Series};
 
 use super::tables::{compact_points, load_table, p99_table, summary_table, PointMetric};
 use super::{busy_machine_warning, opt, RunInfo, INTERRUPTED};
@@ -12,13 +17,45 @@ use crate::hdr;
 use crate::summary::{CurveSummary, SelfCheck};
 use crate::sweep::{Outcome, PointRecord};
 
-/// Builds the HTML report.
+/// The HTML report, drawn by `skq_report` from [`report_model`]'s model.
 pub fn report_html(
     sweep: &Sweep,
     records: &[PointRecord],
     summaries: &[CurveSummary],
     run: &RunInfo,
 ) -> String {
+    report_model(sweep, records, summaries, run).render()
+}
+
+/// The report as data: the run's facts, the tables, the self-check
+/// failures, then per group its charts, and every point at the end.
+pub fn report_model(
+    sweep: &Sweep,
+    records: &[PointRecord],
+    summaries: &[CurveSummary],
+    run: &RunInfo,
+) -> Report {
+    let mut r = header(sweep, summaries, run);
+    r = tables(r, sweep, records, summaries, run);
+    r = self_check_failures(r, summaries);
+    let mut groups: Vec<String> = Vec::new();
+    for c in &sweep.curves {
+        if !groups.contains(&c.group()) {
+            groups.push(c.group());
+        }
+    }
+    for g in &groups {
+        let members: Vec<&CurveSummary> =
+            summaries.iter().filter(|s| s.spec.group() == *g).collect();
+        r = group_charts(r, sweep, g, &members, records);
+    }
+    r.heading("All points")
+        .table(&compact_points(sweep, records))
+}
+
+/// The title, the header box of the run's facts, and the alerts about the
+/// run as a whole.
+fn header(sweep: &Sweep, summaries: &[CurveSummary], run: &RunInfo) -> Report {
     let modes: Vec<String> = {
         let mut m: Vec<String> = summaries.iter().map(|s| s.service_mode.clone()).collect();
         m.sort();
@@ -73,6 +110,17 @@ pub fn report_html(
             bound::MISSING
         ));
     }
+    r
+}
+
+/// The summary table, the wrk cross-checks, and the per-load tables.
+fn tables(
+    mut r: Report,
+    sweep: &Sweep,
+    records: &[PointRecord],
+    summaries: &[CurveSummary],
+    run: &RunInfo,
+) -> Report {
     r = r
         .heading("Summary")
         .paragraph(
@@ -100,8 +148,7 @@ pub fn report_html(
             )
             .table(&cross_check_table(&run.cross_checks));
     }
-    r = r
-        .heading("p99 at each offered load")
+    r.heading("p99 at each offered load")
         .paragraph(
             "p99 latency (µs) of every configuration at each offered load, with the offered rate \
              when all configurations share it; * marks a point that failed a self-check; - a point \
@@ -127,7 +174,11 @@ pub fn report_html(
              after the point, so threads that exited in between are not counted; - where they \
              were not recorded.",
         )
-        .table(&load_table(sweep, records, PointMetric::CtxSwitchesPerRequest));
+        .table(&load_table(sweep, records, PointMetric::CtxSwitchesPerRequest))
+}
+
+/// One alert per failed self-check, under a heading that counts them.
+fn self_check_failures(mut r: Report, summaries: &[CurveSummary]) -> Report {
     let failing = summaries
         .iter()
         .filter(|s| matches!(s.self_check, SelfCheck::Fail(_) | SelfCheck::Error(_)))
@@ -155,72 +206,82 @@ pub fn report_html(
             _ => {}
         }
     }
-    let mut groups: Vec<String> = Vec::new();
-    for c in &sweep.curves {
-        if !groups.contains(&c.group()) {
-            groups.push(c.group());
-        }
-    }
-    for g in &groups {
-        let members: Vec<&CurveSummary> =
-            summaries.iter().filter(|s| s.spec.group() == *g).collect();
-        r = r.heading(g.clone());
-        let series: Vec<Series> = members
-            .iter()
-            .map(|m| {
-                let pts = records
-                    .iter()
-                    .filter(|p| p.curve == m.curve)
-                    .filter_map(|p| p.result().map(|x| (x.achieved_rps, x.latency.p99.value)))
-                    .collect();
-                Series::new(m.spec.name.clone(), pts)
-            })
-            .collect();
-        let slos: Vec<f64> = members.iter().filter_map(|m| m.slo_us).collect();
-        let slo = (!slos.is_empty()).then(|| slos.iter().sum::<f64>() / slos.len() as f64);
-        let bounds: Vec<Series> = members
-            .first()
-            .and_then(|m| {
-                m.measured_service_us
-                    .or(m.nominal_service_us)
-                    .map(|sv| bound::bound_curves(&m.spec, sv))
-            })
-            .unwrap_or_default();
-        let labels = Labels::new(
-            format!("p99 vs throughput — {g}"),
-            "throughput (req/s)",
-            "p99 latency (µs, log)",
-        );
-        let caption = format!(
-            "p99 latency against achieved throughput; dashed red: SLO {} µs (mean of the configurations' SLOs); bound lines: {}",
-            opt(slo, 0),
-            if bounds.is_empty() { bound::MISSING } else { "dashed grey" }
-        );
-        r = r.svg(
-            caption,
-            plot::p99_vs_load_svg(&labels, &series, &bounds, slo),
-        );
-        let (cdf, coarse) = cdf_series(&members, records, s.cdf_load);
-        let labels = Labels::new(
-            format!("latency CDF at load ≈ {} — {g}", s.cdf_load),
-            "latency (µs)",
-            "fraction of requests",
-        );
-        let caption = if coarse.is_empty() {
-            "CDF from the generator's HdrHistogram interval logs".to_string()
-        } else {
-            format!(
-                "CDF; from percentiles only (no interval log) for: {}",
-                coarse.join(", ")
-            )
-        };
-        r = r.svg(caption, plot::cdf_svg(&labels, &cdf));
-        r = over_time(r, g, &members, records, s.point_secs);
-    }
-    r = r
-        .heading("All points")
-        .table(&compact_points(sweep, records));
-    r.render()
+    r
+}
+
+/// A group's section: p99 against throughput with the bounds and the SLO,
+/// the latency CDF near the configured load, and the curves over time.
+fn group_charts(
+    mut r: Report,
+    sweep: &Sweep,
+    g: &str,
+    members: &[&CurveSummary],
+    records: &[PointRecord],
+) -> Report {
+    let s = &sweep.settings;
+    r = r.heading(g);
+    let series: Vec<Series> = members
+        .iter()
+        .map(|m| {
+            let pts = records
+                .iter()
+                .filter(|p| p.curve == m.curve)
+                .filter_map(|p| p.result().map(|x| (x.achieved_rps, x.latency.p99.value)))
+                .collect();
+            Series::new(m.spec.name.clone(), pts)
+        })
+        .collect();
+    let slos: Vec<f64> = members.iter().filter_map(|m| m.slo_us).collect();
+    let slo = (!slos.is_empty()).then(|| slos.iter().sum::<f64>() / slos.len() as f64);
+    let bounds: Vec<Series> = members
+        .first()
+        .and_then(|m| {
+            m.measured_service_us
+                .or(m.nominal_service_us)
+                .map(|sv| bound::bound_curves(&m.spec, sv))
+        })
+        .unwrap_or_default();
+    let labels = Labels::new(
+        format!("p99 vs throughput — {g}"),
+        "throughput (req/s)",
+        "p99 latency (µs, log)",
+    );
+    let caption = format!(
+        "p99 latency against achieved throughput; dashed red: SLO {} µs (mean of the configurations' SLOs); bound lines: {}",
+        opt(slo, 0),
+        if bounds.is_empty() { bound::MISSING } else { "dashed grey" }
+    );
+    r = r.chart(
+        caption,
+        Chart::P99VsLoad {
+            labels,
+            series,
+            bounds,
+            slo,
+        },
+    );
+    let (cdf, coarse) = cdf_series(members, records, s.cdf_load);
+    let labels = Labels::new(
+        format!("latency CDF at load ≈ {} — {g}", s.cdf_load),
+        "latency (µs)",
+        "fraction of requests",
+    );
+    let caption = if coarse.is_empty() {
+        "CDF from the generator's HdrHistogram interval logs".to_string()
+    } else {
+        format!(
+            "CDF; from percentiles only (no interval log) for: {}",
+            coarse.join(", ")
+        )
+    };
+    r = r.chart(
+        caption,
+        Chart::Cdf {
+            labels,
+            series: cdf,
+        },
+    );
+    over_time(r, g, members, records, s.point_secs)
 }
 
 /// For a group whose points have per-interval data (a rate profile or
@@ -228,7 +289,7 @@ pub fn report_html(
 /// server CPU use on a shared time axis (the measured window), one line per
 /// measured point, in stacked strips.
 fn over_time(
-    mut r: Report,
+    r: Report,
     group: &str,
     members: &[&CurveSummary],
     records: &[PointRecord],
@@ -297,15 +358,16 @@ fn over_time(
             Series::new(label.clone(), pts)
         })
         .collect();
-    let strip = |what: &str, unit: &str| {
-        Labels::new(
+    let strip = |what: &str, unit: &str, series: Vec<Series>| Chart::TimeSeries {
+        labels: Labels::new(
             format!("{what} — {group}"),
             "time in the measured window (s)",
             unit,
-        )
+        ),
+        series,
+        x_range: x,
     };
-    r = r
-        .heading(format!("Over time — {group}"))
+    r.heading(format!("Over time — {group}"))
         .paragraph(
             "Per interval of the measured window, on one time axis: the rate the generator \
              offered and the p99 of the requests scheduled in each interval (skq load \
@@ -313,23 +375,16 @@ fn over_time(
              its --stats-json; flat at the configured count when the count is fixed); and the \
              server's CPU use, sampled from /proc every interval (user + system, in cores).",
         )
-        .svg(
+        .chart(
             "offered rate per interval",
-            plot::time_series_svg(&strip("offered rate", "req/s"), &offered, x),
+            strip("offered rate", "req/s", offered),
         )
-        .svg(
-            "p99 per interval",
-            plot::time_series_svg(&strip("p99 per interval", "µs"), &p99, x),
-        )
-        .svg(
+        .chart("p99 per interval", strip("p99 per interval", "µs", p99))
+        .chart(
             "active workers",
-            plot::time_series_svg(&strip("active workers", "workers"), &workers, x),
+            strip("active workers", "workers", workers),
         )
-        .svg(
-            "server CPU use",
-            plot::time_series_svg(&strip("server CPU use", "cores"), &cpu, x),
-        );
-    r
+        .chart("server CPU use", strip("server CPU use", "cores", cpu))
 }
 
 /// A step function's drawing points from `(time, value from then on)`

@@ -34,7 +34,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-pub use html::report_html;
+pub use html::{report_html, report_model};
 pub use tables::{
     load_table, p99_table, parse_points_csv, points_table, summary_csv, summary_table, PointMetric,
     PointRow, POINT_COLUMNS,

@@ -27,11 +27,15 @@
 //! iterator's parameters, always taken modulo the longest scan (a scan of 0 becomes 1:
 //! our SEEK returns at least one entry). db_bench's diurnal sine rate is not
 //! modelled: `skq load` sets the rate.
+//!
+//! Used by the load generator (`skq load --protocol rocksdb`), by `skq db`
+//! (to build and sample the database) and by the simulator's `zippydb`
+//! workload, so all three draw the same requests.
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::protocol::{Op, Request};
+use crate::request::{Op, Request};
 
 /// A generalized Pareto distribution with θ = 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -66,7 +70,7 @@ impl Gpd {
 pub mod params {
     use super::Gpd;
     /// Key size in bytes.
-    pub const KEY_SIZE: usize = skq_proto::db::KEY_LEN;
+    pub const KEY_SIZE: usize = crate::db::KEY_LEN;
     /// GET, PUT, SEEK shares.
     pub const MIX: [f64; 3] = [0.83, 0.14, 0.03];
     /// Key ranges (prefixes).
@@ -150,7 +154,7 @@ impl CostModel {
 }
 
 /// The ZippyDB request generator over a key space of `keys` records
-/// (`skq_proto::db::key_of(i)` for `i < keys`).
+/// (`crate::db::key_of(i)` for `i < keys`).
 #[derive(Clone, Debug)]
 pub struct ZippyDb {
     /// Records in the key space.
@@ -349,7 +353,7 @@ mod tests {
     #[test]
     fn keys_are_48_bytes_and_scan_and_value_sizes_fit_their_pareto_laws() {
         let mut k = [0u8; params::KEY_SIZE];
-        skq_proto::db::key_of(123, &mut k);
+        crate::db::key_of(123, &mut k);
         assert_eq!(k.len(), 48);
         let z = ZippyDb::new(1_000, 1).unwrap();
         let mut rng = SmallRng::seed_from_u64(5);
