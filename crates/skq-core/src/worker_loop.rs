@@ -172,7 +172,11 @@ impl WaitCall {
     /// pollers (the kernel wakes one per readiness) rather than one that
     /// must wake the others, and readiness nobody polls for stays in the
     /// kernel's list, in arrival order, for the first worker to come back,
-    /// instead of being queued behind busy workers.
+    /// instead of being queued behind busy workers. One exception: the
+    /// set's only poller takes the whole batch while elastic workers are
+    /// parked (target below the pool), because the resource manager sees
+    /// a backlog only in the core's queues, and a backlog left in the
+    /// kernel would not call the parked workers back.
     pub fn poll_max(&self) -> usize {
         self.poll_max
     }
@@ -206,19 +210,19 @@ pub(crate) struct LoopShared {
 
 impl Group {
     /// Takes a place among the set's pollers for `me`, unless `cap` are
-    /// there already.
-    fn join(&self, me: WorkerId, cap: u32) -> bool {
+    /// there already; returns how many others were there.
+    fn join(&self, me: WorkerId, cap: u32) -> Option<u32> {
         let bit = 1u64 << me;
         let mut m = self.pollers.load(Ordering::SeqCst);
         loop {
             if m.count_ones() >= cap {
-                return false;
+                return None;
             }
             match self
                 .pollers
                 .compare_exchange(m, m | bit, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => return true,
+                Ok(_) => return Some(m.count_ones()),
                 Err(x) => m = x,
             }
         }
@@ -414,8 +418,13 @@ impl Scheduler {
                 l.sleepers.fetch_or(1u64 << me, Ordering::SeqCst);
                 return Step::Park(sleep);
             }
-            if g.join(me, l.cap) {
-                call.poll_max = if l.cap == 1 { usize::MAX } else { 1 };
+            if let Some(others) = g.join(me, l.cap) {
+                let parked = l.target.load(Ordering::Relaxed) < self.cfg.workers;
+                call.poll_max = if l.cap == 1 || (others == 0 && parked) {
+                    usize::MAX
+                } else {
+                    1
+                };
                 // A push may have claimed this worker (cleared its idle bit)
                 // after `prepare_park` and named it for a wake-up while it
                 // was not polling yet: that wake-up went to its parker, not

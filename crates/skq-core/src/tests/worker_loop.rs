@@ -254,6 +254,26 @@ fn a_cap_on_pollers_parks_the_rest_and_the_last_poller_hands_over() {
 }
 
 #[test]
+fn with_workers_parked_the_only_poller_takes_the_batch() {
+    // The elastic manager sees a backlog only in the core's queues.
+    let s = sched_pollers(Policy::Hybrid, 3, 1, 0);
+    let _ = s.set_target(2);
+    let mut ctx: Vec<WorkerCtx> = (0..2).map(|w| s.worker(w)).collect();
+    let mut c0 = s.begin_wait(&mut ctx[0], 0, None, Readiness::Polled);
+    assert_eq!(
+        step(&s, &mut ctx[0], &mut c0, Done::Begin),
+        Step::Poll(None)
+    );
+    assert_eq!(c0.poll_max(), usize::MAX);
+    let mut c1 = s.begin_wait(&mut ctx[1], 0, None, Readiness::Polled);
+    assert_eq!(
+        step(&s, &mut ctx[1], &mut c1, Done::Begin),
+        Step::Poll(None)
+    );
+    assert_eq!(c1.poll_max(), 1, "a second poller takes one");
+}
+
+#[test]
 fn pollers_are_checked() {
     let mut c = Config::new(Policy::Cpu, 4);
     c.pollers = 5;
