@@ -302,11 +302,24 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         let verdict = validate_verdict(&rows);
         match &verdict {
             Err(e) => println!("FAILED CHECK: {e}"),
-            Ok(()) => println!(
-                "validation passed: all {} points within {}%",
-                rows.len(),
-                crate::validate::VALIDATE_TOLERANCE_PCT
-            ),
+            Ok(()) => {
+                let by_ci = rows
+                    .iter()
+                    .filter(|r| {
+                        r.verdicts() != (crate::validate::Verdict::Ok, crate::validate::Verdict::Ok)
+                    })
+                    .count();
+                println!(
+                    "validation passed: all {} points within {}% of theory{}",
+                    rows.len(),
+                    crate::validate::VALIDATE_TOLERANCE_PCT,
+                    if by_ci > 0 {
+                        format!(" or, for {by_ci}, with theory inside the 95% CI")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
         }
         return verdict.map_err(Into::into);
     }
