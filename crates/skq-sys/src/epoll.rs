@@ -81,18 +81,29 @@ impl Epoll {
         // SAFETY: `out` has room for `cap` events; the kernel writes at most
         // that many and we set the length to what it reports.
         let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), out.as_mut_ptr(), cap, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        // SAFETY: the kernel initialised the first n entries.
-        unsafe { out.set_len(n as usize) };
-        Ok(n as usize)
+        // SAFETY: `n` is what the kernel returned for this buffer.
+        unsafe { filled(out, n as libc::c_long) }
     }
+}
+
+/// The result of an epoll wait that returned `n` into `out`: its length
+/// set to `n`, or the error (an interrupted wait is zero events).
+///
+/// # Safety
+/// `n` must be the wait's return value for `out`'s buffer: when it is not
+/// negative, the kernel initialised that many entries.
+unsafe fn filled(out: &mut Vec<libc::epoll_event>, n: libc::c_long) -> io::Result<usize> {
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    // SAFETY: the caller's contract: the kernel initialised the first n entries.
+    unsafe { out.set_len(n as usize) };
+    Ok(n as usize)
 }
 
 impl AsRawFd for Epoll {
@@ -153,17 +164,8 @@ impl Epoll {
         } else {
             n
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        // SAFETY: the kernel initialised the first n entries.
-        unsafe { out.set_len(n as usize) };
-        Ok(n as usize)
+        // SAFETY: `n` is what the kernel returned for this buffer.
+        unsafe { filled(out, n as libc::c_long) }
     }
 
     /// Like [`Epoll::wait`] with a nanosecond timeout (`epoll_pwait2`,
