@@ -91,7 +91,17 @@ impl Scheduler {
                 continue;
             }
             self.unpin_if_mine(id, s, me, &mut report);
-            match self.route_with(id, s, None, now, &mut ctx.rng, Some(Reason::Exit), None) {
+            match self.route_with(
+                id,
+                s,
+                None,
+                now,
+                &mut ctx.rng,
+                crate::sched::Origin {
+                    forced: Some(Reason::Exit),
+                    by: None,
+                },
+            ) {
                 Some((_, wake)) => {
                     report.rescheduled += 1;
                     report.wakes.extend(wake);

@@ -40,6 +40,15 @@ pub(crate) enum Reason {
     Exit,
 }
 
+/// Where a routing comes from ([`Scheduler::route_with`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Origin {
+    /// The migration reason to count instead of the policy's (an exit).
+    pub(crate) forced: Option<Reason>,
+    /// The worker harvesting the readiness, which may keep it (`policy.rs`).
+    pub(crate) by: Option<WorkerId>,
+}
+
 /// The shared scheduling state of one instance. `Send + Sync`.
 pub struct Scheduler {
     pub(crate) cfg: Config,
@@ -370,7 +379,7 @@ impl Scheduler {
             }
         }
         // IDLE -> QUEUED won: this call must push it on exactly one queue.
-        match self.route_with(id, s, cpu, now, rng, None, by) {
+        match self.route_with(id, s, cpu, now, rng, Origin { forced: None, by }) {
             Some((worker, wake)) => Activation::Queued { worker, wake },
             // No live worker: leave it QUEUED-in-transit-nowhere? Never: put it
             // back to IDLE with its readiness so a later activation retries.
@@ -402,7 +411,7 @@ impl Scheduler {
         now: Nanos,
         rng: &mut FastRng,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
-        self.route_with(id, s, cpu, now, rng, None, None)
+        self.route_with(id, s, cpu, now, rng, Origin::default())
     }
 
     pub(crate) fn route_with(
@@ -412,9 +421,9 @@ impl Scheduler {
         cpu: Option<u32>,
         now: Nanos,
         rng: &mut FastRng,
-        forced: Option<Reason>,
-        by: Option<WorkerId>,
+        origin: Origin,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
+        let Origin { forced, by } = origin;
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         if !self.pinned_q.is_empty() && s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
