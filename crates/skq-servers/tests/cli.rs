@@ -51,7 +51,7 @@ fn stops_by_itself_and_writes_stats() {
 
 #[test]
 fn bad_values_fail_with_one_line_naming_the_option() {
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 14] = [
         (&["--max-service-us", "0"], "--max-service-us"),
         (&["--max-service-us", "5000000"], "--max-service-us"),
         (&["--idle-timeout=-1"], "--idle-timeout"),
@@ -66,6 +66,24 @@ fn bad_values_fail_with_one_line_naming_the_option() {
         (&["--workers", "0"], "--workers"),
         (&["--rtshare", "101"], "--rtshare"),
         (&["--runtime", "tokio", "--max-conns", "0"], "--max-conns"),
+        (
+            &[
+                "--spec",
+                r#"{"mode":"hybrid","workers":2,"sched":{"steal_k":"two"}}"#,
+            ],
+            "--spec: field `sched.steal_k`",
+        ),
+        (
+            &[
+                "--spec",
+                r#"{"mode":"hybrid","workers":2,"sched":{"steal_k":9}}"#,
+            ],
+            "--steal-k 9",
+        ),
+        (
+            &["--spec", "@/nonexistent/spec.json"],
+            "--spec @/nonexistent",
+        ),
     ];
     for (args, option) in cases {
         let out = server()
