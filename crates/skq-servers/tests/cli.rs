@@ -99,6 +99,49 @@ fn bad_values_fail_with_one_line_naming_the_option() {
     }
 }
 
+/// `--spec` (JSON, or `@FILE`) starts the server its flags would: same
+/// driver, mode, workers and service in the stats file.
+#[test]
+fn a_spec_starts_the_server_its_flags_would() {
+    let spec =
+        r#"{"mode":"best2+steal","workers":3,"service":"spin","sched":{"steal_k":2,"pollers":1}}"#;
+    let file = std::env::temp_dir().join(format!("skq-rpc-spec-{}.json", std::process::id()));
+    std::fs::write(&file, spec).unwrap();
+    let from_file = format!("@{}", file.display());
+    for arg in [spec, from_file.as_str()] {
+        let path = std::env::temp_dir().join(format!("skq-rpc-spec-{}.stats", std::process::id()));
+        let out = server()
+            .args(["--addr", "127.0.0.1:0", "--duration", "0.2", "--spec", arg])
+            .arg("--stats-json")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stats: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            (
+                &stats["driver"],
+                &stats["mode"],
+                &stats["workers"],
+                &stats["service"]
+            ),
+            (
+                &serde_json::json!("skq"),
+                &serde_json::json!("best2+steal"),
+                &serde_json::json!(3),
+                &serde_json::json!("spin")
+            )
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+}
+
 #[test]
 fn an_address_in_use_fails_with_one_line_naming_the_address() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
