@@ -3,7 +3,8 @@
 //!
 //! Each function returns a [`std::process::Command`] that is ready to spawn;
 //! placement, output redirection and readiness belong to
-//! [`crate::process`].
+//! [`crate::process`]. skq's own servers (rpc, http, rocksdb) are handed
+//! the curve's [`skq_net::ServerSpec`] whole, as `--spec JSON`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,35 +24,34 @@ pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> R
     };
     match curve.server {
         ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => {
-            Ok(stats(skq_command(curve, skq, port)))
+            Ok(stats(skq_command(curve, skq, port)?))
         }
         ServerKind::Memcached => memcached_command(curve.workers, port),
         ServerKind::Nginx => nginx_command(curve.workers, port, workdir),
         ServerKind::Kv => Ok(kv_command(curve, skq, port)),
         ServerKind::Http => http_command(curve, skq, port, workdir),
-        ServerKind::Rocksdb => Ok(stats(rocksdb_command(curve, skq, port))),
+        ServerKind::Rocksdb => Ok(stats(rocksdb_command(curve, skq, port)?)),
     }
 }
 
-/// `skq serve http --root WORKDIR/www --mode MODE ...` for modes
+/// `--spec JSON`: the curve's server spec (rpc, http and rocksdb curves).
+fn spec_args(curve: &Curve) -> Result<[String; 2]> {
+    let spec = curve
+        .server_spec
+        .as_ref()
+        .with_context(|| format!("curve `{}`: no server spec", curve.name))?;
+    Ok(["--spec".into(), spec.to_json()])
+}
+
+/// `skq serve http --root WORKDIR/www --spec JSON ...` for modes
 /// `http-MODE`, serving the same document root ([`write_docroot`]) as the
 /// nginx peer, with the curve's IO variance.
 pub fn http_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Result<Command> {
     let www = write_docroot(workdir)?;
-    let mode = curve.mode.strip_prefix("http-").unwrap_or(&curve.mode);
     let mut c = Command::new(skq);
     c.args(["serve", "http", "--addr", &format!("127.0.0.1:{port}")]);
     c.arg("--root").arg(&www);
-    c.args(["--workers", &curve.workers.to_string(), "--mode", mode]);
-    if curve.pin {
-        c.arg("--pin");
-    }
-    if let Some(b) = curve.batch {
-        c.args(["--batch", &b.to_string()]);
-    }
-    if let Some(k) = curve.steal_k {
-        c.args(["--steal-k", &k.to_string()]);
-    }
+    c.args(spec_args(curve)?);
     if let Some(io) = &curve.io {
         c.args(io.args());
     }
@@ -63,23 +63,15 @@ pub fn http_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Res
 /// (`crate::serverstats`).
 pub const STATS_FILE: &str = "server-stats.json";
 
-/// `skq serve rocksdb --db DIR --addr 127.0.0.1:PORT --workers N --mode
-/// MODE --service S` for modes `rocksdb-MODE` (the extra emulated service is
-/// asked per request by the generator: `skq load --db-dilate`).
-pub fn rocksdb_command(curve: &Curve, skq: &Path, port: u16) -> Command {
+/// `skq serve rocksdb --addr 127.0.0.1:PORT --spec JSON --db DIR` for
+/// modes `rocksdb-MODE` (the extra emulated service is asked per request
+/// by the generator: `skq load --db-dilate`).
+pub fn rocksdb_command(curve: &Curve, skq: &Path, port: u16) -> Result<Command> {
     let mut c = Command::new(skq);
     c.args(["serve", "rocksdb", "--addr", &format!("127.0.0.1:{port}")]);
-    c.args(["--workers", &curve.workers.to_string()]);
-    c.args(["--mode", &curve.mode["rocksdb-".len()..]]);
-    c.args(["--service", curve.service.as_str()]);
+    c.args(spec_args(curve)?);
     c.args(["--db", &curve.db_dir]);
-    if curve.pin {
-        c.arg("--pin");
-    }
-    if let Some(v) = curve.steal_k {
-        c.args(["--steal-k", &v.to_string()]);
-    }
-    c
+    Ok(c)
 }
 
 /// `skq serve kv --arch tpc|shared [--mode MODE] --addr 127.0.0.1:PORT
@@ -105,56 +97,13 @@ pub fn kv_command(curve: &Curve, skq: &Path, port: u16) -> Command {
     c
 }
 
-/// `skq serve rpc --addr 127.0.0.1:PORT --workers N ...`: `--runtime tokio`,
-/// `--mode epoll-1to1|epoll-shared` (the plain epoll servers), or
-/// `--mode POLICY --runtime skq`.
-pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Command {
+/// `skq serve rpc --addr 127.0.0.1:PORT --spec JSON` for the skq
+/// policies, the plain epoll servers and tokio.
+pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Result<Command> {
     let mut c = Command::new(skq);
     c.args(["serve", "rpc", "--addr", &format!("127.0.0.1:{port}")]);
-    c.args(["--workers", &curve.workers.to_string()]);
-    match curve.server {
-        ServerKind::Tokio => {
-            c.args(["--runtime", "tokio"]);
-        }
-        ServerKind::Epoll => {
-            c.args(["--mode", &curve.mode]);
-        }
-        _ => {
-            c.args(["--mode", &curve.mode, "--runtime", "skq"]);
-            if let Some(p) = curve.pollers {
-                c.args(["--pollers", &p.to_string()]);
-            }
-            if let Some(g) = curve.poll_groups {
-                c.args(["--poll-groups", &g.to_string()]);
-            }
-        }
-    }
-    c.args(["--service", curve.service.as_str()]);
-    if curve.pin {
-        c.arg("--pin");
-    }
-    if let Some(v) = curve.rtshare {
-        c.args(["--rtshare", &v.to_string()]);
-    }
-    if let Some(v) = curve.rtfreq {
-        c.args(["--rtfreq", &v.to_string()]);
-    }
-    if let Some(v) = curve.steal_k {
-        c.args(["--steal-k", &v.to_string()]);
-    }
-    if let Some(b) = curve.batch {
-        c.args(["--batch", &b.to_string()]);
-    }
-    if !curve.prio.batch_workers.is_empty() {
-        c.args(["--batch-workers", &curve.prio.batch_workers]);
-    }
-    if let Some(m) = curve.elastic.min_workers {
-        c.args(["--min-workers", &m.to_string()]);
-    }
-    if let Some(p) = curve.elastic.period_us {
-        c.args(["--elastic-period-us", &p.to_string()]);
-    }
-    c
+    c.args(spec_args(curve)?);
+    Ok(c)
 }
 
 /// Finds an executable in `PATH`, then in the sbin folders (where Debian
@@ -271,7 +220,7 @@ pub fn workdir(parent: &Path, tag: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ConfigEntry;
+    use crate::config::{ConfigEntry, ServiceMode};
 
     fn args_of(mode: &str) -> Vec<String> {
         let e = ConfigEntry {
@@ -290,41 +239,81 @@ mod tests {
             .collect()
     }
 
+    fn argv(c: &Command) -> Vec<String> {
+        c.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
     #[test]
-    fn epoll_modes_map_to_skq_serve_rpc_mode() {
-        for mode in ["epoll-1to1", "epoll-shared"] {
+    fn rpc_modes_map_to_skq_serve_rpc_with_the_curve_spec() {
+        for mode in ["epoll-1to1", "epoll-shared", "tokio", "best2+steal"] {
             let e = ConfigEntry {
                 mode: Some(mode.into()),
+                steal_k: Some(2),
+                pollers: Some(1),
                 ..ConfigEntry::default()
             };
             let curve = Curve::from_entry(&e, 2).unwrap();
-            assert_eq!(
-                (curve.server, curve.protocol.as_str()),
-                (ServerKind::Epoll, "rpc")
-            );
+            assert_eq!(curve.protocol, "rpc");
+            let spec = curve.server_spec.clone().unwrap();
+            assert_eq!(spec.mode.to_string(), mode);
+            assert_eq!((spec.workers, spec.service), (8, ServiceMode::Emulate));
+            assert_eq!(spec.sched.steal_k, Some(2));
+            // --pollers is the skq driver's: only skq policies get it.
+            let skq = curve.server == ServerKind::Skq;
+            assert_eq!(spec.sched.pollers, skq.then_some(1), "{mode}");
             let c = server_command(&curve, Path::new("/bin/skq"), 4242, Path::new("/tmp")).unwrap();
-            let args: Vec<String> = c
-                .get_args()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
             assert_eq!(
-                args,
+                argv(&c),
                 [
                     "serve",
                     "rpc",
                     "--addr",
                     "127.0.0.1:4242",
-                    "--workers",
-                    "8",
-                    "--mode",
-                    mode,
-                    "--service",
-                    "emulate",
+                    "--spec",
+                    spec.to_json().as_str(),
                     "--stats-json",
                     "/tmp/server-stats.json",
                 ]
             );
         }
+    }
+
+    #[test]
+    fn rocksdb_modes_hand_the_spec_and_the_database() {
+        let e = ConfigEntry {
+            mode: Some("rocksdb-best2+steal".into()),
+            steal_k: Some(3),
+            rtshare: Some(50),
+            capacity_rps: Some(1000.0),
+            slo_us: Some(500.0),
+            ..ConfigEntry::default()
+        };
+        let curve = Curve::from_entry(&e, 2).unwrap();
+        let spec = curve.server_spec.clone().unwrap();
+        assert_eq!(spec.mode.to_string(), "best2+steal");
+        assert_eq!(spec.sched.steal_k, Some(3));
+        assert_eq!(
+            spec.sched.rtshare, None,
+            "rocksdb takes steal_k only, as before"
+        );
+        let c = server_command(&curve, Path::new("/bin/skq"), 4242, Path::new("/tmp")).unwrap();
+        assert_eq!(
+            argv(&c),
+            [
+                "serve",
+                "rocksdb",
+                "--addr",
+                "127.0.0.1:4242",
+                "--spec",
+                spec.to_json().as_str(),
+                "--db",
+                "/dev/shm/skq-rocksdb",
+                "--stats-json",
+                "/tmp/server-stats.json",
+            ]
+        );
     }
 
     #[test]
@@ -383,13 +372,12 @@ mod tests {
         let curve = Curve::from_entry(&e, 2).unwrap();
         let dir = std::env::temp_dir().join(format!("skq-peers-http-{}", std::process::id()));
         let c = server_command(&curve, Path::new("/bin/skq"), 4242, &dir).unwrap();
-        let args: Vec<String> = c
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
         let www = dir.join("www").to_string_lossy().into_owned();
+        let spec = curve.server_spec.clone().unwrap();
+        assert_eq!(spec.mode.to_string(), "hybrid+steal");
+        assert_eq!((spec.workers, spec.pin, spec.sched.batch), (4, false, 16));
         assert_eq!(
-            args,
+            argv(&c),
             [
                 "serve",
                 "http",
@@ -397,12 +385,8 @@ mod tests {
                 "127.0.0.1:4242",
                 "--root",
                 www.as_str(),
-                "--workers",
-                "4",
-                "--mode",
-                "hybrid+steal",
-                "--batch",
-                "16",
+                "--spec",
+                spec.to_json().as_str(),
                 "--io-variance",
                 "emulate",
                 "--io-miss",

@@ -18,7 +18,11 @@ fn example_file_parses_and_expands() {
     assert_eq!(s.curves[4].workload, "bimodal-1");
     let b2 = &s.curves[8];
     assert_eq!(
-        (b2.name.as_str(), b2.mode.as_str(), b2.steal_k),
+        (
+            b2.name.as_str(),
+            b2.mode.as_str(),
+            b2.server_spec.as_ref().unwrap().sched.steal_k
+        ),
         ("best2+steal k=4", "best2+steal", Some(4))
     );
     assert_eq!(b2.workers, 8, "inherits [defaults]");
@@ -312,7 +316,7 @@ fn http_examples_parse_with_their_io_variance_and_wrk_cross_checks() {
         .iter()
         .find(|c| c.name == "hybrid-batch64")
         .unwrap();
-    assert_eq!(batch.batch, Some(64));
+    assert_eq!(batch.server_spec.as_ref().unwrap().sched.batch, 64);
 }
 
 #[test]
@@ -365,7 +369,10 @@ fn elastic_step_example_parses_with_its_elastic_and_profile_keys() {
         ["hybrid elastic", "hybrid fixed 8", "epoll-1to1", "tokio"]
     );
     let elastic = &s.curves[0];
-    assert_eq!(elastic.elastic.min_workers, Some(1));
+    assert_eq!(
+        elastic.server_spec.as_ref().unwrap().sched.min_workers,
+        Some(1)
+    );
     assert_eq!(elastic.workers, 8);
     assert_eq!(elastic.service, ServiceMode::Emulate);
     assert_eq!(
@@ -380,9 +387,13 @@ fn elastic_step_example_parses_with_its_elastic_and_profile_keys() {
         assert_eq!(c.elastic.interval_ms, Some(250));
         assert_eq!(c.group(), s.curves[0].group(), "one group, one baseline");
     }
-    assert!(s.curves[1..]
-        .iter()
-        .all(|c| c.elastic.min_workers.is_none()));
+    assert!(s.curves[1..].iter().all(|c| c
+        .server_spec
+        .as_ref()
+        .unwrap()
+        .sched
+        .min_workers
+        .is_none()));
     assert_eq!(s.settings.loads, vec![1.0]);
     assert_eq!(s.settings.baseline, "hybrid fixed 8");
     assert_eq!(s.settings.rss, RssSpec::Off);

@@ -117,7 +117,9 @@ fn a_point_runs_server_and_generator_as_processes() {
     let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
     assert!(serve.starts_with("serve rpc --addr 127.0.0.1:"), "{serve}");
     assert!(
-        serve.contains("--workers 8 --mode hybrid --runtime skq --service emulate"),
+        serve.contains(
+            r#"--spec {"mode":"hybrid","workers":8,"service":"emulate","pin":false,"sched":{"batch":1}}"#
+        ),
         "{serve}"
     );
     let load = std::fs::read_to_string(dir.join("args.load")).unwrap();
@@ -588,7 +590,7 @@ fn elastic_curves_pass_their_flags_and_record_cpu_and_workers_over_time() {
     let records = sweep::run(&s, &dir.join("out"), &mut runner(skq, &dir), &mut Quiet);
     let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
     assert!(
-        serve.contains("--min-workers 2 --elastic-period-us 5000"),
+        serve.contains(r#""min_workers":2,"elastic_period_us":5000"#),
         "{serve}"
     );
     let load = std::fs::read_to_string(dir.join("args.load")).unwrap();

@@ -203,7 +203,7 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or(crate::protocol::DEFAULT_MAX_SERVICE_US);
         cfg.validate()?;
         let proto = Arc::new(
-            DbProtocol::new(Arc::new(db), cfg.service, args.dilate)
+            DbProtocol::new(Arc::new(db), cfg.spec.service, args.dilate)
                 .with_max_service_ns(cfg.max_service_us * 1_000),
         );
         let server =

@@ -34,7 +34,7 @@ use rocksdb::{ReadOptions, WriteOptions, DB};
 use skq_net::{Close, Cx, Protocol, Served};
 use skq_proto::db::{self, DbRequest, Status};
 use skq_proto::wire::{self, Header, Kind, HEADER_LEN};
-use skq_servers::service::ServiceMode;
+use skq_servers::service::{Deliver, ServiceMode};
 use skq_sys::cpu;
 
 /// Default `--max-service-us` of the front end (1 s): the ZippyDB bench asks

@@ -13,7 +13,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rocksdb::{Direction, IteratorMode, DB};
 use skq_db::DbProtocol;
-use skq_net::{Driver, Server, ServerHandle};
+use skq_net::{Server, ServerHandle, ServerSpec};
 use skq_proto::db::{self, DbOp, DbReply, Status, KEY_LEN};
 use skq_proto::wire::{self, Header, HEADER_LEN};
 use skq_servers::{RpcConfig, ServiceMode};
@@ -48,8 +48,7 @@ fn preloaded(name: &str) -> (Scratch, Arc<DB>) {
 }
 
 fn start(db: Arc<DB>, mode: &str, workers: usize) -> ServerHandle {
-    let mut cfg = RpcConfig::new(Driver::of_mode(mode), workers);
-    cfg.sched.mode = mode.into();
+    let cfg = RpcConfig::new(ServerSpec::new(mode.parse().unwrap(), workers));
     let proto = Arc::new(DbProtocol::new(db, ServiceMode::Spin, 0.0));
     Server::start(&cfg.server_config(), proto).unwrap()
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skq_db::DbProtocol;
-use skq_net::{Driver, Server};
+use skq_net::{Server, ServerSpec};
 use skq_proto::db::{self, DbOp, Status, KEY_LEN, MAX_SCAN};
 use skq_proto::wire::{self, Header, HEADER_LEN};
 use skq_servers::{RpcConfig, ServiceMode};
@@ -122,8 +122,7 @@ fn unread_seek_floods_hold_bounded_memory_and_refusals_keep_the_connection() {
         frame(id, 0, DbOp::Seek, &key(0), MAX_SCAN, &mut flood);
     }
     for mode in ["hybrid", "epoll-1to1", "epoll-shared", "tokio"] {
-        let mut cfg = RpcConfig::new(Driver::of_mode(mode), 2);
-        cfg.sched.mode = mode.into();
+        let cfg = RpcConfig::new(ServerSpec::new(mode.parse().unwrap(), 2));
         let proto =
             DbProtocol::new(rdb.clone(), ServiceMode::Spin, 0.0).with_max_service_ns(1_000_000);
         let server = Server::start(&cfg.server_config(), Arc::new(proto)).unwrap();

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use skq_net::{Lifecycle, SchedOptions, ServeError, Started};
+use skq_net::{Lifecycle, Mode, SchedSpec, ServeError, ServerSpec, Started};
 
 use crate::iovar::IoVariance;
 use crate::protocol::AccessLog;
@@ -90,9 +90,38 @@ pub struct HttpArgs {
     /// Stop by itself after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
+    /// The server spec (mode, workers, pinning, scheduling tunables: every
+    /// tunable of `skq serve rpc`, not only those with a flag here) as
+    /// JSON, or `@FILE` holding it, instead of their flags; its `service`
+    /// is not used (the server does real work). `skq bench` passes it.
+    #[arg(long, value_name = "JSON|@FILE",
+          conflicts_with_all = ["mode", "workers", "pin", "batch", "steal_k", "penalty_ns", "batch_workers"])]
+    pub spec: Option<String>,
 }
 
 impl HttpArgs {
+    /// The server spec: `--spec`, or the one the flags describe; errors
+    /// name the flag (and for `--spec`, the field).
+    pub fn spec(&self) -> anyhow::Result<ServerSpec> {
+        if let Some(spec) = &self.spec {
+            return Ok(ServerSpec::parse_arg(spec)?);
+        }
+        let mode: Mode = self
+            .mode
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
+        let mut spec = ServerSpec::new(mode, self.workers);
+        spec.pin = self.pin;
+        spec.sched = SchedSpec {
+            steal_k: self.steal_k,
+            penalty_ns: self.penalty_ns,
+            batch: self.batch as usize,
+            batch_workers: self.batch_workers.clone().unwrap_or_default().0,
+            ..SchedSpec::default()
+        };
+        Ok(spec)
+    }
+
     /// The configuration these flags describe; errors name the flag.
     pub fn to_config(&self) -> anyhow::Result<HttpConfig> {
         let addr: SocketAddr = self.addr.parse().map_err(|_| {
@@ -116,17 +145,7 @@ impl HttpArgs {
             send_timeout: secs("send-timeout", self.send_timeout)?,
             addr,
             root: self.root.clone(),
-            workers: self.workers,
-            mode: self.mode.clone(),
-            sched: SchedOptions {
-                mode: self.mode.clone(),
-                steal_k: self.steal_k,
-                penalty_ns: self.penalty_ns,
-                batch: self.batch as usize,
-                batch_workers: self.batch_workers.clone().unwrap_or_default().0,
-                ..SchedOptions::default()
-            },
-            pin: self.pin,
+            spec: self.spec()?,
             max_conns: self.max_conns,
             io,
             priority: self.priority.clone(),
@@ -149,8 +168,8 @@ pub fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         let detail = format!(
             " (root {}, mode {}, {} workers, service: {})",
             proto.root().path().display(),
-            cfg.mode,
-            cfg.workers,
+            cfg.spec.mode,
+            cfg.spec.workers,
             cfg.service_label()
         );
         Ok::<_, ServeError>(Started {

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skq_net::{
-    Driver, SchedOptions, Server, ServerConfig, ServerHandle, Timeouts, DEFAULT_MAX_OUTPUT,
-};
+use skq_net::{Mode, Server, ServerConfig, ServerHandle, ServerSpec, Timeouts, DEFAULT_MAX_OUTPUT};
 
 use crate::docroot::DocRoot;
 use crate::iovar::IoVariance;
@@ -29,14 +27,10 @@ pub struct HttpConfig {
     pub addr: SocketAddr,
     /// Document root.
     pub root: PathBuf,
-    /// Worker threads (1..=64).
-    pub workers: usize,
-    /// `--mode`: an skq policy, `epoll-1to1`, `epoll-shared` or `tokio`.
-    pub mode: String,
-    /// skq scheduling options besides the mode.
-    pub sched: SchedOptions,
-    /// Pin worker threads.
-    pub pin: bool,
+    /// Mode (an skq policy, `epoll-1to1`, `epoll-shared` or `tokio`),
+    /// workers (1..=64), pinning and scheduling tunables; the server does
+    /// real work, so the spec's service is not used.
+    pub spec: ServerSpec,
     /// Most connections served at once.
     pub max_conns: usize,
     /// IO variance.
@@ -55,17 +49,11 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     /// Defaults: 127.0.0.1 on a free port, `mode`, no IO variance.
-    pub fn new(root: impl Into<PathBuf>, mode: &str, workers: usize) -> Self {
+    pub fn new(root: impl Into<PathBuf>, mode: Mode, workers: usize) -> Self {
         HttpConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             root: root.into(),
-            workers,
-            mode: mode.to_string(),
-            sched: SchedOptions {
-                mode: mode.to_string(),
-                ..SchedOptions::default()
-            },
-            pin: false,
+            spec: ServerSpec::new(mode, workers),
             max_conns: 65_536,
             io: IoVariance::None,
             priority: Vec::new(),
@@ -78,23 +66,17 @@ impl HttpConfig {
     /// The server layer's configuration. The service label says the work is
     /// real (spin) and which IO variance is in force.
     pub fn server_config(&self) -> ServerConfig {
-        let mut sched = self.sched.clone();
-        sched.mode = self.mode.clone();
-        ServerConfig {
-            addr: self.addr,
-            driver: Driver::of_mode(&self.mode),
-            workers: self.workers,
-            sched,
-            pin: self.pin,
-            max_conns: self.max_conns,
-            service_label: self.service_label(),
-            max_output: DEFAULT_MAX_OUTPUT,
-            timeouts: Timeouts {
-                idle: self.idle_timeout,
-                request: self.header_timeout,
-                send: self.send_timeout,
-            },
-        }
+        let mut c = ServerConfig::from_spec(&self.spec);
+        c.addr = self.addr;
+        c.max_conns = self.max_conns;
+        c.service_label = self.service_label();
+        c.max_output = DEFAULT_MAX_OUTPUT;
+        c.timeouts = Timeouts {
+            idle: self.idle_timeout,
+            request: self.header_timeout,
+            send: self.send_timeout,
+        };
+        c
     }
 
     /// `spin io=...`: the server does its real work; misses may be emulated.
@@ -112,13 +94,13 @@ pub fn start(cfg: &HttpConfig, log: AccessLog) -> io::Result<(ServerHandle, Arc<
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     let rules = Rules::parse(&cfg.priority)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-    let prioritized = !rules.is_empty() || !cfg.sched.batch_workers.is_empty();
-    if prioritized && !matches!(sc.driver, Driver::Skq) {
+    let prioritized = !rules.is_empty() || !cfg.spec.sched.batch_workers.is_empty();
+    if prioritized && !cfg.spec.mode.is_skq() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
                 "--priority and --batch-workers need an skq mode (not {})",
-                cfg.mode
+                cfg.spec.mode
             ),
         ));
     }

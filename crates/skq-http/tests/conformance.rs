@@ -355,7 +355,7 @@ fn io_variance_misses_keep_replies_correct_and_are_counted() {
         },
     ] {
         for mode in ["hybrid", "epoll-1to1"] {
-            let mut cfg = skq_http::HttpConfig::new(&root.www, mode, 2);
+            let mut cfg = skq_http::HttpConfig::new(&root.www, mode.parse().unwrap(), 2);
             cfg.io = io;
             let (server, proto) = skq_http::start(&cfg, Default::default()).unwrap();
             assert_eq!(server.stats().service, format!("spin {}", io.label()));
@@ -394,9 +394,9 @@ fn priority_rules_give_connections_their_class_in_the_scheduler() {
     let root = Root::new("prio");
     root.write("api/v1.json", b"{}");
     let high_served = |rules: &[&str]| {
-        let mut cfg = HttpConfig::new(&root.www, "hybrid", 2);
+        let mut cfg = HttpConfig::new(&root.www, skq_net::Mode::default(), 2);
         cfg.priority = rules.iter().map(|r| r.to_string()).collect();
-        cfg.sched.batch_workers = vec![1];
+        cfg.spec.sched.batch_workers = vec![1];
         let (server, _) = skq_http::start(&cfg, AccessLog::Off).unwrap();
         let mut clients: Vec<Client> = (0..4)
             .map(|_| Client::connect(server.local_addr()))
@@ -428,14 +428,14 @@ fn priority_rules_give_connections_their_class_in_the_scheduler() {
     assert!(high_served(&rules) > 0, "no high-priority deliveries");
     assert_eq!(high_served(&[]), 0);
 
-    let mut cfg = HttpConfig::new(&root.www, "epoll-1to1", 2);
+    let mut cfg = HttpConfig::new(&root.www, skq_net::Mode::Epoll1to1, 2);
     cfg.priority = vec!["high:path=/api/".into()];
     let e = skq_http::start(&cfg, AccessLog::Off)
         .err()
         .unwrap()
         .to_string();
     assert!(e.contains("need an skq mode"), "{e}");
-    cfg.mode = "hybrid".into();
+    cfg.spec.mode = skq_net::Mode::default();
     cfg.priority = vec!["urgent:path=/api/".into()];
     let e = skq_http::start(&cfg, AccessLog::Off)
         .err()

@@ -173,7 +173,7 @@ impl KvArgs {
         #[cfg(feature = "runtime")]
         if self.arch == Arch::Shared {
             crate::shared::net_config(&cfg)
-                .validate()
+                .and_then(|n| n.validate().map_err(|e| e.to_string()))
                 .map_err(|e| anyhow::anyhow!("--mode {}: {e}", self.mode))?;
         }
         Ok(cfg)

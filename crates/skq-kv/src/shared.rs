@@ -25,8 +25,8 @@ use crate::store::{PartStats, Partition};
 const READ_SLACK: usize = 64 << 10;
 
 /// The server layer's configuration for the cache's `--mode` and limits.
-pub fn net_config(cfg: &ServerConfig) -> skq_net::ServerConfig {
-    let mut c = skq_net::ServerConfig::with_mode(&cfg.mode, cfg.workers);
+pub fn net_config(cfg: &ServerConfig) -> Result<skq_net::ServerConfig, String> {
+    let mut c = skq_net::ServerConfig::with_mode(cfg.mode.parse()?, cfg.workers);
     c.addr = cfg.addr;
     c.pin = cfg.pin;
     c.max_conns = cfg.max_conns;
@@ -34,13 +34,13 @@ pub fn net_config(cfg: &ServerConfig) -> skq_net::ServerConfig {
     // events per wait, as memcached does.
     c.sched.batch = 64;
     c.sched.batch_workers = cfg.batch_workers.clone();
-    c
+    Ok(c)
 }
 
 /// Starts the shared-architecture server on the driver `cfg.mode` names.
 pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
-    let net = net_config(&cfg);
-    net.validate()
+    let net = net_config(&cfg)
+        .and_then(|n| n.validate().map(|()| n).map_err(|e| e.to_string()))
         .map_err(|e| anyhow::anyhow!("--mode {}: {e}", cfg.mode))?;
     let rules = crate::priority::Rules::parse(&cfg.priority)?;
     let store = SharedStore::new(cfg.limit_bytes, cfg.limits.max_item_size);

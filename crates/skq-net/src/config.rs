@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::spec::{Mode, SchedSpec, ServerSpec};
+
 /// Most worker threads (the scheduling core's limit, applied to every driver).
 pub const MAX_WORKERS: usize = 64;
 /// Largest connection table.
@@ -22,7 +24,7 @@ pub const MAX_MAX_OUTPUT: usize = 1 << 30;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Driver {
     /// skq: every worker shares one `Skq` instance; the scheduling mode
-    /// ([`SchedOptions::mode`]) decides which worker handles each event.
+    /// ([`Mode::Skq`]) decides which worker handles each event.
     Skq,
     /// One epoll per thread, each connection assigned round-robin at accept
     /// and never moved, every thread blocking in its own `epoll_wait`: the
@@ -54,18 +56,6 @@ impl Driver {
             Driver::Tokio => "tokio",
         }
     }
-
-    /// The driver a `--mode` value names: `epoll-1to1`, `epoll-shared` (or
-    /// its older name `epoll`), `tokio`; anything else is an skq scheduling
-    /// mode, validated later by the core.
-    pub fn of_mode(mode: &str) -> Driver {
-        match mode {
-            "epoll-1to1" => Driver::Epoll1to1,
-            "epoll-shared" | "epoll" => Driver::EpollShared,
-            "tokio" => Driver::Tokio,
-            _ => Driver::Skq,
-        }
-    }
 }
 
 impl FromStr for Driver {
@@ -83,68 +73,6 @@ impl FromStr for Driver {
 impl fmt::Display for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// Scheduling options of the skq driver; `None` keeps the core's default.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SchedOptions {
-    /// Policy with optional `+steal` (`vanilla`, `shared`, `queue`, `cpu`, `best2`, `hybrid`).
-    pub mode: String,
-    /// Events taken per steal (1..=8).
-    pub steal_k: Option<usize>,
-    /// Idle worker's steal retry period (µs).
-    pub steal_retry_us: Option<u64>,
-    /// Poller hand-over threshold (µs of processing per event; 0 = always).
-    pub promote_min_us: Option<u64>,
-    /// Epoll sets the workers are split into (1..=workers).
-    pub poll_groups: Option<usize>,
-    /// Most workers blocked in one epoll set (0 = every idle worker).
-    pub pollers: Option<usize>,
-    /// Percent of a batch that high-priority events may fill (1..=100).
-    pub rtshare: Option<u32>,
-    /// Target waits per second per worker (0 = off).
-    pub rtfreq: Option<u32>,
-    /// Hybrid's cache-miss penalty (ns).
-    pub penalty_ns: Option<u64>,
-    /// Most events one `wait()` (skq) or `epoll_wait` (epoll drivers)
-    /// returns (1..=1024). Events in a worker's batch cannot be taken by
-    /// another worker, so large batches trade tail latency (head-of-line
-    /// blocking) for fewer waits.
-    pub batch: usize,
-    /// Elastic worker count (skq driver): fewest active workers; `None`
-    /// keeps all `workers` active. With it, a resource manager parks and
-    /// wakes workers between this and `workers` once per statistics period.
-    pub min_workers: Option<usize>,
-    /// The resource manager's statistics period (µs; default 20,000).
-    pub elastic_period_us: Option<u64>,
-    /// How often it looks for a backlog between periods (µs; default 2,000;
-    /// keep it within about ten service times).
-    pub elastic_backlog_us: Option<u64>,
-    /// Priority diffusion: the workers that take batch-class requests
-    /// (the others never run them; empty = off). See skq-core's
-    /// `priority.rs` for the rule.
-    pub batch_workers: Vec<usize>,
-}
-
-impl Default for SchedOptions {
-    fn default() -> Self {
-        SchedOptions {
-            mode: "hybrid".into(),
-            steal_k: None,
-            steal_retry_us: None,
-            promote_min_us: None,
-            poll_groups: None,
-            pollers: None,
-            rtshare: None,
-            rtfreq: None,
-            penalty_ns: None,
-            batch: 1,
-            min_workers: None,
-            elastic_period_us: None,
-            elastic_backlog_us: None,
-            batch_workers: Vec::new(),
-        }
     }
 }
 
@@ -275,12 +203,12 @@ pub enum InvalidConfig {
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free port).
     pub addr: SocketAddr,
-    /// The driver.
-    pub driver: Driver,
+    /// The driver and, for skq, the scheduling policy.
+    pub mode: Mode,
     /// Worker threads (1..=64).
     pub workers: usize,
-    /// skq scheduling options (the batch size applies to the epoll drivers too).
-    pub sched: SchedOptions,
+    /// skq scheduling tunables (the batch size applies to the epoll drivers too).
+    pub sched: SchedSpec,
     /// Pin worker threads (skq: to the runtime's CPU for each worker, which
     /// its locality decisions assume; others: thread i to the i-th allowed CPU).
     pub pin: bool,
@@ -300,13 +228,19 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Defaults: 127.0.0.1 on a free port, hybrid, 65,536 connections.
+    /// Defaults: 127.0.0.1 on a free port, `driver` (skq: hybrid), 65,536
+    /// connections.
     pub fn new(driver: Driver, workers: usize) -> Self {
+        ServerConfig::with_mode(Mode::of_driver(driver), workers)
+    }
+
+    /// Like [`ServerConfig::new`], for a mode.
+    pub fn with_mode(mode: Mode, workers: usize) -> Self {
         ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            driver,
+            mode,
             workers,
-            sched: SchedOptions::default(),
+            sched: SchedSpec::default(),
             pin: false,
             max_conns: 65_536,
             service_label: "-".into(),
@@ -315,11 +249,19 @@ impl ServerConfig {
         }
     }
 
-    /// A configuration from a `--mode` value (see [`Driver::of_mode`]).
-    pub fn with_mode(mode: &str, workers: usize) -> Self {
-        let mut c = ServerConfig::new(Driver::of_mode(mode), workers);
-        c.sched.mode = mode.to_string();
+    /// The server layer's configuration for a spec (the spec's service is
+    /// the application's: it becomes the statistics' label).
+    pub fn from_spec(spec: &ServerSpec) -> Self {
+        let mut c = ServerConfig::with_mode(spec.mode, spec.workers);
+        c.sched = spec.sched.clone();
+        c.pin = spec.pin;
+        c.service_label = spec.service.to_string();
         c
+    }
+
+    /// The driver the mode names.
+    pub fn driver(&self) -> Driver {
+        self.mode.driver()
     }
 
     /// Checks every option; the error names the option and its range.
@@ -342,10 +284,10 @@ impl ServerConfig {
         if !(1..=1024).contains(&self.sched.batch) {
             return Err(InvalidConfig::Batch(self.sched.batch));
         }
-        if self.driver != Driver::Skq && !self.sched.batch_workers.is_empty() {
-            return Err(InvalidConfig::BatchWorkersNeedSkq(self.driver));
+        if !self.mode.is_skq() && !self.sched.batch_workers.is_empty() {
+            return Err(InvalidConfig::BatchWorkersNeedSkq(self.driver()));
         }
-        if self.driver == Driver::Skq {
+        if self.mode.is_skq() {
             self.core_config().map_err(InvalidConfig::Core)?;
         }
         if let Some(min) = self.sched.min_workers {
@@ -355,8 +297,8 @@ impl ServerConfig {
                     workers: self.workers,
                 });
             }
-            if self.driver != Driver::Skq {
-                return Err(InvalidConfig::MinWorkersNeedSkq(self.driver));
+            if !self.mode.is_skq() {
+                return Err(InvalidConfig::MinWorkersNeedSkq(self.driver()));
             }
         }
         if self.sched.elastic_period_us == Some(0) {
@@ -368,13 +310,18 @@ impl ServerConfig {
         Ok(())
     }
 
-    /// The skq core configuration: the mode parsed by the core, the tunables
-    /// applied on top, capacity for the listener plus `max_conns`
-    /// connections. Worker CPUs are left to the runtime (topology spread
-    /// order), which `pin` then follows.
+    /// The skq core configuration: the mode's policy, the tunables applied
+    /// on top, capacity for the listener plus `max_conns` connections.
+    /// Worker CPUs are left to the runtime (topology spread order), which
+    /// `pin` then follows. A baseline mode has none: an error naming it.
     pub fn core_config(&self) -> Result<skq_core::Config, skq_core::ConfigError> {
         let s = &self.sched;
-        let mut c = skq_core::Config::parse_mode(&s.mode, self.workers)?;
+        let mut c = self.mode.core_config(self.workers).ok_or_else(|| {
+            skq_core::ConfigError::Conflict(format!(
+                "--mode {}: not an skq mode, no scheduling core",
+                self.mode
+            ))
+        })??;
         if let Some(k) = s.steal_k {
             c.steal_k = k;
         }
@@ -428,11 +375,9 @@ impl ServerConfig {
 
     /// The mode reported in statistics: the skq mode's canonical name, or the driver's.
     pub fn mode_name(&self) -> String {
-        match self.driver {
-            Driver::Skq => self
-                .core_config()
-                .map_or_else(|_| self.sched.mode.clone(), |c| c.mode_name()),
-            d => d.name().to_string(),
+        match self.mode.core_config(self.workers) {
+            Some(Ok(c)) => c.mode_name(),
+            _ => self.mode.to_string(),
         }
     }
 }
@@ -443,10 +388,11 @@ mod tests {
 
     #[test]
     fn modes_name_their_driver() {
-        assert_eq!(Driver::of_mode("epoll-1to1"), Driver::Epoll1to1);
-        assert_eq!(Driver::of_mode("epoll"), Driver::EpollShared);
-        assert_eq!(Driver::of_mode("tokio"), Driver::Tokio);
-        assert_eq!(Driver::of_mode("hybrid"), Driver::Skq);
+        let driver = |m: &str| m.parse::<Mode>().unwrap().driver();
+        assert_eq!(driver("epoll-1to1"), Driver::Epoll1to1);
+        assert_eq!(driver("epoll"), Driver::EpollShared);
+        assert_eq!(driver("tokio"), Driver::Tokio);
+        assert_eq!(driver("hybrid"), Driver::Skq);
         assert_eq!("epoll-shared".parse::<Driver>(), Ok(Driver::EpollShared));
         assert!("uring"
             .parse::<Driver>()
@@ -456,7 +402,7 @@ mod tests {
 
     #[test]
     fn elastic_options_map_to_the_resource_manager() {
-        let mut c = ServerConfig::with_mode("hybrid", 8);
+        let mut c = ServerConfig::with_mode(Mode::default(), 8);
         assert_eq!(c.elastic_config(), None, "fixed by default");
         c.sched.min_workers = Some(2);
         c.sched.elastic_period_us = Some(5_000);
@@ -473,7 +419,7 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--min-workers 9"));
-        let mut t = ServerConfig::with_mode("tokio", 8);
+        let mut t = ServerConfig::with_mode(Mode::Tokio, 8);
         t.sched.min_workers = Some(2);
         assert!(t
             .validate()
@@ -484,7 +430,7 @@ mod tests {
 
     #[test]
     fn bad_options_are_refused_by_name() {
-        let mut c = ServerConfig::with_mode("hybrid", 0);
+        let mut c = ServerConfig::with_mode(Mode::default(), 0);
         assert_eq!(c.validate(), Err(InvalidConfig::Workers(0)));
         assert_eq!(
             c.validate().unwrap_err().to_string(),
@@ -494,9 +440,20 @@ mod tests {
         c.sched.batch = 0;
         assert!(c.validate().unwrap_err().to_string().contains("--batch 0"));
         c.sched.batch = 1;
-        c.sched.mode = "fastest".into();
-        assert!(c.validate().is_err());
-        let c = ServerConfig::with_mode("epoll-1to1", 2);
+        c.sched.steal_k = Some(9);
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--steal-k 9"));
+        c.sched.steal_k = None;
+        c.mode = Mode::Tokio;
+        c.sched.batch_workers = vec![1];
+        assert_eq!(
+            c.validate(),
+            Err(InvalidConfig::BatchWorkersNeedSkq(Driver::Tokio))
+        );
+        let c = ServerConfig::with_mode(Mode::Epoll1to1, 2);
         assert_eq!(c.mode_name(), "epoll-1to1");
         c.validate().unwrap();
     }

@@ -82,16 +82,17 @@ pub mod notice;
 pub mod protocol;
 pub mod serve;
 mod server;
+pub mod spec;
 pub mod stats;
 pub mod table;
 
 pub use classify::{Class, ClassState, ClassTracker, Classifier};
 pub use config::{
-    Driver, InvalidConfig, SchedOptions, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS,
-    MAX_WORKERS,
+    Driver, InvalidConfig, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS, MAX_WORKERS,
 };
 pub use notice::{Notice, Notices};
 pub use protocol::{Close, Cx, Protocol, Resume, Served};
 pub use serve::{Lifecycle, ServeError, Started};
 pub use server::{Server, ServerHandle};
+pub use spec::{Mode, SchedSpec, ServerSpec, ServiceMode, SpecError};
 pub use stats::ServerStats;

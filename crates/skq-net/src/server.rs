@@ -128,7 +128,7 @@ pub(crate) trait Running: Send {
 pub struct Server;
 
 impl Server {
-    /// Binds `cfg.addr`, starts `cfg.workers` workers of `cfg.driver` serving
+    /// Binds `cfg.addr`, starts `cfg.workers` workers of `cfg.driver()` serving
     /// `proto`, and returns once the server accepts connections. Invalid
     /// configuration is an `InvalidInput` error whose message names the
     /// option and its range (its inner error is the typed
@@ -140,7 +140,7 @@ impl Server {
             proto,
             counters: Counters::new(cfg.workers),
             info: ServerInfo {
-                driver: cfg.driver.name().to_string(),
+                driver: cfg.driver().name().to_string(),
                 mode: cfg.mode_name(),
                 service: cfg.service_label.clone(),
                 pinned: cfg.pin,
@@ -153,7 +153,7 @@ impl Server {
             notices: Notices::new(),
         });
         let notices = common.notices.clone();
-        let running: Box<dyn Running> = match cfg.driver {
+        let running: Box<dyn Running> = match cfg.driver() {
             Driver::Skq => Box::new(driver::skq::start(cfg, common)?),
             Driver::Epoll1to1 => Box::new(driver::epoll::start(cfg, common, Model::OneToOne)?),
             Driver::EpollShared => Box::new(driver::epoll::start(cfg, common, Model::Shared)?),

@@ -86,11 +86,7 @@ impl Protocol for Big {
 }
 
 fn config(driver: Driver) -> ServerConfig {
-    let mut c = ServerConfig::new(driver, 2);
-    if driver == Driver::Skq {
-        c.sched.mode = "hybrid".into();
-    }
-    c
+    ServerConfig::new(driver, 2)
 }
 
 fn connect(addr: std::net::SocketAddr) -> TcpStream {

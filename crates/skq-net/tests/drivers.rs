@@ -68,11 +68,7 @@ impl Protocol for Echo {
 }
 
 fn config(driver: Driver, workers: usize) -> ServerConfig {
-    let mut c = ServerConfig::new(driver, workers);
-    if driver == Driver::Skq {
-        c.sched.mode = "hybrid".into();
-    }
-    c
+    ServerConfig::new(driver, workers)
 }
 
 fn read_lines(s: &TcpStream, n: usize) -> Vec<String> {

@@ -58,8 +58,7 @@ fn lines() -> Lines {
 #[test]
 fn with_diffusion_batch_requests_run_only_on_batch_workers_none_lost_or_reordered() {
     for mode in ["hybrid", "best2+steal", "vanilla"] {
-        let mut cfg = ServerConfig::new(Driver::Skq, 3);
-        cfg.sched.mode = mode.into();
+        let mut cfg = ServerConfig::with_mode(mode.parse().unwrap(), 3);
         cfg.sched.batch_workers = vec![2];
         let proto = std::sync::Arc::new(lines());
         let server = Server::start(&cfg, proto.clone()).unwrap();

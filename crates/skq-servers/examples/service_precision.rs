@@ -4,6 +4,7 @@
 //!
 //! `cargo run --release -p skq-servers --example service_precision [SAMPLES]`
 
+use skq_servers::service::Deliver;
 use skq_servers::ServiceMode;
 
 fn main() {

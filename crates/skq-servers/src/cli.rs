@@ -4,10 +4,32 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use skq_net::{Lifecycle, ServeError, Started};
+use skq_net::{Lifecycle, Mode, SchedSpec, ServeError, ServerSpec, Started};
 
-use crate::server::{RpcConfig, RpcServer, RuntimeKind, SchedOptions};
+use crate::server::{RpcConfig, RpcServer, RuntimeKind};
 use crate::service::ServiceMode;
+
+/// The flags a `--spec` replaces (it conflicts with each).
+const SPEC_FLAGS: [&str; 18] = [
+    "mode",
+    "runtime",
+    "workers",
+    "service",
+    "pin",
+    "steal_k",
+    "steal_retry_us",
+    "promote_min_us",
+    "poll_groups",
+    "pollers",
+    "rtshare",
+    "rtfreq",
+    "penalty_ns",
+    "batch",
+    "min_workers",
+    "elastic_period_us",
+    "elastic_backlog_us",
+    "batch_workers",
+];
 
 /// Flags of `skq serve rpc` (the bench harness relies on these names).
 #[derive(clap::Args, Debug, Clone)]
@@ -121,22 +143,33 @@ pub struct RpcArgs {
     /// Stop by itself after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
+    /// The whole server spec (mode, workers, service, pinning and the
+    /// scheduling tunables above) as JSON, or `@FILE` holding it, instead
+    /// of their flags: `{"mode":"best2+steal","workers":8,
+    /// "service":"emulate","pin":false,"sched":{"steal_k":2}}` (`skq bench`
+    /// passes it).
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = SPEC_FLAGS)]
+    pub spec: Option<String>,
 }
 
 impl RpcArgs {
-    /// The server configuration these flags describe; errors name the flag.
-    pub fn to_config(&self) -> anyhow::Result<RpcConfig> {
-        let runtime = match self.runtime {
-            RuntimeKind::Skq => RuntimeKind::of_mode(&self.mode),
-            other => other,
+    /// The server spec: `--spec`, or the one its flags describe (a
+    /// `--runtime` other than skq overrides `--mode`). Errors are one line
+    /// naming the flag (and for `--spec`, the field).
+    pub fn spec(&self) -> anyhow::Result<ServerSpec> {
+        if let Some(spec) = &self.spec {
+            return Ok(ServerSpec::parse_arg(spec)?);
+        }
+        let mode = match self.runtime {
+            RuntimeKind::Skq => parse_mode(&self.mode)?,
+            other => Mode::of_driver(other),
         };
-        let idle_timeout = skq_net::Timeouts::parse_secs("idle-timeout", self.idle_timeout)?;
-        Ok(RpcConfig {
-            addr: self.addr,
-            runtime,
+        Ok(ServerSpec {
+            mode,
             workers: self.workers,
-            sched: SchedOptions {
-                mode: self.mode.clone(),
+            service: self.service,
+            pin: self.pin,
+            sched: SchedSpec {
                 steal_k: self.steal_k,
                 steal_retry_us: self.steal_retry_us,
                 promote_min_us: self.promote_min_us,
@@ -151,10 +184,17 @@ impl RpcArgs {
                 elastic_backlog_us: self.elastic_backlog_us,
                 batch_workers: self.batch_workers.clone().unwrap_or_default().0,
             },
+        })
+    }
+
+    /// The server configuration these flags describe; errors name the flag.
+    pub fn to_config(&self) -> anyhow::Result<RpcConfig> {
+        let idle_timeout = skq_net::Timeouts::parse_secs("idle-timeout", self.idle_timeout)?;
+        Ok(RpcConfig {
+            addr: self.addr,
+            spec: self.spec()?,
             checkpoint_us: self.checkpoint_us,
             classify: self.classify,
-            service: self.service,
-            pin: self.pin,
             max_conns: self.max_conns,
             max_service_us: self
                 .max_service_us
@@ -162,6 +202,11 @@ impl RpcArgs {
             idle_timeout,
         })
     }
+}
+
+/// A `--mode` value; the error names the flag.
+pub fn parse_mode(mode: &str) -> anyhow::Result<Mode> {
+    mode.parse().map_err(|e| anyhow::anyhow!("--mode: {e}"))
 }
 
 /// Runs the server until SIGINT/SIGTERM (or `--duration`), then writes the
@@ -176,4 +221,108 @@ pub fn run_rpc(args: RpcArgs) -> anyhow::Result<()> {
     eprintln!("skq serve rpc: {}", skq_net::serve::counts(&done.stats));
     life.write_stats(&done.stats)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        rpc: RpcArgs,
+    }
+
+    fn args(flags: &[&str]) -> Result<RpcArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("rpc").chain(flags.iter().copied())).map(|c| c.rpc)
+    }
+
+    #[test]
+    fn flags_and_spec_build_the_same_spec() {
+        let flags = args(&[
+            "--mode",
+            "best2+steal",
+            "--workers",
+            "6",
+            "--service",
+            "spin",
+            "--pin",
+            "--steal-k",
+            "2",
+            "--pollers",
+            "1",
+            "--poll-groups",
+            "2",
+            "--batch",
+            "4",
+            "--batch-workers",
+            "4-5",
+            "--min-workers",
+            "2",
+            "--elastic-period-us",
+            "5000",
+        ])
+        .unwrap();
+        let spec = flags.spec().unwrap();
+        assert_eq!(spec.mode.to_string(), "best2+steal");
+        assert_eq!(
+            (spec.workers, spec.service, spec.pin),
+            (6, ServiceMode::Spin, true)
+        );
+        assert_eq!(spec.sched.steal_k, Some(2));
+        assert_eq!(spec.sched.batch_workers, [4, 5]);
+        // flags -> spec -> JSON -> --spec -> the same spec.
+        let json = spec.to_json();
+        let from_json = args(&["--spec", &json, "--addr", "127.0.0.1:0"]).unwrap();
+        assert_eq!(from_json.spec().unwrap(), spec);
+        let (a, b) = (flags.to_config().unwrap(), from_json.to_config().unwrap());
+        assert_eq!(a.spec, b.spec);
+        assert_eq!(
+            a.server_config().core_config().unwrap(),
+            b.server_config().core_config().unwrap()
+        );
+    }
+
+    #[test]
+    fn runtime_overrides_the_mode_as_before() {
+        let a = args(&["--runtime", "tokio"]).unwrap();
+        assert_eq!(a.spec().unwrap().mode, Mode::Tokio);
+        let a = args(&["--mode", "epoll"]).unwrap();
+        assert_eq!(a.spec().unwrap().mode, Mode::EpollShared);
+        assert_eq!(
+            args(&[]).unwrap().spec().unwrap(),
+            ServerSpec::new(Mode::default(), 8)
+        );
+    }
+
+    #[test]
+    fn spec_replaces_its_flags_and_bad_values_name_the_field() {
+        let json = ServerSpec::new(Mode::Tokio, 2).to_json();
+        let e = args(&["--spec", &json, "--steal-k", "2"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let spec = |j: &str| {
+            args(&["--spec", j])
+                .unwrap()
+                .spec()
+                .unwrap_err()
+                .to_string()
+        };
+        let e = spec(r#"{"mode":"hybrid","workers":2,"sched":{"pollers":-1}}"#);
+        assert!(
+            e.starts_with("--spec: field `sched.pollers`: invalid value"),
+            "{e}"
+        );
+        let e = spec(r#"{"mode":"vanilla+steal","workers":2}"#);
+        assert!(
+            e.starts_with("--spec: field `mode`: vanilla+steal is not allowed"),
+            "{e}"
+        );
+        let e = args(&["--mode", "fastest"]).unwrap().spec().unwrap_err();
+        assert!(
+            e.to_string().starts_with("--mode: unknown mode `fastest`"),
+            "{e}"
+        );
+    }
 }

@@ -30,6 +30,10 @@
 //! deadline with 1 ns timer slack (BRIEF §8), so 8–16 workers on 2 cores
 //! reproduce the queueing of a larger machine.
 //!
+//! **Spec** ([`ServerSpec`], skq-net's): mode, workers, service, pinning
+//! and scheduling tunables, built from the flags or read whole from
+//! `--spec JSON|@FILE` (what `skq bench` passes).
+//!
 //! **Drivers** ([`server::RuntimeKind`], chosen by `--mode`): see the
 //! `skq-net` crate for how each spreads connections over workers. The skq
 //! driver serves a connection's readiness on the worker the scheduling
@@ -47,10 +51,10 @@
 //! ```
 //! use std::io::{Read, Write};
 //! use skq_proto::wire::{self, Header};
-//! use skq_servers::{RpcConfig, RpcServer, RuntimeKind};
+//! use skq_servers::{RpcConfig, RpcServer, ServerSpec};
 //!
-//! let mut cfg = RpcConfig::new(RuntimeKind::Skq, 2); // 127.0.0.1, free port
-//! cfg.sched.mode = "best2+steal".into();
+//! let spec = ServerSpec::new("best2+steal".parse().unwrap(), 2);
+//! let cfg = RpcConfig::new(spec); // 127.0.0.1, free port
 //! let server = RpcServer::start(cfg).unwrap();
 //!
 //! let mut conn = std::net::TcpStream::connect(server.local_addr()).unwrap();
@@ -87,8 +91,7 @@ pub mod server;
 pub mod service;
 
 pub use rpc::RpcProtocol;
-pub use server::{
-    RpcConfig, RpcConfigError, RpcServer, RpcServerHandle, RuntimeKind, SchedOptions,
-};
-pub use service::ServiceMode;
+pub use server::{RpcConfig, RpcConfigError, RpcServer, RpcServerHandle, RuntimeKind};
+pub use service::{Deliver, ServiceMode};
 pub use skq_net::ServerStats;
+pub use skq_net::{Mode, SchedSpec, ServerSpec};

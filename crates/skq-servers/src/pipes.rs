@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use skq_rt::{Config, Events, Flags, Interest, Skq};
 
-use crate::service::ServiceMode;
+use crate::service::{Deliver, ServiceMode};
 
 /// `skq pipes` arguments.
 #[derive(clap::Args, Debug, Clone)]

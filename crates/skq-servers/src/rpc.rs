@@ -66,7 +66,7 @@ impl fmt::Display for Classify {
     }
 }
 
-use crate::service::ServiceMode;
+use crate::service::{Deliver, ServiceMode};
 
 /// The synthetic RPC protocol.
 #[derive(Clone, Copy, Debug)]

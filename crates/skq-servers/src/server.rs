@@ -5,12 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skq_net::{Driver, Server, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT};
+use skq_net::{Driver, Server, ServerConfig, ServerSpec, Timeouts, DEFAULT_MAX_OUTPUT};
 
 use crate::rpc::{Classify, RpcProtocol, DEFAULT_MAX_SERVICE_US};
-use crate::service::ServiceMode;
 
-pub use skq_net::{SchedOptions, ServerHandle as RpcServerHandle, MAX_CONNS, MAX_WORKERS};
+pub use skq_net::{ServerHandle as RpcServerHandle, MAX_CONNS, MAX_WORKERS};
 
 /// Which driver serves the connections: `Skq` (every skq scheduling mode),
 /// the plain-Linux baselines `Epoll1to1` and `EpollShared`, or `Tokio`.
@@ -36,17 +35,11 @@ pub enum RpcConfigError {
 pub struct RpcConfig {
     /// Address to listen on (port 0 picks a free port).
     pub addr: SocketAddr,
-    /// The driver.
-    pub runtime: RuntimeKind,
-    /// Worker threads (1..=64).
-    pub workers: usize,
-    /// skq scheduling options (`batch` applies to the epoll drivers too).
-    pub sched: SchedOptions,
-    /// Spin or emulate.
-    pub service: ServiceMode,
-    /// Pin worker threads (skq: to the runtime's CPU for each worker, which
-    /// its locality decisions assume; others: thread i to the i-th allowed CPU).
-    pub pin: bool,
+    /// Mode, workers, service (spin or emulate), pinning (skq: to the
+    /// runtime's CPU for each worker, which its locality decisions assume;
+    /// others: thread i to the i-th allowed CPU) and scheduling tunables
+    /// (`batch` applies to the epoll drivers too).
+    pub spec: ServerSpec,
     /// Most connections served at once; more are accepted and closed at once.
     pub max_conns: usize,
     /// Checkpoint interval inside a request's service (µs); `None`: none.
@@ -61,15 +54,11 @@ pub struct RpcConfig {
 }
 
 impl RpcConfig {
-    /// Defaults: 127.0.0.1 on a free port, hybrid, emulated service, 65,536 connections.
-    pub fn new(runtime: RuntimeKind, workers: usize) -> Self {
+    /// Serves `spec` on 127.0.0.1, a free port, 65,536 connections.
+    pub fn new(spec: ServerSpec) -> Self {
         RpcConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            runtime,
-            workers,
-            sched: SchedOptions::default(),
-            service: ServiceMode::Emulate,
-            pin: false,
+            spec,
             max_conns: 65_536,
             checkpoint_us: None,
             classify: Classify::Header,
@@ -80,20 +69,15 @@ impl RpcConfig {
 
     /// The server layer's configuration.
     pub fn server_config(&self) -> ServerConfig {
-        ServerConfig {
-            addr: self.addr,
-            driver: self.runtime,
-            workers: self.workers,
-            sched: self.sched.clone(),
-            pin: self.pin,
-            max_conns: self.max_conns,
-            service_label: self.service.to_string(),
-            max_output: DEFAULT_MAX_OUTPUT,
-            timeouts: Timeouts {
-                idle: self.idle_timeout,
-                ..Timeouts::default()
-            },
-        }
+        let mut c = ServerConfig::from_spec(&self.spec);
+        c.addr = self.addr;
+        c.max_conns = self.max_conns;
+        c.max_output = DEFAULT_MAX_OUTPUT;
+        c.timeouts = Timeouts {
+            idle: self.idle_timeout,
+            ..Timeouts::default()
+        };
+        c
     }
 
     /// Checks every option; the error names the option and its range.
@@ -120,7 +104,7 @@ impl RpcServer {
     pub fn start(cfg: RpcConfig) -> io::Result<RpcServerHandle> {
         cfg.validate()
             .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-        let mut proto = RpcProtocol::new(cfg.service, cfg.classify);
+        let mut proto = RpcProtocol::new(cfg.spec.service, cfg.classify);
         proto.checkpoint_ns = cfg.checkpoint_us.map_or(0, |us| us.saturating_mul(1_000));
         proto.max_service_ns = cfg.max_service_us * 1_000;
         let proto = Arc::new(proto);

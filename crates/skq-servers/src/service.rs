@@ -1,4 +1,5 @@
-//! Synthetic service: how a worker "does" the work a request asks for.
+//! Synthetic service: how a worker "does" the work a request asks for
+//! ([`Deliver`], implemented for the spec's [`ServiceMode`]).
 //!
 //! * [`ServiceMode::Spin`] busy-waits on the CPU until `service_ns` have
 //!   passed on the monotonic clock: real CPU work, only meaningful when the
@@ -14,47 +15,28 @@
 //! In both modes delivered ≥ requested: the deadline is computed before the
 //! work starts and the worker does not return before it.
 
-use std::fmt;
-use std::str::FromStr;
-
 use skq_sys::cpu;
 
-/// How requested service time is delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServiceMode {
-    /// Busy-wait on the CPU.
-    Spin,
-    /// Absolute-deadline sleep (time dilation).
-    Emulate,
-}
+pub use skq_net::ServiceMode;
 
-impl FromStr for ServiceMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "spin" => Ok(ServiceMode::Spin),
-            "emulate" => Ok(ServiceMode::Emulate),
-            other => Err(format!(
-                "unknown service mode `{other}`: expected spin or emulate"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for ServiceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ServiceMode::Spin => "spin",
-            ServiceMode::Emulate => "emulate",
-        })
-    }
-}
-
-impl ServiceMode {
-    /// Per-thread setup; call once on every thread that will call [`Self::serve`].
+/// Delivering service the way a [`ServiceMode`] says.
+pub trait Deliver {
+    /// Per-thread setup; call once on every thread that will call [`Deliver::serve`].
     /// Emulation lowers the thread's timer slack to 1 ns.
-    pub fn prepare_thread(self) {
+    fn prepare_thread(self);
+    /// Delivers `service_ns` of service on the calling thread and returns the
+    /// nanoseconds actually delivered (saturated to `u32`).
+    fn serve(self, service_ns: u32) -> u32;
+    /// Like [`Deliver::serve`], calling `checkpoint` once `every_ns` have
+    /// passed since the start or the end of the previous call, never at the
+    /// start or after the deadline: spinning checks the clock each
+    /// turn; emulation sleeps to the next checkpoint or the deadline,
+    /// whichever is first. Returns the nanoseconds delivered.
+    fn serve_checkpointed(self, service_ns: u32, every_ns: u64, checkpoint: impl FnMut()) -> u32;
+}
+
+impl Deliver for ServiceMode {
+    fn prepare_thread(self) {
         if self == ServiceMode::Emulate {
             // Failure only costs precision (the default 50 µs slack), and the
             // delivered time is measured anyway, so it is not fatal.
@@ -66,9 +48,7 @@ impl ServiceMode {
         }
     }
 
-    /// Delivers `service_ns` of service on the calling thread and returns the
-    /// nanoseconds actually delivered (saturated to `u32`).
-    pub fn serve(self, service_ns: u32) -> u32 {
+    fn serve(self, service_ns: u32) -> u32 {
         let start = cpu::monotonic_ns();
         if service_ns == 0 {
             return 0;
@@ -86,12 +66,7 @@ impl ServiceMode {
         u32::try_from(delivered).unwrap_or(u32::MAX)
     }
 
-    /// Like [`Self::serve`], calling `checkpoint` once `every_ns` have
-    /// passed since the start or the end of the previous call, never at the
-    /// start or after the deadline: spinning checks the clock each
-    /// turn; emulation sleeps to the next checkpoint or the deadline,
-    /// whichever is first. Returns the nanoseconds delivered.
-    pub fn serve_checkpointed(
+    fn serve_checkpointed(
         self,
         service_ns: u32,
         every_ns: u64,

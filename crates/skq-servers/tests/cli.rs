@@ -51,7 +51,7 @@ fn stops_by_itself_and_writes_stats() {
 
 #[test]
 fn bad_values_fail_with_one_line_naming_the_option() {
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 14] = [
         (&["--max-service-us", "0"], "--max-service-us"),
         (&["--max-service-us", "5000000"], "--max-service-us"),
         (&["--idle-timeout=-1"], "--idle-timeout"),
@@ -66,6 +66,24 @@ fn bad_values_fail_with_one_line_naming_the_option() {
         (&["--workers", "0"], "--workers"),
         (&["--rtshare", "101"], "--rtshare"),
         (&["--runtime", "tokio", "--max-conns", "0"], "--max-conns"),
+        (
+            &[
+                "--spec",
+                r#"{"mode":"hybrid","workers":2,"sched":{"steal_k":"two"}}"#,
+            ],
+            "--spec: field `sched.steal_k`",
+        ),
+        (
+            &[
+                "--spec",
+                r#"{"mode":"hybrid","workers":2,"sched":{"steal_k":9}}"#,
+            ],
+            "--steal-k 9",
+        ),
+        (
+            &["--spec", "@/nonexistent/spec.json"],
+            "--spec @/nonexistent",
+        ),
     ];
     for (args, option) in cases {
         let out = server()
@@ -79,6 +97,49 @@ fn bad_values_fail_with_one_line_naming_the_option() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(option), "{args:?}: {stderr}");
     }
+}
+
+/// `--spec` (JSON, or `@FILE`) starts the server its flags would: same
+/// driver, mode, workers and service in the stats file.
+#[test]
+fn a_spec_starts_the_server_its_flags_would() {
+    let spec =
+        r#"{"mode":"best2+steal","workers":3,"service":"spin","sched":{"steal_k":2,"pollers":1}}"#;
+    let file = std::env::temp_dir().join(format!("skq-rpc-spec-{}.json", std::process::id()));
+    std::fs::write(&file, spec).unwrap();
+    let from_file = format!("@{}", file.display());
+    for arg in [spec, from_file.as_str()] {
+        let path = std::env::temp_dir().join(format!("skq-rpc-spec-{}.stats", std::process::id()));
+        let out = server()
+            .args(["--addr", "127.0.0.1:0", "--duration", "0.2", "--spec", arg])
+            .arg("--stats-json")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stats: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            (
+                &stats["driver"],
+                &stats["mode"],
+                &stats["workers"],
+                &stats["service"]
+            ),
+            (
+                &serde_json::json!("skq"),
+                &serde_json::json!("best2+steal"),
+                &serde_json::json!(3),
+                &serde_json::json!("spin")
+            )
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
 }
 
 #[test]

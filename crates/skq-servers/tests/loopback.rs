@@ -11,7 +11,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{storm, Pipelined};
-use skq_servers::{RpcConfig, RpcServer, RuntimeKind, ServerStats, ServiceMode};
+use skq_servers::{Mode, RpcConfig, RpcServer, RuntimeKind, ServerSpec, ServerStats, ServiceMode};
+
+/// Default settings on `workers` workers of `runtime` (skq: hybrid).
+fn config(runtime: RuntimeKind, workers: usize) -> RpcConfig {
+    RpcConfig::new(ServerSpec::new(Mode::of_driver(runtime), workers))
+}
 
 const CONNS: usize = 64;
 const INFLIGHT: usize = 8;
@@ -23,10 +28,11 @@ fn storm_with_retirement(runtime: RuntimeKind, mode: &str) {
 }
 
 fn storm_with_retirement_batch(runtime: RuntimeKind, mode: &str, batch: usize) {
-    let mut cfg = RpcConfig::new(runtime, WORKERS);
-    cfg.sched.mode = mode.into();
-    cfg.sched.batch = batch;
-    cfg.service = ServiceMode::Emulate;
+    let mut spec = ServerSpec::new(mode.parse().unwrap(), WORKERS);
+    assert_eq!(spec.mode.driver(), runtime, "{mode}");
+    spec.sched.batch = batch;
+    spec.service = ServiceMode::Emulate;
+    let cfg = RpcConfig::new(spec);
     let server = RpcServer::start(cfg).unwrap_or_else(|e| panic!("{mode}: start: {e}"));
     let addr = server.local_addr();
     let load = Pipelined::new(CONNS, INFLIGHT, PER_CONN, storm(4));
@@ -148,9 +154,9 @@ fn epoll_shared_storm() {
 /// Spin service on pinned workers: every reply, and the server's busy time
 /// covers at least what was asked.
 fn spin_service_and_pinning(runtime: RuntimeKind) {
-    let mut cfg = RpcConfig::new(runtime, 2);
-    cfg.service = ServiceMode::Spin;
-    cfg.pin = true;
+    let mut cfg = config(runtime, 2);
+    cfg.spec.service = ServiceMode::Spin;
+    cfg.spec.pin = true;
     let server = RpcServer::start(cfg).unwrap();
     let load = Pipelined::new(
         8,
@@ -172,11 +178,11 @@ fn tokio_spin_pinned() {
 
 #[test]
 fn invalid_configuration_names_the_option() {
-    let cfg = RpcConfig::new(RuntimeKind::Tokio, 0);
+    let cfg = config(RuntimeKind::Tokio, 0);
     let e = RpcServer::start(cfg).err().expect("0 workers refused");
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("--workers"), "{e}");
-    let mut cfg = RpcConfig::new(RuntimeKind::Tokio, 2);
+    let mut cfg = config(RuntimeKind::Tokio, 2);
     cfg.max_conns = 0;
     let e = RpcServer::start(cfg).err().expect("0 connections refused");
     assert!(e.to_string().contains("--max-conns"), "{e}");
@@ -184,22 +190,23 @@ fn invalid_configuration_names_the_option() {
 
 #[test]
 fn skq_options_are_validated_by_the_core() {
-    let mut cfg = RpcConfig::new(RuntimeKind::Skq, 2);
-    cfg.sched.mode = "fastest".into();
-    let e = RpcServer::start(cfg.clone())
-        .err()
-        .expect("unknown mode refused");
-    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-    assert!(e.to_string().contains("--mode"), "{e}");
-    cfg.sched.mode = "best2+steal".into();
-    cfg.sched.steal_k = Some(9);
+    // Unknown modes and refused steal settings never get this far: the
+    // mode is parsed at the edge.
+    assert!("fastest".parse::<Mode>().is_err());
+    assert!("vanilla+steal".parse::<Mode>().is_err());
+    let mut cfg = RpcConfig::new(ServerSpec::new("best2+steal".parse().unwrap(), 2));
+    cfg.spec.sched.steal_k = Some(9);
     let e = RpcServer::start(cfg.clone())
         .err()
         .expect("steal-k 9 refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("--steal-k"), "{e}");
-    cfg.sched.steal_k = None;
-    cfg.sched.mode = "vanilla+steal".into();
-    assert!(RpcServer::start(cfg).is_err());
+    cfg.spec.sched.steal_k = None;
+    cfg.spec.sched.poll_groups = Some(3);
+    assert!(
+        RpcServer::start(cfg).is_err(),
+        "3 poll groups for 2 workers"
+    );
 }
 
 #[test]
@@ -211,8 +218,7 @@ fn skq_spin_pinned() {
 /// and served from the high-priority queues, still exactly once and in order.
 #[test]
 fn skq_high_priority_clients() {
-    let mut cfg = RpcConfig::new(RuntimeKind::Skq, 3);
-    cfg.sched.mode = "best2+steal".into();
+    let cfg = RpcConfig::new(ServerSpec::new("best2+steal".parse().unwrap(), 3));
     let server = RpcServer::start(cfg).unwrap();
     let mut load = Pipelined::new(16, 4, 60, storm(2));
     load.high_conns = 4;
@@ -231,7 +237,7 @@ fn skq_high_priority_clients() {
 /// Beyond `max_conns`, connections are accepted and closed at once, counted
 /// as rejected; the admitted ones are served normally.
 fn connection_limit(runtime: RuntimeKind) {
-    let mut cfg = RpcConfig::new(runtime, 2);
+    let mut cfg = config(runtime, 2);
     cfg.max_conns = 4;
     let server = RpcServer::start(cfg).unwrap();
     let mut clients: Vec<_> = (0..6)
@@ -284,7 +290,7 @@ fn epoll_connection_limit() {
 /// and every reply arrives in order.
 fn slow_reader(runtime: RuntimeKind) {
     const N: u64 = 300_000; // 6 MB each way: more than the socket buffers hold
-    let server = RpcServer::start(RpcConfig::new(runtime, 2)).unwrap();
+    let server = RpcServer::start(config(runtime, 2)).unwrap();
     let mut reader = common::Client::connect(server.local_addr()).unwrap();
     let mut writer = reader.stream.try_clone().unwrap();
     let sender = std::thread::spawn(move || {
@@ -348,12 +354,11 @@ fn skq_slow_reader() {
 /// on two workers.
 #[test]
 fn elastic_workers_and_checkpoints_lose_nothing() {
-    let mut cfg = RpcConfig::new(RuntimeKind::Skq, WORKERS);
-    cfg.sched.mode = "hybrid".into();
-    cfg.sched.min_workers = Some(1);
-    cfg.sched.elastic_period_us = Some(1_000);
+    let mut cfg = config(RuntimeKind::Skq, WORKERS);
+    cfg.spec.sched.min_workers = Some(1);
+    cfg.spec.sched.elastic_period_us = Some(1_000);
     cfg.checkpoint_us = Some(100);
-    cfg.service = ServiceMode::Emulate;
+    cfg.spec.service = ServiceMode::Emulate;
     let server = RpcServer::start(cfg).expect("start");
     let addr = server.local_addr();
     let load = Pipelined::new(CONNS, INFLIGHT, PER_CONN, storm(4));

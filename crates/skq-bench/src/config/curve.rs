@@ -1,10 +1,19 @@
 //! One configuration of the sweep: what serves ([`ServerKind`]), how the
 //! service is done ([`ServiceMode`]), where it runs ([`Affinity`]), and the
 //! validated [`Curve`] a configuration entry becomes.
+//!
+//! A configuration's mode and scheduling keys are parsed here, once, into
+//! the server spec skq's own servers are handed ([`Curve::server_spec`],
+//! skq-net's [`ServerSpec`]); the harness passes it whole (`--spec JSON`),
+//! never knob by knob.
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use skq_net::config::WorkerList;
+use skq_net::{Mode, ServerSpec};
 use skq_proto::workload::{ServiceSpec, Workload};
+
+pub use skq_net::ServiceMode;
 
 use super::ConfigEntry;
 
@@ -67,37 +76,6 @@ impl ServerKind {
 
 /// The plain epoll servers' modes (`skq serve rpc --mode ...`).
 pub const EPOLL_MODES: [&str; 2] = ["epoll-1to1", "epoll-shared"];
-
-/// Spin (CPU-bound handler) or emulate (the handler sleeps; BRIEF §8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServiceMode {
-    /// Busy loop for the service time.
-    Spin,
-    /// Absolute-deadline sleep for the service time.
-    Emulate,
-}
-
-impl ServiceMode {
-    /// `spin` or `emulate`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServiceMode::Spin => "spin",
-            ServiceMode::Emulate => "emulate",
-        }
-    }
-}
-
-impl std::str::FromStr for ServiceMode {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "spin" => Ok(ServiceMode::Spin),
-            "emulate" => Ok(ServiceMode::Emulate),
-            _ => bail!("unknown service mode `{s}`; expected spin or emulate"),
-        }
-    }
-}
 
 /// IO variance of the HTTP server (`skq serve http --io-variance`): a
 /// fraction of file reads miss the page cache, for real (`fadvise`) or with
@@ -175,18 +153,12 @@ pub struct Curve {
     pub scale: f64,
     /// `--pin`.
     pub pin: bool,
-    /// `--rtshare`.
-    pub rtshare: Option<u32>,
-    /// `--rtfreq`.
-    pub rtfreq: Option<u32>,
-    /// `--steal-k`.
-    pub steal_k: Option<usize>,
-    /// `--poll-groups` (skq modes of the RPC server).
+    /// What skq's own servers (rpc, http, rocksdb; not kv) are handed as
+    /// `--spec`: the mode parsed, `workers`, `service` and `pin` as above,
+    /// and the scheduling keys each server takes (rpc: all; http:
+    /// `steal_k`, `batch`; rocksdb: `steal_k`). `None` for the peers and kv.
     #[serde(default)]
-    pub poll_groups: Option<usize>,
-    /// `--pollers` (skq modes of the RPC server).
-    #[serde(default)]
-    pub pollers: Option<usize>,
+    pub server_spec: Option<ServerSpec>,
     /// Load connections.
     pub connections: usize,
     /// Generator threads.
@@ -201,9 +173,6 @@ pub struct Curve {
     pub slo_us: Option<f64>,
     /// CPU placement.
     pub affinity: Affinity,
-    /// `--batch` (skq modes of the rpc and http servers).
-    #[serde(default)]
-    pub batch: Option<usize>,
     /// IO variance (http modes only).
     #[serde(default)]
     pub io: Option<IoSpec>,
@@ -227,14 +196,11 @@ pub struct Curve {
     pub elastic: ElasticSpec,
 }
 
-/// Elastic workers on the server and a time-varying rate on the generator,
-/// fixed at every load point of a curve.
+/// A time-varying rate on the generator, fixed at every load point of a
+/// curve (the server's elastic settings, `min_workers` and
+/// `elastic_period_us`, are checked here and travel in the server spec).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ElasticSpec {
-    /// `--min-workers` (skq modes of the RPC server); None = fixed count.
-    pub min_workers: Option<usize>,
-    /// `--elastic-period-us`.
-    pub period_us: Option<u64>,
     /// The generator's `--rate-profile`; the point's rate is its base rate.
     pub rate_profile: Option<String>,
     /// The generator's `--interval-ms`, also the period at which the
@@ -278,8 +244,6 @@ impl ElasticSpec {
             bail!("{}: must be positive", ctx("interval_ms"));
         }
         Ok(ElasticSpec {
-            min_workers: e.min_workers,
-            period_us: e.elastic_period_us,
             rate_profile: e.rate_profile.clone(),
             interval_ms: e.interval_ms.or(e.rate_profile.as_ref().map(|_| 1000)),
         })
@@ -302,8 +266,6 @@ pub struct PrioritySpec {
     pub batch_connections: usize,
     /// Best-effort service (µs).
     pub batch_service_us: f64,
-    /// Server `--batch-workers`, empty = no diffusion.
-    pub batch_workers: String,
 }
 
 impl PrioritySpec {
@@ -332,8 +294,7 @@ impl PrioritySpec {
                 ctx("batch_service_us")
             );
         }
-        let batch_workers = e.batch_workers.clone().unwrap_or_default();
-        if !batch_workers.is_empty() && server != ServerKind::Skq {
+        if e.batch_workers.as_ref().is_some_and(|w| !w.is_empty()) && server != ServerKind::Skq {
             bail!(
                 "{}: priority diffusion needs an skq mode",
                 ctx("batch_workers")
@@ -346,7 +307,6 @@ impl PrioritySpec {
             batch_rps,
             batch_connections: e.batch_connections.unwrap_or(4).max(1),
             batch_service_us,
-            batch_workers,
         })
     }
 }
@@ -359,29 +319,26 @@ impl Curve {
         let name = e.name.clone().unwrap_or_else(|| mode.clone());
         let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
         let server = ServerKind::from_mode(&mode);
-        let known = match server {
-            ServerKind::Skq => valid_mode(&mode),
-            ServerKind::Http => mode
-                .strip_prefix("http-")
-                .is_some_and(|m| valid_mode(m) || EPOLL_MODES.contains(&m) || m == "tokio"),
-            ServerKind::Rocksdb => mode
-                .strip_prefix("rocksdb-")
-                .is_some_and(|m| valid_mode(m) || EPOLL_MODES.contains(&m) || m == "tokio"),
-            _ => true,
+        // The mode skq's own server is handed, in its one spelling (the
+        // older alias `epoll` is refused here, as before).
+        let inner = match server {
+            ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => Some(mode.as_str()),
+            ServerKind::Http => mode.strip_prefix("http-"),
+            ServerKind::Rocksdb => mode.strip_prefix("rocksdb-"),
+            ServerKind::Memcached | ServerKind::Nginx | ServerKind::Kv => None,
         };
-        if !known {
-            bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode"));
-        }
+        let server_mode = match inner.map(|m| (m, m.parse::<Mode>())) {
+            None => None,
+            Some((m, Ok(parsed))) if parsed.to_string() == m => Some(parsed),
+            Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
+        };
         let io = io_spec(e, server).map_err(|m| anyhow::anyhow!("{}: {m}", ctx("io_variance")))?;
         if let Some(b) = e.batch {
             if !(1..=1024).contains(&b) {
                 bail!("{}: {b} is out of range 1..=1024", ctx("batch"));
             }
-            let skq_mode = match server {
-                ServerKind::Skq => true,
-                ServerKind::Http => mode.strip_prefix("http-").is_some_and(valid_mode),
-                _ => false,
-            };
+            let skq_mode = matches!(server, ServerKind::Skq | ServerKind::Http)
+                && server_mode.is_some_and(Mode::is_skq);
             if !skq_mode {
                 bail!(
                     "{}: only skq modes of the rpc and http servers take a batch size (`{mode}` does not)",
@@ -487,7 +444,41 @@ impl Curve {
         });
         let prio = PrioritySpec::from_entry(e, &name, server)?;
         let elastic = ElasticSpec::from_entry(e, &name, server, workers)?;
+        let batch_workers = match e.batch_workers.as_deref() {
+            None | Some("") => Vec::new(),
+            Some(w) => {
+                w.parse::<WorkerList>()
+                    .map_err(|m| anyhow::anyhow!("{}: {m}", ctx("batch_workers")))?
+                    .0
+            }
+        };
+        let pin = e.pin.unwrap_or(false);
+        let server_spec = server_mode.map(|m| {
+            let mut spec = ServerSpec::new(m, workers);
+            spec.service = service;
+            spec.pin = pin;
+            let s = &mut spec.sched;
+            s.steal_k = e.steal_k;
+            if server == ServerKind::Rocksdb {
+                return spec;
+            }
+            s.batch = e.batch.unwrap_or(1);
+            if server == ServerKind::Http {
+                return spec;
+            }
+            s.rtshare = e.rtshare;
+            s.rtfreq = e.rtfreq;
+            s.batch_workers = batch_workers;
+            s.min_workers = e.min_workers;
+            s.elastic_period_us = e.elastic_period_us;
+            if server == ServerKind::Skq {
+                s.pollers = e.pollers;
+                s.poll_groups = e.poll_groups;
+            }
+            spec
+        });
         Ok(Curve {
+            server_spec,
             elastic,
             prio,
             name,
@@ -498,12 +489,7 @@ impl Curve {
             service,
             mean_us,
             scale,
-            pin: e.pin.unwrap_or(false),
-            rtshare: e.rtshare,
-            rtfreq: e.rtfreq,
-            steal_k: e.steal_k,
-            poll_groups: e.poll_groups,
-            pollers: e.pollers,
+            pin,
             connections: e.connections.unwrap_or(64).max(1),
             threads: e.threads.unwrap_or(1).max(1),
             protocol,
@@ -511,7 +497,6 @@ impl Curve {
             capacity_rps,
             slo_us: e.slo_us,
             affinity,
-            batch: e.batch,
             io,
             wrk,
             db_dir: e
@@ -603,13 +588,4 @@ fn io_spec(e: &ConfigEntry, server: ServerKind) -> std::result::Result<Option<Io
         miss,
         latency_us,
     }))
-}
-
-/// Whether `mode` is a policy name with optional `+steal`.
-fn valid_mode(mode: &str) -> bool {
-    let base = mode.strip_suffix("+steal").unwrap_or(mode);
-    matches!(
-        base,
-        "vanilla" | "shared" | "queue" | "cpu" | "best2" | "hybrid"
-    ) && !(mode.ends_with("+steal") && matches!(base, "vanilla" | "shared"))
 }

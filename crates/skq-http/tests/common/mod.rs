@@ -68,7 +68,7 @@ impl Drop for Root {
 
 /// Starts a server on `root` in `mode` with 2 workers and an in-memory access log.
 pub fn start(root: &Path, mode: &str) -> (ServerHandle, Arc<HttpProtocol>) {
-    let cfg = HttpConfig::new(root, mode, 2);
+    let cfg = HttpConfig::new(root, mode.parse().unwrap(), 2);
     skq_http::start(&cfg, AccessLog::Memory(Default::default())).unwrap()
 }
 

@@ -138,7 +138,7 @@ pub(crate) fn start<P: Protocol>(
         Table::<(TcpStream, Conn<P::Session>)>::slot_bytes(),
         Ordering::Relaxed,
     );
-    let name = cfg.driver.name();
+    let name = cfg.driver().name();
     let threads = spawn_workers(cfg.workers, name, &shared, run)?;
     let sweeper = match cfg.timeouts {
         t if t.any() => {
