@@ -185,6 +185,18 @@ pub struct Config {
 /// µs-scale handlers.)
 pub const DEFAULT_PROMOTE_MIN_NS: u64 = 0;
 
+/// Splits a mode's steal suffix: `best2+steal` → (`best2`, Some(true)),
+/// `hybrid-steal` → (`hybrid`, Some(false)), `cpu` → (`cpu`, None).
+pub fn split_steal(mode: &str) -> (&str, Option<bool>) {
+    if let Some(b) = mode.strip_suffix("+steal") {
+        (b, Some(true))
+    } else if let Some(b) = mode.strip_suffix("-steal") {
+        (b, Some(false))
+    } else {
+        (mode, None)
+    }
+}
+
 /// Default [`Config::pollers`]: every idle worker blocks in its group's set.
 pub const DEFAULT_POLLERS: usize = 0;
 
@@ -215,13 +227,7 @@ impl Config {
     /// Parses a mode such as `hybrid`, `best2+steal` or `hybrid-steal`
     /// (hybrid without stealing) into a configuration with defaults.
     pub fn parse_mode(s: &str, workers: usize) -> Result<Config, ConfigError> {
-        let (base, steal) = if let Some(b) = s.strip_suffix("+steal") {
-            (b, Some(true))
-        } else if let Some(b) = s.strip_suffix("-steal") {
-            (b, Some(false))
-        } else {
-            (s, None)
-        };
+        let (base, steal) = split_steal(s);
         let policy: Policy = base
             .parse()
             .map_err(|_| ConfigError::UnknownMode(s.into()))?;

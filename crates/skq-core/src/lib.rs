@@ -102,8 +102,8 @@ mod worker_loop;
 mod tests;
 
 pub use config::{
-    Config, ConfigError, CpuPlace, Policy, DEFAULT_POLLERS, DEFAULT_PROMOTE_MIN_NS, MAX_CPUS,
-    MAX_WORKERS,
+    split_steal, Config, ConfigError, CpuPlace, Policy, DEFAULT_POLLERS, DEFAULT_PROMOTE_MIN_NS,
+    MAX_CPUS, MAX_WORKERS,
 };
 pub use cpulist::{format_cpu_list, parse_cpu_list};
 pub use cpumap::{CpuMap, HintLevel};

@@ -114,13 +114,7 @@ impl FromStr for Mode {
             "tokio" => return Ok(Mode::Tokio),
             _ => {}
         }
-        let (base, steal) = if let Some(b) = s.strip_suffix("+steal") {
-            (b, Some(true))
-        } else if let Some(b) = s.strip_suffix("-steal") {
-            (b, Some(false))
-        } else {
-            (s, None)
-        };
+        let (base, steal) = skq_core::split_steal(s);
         let policy: Policy = base.parse().map_err(|_| {
             format!(
                 "unknown mode `{s}`: expected vanilla, shared, queue, cpu, best2 or hybrid \
