@@ -517,7 +517,7 @@ impl Sim {
 
     /// Executes `Step::Harvest` or the end of `Step::Poll` for worker `w`:
     /// activates what its group's set holds, oldest first, at most `max`
-    /// (`Scheduler::poll_max` after a blocking poll; the rest stays).
+    /// (`WaitCall::poll_max` after a blocking poll; the rest stays).
     fn harvest(&mut self, w: usize, t: u64, max: usize) {
         let g = self.sched.poll_group(w);
         let k = self.kernel_ready[g].len().min(max);
