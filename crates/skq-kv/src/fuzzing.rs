@@ -85,7 +85,7 @@ fn run(input: &[u8], cuts: &[usize]) -> (Vec<u8>, Option<crate::protocol::CloseR
     let mut start = 0;
     for &end in cuts.iter().chain(std::iter::once(&input.len())) {
         let end = end.clamp(start, input.len());
-        s.fill(&mut Chunk(&input[start..end]))
+        s.fill(&mut Chunk(&input[start..end]), true)
             .expect("in-memory reads do not fail");
         s.process(&mut h);
         out.extend(s.take_output());

@@ -313,7 +313,15 @@ impl Session {
     }
 
     /// Reads what the socket has (until it would block, or the buffer is large enough).
-    pub fn fill(&mut self, r: &mut impl Read) -> io::Result<Fill> {
+    ///
+    /// Without `peer_hup` (the readiness event did not report the peer's
+    /// close), a read shorter than the room offered also ends it: it took
+    /// everything the socket held, and whatever arrives later (bytes or a
+    /// FIN) raises a new edge, so the read that would only return `EAGAIN`
+    /// is saved (one system call per request). With `peer_hup` a FIN may be
+    /// queued behind the data with no edge to come, so reading goes on until
+    /// it is seen.
+    pub fn fill(&mut self, r: &mut impl Read, peer_hup: bool) -> io::Result<Fill> {
         let cap =
             self.parser.limits().max_item_size + self.parser.limits().max_get_line + READ_CHUNK;
         let mut total = 0;
@@ -321,6 +329,7 @@ impl Session {
             if self.rbuf.len() - self.rend < READ_CHUNK / 4 {
                 self.make_room();
             }
+            let room = self.rbuf.len() - self.rend;
             match r.read(&mut self.rbuf[self.rend..]) {
                 Ok(0) => {
                     self.eof = true;
@@ -333,6 +342,9 @@ impl Session {
                 Ok(n) => {
                     self.rend += n;
                     total += n;
+                    if !peer_hup && n < room {
+                        return Ok(Fill::Read(total));
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Fill::Read(total)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -496,5 +508,70 @@ impl Session {
 
     fn blocked_for_output(&self) -> bool {
         self.pending_bytes() > self.parser.limits().max_conn_output || self.parts.len() >= MAX_PARTS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket stand-in: hands out `chunks` one read at a time, then
+    /// `EAGAIN` (or end of stream once `fin` is set and the chunks are gone).
+    struct Script {
+        chunks: VecDeque<Vec<u8>>,
+        fin: bool,
+        reads: usize,
+    }
+
+    impl Read for Script {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.reads += 1;
+            match self.chunks.pop_front() {
+                Some(c) => {
+                    buf[..c.len()].copy_from_slice(&c);
+                    Ok(c.len())
+                }
+                None if self.fin => Ok(0),
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            }
+        }
+    }
+
+    fn session() -> Session {
+        Session::new(Limits {
+            max_item_size: 4096,
+            max_line: 2048,
+            max_get_line: 8192,
+            max_conn_output: crate::protocol::DEFAULT_MAX_CONN_OUTPUT,
+        })
+    }
+
+    fn script(chunks: &[&[u8]], fin: bool) -> Script {
+        Script {
+            chunks: chunks.iter().map(|c| c.to_vec()).collect(),
+            fin,
+            reads: 0,
+        }
+    }
+
+    #[test]
+    fn a_short_read_ends_the_fill_unless_the_peer_hung_up() {
+        // No hang-up reported: the first (short) read took what the socket
+        // held; the read that would only say EAGAIN is not made.
+        let mut s = session();
+        let mut sock = script(&[b"get a\r\n", b"get b\r\n"], false);
+        assert_eq!(s.fill(&mut sock, false).unwrap(), Fill::Read(7));
+        assert_eq!(sock.reads, 1);
+        // The next edge reads the rest, then the socket is empty.
+        assert_eq!(s.fill(&mut sock, false).unwrap(), Fill::Read(7));
+        assert_eq!(sock.reads, 2);
+        assert!(s.wants_read());
+
+        // Hang-up reported: reading goes on past the data until the FIN.
+        let mut s = session();
+        let mut sock = script(&[b"get a\r\n", b"get b\r\n"], true);
+        assert_eq!(s.fill(&mut sock, true).unwrap(), Fill::Read(14));
+        assert_eq!(sock.reads, 3);
+        assert!(!s.wants_read(), "the end of stream was seen");
     }
 }

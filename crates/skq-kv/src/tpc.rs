@@ -384,7 +384,7 @@ impl Worker {
         }
         if events & (IN | RDHUP) != 0 && conn.session.wants_read() {
             conn.session.borrow_read_buffer(&mut self.read_pool);
-            match conn.session.fill(&mut conn.stream) {
+            match conn.session.fill(&mut conn.stream, events & RDHUP != 0) {
                 Ok(Fill::Read(n) | Fill::Full(n)) => {
                     self.core.shared.ctx.counters[self.core.me]
                         .bytes_read

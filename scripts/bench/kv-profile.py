@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Where a cache request's cost goes: memcached against skq's cache, same run.
+
+    python3 scripts/bench/kv-profile.py [--threads 1,2] [--workloads etc,sphinx-ro,sphinx-wo]
+        [--servers memcached,kv-tpc,kv-cpu,kv-hybrid] [--rate1 10000] [--rate2 15000]
+        [--secs 4] [--runs 2] [--connections 64] [--flame DIR] [--breakdown]
+        [--out docs/results/kv-profile-DATE.txt]
+
+Servers (loopback, each with T worker threads):
+  memcached   Debian's /usr/bin/memcached -t T (the baseline)
+  kv-tpc      skq serve kv --arch tpc --workers T
+  kv-MODE     skq serve kv --arch shared --mode MODE --workers T (cpu, hybrid, ...)
+
+Placement: with 1 thread the server is pinned to CPU 0 and the generator to
+CPU 1 (each has a CPU of its own); with 2 threads neither is pinned and they
+share both CPUs (the generator's cost is then in the server's way: compare
+servers with each other, in the same run).
+
+Each point: start the server, prefill and warm it with a 0.5 s `skq load`
+pass, then read the server's CPU (sum of /proc/PID/task/*/schedstat) and its
+context switches (/proc/PID/task/*/status), and count its system calls with
+`perf stat -e raw_syscalls:sys_enter -p PID` while `skq load` offers the rate
+open-loop for --secs. Figures per reply = deltas / replies received. Counting
+the syscall tracepoint costs each call a little; every server pays it alike.
+
+--breakdown adds one pass per (threads, workload, server) under
+`perf trace -s` for the system calls by name (slower; figures from the
+counting pass only). --flame DIR adds one pass per (threads, server) on the
+first workload under `perf record --call-graph dwarf` and writes
+DIR/kv-SERVER-Tt-WORKLOAD.svg and .txt (flat profile) through
+scripts/flamegraph.py; memcached's flame graph uses the symbol-carrying build
+of scripts/build-memcached-prof.sh (same source, not stripped).
+Needs: bash scripts/setup.sh; cargo build --release -p skq; perf.
+"""
+import argparse
+import collections
+import datetime
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SKQ = os.path.join(ROOT, "target/release/skq")
+STOCK = "/usr/bin/memcached"
+PROF = os.path.join(ROOT, "target/memcached-prof/memcached")
+FLAME = os.path.join(ROOT, "scripts/flamegraph.py")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def server_cmd(server, threads, port, profiled=False):
+    t = str(threads)
+    if server == "memcached":
+        binary = PROF if profiled else STOCK
+        cmd = [binary, "-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "1024",
+               "-c", "4096", "-p", str(port), "-t", t]
+    elif server == "kv-tpc":
+        cmd = [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t, "--arch", "tpc"]
+    elif server.startswith("kv-"):
+        cmd = [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t,
+               "--arch", "shared", "--mode", server[len("kv-"):]]
+    else:
+        sys.exit(f"unknown server {server!r}: memcached, kv-tpc or kv-MODE")
+    if threads == 1:
+        cmd = ["taskset", "-c", "0"] + cmd
+    return cmd
+
+
+def tasks(pid):
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []
+
+
+def snapshot(pid):
+    cpu = vol = invol = 0
+    for tid in tasks(pid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                cpu += int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return cpu, vol, invol
+
+
+def load_cmd(port, workload, rate, secs, threads, conns, extra):
+    cmd = [SKQ, "load", "--addr", f"127.0.0.1:{port}", "--protocol", "memcached",
+           "--kv-workload", workload, "--rate", str(rate), "--duration", str(secs),
+           "--connections", str(conns), "--quiet"] + extra
+    if threads == 1:
+        cmd += ["--cpus", "1"]
+    return cmd
+
+
+def start(cmd):
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return p
+
+
+def wait_port(port, p, name):
+    for _ in range(200):
+        if p.poll() is not None:
+            raise RuntimeError(f"{name} exited: {p.stderr.read().decode(errors='replace')[:300]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.025)
+    raise RuntimeError(f"{name} did not start")
+
+
+def server_pid(p):
+    """The server's own pid (taskset execs, so it is the child itself)."""
+    return p.pid
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def parse_trace_summary(text):
+    """Sums `perf trace -s` per-thread tables into {syscall: calls}."""
+    calls = collections.Counter()
+    row = re.compile(r"^\s+([a-z_0-9]+)\s+(\d+)\s+\d+\s+[\d.]+")
+    for line in text.splitlines():
+        m = row.match(line)
+        if m and m.group(1) not in ("syscall",):
+            calls[m.group(1)] += int(m.group(2))
+    return calls
+
+
+def point(server, threads, workload, args, mode="count", flame_dir=None):
+    port = free_port()
+    rate = args.rate1 if threads == 1 else args.rate2
+    p = start(server_cmd(server, threads, port, profiled=(mode == "flame")))
+    perf = None
+    try:
+        wait_port(port, p, server)
+        pid = server_pid(p)
+        warm = subprocess.run(load_cmd(port, workload, rate, 0.5, threads, args.connections,
+                                       ["--warmup", "0"]), capture_output=True, text=True,
+                              timeout=120)
+        if warm.returncode not in (0, 3):
+            raise RuntimeError(f"warm-up load failed: {warm.stderr[:300]}")
+        tmp = tempfile.mkdtemp(prefix="kv-profile-")
+        out_json = os.path.join(tmp, "load.json")
+        window = f"{args.secs + 0.3:.2f}"
+        if mode == "count":
+            perf_out = os.path.join(tmp, "perf.csv")
+            perf = subprocess.Popen(["perf", "stat", "-x,", "-o", perf_out, "-e",
+                                     "raw_syscalls:sys_enter", "-p", str(pid), "--", "sleep",
+                                     window], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        elif mode == "trace":
+            perf_out = os.path.join(tmp, "trace.txt")
+            perf = subprocess.Popen(["perf", "trace", "-s", "-o", perf_out, "-p", str(pid),
+                                     "--", "sleep", window], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        else:
+            perf_out = os.path.join(tmp, "perf.data")
+            perf = subprocess.Popen(["perf", "record", "-q", "-F", "999", "--call-graph",
+                                     "dwarf,16384", "-o", perf_out, "-p", str(pid), "--",
+                                     "sleep", window], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        time.sleep(0.15)
+        before = snapshot(pid)
+        r = subprocess.run(load_cmd(port, workload, rate, args.secs, threads, args.connections,
+                                    ["--warmup", "0", "--no-prefill", "--json", out_json]),
+                           capture_output=True, text=True, timeout=300)
+        after = snapshot(pid)
+        perf.wait(timeout=60)
+        perf = None
+        if r.returncode not in (0, 3):
+            raise RuntimeError(f"load failed: {r.stderr[:300]}")
+        d = json.load(open(out_json))
+    finally:
+        if perf is not None:
+            perf.kill()
+            perf.wait()
+        stop(p)
+    replies = max(d["received"], 1)
+    res = {
+        "replies": d["received"],
+        "cpu_us": (after[0] - before[0]) / 1e3 / replies,
+        "vol_cs": (after[1] - before[1]) / replies,
+        "invol_cs": (after[2] - before[2]) / replies,
+        "p50_us": d["latency"]["p50"]["value"],
+        "p99_us": d["latency"]["p99"]["value"],
+        "client_work_us": 1e6 * (d.get("client_busy_s") or 0.0) / replies,
+        "checks_pass": d["checks"]["pass"],
+    }
+    if mode == "count":
+        calls = 0
+        for line in open(perf_out):
+            f = line.strip().split(",")
+            if len(f) > 2 and "raw_syscalls:sys_enter" in f[2] and f[0].isdigit():
+                calls = int(f[0])
+        res["syscalls"] = calls / replies
+    elif mode == "trace":
+        calls = parse_trace_summary(open(perf_out).read())
+        res["by_call"] = {k: v / replies for k, v in calls.most_common(8)}
+    else:
+        tag = f"kv-{server.replace('kv-', '')}-{threads}t-{workload}"
+        svg = os.path.join(flame_dir, tag + ".svg")
+        title = (f"{server}, {threads} thread(s), {workload} at {rate:g} req/s "
+                 f"({'CPU 0, generator on CPU 1' if threads == 1 else 'both CPUs shared'})")
+        script = subprocess.run(["perf", "script", "-i", perf_out], capture_output=True,
+                                text=True, timeout=600)
+        fl = subprocess.run([sys.executable, FLAME, "--title", title, "--svg", svg,
+                             "--top", "30"], input=script.stdout, capture_output=True,
+                            text=True, timeout=600)
+        with open(os.path.join(flame_dir, tag + ".txt"), "w") as f:
+            f.write(f"# {title}\n# perf record -F 999 --call-graph dwarf; "
+                    f"scripts/bench/kv-profile.py --flame\n")
+            f.write(fl.stdout)
+        res["flame"] = svg
+    subprocess.run(["rm", "-rf", tmp])
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description="memcached against skq's cache: CPU, system calls "
+                                 "and context switches per reply, flame graphs")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--workloads", default="etc,sphinx-ro,sphinx-wo")
+    ap.add_argument("--servers", default="memcached,kv-tpc,kv-cpu,kv-hybrid")
+    ap.add_argument("--rate1", type=float, default=10000, help="req/s with 1 server thread")
+    ap.add_argument("--rate2", type=float, default=15000, help="req/s with 2 server threads")
+    ap.add_argument("--secs", type=float, default=4.0)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--flame", metavar="DIR", help="write flame graphs here")
+    ap.add_argument("--breakdown", action="store_true", help="system calls by name (perf trace)")
+    ap.add_argument("--out", default=os.path.join(
+        ROOT, f"docs/results/kv-profile-{datetime.date.today().isoformat()}.txt"))
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    workloads = args.workloads.split(",")
+    servers = args.servers.split(",")
+    for path in (SKQ, STOCK):
+        if not os.path.exists(path):
+            sys.exit(f"{path} missing: run bash scripts/setup.sh and cargo build --release -p skq")
+    if args.flame and "memcached" in servers and not os.path.exists(PROF):
+        sys.exit(f"{PROF} missing: run bash scripts/build-memcached-prof.sh")
+    lines = []
+
+    def say(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    with open("/proc/loadavg") as f:
+        la = f.read().split()[0]
+    say(f"# kv-profile: {datetime.datetime.now().isoformat(timespec='seconds')}, load {la} before")
+    say("# command: python3 scripts/bench/kv-profile.py " + " ".join(sys.argv[1:]))
+    say(f"# cores seen: {os.cpu_count()}; 1 thread: server on CPU 0, generator on CPU 1; "
+        f"2 threads: both share both CPUs; {args.connections} connections; "
+        f"rates {args.rate1:g} (1 thread) / {args.rate2:g} (2 threads) req/s, {args.secs:g} s")
+    res = collections.defaultdict(list)
+    for run in range(args.runs):
+        for t in threads:
+            for w in workloads:
+                order = servers[run % len(servers):] + servers[:run % len(servers)]
+                for s in order:
+                    r = point(s, t, w, args)
+                    res[(t, w, s)].append(r)
+                    say(f"run={run + 1} threads={t} workload={w} server={s} " + " ".join(
+                        f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in r.items()))
+    say("")
+    say("# summary: per reply, runs r1 / r2 ...; x = ratio to memcached in the same run")
+    say(f"{'threads':>7} {'workload':<10} {'server':<11} {'CPU µs':>15} {'x':>11} "
+        f"{'syscalls':>11} {'vol cs':>11} {'invol cs':>11} {'p99 µs':>15} checks")
+    for t in threads:
+        for w in workloads:
+            for s in servers:
+                rs = res[(t, w, s)]
+                base = res[(t, w, "memcached")] if "memcached" in servers else None
+
+                def fmt(key, digits):
+                    return " / ".join(f"{r[key]:.{digits}f}" for r in rs)
+
+                ratio = (" / ".join(f"{r['cpu_us'] / b['cpu_us']:.2f}" for r, b in zip(rs, base))
+                         if base else "-")
+                say(f"{t:>7} {w:<10} {s:<11} {fmt('cpu_us', 1):>15} {ratio:>11} "
+                    f"{fmt('syscalls', 2):>11} {fmt('vol_cs', 2):>11} {fmt('invol_cs', 2):>11} "
+                    f"{fmt('p99_us', 0):>15} "
+                    f"{'/'.join('pass' if r['checks_pass'] else 'FAIL' for r in rs)}")
+    if args.breakdown:
+        say("")
+        say("# system calls per reply by name (perf trace -s, one pass; slows the server)")
+        for t in threads:
+            for w in workloads:
+                for s in servers:
+                    r = point(s, t, w, args, mode="trace")
+                    calls = " ".join(f"{k}={v:.2f}" for k, v in r["by_call"].items())
+                    say(f"threads={t} workload={w} server={s}: {calls}")
+    if args.flame:
+        os.makedirs(args.flame, exist_ok=True)
+        say("")
+        say(f"# flame graphs (perf record, one pass, workload {workloads[0]})")
+        for t in threads:
+            for s in servers:
+                r = point(s, t, workloads[0], args, mode="flame", flame_dir=args.flame)
+                say(f"threads={t} server={s}: {os.path.relpath(r['flame'], ROOT)}")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
