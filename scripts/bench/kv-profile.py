@@ -23,9 +23,9 @@ context switches (/proc/PID/task/*/status), and count its system calls with
 open-loop for --secs. Figures per reply = deltas / replies received. Counting
 the syscall tracepoint costs each call a little; every server pays it alike.
 
---breakdown adds one pass per (threads, workload, server) under
-`perf trace -s` for the system calls by name (slower; figures from the
-counting pass only). --flame DIR adds one pass per (threads, server) on the
+--breakdown adds one pass per (threads, workload, server) that counts the
+system calls by name (one `syscalls:sys_enter_NAME` tracepoint per call in
+BREAKDOWN_CALLS, exact counts; the rest as "other"). --flame DIR adds one pass per (threads, server) on the
 first workload under `perf record --call-graph dwarf` and writes
 DIR/kv-SERVER-Tt-WORKLOAD.svg and .txt (flat profile) through
 scripts/flamegraph.py; memcached's flame graph uses the symbol-carrying build
@@ -37,7 +37,6 @@ import collections
 import datetime
 import json
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -142,15 +141,12 @@ def stop(p):
         p.wait()
 
 
-def parse_trace_summary(text):
-    """Sums `perf trace -s` per-thread tables into {syscall: calls}."""
-    calls = collections.Counter()
-    row = re.compile(r"^\s+([a-z_0-9]+)\s+(\d+)\s+\d+\s+[\d.]+")
-    for line in text.splitlines():
-        m = row.match(line)
-        if m and m.group(1) not in ("syscall",):
-            calls[m.group(1)] += int(m.group(2))
-    return calls
+# System calls counted by name in the --breakdown pass (exact tracepoint
+# counts); the rest are reported together as "other".
+BREAKDOWN_CALLS = ["read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "readv",
+                   "writev", "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl", "futex",
+                   "sched_yield", "clock_nanosleep", "nanosleep", "getsockopt", "tgkill",
+                   "madvise", "accept4", "close", "poll", "ppoll", "mmap", "munmap", "brk"]
 
 
 def point(server, threads, workload, args, mode="count", flame_dir=None):
@@ -176,9 +172,11 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
                                      window], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
         elif mode == "trace":
-            perf_out = os.path.join(tmp, "trace.txt")
-            perf = subprocess.Popen(["perf", "trace", "-s", "-o", perf_out, "-p", str(pid),
-                                     "--", "sleep", window], stdout=subprocess.DEVNULL,
+            perf_out = os.path.join(tmp, "perf.csv")
+            events = ",".join(f"syscalls:sys_enter_{c}" for c in BREAKDOWN_CALLS)
+            perf = subprocess.Popen(["perf", "stat", "-x,", "-o", perf_out, "-e",
+                                     "raw_syscalls:sys_enter," + events, "-p", str(pid), "--",
+                                     "sleep", window], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
         else:
             perf_out = os.path.join(tmp, "perf.data")
@@ -221,8 +219,17 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
                 calls = int(f[0])
         res["syscalls"] = calls / replies
     elif mode == "trace":
-        calls = parse_trace_summary(open(perf_out).read())
-        res["by_call"] = {k: v / replies for k, v in calls.most_common(8)}
+        calls = collections.Counter()
+        for line in open(perf_out):
+            f = line.strip().split(",")
+            if len(f) > 2 and f[0].isdigit():
+                name = f[2].split("sys_enter_")[-1] if "sys_enter_" in f[2] else "total"
+                calls[name] = int(f[0])
+        total = calls.pop("total", 0)
+        named = sum(calls.values())
+        by = {k: v / replies for k, v in calls.most_common() if v > 0}
+        by["other"] = (total - named) / replies
+        res["by_call"] = by
     else:
         tag = f"kv-{server.replace('kv-', '')}-{threads}t-{workload}"
         svg = os.path.join(flame_dir, tag + ".svg")
@@ -311,7 +318,7 @@ def main():
                     f"{'/'.join('pass' if r['checks_pass'] else 'FAIL' for r in rs)}")
     if args.breakdown:
         say("")
-        say("# system calls per reply by name (perf trace -s, one pass; slows the server)")
+        say("# system calls per reply by name (syscalls:sys_enter_* tracepoint counts, separate pass)")
         for t in threads:
             for w in workloads:
                 for s in servers:

@@ -15,7 +15,8 @@
 //! receiver's `swap(SLEEPING)` in the word's order, the receiver sees `NOTIFIED` and drains
 //! (its acquiring swap synchronizes with the release half of the `fetch_or`, so the message
 //! is visible); if it follows, the sender sees `SLEEPING` — either bare, and it writes the
-//! eventfd, which is level-triggered so even a write before `epoll_wait` wakes it; or with
+//! eventfd, and even a write before `epoll_wait` wakes it (the write queues the readiness
+//! report, level- or edge-triggered alike: the server watches it edge-triggered); or with
 //! `NOTIFIED` already set, in which case an earlier sender has written it. The receiver's
 //! `swap(0)` after waking acquires every push whose `fetch_or` came before it.
 //!
