@@ -27,7 +27,8 @@ the syscall tracepoint costs each call a little; every server pays it alike.
 system calls by name (one `syscalls:sys_enter_NAME` tracepoint per call in
 BREAKDOWN_CALLS, exact counts; the rest as "other"). --flame DIR adds one pass per (threads, server) on the
 first workload under `perf record --call-graph dwarf` and writes
-DIR/kv-SERVER-Tt-WORKLOAD.svg and .txt (flat profile) through
+DIR/kv-SERVER-Tt-WORKLOAD.svg, .txt (flat profile) and .folded (the folded
+stacks, one line per distinct stack, for grep) through
 scripts/flamegraph.py; memcached's flame graph uses the symbol-carrying build
 of scripts/build-memcached-prof.sh (same source, not stripped).
 Needs: bash scripts/setup.sh; cargo build --release -p skq; perf.
@@ -238,8 +239,8 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
         script = subprocess.run(["perf", "script", "-i", perf_out], capture_output=True,
                                 text=True, timeout=600)
         fl = subprocess.run([sys.executable, FLAME, "--title", title, "--svg", svg,
-                             "--top", "30"], input=script.stdout, capture_output=True,
-                            text=True, timeout=600)
+                             "--top", "30", "--folded", os.path.join(flame_dir, tag + ".folded")],
+                            input=script.stdout, capture_output=True, text=True, timeout=600)
         with open(os.path.join(flame_dir, tag + ".txt"), "w") as f:
             f.write(f"# {title}\n# perf record -F 999 --call-graph dwarf; "
                     f"scripts/bench/kv-profile.py --flame\n")
