@@ -7,6 +7,12 @@
 //! every CPU where the machine allows it; about 2¼ minutes at most on two
 //! cores, less when curves saturate early. `--config FILE` replaces the
 //! default (schema in [`crate::config`]); the other flags override either.
+//!
+//! Exit status: 0 when the sweep ran to its end (whatever its self-checks
+//! said), 2 when it could not run or was interrupted, and with `--strict`
+//! [`EXIT_STRICT`] (3) when it ran but a configuration's answer rests on a
+//! failed self-check or a disturbed point ([`crate::summary::strict_problems`]);
+//! every output is written first in every case that ran.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -83,6 +89,53 @@ pub struct BenchArgs {
     /// Print the plan and its worst-case duration, run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Mark a point disturbed when processes outside the run (the machine's
+    /// busy CPU from /proc/stat: user + nice + system + steal, less the
+    /// server's and the load generator's CPU) used more than this many CPUs
+    /// on average while it ran (default 0.05; the figure is good to a few
+    /// 10 ms ticks per point).
+    #[arg(long, value_name = "CPUS")]
+    pub disturbed_above: Option<f64>,
+    /// For scripts that publish figures: after writing every output, exit
+    /// with status 3 when a configuration's answer rests on a point that
+    /// failed a self-check or was disturbed (the decisive points: every
+    /// point at or under the SLO and the first over it), or when a
+    /// configuration has no answer (runner error, nothing measured).
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// `skq bench --strict`'s exit status when the sweep ran but its figures
+/// should not be published (the same status `skq load` gives a run whose
+/// self-check failed).
+pub const EXIT_STRICT: i32 = 3;
+
+/// The error of a `--strict` sweep that ran to its end (every output
+/// written) but whose answers rest on failed self-checks or disturbed
+/// points: the `skq` binary exits with [`EXIT_STRICT`].
+#[derive(Debug)]
+pub struct StrictFailed(pub String);
+
+impl std::fmt::Display for StrictFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StrictFailed {}
+
+/// `--strict`'s verdict on a sweep's summaries: `Err(StrictFailed)` naming
+/// the problems ([`crate::summary::strict_problems`]), else `Ok`.
+pub fn strict_verdict(summaries: &[summary::CurveSummary]) -> Result<(), StrictFailed> {
+    let problems = summary::strict_problems(summaries);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(StrictFailed(format!(
+        "--strict: {} problem(s) with the decisive points; the outputs were written all the same: {}",
+        problems.len(),
+        problems.join(" | ")
+    )))
 }
 
 /// Builds the sweep from the default or the file, with flags applied over it.
@@ -139,6 +192,7 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     sw.cdf_load = a.cdf_load.or(sw.cdf_load);
     sw.rss = a.rss.clone().or(sw.rss.take());
     sw.rss_migrate_ms = a.rss_migrate_ms.or(sw.rss_migrate_ms);
+    sw.disturbed_above = a.disturbed_above.or(sw.disturbed_above);
     let what = if a.config.is_some() {
         "--config with flags"
     } else {
@@ -311,6 +365,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if failed > 0 {
         println!("skq bench: {failed} of {} configurations did not pass their self-checks (details in the report)", summaries.len());
     }
+    println!(
+        "skq bench: {}",
+        output::disturbance_line(&summaries, &sweep.settings)
+    );
     if let Some(w) = output::busy_machine_warning(&info) {
         println!("skq bench: warning: {w}");
     }
@@ -321,6 +379,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     );
     if info.interrupted {
         anyhow::bail!("interrupted; partial results in {}", out.display());
+    }
+    if a.strict {
+        strict_verdict(&summaries)?;
     }
     Ok(())
 }

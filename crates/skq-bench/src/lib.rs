@@ -28,6 +28,15 @@
 //!   included) over the measured window, per reply received. Threads that
 //!   exit inside the window take their switches with them, so for a server
 //!   whose threads come and go the count is a lower bound.
+//! * **Every output says how disturbed each point was**: the CPU processes
+//!   outside the run used on the machine while it ran (`/proc/stat` less
+//!   the server's and the generator's CPU, [`disturbance`]), a point above
+//!   the threshold marked disturbed, and per configuration how many of the
+//!   points deciding its answer were; `--strict` makes a disturbed or
+//!   failed decisive point an error (exit status 3) once everything is
+//!   written.
+//! * **Every output names how each server was started** (command line,
+//!   nginx's configuration, what a tokio mode does; [`peers::ServerSetup`]).
 //! * **Nothing is left behind**: servers and generators are stopped and
 //!   reaped after each point; the emulated-RSS namespace is deleted on every
 //!   exit path (normal end, error return, panic, Ctrl-C; see
@@ -42,7 +51,9 @@
 //!   CPU time and context switches);
 //! * [`rss`]: emulated RSS, the network namespace the processes run in;
 //! * [`interrupt`]: Ctrl-C and SIGTERM;
-//! * [`summary`]: max load at SLO, ratios and self-check verdicts;
+//! * [`disturbance`]: CPU used outside the run per point;
+//! * [`summary`]: max load at SLO, ratios, self-check verdicts and the
+//!   disturbed decisive points;
 //! * [`bound`]: the theoretical bound from the simulator;
 //! * [`crosscheck`]: wrk's independent closed-loop figure beside a curve's;
 //! * [`output`] and [`hdr`]: files, tables, plots and the HTML report,
@@ -56,6 +67,7 @@ pub mod capacity;
 pub mod cli;
 pub mod config;
 pub mod crosscheck;
+pub mod disturbance;
 pub mod hdr;
 pub mod interrupt;
 pub mod output;

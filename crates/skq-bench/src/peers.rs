@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::config::{Curve, ServerKind};
 
@@ -48,9 +49,14 @@ fn spec_args(curve: &Curve) -> Result<[String; 2]> {
 /// nginx peer, with the curve's IO variance.
 pub fn http_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> Result<Command> {
     let www = write_docroot(workdir)?;
+    http_command_at(curve, skq, port, &www)
+}
+
+/// [`http_command`] serving `www`, which must exist (writes nothing).
+fn http_command_at(curve: &Curve, skq: &Path, port: u16, www: &Path) -> Result<Command> {
     let mut c = Command::new(skq);
     c.args(["serve", "http", "--addr", &format!("127.0.0.1:{port}")]);
-    c.arg("--root").arg(&www);
+    c.arg("--root").arg(www);
     c.args(spec_args(curve)?);
     if let Some(io) = &curve.io {
         c.args(io.args());
@@ -117,26 +123,28 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 }
 
 /// `memcached -p PORT -t N -U 0 -l 127.0.0.1` (plus `-u nobody` as root,
-/// which memcached otherwise refuses).
+/// which memcached otherwise refuses). The bench passes the curve's
+/// `workers` as N: memcached runs as many worker threads as the skq server
+/// it is compared with.
 pub fn memcached_command(threads: usize, port: u16) -> Result<Command> {
     let bin = find_program("memcached").context(
         "memcached not found: install it with scripts/setup.sh (Debian package memcached)",
     )?;
     let mut c = Command::new(bin);
-    c.args([
-        "-p",
-        &port.to_string(),
-        "-t",
-        &threads.to_string(),
-        "-U",
-        "0",
-        "-l",
-        "127.0.0.1",
-    ]);
-    if skq_sys::process::is_root() {
-        c.args(["-u", "nobody"]);
-    }
+    c.args(memcached_args(threads, &port.to_string()));
     Ok(c)
+}
+
+/// The arguments of [`memcached_command`], with `port` as given.
+fn memcached_args(threads: usize, port: &str) -> Vec<String> {
+    let mut a: Vec<String> = ["-p", port, "-t", &threads.to_string(), "-U", "0"]
+        .map(String::from)
+        .to_vec();
+    a.extend(["-l", "127.0.0.1"].map(String::from));
+    if skq_sys::process::is_root() {
+        a.extend(["-u", "nobody"].map(String::from));
+    }
+    a
 }
 
 /// The page nginx and `skq serve http` serve at `/`: a static HTML page of
@@ -179,9 +187,21 @@ pub fn nginx_command(workers: usize, port: u16, workdir: &Path) -> Result<Comman
     Ok(c)
 }
 
-/// The configuration [`nginx_command`] writes.
+/// The configuration [`nginx_command`] writes: `workers` worker processes,
+/// in the foreground, errors to stderr, and for the static page what
+/// nginx's documentation advises for serving static files ("Serving Static
+/// Content" in the NGINX admin guide, `ngx_http_core_module`): `sendfile`,
+/// `tcp_nopush` and `tcp_nodelay` on, an open-file cache (descriptors and
+/// sizes of open files kept, so a request does not `open` and `fstat` the
+/// file), no access log; keep-alive connections serve up to a million
+/// requests each (the load generator's connections stay open for a point).
 pub fn nginx_conf(workers: usize, port: u16, workdir: &Path) -> String {
-    let d = workdir.display();
+    nginx_conf_text(workers, &port.to_string(), &workdir.display().to_string())
+}
+
+/// [`nginx_conf`] with the port and folder as given (placeholders in the
+/// reports).
+fn nginx_conf_text(workers: usize, port: &str, d: &str) -> String {
     format!(
         "daemon off;\n\
          master_process on;\n\
@@ -191,6 +211,13 @@ pub fn nginx_conf(workers: usize, port: u16, workdir: &Path) -> String {
          events {{ worker_connections 4096; }}\n\
          http {{\n\
          \x20   access_log off;\n\
+         \x20   sendfile on;\n\
+         \x20   tcp_nopush on;\n\
+         \x20   tcp_nodelay on;\n\
+         \x20   open_file_cache max=1000 inactive=20s;\n\
+         \x20   open_file_cache_valid 30s;\n\
+         \x20   open_file_cache_min_uses 1;\n\
+         \x20   open_file_cache_errors on;\n\
          \x20   keepalive_requests 1000000;\n\
          \x20   client_body_temp_path {d}/tmp-body;\n\
          \x20   proxy_temp_path {d}/tmp-proxy;\n\
@@ -203,6 +230,129 @@ pub fn nginx_conf(workers: usize, port: u16, workdir: &Path) -> String {
          \x20   }}\n\
          }}\n"
     )
+}
+
+/// How a configuration's server is started, as the reports print it: the
+/// command line with `PORT` and `WORKDIR` standing for what each point
+/// picks, the files it is given (nginx's configuration), and what the mode
+/// means.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerSetup {
+    /// The configurations started this way (curve names).
+    pub configs: Vec<String>,
+    /// The command line.
+    pub command: String,
+    /// What serves the requests, in words.
+    pub about: String,
+    /// Files written for it: (name under WORKDIR, text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<(String, String)>,
+}
+
+/// The [`ServerSetup`] of every curve, curves started the same way merged
+/// (in first-appearance order).
+pub fn server_setups(curves: &[Curve]) -> Vec<ServerSetup> {
+    let mut out: Vec<ServerSetup> = Vec::new();
+    for c in curves {
+        let s = server_setup(c);
+        match out
+            .iter_mut()
+            .find(|o| (&o.command, &o.about, &o.files) == (&s.command, &s.about, &s.files))
+        {
+            Some(o) if !o.configs.contains(&c.name) => o.configs.push(c.name.clone()),
+            Some(_) => {}
+            None => out.push(s),
+        }
+    }
+    out
+}
+
+/// How `curve`'s server is started (see [`ServerSetup`]); writes nothing.
+pub fn server_setup(curve: &Curve) -> ServerSetup {
+    let workdir = Path::new("WORKDIR");
+    let workers = curve.workers;
+    let (command, files) = match curve.server {
+        ServerKind::Memcached => (
+            format!("memcached {}", memcached_args(workers, "PORT").join(" ")),
+            Vec::new(),
+        ),
+        ServerKind::Nginx => (
+            "nginx -p WORKDIR -c WORKDIR/nginx.conf -e stderr".to_string(),
+            vec![(
+                "nginx.conf".to_string(),
+                nginx_conf_text(workers, "PORT", "WORKDIR"),
+            )],
+        ),
+        ServerKind::Http => (
+            command_line(http_command_at(
+                curve,
+                Path::new("skq"),
+                0,
+                &workdir.join("www"),
+            )),
+            Vec::new(),
+        ),
+        _ => (
+            command_line(server_command(curve, Path::new("skq"), 0, workdir)),
+            Vec::new(),
+        ),
+    };
+    ServerSetup {
+        configs: vec![curve.name.clone()],
+        command,
+        about: about(curve),
+        files,
+    }
+}
+
+/// What serves `curve`'s requests, in words.
+fn about(curve: &Curve) -> String {
+    let w = curve.workers;
+    let driver = curve
+        .server_spec
+        .as_ref()
+        .map(|s| format!("{}: {}", s.mode, s.mode.driver().about()));
+    match curve.server {
+        ServerKind::Memcached => format!(
+            "Debian's memcached with {w} worker threads (-t {w}: the workers of the skq \
+             servers it is compared with), UDP off"
+        ),
+        ServerKind::Nginx => format!(
+            "Debian's nginx with {w} worker processes (the workers of the skq servers it is \
+             compared with), configured as nginx's documentation advises for static files: \
+             sendfile, tcp_nopush, tcp_nodelay, open_file_cache, no access log"
+        ),
+        ServerKind::Kv => format!("skq serve kv ({}), {w} workers", curve.mode),
+        _ => format!(
+            "{}, {w} workers",
+            driver.unwrap_or_else(|| curve.mode.clone())
+        ),
+    }
+}
+
+/// A command as one line: the program and its arguments, each quoted for a
+/// POSIX shell when it holds anything but plain characters; `PORT` stands
+/// for port 0.
+fn command_line(c: Result<Command>) -> String {
+    let Ok(c) = c else {
+        return "(cannot be built: see the point's error)".into();
+    };
+    let word = |s: &str| {
+        let plain = s
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "_-./:=+,@".contains(ch));
+        let s = s.replace("127.0.0.1:0", "127.0.0.1:PORT");
+        if plain {
+            s
+        } else {
+            format!("'{}'", s.replace('\'', r"'\''"))
+        }
+    };
+    std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|a| word(&a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A fresh private folder for one server instance.

@@ -21,6 +21,12 @@
 //! 5. reads the generator's JSON; the generator's own CPU time comes from
 //!    its result, or from `wait4`'s resource usage when it reported none.
 //!
+//! Beside the server's readings of steps 3 and 4 it reads the machine's CPU
+//! counters (`/proc/stat`) and, at the window's start, the generator's CPU
+//! time: the point's disturbance, the CPU used by processes outside the
+//! run over the same window, is the machine's busy time less the server's
+//! and the generator's ([`crate::disturbance`]).
+//!
 //! With [`Affinity::Split`] the server is confined to the first half of the
 //! CPUs and the generator to the rest (`sched_setaffinity` in the child
 //! before `exec`).
@@ -49,7 +55,9 @@ use skq_sys::netns::RpsNamespace;
 use skq_sys::process::{reap, send_signal, Signal};
 
 use crate::config::{Affinity, Curve, Settings};
+use crate::disturbance::{Disturbance, MachineCpu};
 use crate::interrupt;
+use crate::procstat::proc_cpu_time_with_reaped;
 pub use crate::procstat::{
     child_pids, ctx_switches_between, parse_stat_cpu, parse_stat_ppid, proc_cpu_time,
     tree_cpu_time, tree_ctx_switches,
@@ -224,6 +232,8 @@ pub struct ProcessRunner {
     /// The last point's server context switches
     /// ([`Runner::take_ctx_switches`]).
     pub ctx_switches: Option<CtxSwitches>,
+    /// The last point's disturbance ([`Runner::take_disturbance`]).
+    pub disturbance: Option<Disturbance>,
 }
 
 impl ProcessRunner {
@@ -246,6 +256,7 @@ impl ProcessRunner {
             server_stats: None,
             series: None,
             ctx_switches: None,
+            disturbance: None,
         }
     }
 
@@ -355,6 +366,7 @@ impl Runner for ProcessRunner {
         self.server_stats = None;
         self.series = None;
         self.ctx_switches = None;
+        self.disturbance = None;
         let server_started = Instant::now();
         let mut server = ServerProcess::start_in(
             curve,
@@ -395,18 +407,23 @@ impl Runner for ProcessRunner {
                         (warmup_end - Instant::now()).min(Duration::from_millis(50)),
                     );
                 }
+                // The machine's counters enclose the processes' readings.
+                let machine0 = MachineCpu::read().ok().map(|m| (m, Instant::now()));
                 let cpu0 = server.cpu_time().ok();
+                let gen0 = proc_cpu_time_with_reaped(gen.id()).ok();
                 let cs0 = server.ctx_switches().ok();
                 let waited = wait_generator(&gen, deadline);
                 let cpu1 = server.cpu_time().ok();
                 let cs1 = server.ctx_switches().ok();
+                let machine1 = MachineCpu::read().ok().map(|m| (m, Instant::now()));
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 let samples = sampler.and_then(|h| h.join().ok());
                 let switches = cs0.zip(cs1).map(|(a, b)| ctx_switches_between(a, b));
-                ((cpu0, waited, cpu1, samples), switches)
+                let machine = machine0.zip(machine1).zip(gen0);
+                ((cpu0, waited, cpu1, samples), (switches, machine))
             })
         };
-        let (((cpu0, waited, cpu1, samples), switches), migrations) = match &self.rss {
+        let (((cpu0, waited, cpu1, samples), (switches, machine)), migrations) = match &self.rss {
             Some(r) => r.while_migrating(measure),
             None => (measure(), Default::default()),
         };
@@ -446,6 +463,19 @@ impl Runner for ProcessRunner {
                 user_s: b.user_s - a.user_s,
                 sys_s: b.sys_s - a.sys_s,
             });
+        }
+        if let (Some((((m0, t0), (m1, t1)), g0)), Some(server_cpu)) = (machine, r.server_cpu) {
+            // The generator's time from the window's start to its exit.
+            let gen_s = (gen_cpu.user_s + gen_cpu.sys_s) - (g0.user_s + g0.sys_s);
+            self.disturbance = Disturbance::between(
+                &m0,
+                &m1,
+                skq_sys::process::clock_ticks_per_sec(),
+                t1.duration_since(t0).as_secs_f64(),
+                server_cpu.user_s + server_cpu.sys_s,
+                gen_s.max(0.0),
+                s.disturbed_above,
+            );
         }
         self.ctx_switches = switches;
         if let Some(samples) = samples {
@@ -492,6 +522,10 @@ impl Runner for ProcessRunner {
 
     fn take_ctx_switches(&mut self) -> Option<CtxSwitches> {
         self.ctx_switches.take()
+    }
+
+    fn take_disturbance(&mut self) -> Option<Disturbance> {
+        self.disturbance.take()
     }
 }
 

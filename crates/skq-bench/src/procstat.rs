@@ -12,6 +12,36 @@ pub fn proc_cpu_time(pid: u32) -> Result<CpuTime> {
     parse_stat_cpu(&stat, skq_sys::process::clock_ticks_per_sec())
 }
 
+/// CPU time of a process including its reaped children (`/proc/PID/stat`
+/// fields 14–17: utime, stime, cutime, cstime), comparable with the
+/// resource usage `wait4` returns for it (see [`crate::disturbance`]).
+pub fn proc_cpu_time_with_reaped(pid: u32) -> Result<CpuTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    parse_stat_cpu_with_reaped(&stat, skq_sys::process::clock_ticks_per_sec())
+}
+
+/// utime + cutime and stime + cstime (fields 14–17) of a `/proc/PID/stat`
+/// line, in seconds.
+pub fn parse_stat_cpu_with_reaped(stat: &str, ticks_per_s: f64) -> Result<CpuTime> {
+    let field = |n: usize| -> Option<u64> {
+        // Fields are counted after the command name's closing parenthesis:
+        // field n is the (n - 3)th there.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(n - 3)?
+            .parse()
+            .ok()
+    };
+    let (u, s, cu, cs) = (|| Some((field(14)?, field(15)?, field(16)?, field(17)?)))()
+        .ok_or_else(|| anyhow!("malformed /proc stat line"))?;
+    Ok(CpuTime {
+        user_s: (u + cu) as f64 / ticks_per_s,
+        sys_s: (s + cs) as f64 / ticks_per_s,
+    })
+}
+
 /// CPU time of a live process plus its live direct children (nginx's
 /// workers are child processes of its master; threads are already counted
 /// in their process). A child that exited between two readings takes its
@@ -114,6 +144,13 @@ mod tests {
         );
         assert!(parse_stat_cpu("garbage", 100.0).is_err());
         assert_eq!(parse_stat_ppid(line), Some(1));
+        // With the reaped children's time (fields 16 and 17: 0 and 0 here;
+        // then 30 and 20).
+        assert_eq!(parse_stat_cpu_with_reaped(line, 100.0).unwrap(), t);
+        let with = line.replace("250 50 0 0", "250 50 30 20");
+        let t = parse_stat_cpu_with_reaped(&with, 100.0).unwrap();
+        assert!((t.user_s - 2.8).abs() < 1e-9 && (t.sys_s - 0.7).abs() < 1e-9);
+        assert!(parse_stat_cpu_with_reaped("garbage", 100.0).is_err());
     }
 
     #[test]

@@ -17,6 +17,14 @@
 //! beyond the crossing. `FAIL` lists the failing points. `ERROR` when the runner
 //! failed before the curve produced its answer; `NO DATA` when nothing was
 //! measured.
+//!
+//! Decisive points: those the answer rests on, the same ones the self-check
+//! judges (every point at or under the SLO, and the crossing). Each curve
+//! counts them and lists those that were disturbed (processes outside the
+//! run used more CPU than the sweep's `disturbed_above` while they ran,
+//! [`crate::disturbance`]); [`strict_problems`] turns failed self-checks
+//! and disturbed decisive points into the reasons `skq bench --strict`
+//! fails.
 
 use serde::{Deserialize, Serialize};
 use skq_report::result::PointResult;
@@ -102,6 +110,50 @@ pub struct CurveSummary {
     /// replies received in them. None when no point measured them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ctx_switches_per_request: Option<CtxSwitchesPerRequest>,
+    /// Measured points that decide the answer: every point at or under the
+    /// SLO and the first one over it (the points the self-check judges).
+    #[serde(default)]
+    pub decisive_points: usize,
+    /// The decisive points that were disturbed, one line each.
+    #[serde(default)]
+    pub disturbed: Vec<String>,
+    /// Largest disturbance (CPUs used outside the run) among the decisive
+    /// points, when measured.
+    #[serde(default)]
+    pub max_disturbance_cpu: Option<f64>,
+}
+
+impl CurveSummary {
+    /// `disturbed/decisive` as the tables show it (`-` with no decisive
+    /// point), e.g. `0/4`.
+    pub fn disturbed_cell(&self) -> String {
+        if self.decisive_points == 0 {
+            "-".into()
+        } else {
+            format!("{}/{}", self.disturbed.len(), self.decisive_points)
+        }
+    }
+}
+
+/// Why a sweep's figures should not be published: one line per curve whose
+/// self-check is not `PASS` (a decisive point failed a check, the runner
+/// failed, nothing was measured) and per disturbed decisive point. Empty:
+/// `skq bench --strict` succeeds.
+pub fn strict_problems(summaries: &[CurveSummary]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in summaries {
+        let who = format!("{} [{}]", s.spec.name, s.spec.group());
+        match &s.self_check {
+            SelfCheck::Pass => {}
+            SelfCheck::Fail(notes) => {
+                out.extend(notes.iter().map(|n| format!("self-check failed: {n}")))
+            }
+            SelfCheck::Error(e) => out.push(format!("{who}: error: {e}")),
+            SelfCheck::NoData => out.push(format!("{who}: no point measured")),
+        }
+        out.extend(s.disturbed.iter().map(|d| format!("disturbed: {d}")));
+    }
+    out
 }
 
 /// Context switches per request of a server, split by kind.
@@ -179,19 +231,43 @@ fn summarize_curve(
         Outcome::Failed { error } => Some(error.clone()),
         _ => None,
     });
+    // Points in load order; the first one over the SLO is the crossing.
+    let mut ordered = measured.clone();
+    ordered.sort_by(|a, b| a.0.target_rps.total_cmp(&b.0.target_rps));
+    let over = |x: &PointResult| {
+        let p99 = x.latency.p99.value;
+        slo.is_some_and(|s| p99.is_nan() || p99 > s)
+    };
+    let crossing = ordered.iter().position(|(_, x)| over(x));
+    let decisive: Vec<&PointRecord> = ordered
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, x))| !over(x) || Some(*i) == crossing)
+        .map(|(_, (r, _))| *r)
+        .collect();
+    let disturbed: Vec<String> = decisive
+        .iter()
+        .filter_map(|r| r.disturbance().filter(|d| d.disturbed).map(|d| (r, d)))
+        .map(|(r, d)| {
+            format!(
+                "{} [{}] at load {:.2}: {:.2} CPU used outside the run (threshold {})",
+                curve.name,
+                curve.group(),
+                r.load,
+                d.cpu,
+                settings.disturbed_above
+            )
+        })
+        .collect();
+    let max_disturbance_cpu = decisive
+        .iter()
+        .filter_map(|r| r.disturbance().map(|d| d.cpu))
+        .reduce(f64::max);
     let self_check = if let Some(e) = error.filter(|_| max.is_none_or(|m| m.lower_bound)) {
         SelfCheck::Error(e)
     } else if measured.is_empty() {
         SelfCheck::NoData
     } else {
-        // Points in load order; the first one over the SLO is the crossing.
-        let mut ordered = measured.clone();
-        ordered.sort_by(|a, b| a.0.target_rps.total_cmp(&b.0.target_rps));
-        let over = |x: &PointResult| {
-            let p99 = x.latency.p99.value;
-            slo.is_some_and(|s| p99.is_nan() || p99 > s)
-        };
-        let crossing = ordered.iter().position(|(_, x)| over(x));
         let notes: Vec<String> = ordered
             .iter()
             .enumerate()
@@ -256,6 +332,9 @@ fn summarize_curve(
         involuntary: switches.1 as f64 / replies as f64,
     });
     CurveSummary {
+        decisive_points: decisive.len(),
+        disturbed,
+        max_disturbance_cpu,
         cpu_s_per_request,
         ctx_switches_per_request,
         curve: i,

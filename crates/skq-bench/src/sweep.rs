@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use skq_report::result::{CtxSwitches, PointResult};
 
 use crate::config::{Curve, Settings, Sweep};
+use crate::disturbance::Disturbance;
 
 /// One planned load point of a curve.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -135,11 +136,20 @@ pub trait Runner {
     fn take_ctx_switches(&mut self) -> Option<CtxSwitches> {
         None
     }
+
+    /// CPU used on the machine by processes outside the run over the point
+    /// just run ([`crate::disturbance`]), taken once (None when not measured).
+    fn take_disturbance(&mut self) -> Option<Disturbance> {
+        None
+    }
 }
 
 /// What happened to one planned point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
+// One per planned point, a few dozen per sweep: a measured point's figures
+// stay inline rather than boxed one by one.
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     /// Measured.
     Measured {
@@ -161,6 +171,10 @@ pub enum Outcome {
         /// as the result's `server_cpu`, when measured.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server_ctx_switches: Option<CtxSwitches>,
+        /// CPU used by processes outside the run over the same window,
+        /// when measured ([`crate::disturbance`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        disturbance: Option<Disturbance>,
     },
     /// The runner failed; the curve ended here.
     Failed {
@@ -216,6 +230,20 @@ impl PointRecord {
             } => *server_ctx_switches,
             _ => None,
         }
+    }
+
+    /// The CPU used by processes outside the run over the point, when
+    /// measured.
+    pub fn disturbance(&self) -> Option<&Disturbance> {
+        match &self.outcome {
+            Outcome::Measured { disturbance, .. } => disturbance.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the point was measured and found disturbed.
+    pub fn disturbed(&self) -> bool {
+        self.disturbance().is_some_and(|d| d.disturbed)
     }
 
     /// (voluntary, involuntary) server context switches per reply received
@@ -302,6 +330,7 @@ struct Attempt {
     server: Option<crate::serverstats::ServerPointStats>,
     series: Option<crate::series::PointSeries>,
     ctx_switches: Option<CtxSwitches>,
+    disturbance: Option<Disturbance>,
 }
 
 fn attempt(
@@ -317,6 +346,7 @@ fn attempt(
         server: runner.take_server_stats(),
         series: runner.take_series(),
         ctx_switches: runner.take_ctx_switches(),
+        disturbance: runner.take_disturbance(),
     })
 }
 
@@ -402,6 +432,7 @@ pub fn run(
                     server,
                     series,
                     ctx_switches,
+                    disturbance,
                 }) => {
                     measured.push(result.clone());
                     let refs: Vec<&PointResult> = measured.iter().collect();
@@ -427,6 +458,7 @@ pub fn run(
                         server,
                         series,
                         server_ctx_switches: ctx_switches,
+                        disturbance,
                     }));
                 }
                 Err(e) => {

@@ -135,6 +135,7 @@ fn answers_equal_rocksdb_on_every_driver() {
         "epoll-1to1",
         "epoll-shared",
         "tokio",
+        "tokio-spawn-blocking",
     ] {
         let (_a, served) = preloaded(&format!("served-{mode}"));
         let (_b, twin) = preloaded(&format!("twin-{mode}"));
@@ -192,7 +193,7 @@ fn answers_equal_rocksdb_on_every_driver() {
 
 #[test]
 fn bad_requests_close_only_their_connection_and_write_nothing() {
-    for mode in ["hybrid", "epoll-1to1", "tokio"] {
+    for mode in ["hybrid", "epoll-1to1", "tokio", "tokio-spawn-blocking"] {
         let (_s, served) = preloaded(&format!("bad-{mode}"));
         let server = start(served.clone(), mode, 2);
         let addr = server.local_addr();

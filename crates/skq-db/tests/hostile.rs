@@ -121,7 +121,13 @@ fn unread_seek_floods_hold_bounded_memory_and_refusals_keep_the_connection() {
     for id in 0..SEEKS {
         frame(id, 0, DbOp::Seek, &key(0), MAX_SCAN, &mut flood);
     }
-    for mode in ["hybrid", "epoll-1to1", "epoll-shared", "tokio"] {
+    for mode in [
+        "hybrid",
+        "epoll-1to1",
+        "epoll-shared",
+        "tokio",
+        "tokio-spawn-blocking",
+    ] {
         let cfg = RpcConfig::new(ServerSpec::new(mode.parse().unwrap(), 2));
         let proto =
             DbProtocol::new(rdb.clone(), ServiceMode::Spin, 0.0).with_max_service_ns(1_000_000);

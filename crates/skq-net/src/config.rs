@@ -34,17 +34,25 @@ pub enum Driver {
     /// connections registered `EPOLLONESHOT` and re-armed after each event:
     /// the "Linux floating" 1:N model.
     EpollShared,
-    /// tokio's multi-thread work-stealing runtime, one task per connection.
+    /// tokio's multi-thread work-stealing runtime, one task per connection;
+    /// each request is served inline on the worker thread polling the task
+    /// (blocking it for the request's whole service).
     Tokio,
+    /// The same runtime and tasks, each request's work (the protocol's
+    /// `serve`) run with `tokio::task::spawn_blocking` on a blocking pool of
+    /// `workers` threads and awaited before the connection's next request:
+    /// tokio's documented way to run blocking calls (RocksDB's).
+    TokioSpawnBlocking,
 }
 
 impl Driver {
     /// Every driver, in the order help texts list them.
-    pub const ALL: [Driver; 4] = [
+    pub const ALL: [Driver; 5] = [
         Driver::Skq,
         Driver::Epoll1to1,
         Driver::EpollShared,
         Driver::Tokio,
+        Driver::TokioSpawnBlocking,
     ];
 
     /// The name used on command lines and in statistics.
@@ -54,6 +62,37 @@ impl Driver {
             Driver::Epoll1to1 => "epoll-1to1",
             Driver::EpollShared => "epoll-shared",
             Driver::Tokio => "tokio",
+            Driver::TokioSpawnBlocking => "tokio-spawn-blocking",
+        }
+    }
+
+    /// What the driver does with connections and requests, in one sentence
+    /// (printed beside results).
+    pub fn about(self) -> &'static str {
+        match self {
+            Driver::Skq => {
+                "the skq runtime: every worker shares one Skq instance and the scheduling \
+                 policy decides which worker handles each event"
+            }
+            Driver::Epoll1to1 => {
+                "one epoll per thread, connections assigned round-robin at accept and never \
+                 moved (the memcached/nginx model)"
+            }
+            Driver::EpollShared => {
+                "one epoll set shared by every thread, connections EPOLLONESHOT and re-armed \
+                 after each event"
+            }
+            Driver::Tokio => {
+                "tokio's multi-thread runtime with `workers` worker threads, one task per \
+                 connection; each request is served inline on the worker thread that polls the \
+                 task, blocking it for the request's whole service"
+            }
+            Driver::TokioSpawnBlocking => {
+                "tokio's multi-thread runtime with `workers` worker threads for the sockets, one \
+                 task per connection; each request's work runs in tokio::task::spawn_blocking on \
+                 a blocking pool capped at `workers` threads, awaited before the connection's \
+                 next request (replies stay in order)"
+            }
         }
     }
 }
@@ -65,7 +104,10 @@ impl FromStr for Driver {
             .into_iter()
             .find(|d| d.name() == s)
             .ok_or_else(|| {
-                format!("unknown runtime `{s}`: expected skq, epoll-1to1, epoll-shared or tokio")
+                format!(
+                    "unknown runtime `{s}`: expected skq, epoll-1to1, epoll-shared, tokio or \
+                     tokio-spawn-blocking"
+                )
             })
     }
 }

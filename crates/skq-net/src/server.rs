@@ -157,7 +157,9 @@ impl Server {
             Driver::Skq => Box::new(driver::skq::start(cfg, common)?),
             Driver::Epoll1to1 => Box::new(driver::epoll::start(cfg, common, Model::OneToOne)?),
             Driver::EpollShared => Box::new(driver::epoll::start(cfg, common, Model::Shared)?),
-            Driver::Tokio => Box::new(driver::tokio::start(cfg, common)?),
+            Driver::Tokio | Driver::TokioSpawnBlocking => {
+                Box::new(driver::tokio::start(cfg, common)?)
+            }
         };
         Ok(ServerHandle {
             running: Some(running),

@@ -43,8 +43,10 @@ pub enum Mode {
     Epoll1to1,
     /// One epoll set shared by every thread, `EPOLLONESHOT` + re-arm.
     EpollShared,
-    /// tokio's multi-thread runtime.
+    /// tokio's multi-thread runtime, requests served inline.
     Tokio,
+    /// tokio's multi-thread runtime, requests run with `spawn_blocking`.
+    TokioSpawnBlocking,
 }
 
 impl Default for Mode {
@@ -65,6 +67,7 @@ impl Mode {
             Mode::Epoll1to1 => Driver::Epoll1to1,
             Mode::EpollShared => Driver::EpollShared,
             Mode::Tokio => Driver::Tokio,
+            Mode::TokioSpawnBlocking => Driver::TokioSpawnBlocking,
         }
     }
 
@@ -75,6 +78,7 @@ impl Mode {
             Driver::Epoll1to1 => Mode::Epoll1to1,
             Driver::EpollShared => Mode::EpollShared,
             Driver::Tokio => Mode::Tokio,
+            Driver::TokioSpawnBlocking => Mode::TokioSpawnBlocking,
         }
     }
 
@@ -106,19 +110,20 @@ impl FromStr for Mode {
     type Err = String;
     /// `vanilla|shared|queue|cpu|best2|hybrid` with optional `+steal` or
     /// `-steal`, `epoll-1to1`, `epoll-shared` (or its older name `epoll`),
-    /// `tokio`.
+    /// `tokio`, `tokio-spawn-blocking`.
     fn from_str(s: &str) -> Result<Mode, String> {
         match s {
             "epoll-1to1" => return Ok(Mode::Epoll1to1),
             "epoll-shared" | "epoll" => return Ok(Mode::EpollShared),
             "tokio" => return Ok(Mode::Tokio),
+            "tokio-spawn-blocking" => return Ok(Mode::TokioSpawnBlocking),
             _ => {}
         }
         let (base, steal) = skq_core::split_steal(s);
         let policy: Policy = base.parse().map_err(|_| {
             format!(
                 "unknown mode `{s}`: expected vanilla, shared, queue, cpu, best2 or hybrid \
-                 (optionally +steal), epoll-1to1, epoll-shared or tokio"
+                 (optionally +steal), epoll-1to1, epoll-shared, tokio or tokio-spawn-blocking"
             )
         })?;
         let mode = Mode::Skq { policy, steal };
@@ -391,6 +396,7 @@ mod tests {
             "epoll-1to1",
             "epoll-shared",
             "tokio",
+            "tokio-spawn-blocking",
         ] {
             let m: Mode = s.parse().unwrap();
             assert_eq!(m.to_string(), s);

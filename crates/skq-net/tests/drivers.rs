@@ -187,3 +187,80 @@ fn the_connection_limit_refuses_then_recovers() {
         assert_eq!(stats.rejected, 1, "{driver}");
     }
 }
+
+/// Lines echoed back, recording the threads that opened connections (the
+/// runtime's worker threads: sessions open in the connection's task) and
+/// the threads that served requests.
+#[derive(Default)]
+struct Where {
+    opened: Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+    served: Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+}
+
+impl Protocol for Where {
+    type Session = ();
+
+    fn open(&self, _worker: usize) {
+        let me = std::thread::current().id();
+        self.opened.lock().unwrap().insert(me);
+    }
+
+    fn serve(&self, _: &mut (), input: &[u8], out: &mut Vec<u8>, _cx: &mut Cx<'_>) -> Served {
+        let Some(end) = input.iter().position(|&b| b == b'\n') else {
+            return Served::NeedInput { consumed: 0 };
+        };
+        self.served
+            .lock()
+            .unwrap()
+            .insert(std::thread::current().id());
+        // A blocking call.
+        std::thread::sleep(Duration::from_micros(300));
+        out.extend_from_slice(&input[..=end]);
+        Served::Request { consumed: end + 1 }
+    }
+}
+
+#[test]
+fn tokio_spawn_blocking_serves_off_the_worker_threads_on_at_most_workers_threads() {
+    for (driver, workers) in [
+        (Driver::Tokio, 1),
+        (Driver::TokioSpawnBlocking, 1),
+        (Driver::TokioSpawnBlocking, 2),
+    ] {
+        let proto = Arc::new(Where::default());
+        let server = Server::start(&config(driver, workers), proto.clone()).unwrap();
+        let addr = server.local_addr();
+        let clients: Vec<_> = (0..6)
+            .map(|c| {
+                std::thread::spawn(move || {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    let want: Vec<String> = (0..20).map(|i| format!("{c} {i}\n")).collect();
+                    s.write_all(want.concat().as_bytes()).unwrap();
+                    assert_eq!(read_lines(&s, want.len()), want, "{driver}: in order");
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+        let stats = server.shutdown();
+        assert_eq!(stats.requests, 120, "{driver}");
+        let opened = proto.opened.lock().unwrap().clone();
+        let served = proto.served.lock().unwrap().clone();
+        assert!(!opened.is_empty() && !served.is_empty());
+        if driver == Driver::Tokio {
+            // One worker thread: it opens and serves everything itself.
+            assert_eq!(opened, served, "{driver}: served inline");
+        } else {
+            assert!(
+                opened.is_disjoint(&served),
+                "{driver}: no request served on a runtime worker thread"
+            );
+            assert!(
+                served.len() <= workers,
+                "{driver}: {} pool threads served, cap {workers}",
+                served.len()
+            );
+        }
+    }
+}

@@ -44,7 +44,9 @@ pub struct RpcArgs {
     /// (vanilla|shared|queue|cpu|best2|hybrid, optionally with +steal), or a
     /// baseline without skq: epoll-1to1 (one epoll per thread, connections
     /// round-robin at accept: memcached/nginx), epoll-shared (one epoll set,
-    /// ONESHOT + re-arm) or tokio.
+    /// ONESHOT + re-arm), tokio (each request served inline on the runtime's
+    /// worker thread) or tokio-spawn-blocking (each request's work in
+    /// tokio::task::spawn_blocking, a blocking pool of --workers threads).
     #[arg(long, default_value = "hybrid")]
     pub mode: String,
     /// Driver: skq, epoll-1to1, epoll-shared or tokio (`--mode` names it too;

@@ -23,7 +23,7 @@ use super::ConfigEntry;
 pub enum ServerKind {
     /// `skq serve rpc --runtime skq --mode MODE`.
     Skq,
-    /// `skq serve rpc --runtime tokio`.
+    /// `skq serve rpc --mode tokio` or `--mode tokio-spawn-blocking`.
     Tokio,
     /// A plain epoll server with no skq scheduling (BRIEF §10):
     /// `skq serve rpc --mode epoll-1to1` (one epoll per thread, connections
@@ -44,7 +44,10 @@ pub enum ServerKind {
     /// document root as the nginx peer.
     Http,
     /// `skq serve rocksdb --mode MODE` for modes `rocksdb-MODE`: MODE is an
-    /// skq policy, `epoll-1to1`, `epoll-shared` or `tokio`.
+    /// skq policy, `epoll-1to1`, `epoll-shared`, `tokio` (each request's
+    /// RocksDB call inline on a tokio worker thread) or
+    /// `tokio-spawn-blocking` (each in `tokio::task::spawn_blocking`, the
+    /// honest tokio baseline for blocking calls).
     Rocksdb,
 }
 
@@ -52,7 +55,7 @@ impl ServerKind {
     /// The server a `mode` string names.
     pub fn from_mode(mode: &str) -> ServerKind {
         match mode {
-            "tokio" => ServerKind::Tokio,
+            "tokio" | "tokio-spawn-blocking" => ServerKind::Tokio,
             m if EPOLL_MODES.contains(&m) => ServerKind::Epoll,
             "memcached" => ServerKind::Memcached,
             "nginx" => ServerKind::Nginx,
@@ -330,7 +333,7 @@ impl Curve {
         let server_mode = match inner.map(|m| (m, m.parse::<Mode>())) {
             None => None,
             Some((m, Ok(parsed))) if parsed.to_string() == m => Some(parsed),
-            Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
+            Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, tokio-spawn-blocking, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
         };
         let io = io_spec(e, server).map_err(|m| anyhow::anyhow!("{}: {m}", ctx("io_variance")))?;
         if let Some(b) = e.batch {

@@ -23,6 +23,9 @@
 //!                       # the built-in default sweep uses "all"
 //! rss_migrate_ms = 500  # move flows every N ms while a point runs (needs
 //!                       # rss with two CPUs or more; default: never)
+//! disturbed_above = 0.05 # mark a point disturbed when processes outside
+//!                       # the run used more CPUs than this over it
+//!                       # (`crate::disturbance`; default 0.05)
 //!
 //! # Defaults for every configuration below (same keys as [[config]]).
 //! [defaults]
@@ -42,7 +45,8 @@
 //! name = "memcached-4t"      # label in tables and plots (default: mode)
 //! mode = "memcached"         # an skq policy ("vanilla", "best2+steal", ...),
 //!                            # "epoll-1to1", "epoll-shared", "tokio",
-//!                            # "memcached", "nginx", "kv-tpc", "kv-MODE"
+//!                            # "tokio-spawn-blocking", "memcached",
+//!                            # "nginx", "kv-tpc", "kv-MODE"
 //!                            # or "http-MODE" (skq serve http)
 //! workers = 4
 //! protocol = "memcached"     # rpc | memcached | http (default by mode)
@@ -260,6 +264,9 @@ pub struct SweepEntry {
     pub rss: Option<RssSpec>,
     /// Flow migration period (ms) under emulated RSS.
     pub rss_migrate_ms: Option<u64>,
+    /// Disturbance (CPUs used outside the run) above which a point is
+    /// marked disturbed (default 0.05).
+    pub disturbed_above: Option<f64>,
     /// Output folder.
     pub out: Option<PathBuf>,
 }

@@ -43,6 +43,14 @@ pub struct Settings {
     /// Flow migration period under emulated RSS, ms (`None`: flows stay).
     #[serde(default)]
     pub rss_migrate_ms: Option<u64>,
+    /// A point whose disturbance (CPUs used by processes outside the run,
+    /// [`crate::disturbance`]) is above this is marked disturbed.
+    #[serde(default = "default_disturbed_above")]
+    pub disturbed_above: f64,
+}
+
+fn default_disturbed_above() -> f64 {
+    crate::disturbance::DEFAULT_DISTURBED_ABOVE
 }
 
 fn default_baseline() -> String {
@@ -64,6 +72,7 @@ impl Default for Settings {
             retries: 1,
             rss: RssSpec::Off,
             rss_migrate_ms: None,
+            disturbed_above: default_disturbed_above(),
         }
     }
 }
@@ -95,6 +104,7 @@ impl Settings {
             retries: e.retries.unwrap_or(d.retries),
             rss: e.rss.clone().unwrap_or(d.rss),
             rss_migrate_ms: e.rss_migrate_ms.filter(|&ms| ms > 0),
+            disturbed_above: e.disturbed_above.unwrap_or(d.disturbed_above),
         };
         if let Some(ms) = s.rss_migrate_ms {
             if s.rss == RssSpec::Off {
@@ -103,6 +113,12 @@ impl Settings {
             if ms < MIN_MIGRATE_MS {
                 bail!("`rss_migrate_ms`: {ms} is too short; at least {MIN_MIGRATE_MS}");
             }
+        }
+        if !(s.disturbed_above.is_finite() && s.disturbed_above >= 0.0) {
+            bail!(
+                "`disturbed_above`: {} must be zero or a positive number of CPUs",
+                s.disturbed_above
+            );
         }
         if s.retries > 5 {
             bail!("`retries`: {} is too many; at most 5", s.retries);

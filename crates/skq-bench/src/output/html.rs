@@ -10,7 +10,9 @@ use skq_report::html::Report;
 use skq_report::plot::{Chart, Labels, Series};
 
 use super::tables::{compact_points, load_table, p99_table, summary_table, PointMetric};
-use super::{busy_machine_warning, opt, RunInfo, INTERRUPTED};
+use super::{
+    busy_machine_warning, disturbance_heading, disturbance_line, opt, RunInfo, INTERRUPTED,
+};
 use crate::bound;
 use crate::config::Sweep;
 use crate::hdr;
@@ -38,6 +40,7 @@ pub fn report_model(
     let mut r = header(sweep, summaries, run);
     r = tables(r, sweep, records, summaries, run);
     r = self_check_failures(r, summaries);
+    r = disturbed_points(r, sweep, summaries);
     let mut groups: Vec<String> = Vec::new();
     for c in &sweep.curves {
         if !groups.contains(&c.group()) {
@@ -49,8 +52,46 @@ pub fn report_model(
             summaries.iter().filter(|s| s.spec.group() == *g).collect();
         r = group_charts(r, sweep, g, &members, records);
     }
+    r = servers(r, sweep);
     r.heading("All points")
         .table(&compact_points(sweep, records))
+}
+
+/// Every disturbed decisive point as an alert, under a heading that counts
+/// them, after the run's total.
+fn disturbed_points(mut r: Report, sweep: &Sweep, summaries: &[CurveSummary]) -> Report {
+    let n: usize = summaries.iter().map(|s| s.disturbed.len()).sum();
+    if n == 0 {
+        return r;
+    }
+    r = r
+        .heading(format!("Disturbed decisive points ({n})"))
+        .paragraph(disturbance_line(summaries, &sweep.settings));
+    for s in summaries {
+        for d in &s.disturbed {
+            r = r.alert(format!("disturbed: {d}"));
+        }
+    }
+    r
+}
+
+/// How each server was started: command line, what it is, and the files it
+/// was given (nginx's configuration) verbatim.
+fn servers(mut r: Report, sweep: &Sweep) -> Report {
+    r = r.heading("Servers").paragraph(
+        "How each configuration's server was started; PORT and WORKDIR stand for the port and \
+         the private folder each point picks. Peers are configured as their documentation \
+         advises and given the same number of workers as the skq servers they are compared with.",
+    );
+    for s in crate::peers::server_setups(&sweep.curves) {
+        r = r
+            .paragraph(format!("{}: {}", s.configs.join(", "), s.about))
+            .pre(s.command.clone());
+        for (name, text) in &s.files {
+            r = r.paragraph(format!("WORKDIR/{name}:")).pre(text.clone());
+        }
+    }
+    r
 }
 
 /// The title, the header box of the run's facts, and the alerts about the
@@ -133,9 +174,13 @@ fn tables(
              under the SLO passed the load generator's checks and the first point over it kept its \
              schedule (Poisson arrivals, send lateness) with no correctness errors. server CPU \
              µs/req and ctx sw/req vol+invol: the server's CPU time and its threads' voluntary + \
-             involuntary context switches over the measured points, per reply received.",
+             involuntary context switches over the measured points, per reply received. \
+             disturbed/decisive: of the points that decide max load (every point at or under the \
+             SLO and the first over it), those during which processes outside the run used more \
+             CPU than the threshold.",
         )
-        .table(&summary_table(summaries, &sweep.settings.baseline));
+        .table(&summary_table(summaries, &sweep.settings.baseline))
+        .paragraph(disturbance_line(summaries, &sweep.settings));
     if !run.cross_checks.is_empty() {
         r = r
             .heading("Cross-check with wrk")
@@ -175,6 +220,14 @@ fn tables(
              were not recorded.",
         )
         .table(&load_table(sweep, records, PointMetric::CtxSwitchesPerRequest))
+        .heading("Disturbance at each offered load")
+        .paragraph(format!(
+            "{} Interrupt time (irq + softirq) is left out: the run's own loopback traffic is \
+             processed there. Counters tick every 10 ms, so the figure is good to a few ticks per \
+             window (about ±0.02 CPU over 2 s on 2 CPUs); negative figures read 0.",
+            disturbance_heading(&sweep.settings)
+        ))
+        .table(&load_table(sweep, records, PointMetric::Disturbance))
 }
 
 /// One alert per failed self-check, under a heading that counts them.

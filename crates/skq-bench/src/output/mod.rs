@@ -22,6 +22,20 @@
 //! `rss` field and column of every point record), and whether a signal
 //! interrupted the sweep.
 //!
+//! Every one of them says how much CPU processes outside the run used while
+//! each point ran ([`crate::disturbance`]): `disturbance_cpu` and
+//! `disturbed` in `points.csv`, `disturbance` in `points.json`, a per-load
+//! table (`!` marks a disturbed point) in `summary.txt` and the report, and
+//! per configuration the disturbed decisive points (`disturbed/decisive` in
+//! the summary table; `disturbed`, `decisive_points` and
+//! `max_disturbance_cpu` in `summary.json`), with their total in
+//! [`disturbance_line`].
+//!
+//! Every one of them names how each server was started
+//! ([`crate::peers::ServerSetup`]: the command line, nginx's whole
+//! configuration, what a tokio mode does), in `summary.txt`, the report's
+//! "Servers" section and `summary.json`'s `servers`.
+//!
 //! Rendering goes through `skq_report` ([`skq_report::table`],
 //! [`skq_report::plot`], [`skq_report::html`]); this module only chooses
 //! what to show.
@@ -40,6 +54,8 @@ pub use tables::{
     PointRow, POINT_COLUMNS,
 };
 pub use tables::{server_table, ServerMetric};
+
+use crate::peers::ServerSetup;
 
 use crate::config::{Settings, Sweep};
 use crate::crosscheck::CrossCheck;
@@ -139,6 +155,42 @@ pub struct SummaryFile {
     pub settings: Settings,
     /// One per curve.
     pub curves: Vec<CurveSummary>,
+    /// How each server was started.
+    #[serde(default)]
+    pub servers: Vec<ServerSetup>,
+}
+
+/// The run's total of disturbed decisive points, one line.
+pub fn disturbance_line(summaries: &[CurveSummary], settings: &Settings) -> String {
+    let decisive: usize = summaries.iter().map(|s| s.decisive_points).sum();
+    let disturbed: usize = summaries.iter().map(|s| s.disturbed.len()).sum();
+    format!(
+        "disturbed decisive points: {disturbed} of {decisive} (processes outside the run used more \
+         than {} CPU while the point ran; the points at or under the SLO and the first over it \
+         decide max load)",
+        settings.disturbed_above
+    )
+}
+
+/// The servers section of `summary.txt`: each way a server was started,
+/// with the files it was given.
+pub fn server_setup_lines(setups: &[ServerSetup]) -> String {
+    let mut out = String::from("servers (PORT and WORKDIR stand for what each point picks):\n");
+    for s in setups {
+        out.push_str(&format!(
+            "  {}: {}\n    {}\n",
+            s.configs.join(", "),
+            s.about,
+            s.command
+        ));
+        for (name, text) in &s.files {
+            out.push_str(&format!("    WORKDIR/{name}:\n"));
+            for l in text.lines() {
+                out.push_str(&format!("      {l}\n"));
+            }
+        }
+    }
+    out
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -159,12 +211,14 @@ pub fn write_all(
         std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
     };
     let table = summary_table(summaries, &sweep.settings.baseline);
+    let setups = crate::peers::server_setups(&sweep.curves);
     w(
         "summary.txt",
         format!(
-            "{}\n{}{}\np99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}",
+            "{}\n{}{}\n{}p99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}\n{}\n{}{}",
             run_lines(run).join("\n"),
             table.to_text(),
+            disturbance_line(summaries, &sweep.settings),
             cross_check_lines(run)
                 .iter()
                 .map(|l| format!("{l}\n"))
@@ -173,7 +227,10 @@ pub fn write_all(
             load_table(sweep, records, PointMetric::P50).to_text(),
             load_table(sweep, records, PointMetric::ServerCpuPerRequest).to_text(),
             load_table(sweep, records, PointMetric::CtxSwitchesPerRequest).to_text(),
-            server_lines(sweep, records)
+            disturbance_heading(&sweep.settings),
+            load_table(sweep, records, PointMetric::Disturbance).to_text(),
+            server_lines(sweep, records),
+            server_setup_lines(&setups),
         ),
     )?;
     w(
@@ -184,12 +241,22 @@ pub fn write_all(
         run: run.clone(),
         settings: sweep.settings.clone(),
         curves: summaries.to_vec(),
+        servers: setups,
     };
     w("summary.json", serde_json::to_string_pretty(&file)?)?;
     w("points.csv", points_table(sweep, records).to_csv())?;
     w("points.json", serde_json::to_string_pretty(records)?)?;
     w("report.html", report_html(sweep, records, summaries, run))?;
     Ok(())
+}
+
+/// The heading of the per-load disturbance table.
+pub fn disturbance_heading(settings: &Settings) -> String {
+    format!(
+        "CPU used by processes outside the run while each point ran, in CPUs (/proc/stat user + \
+         nice + system + steal, less the server's and the generator's CPU; ! = disturbed, above {}):",
+        settings.disturbed_above
+    )
 }
 
 /// The server's own figures per point (imbalance, steals/s, migrations/s),

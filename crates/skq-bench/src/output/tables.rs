@@ -44,12 +44,13 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
         "high-pri/probe p99 µs low→peak",
         "server CPU µs/req",
         "ctx sw/req vol+invol",
+        "disturbed/decisive",
     ];
     if rss.is_some() {
         head.push("rss");
     }
     let mut t = Table::new(head);
-    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13, 15, 16] {
+    for c in [3, 4, 5, 6, 7, 8, 9, 10, 13, 15, 16, 17] {
         t = t.align(c, Align::Right);
     }
     for s in summaries {
@@ -83,6 +84,7 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
             opt(s.cpu_s_per_request.map(|c| c * 1e6), 1),
             s.ctx_switches_per_request
                 .map_or_else(|| "-".into(), |c| c.cell()),
+            s.disturbed_cell(),
         ];
         row.extend(rss.map(str::to_string));
         t.push(row);
@@ -93,8 +95,11 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
 /// Columns of `points.csv`. `server_ctx_voluntary` and
 /// `server_ctx_involuntary` are the server's context switches over the
 /// window of `server_cpu_s` (counts; divide by `achieved_rps` × the
-/// measured seconds for a figure per reply).
-pub const POINT_COLUMNS: [&str; 30] = [
+/// measured seconds for a figure per reply). `disturbance_cpu` is the CPU
+/// used by processes outside the run over the same window, in CPUs, and
+/// `disturbed` whether it was above the sweep's `disturbed_above`
+/// ([`crate::disturbance`]).
+pub const POINT_COLUMNS: [&str; 32] = [
     "config",
     "mode",
     "workload",
@@ -125,6 +130,8 @@ pub const POINT_COLUMNS: [&str; 30] = [
     "imbalance_pct",
     "steals_per_s",
     "migrations_per_s",
+    "disturbance_cpu",
+    "disturbed",
 ];
 
 /// One row of `points.csv`, typed (what [`parse_points_csv`] returns).
@@ -161,6 +168,8 @@ pub enum PointMetric {
     ServerCpuPerRequest,
     /// Server context switches per reply received, `voluntary+involuntary`.
     CtxSwitchesPerRequest,
+    /// CPUs used by processes outside the run; `!` marks a disturbed point.
+    Disturbance,
 }
 
 impl PointMetric {
@@ -180,6 +189,7 @@ impl PointMetric {
             PointMetric::CtxSwitchesPerRequest => r
                 .ctx_switches_per_reply()
                 .map(|(v, i)| format!("{v:.2}+{i:.2}")),
+            PointMetric::Disturbance => r.disturbance().map(|d| d.cell()),
         }
     }
 }
@@ -326,13 +336,16 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
             }
             Outcome::Skipped => row.push("skipped".into()),
         }
-        row.resize(POINT_COLUMNS.len() - 4, String::new());
+        row.resize(POINT_COLUMNS.len() - 6, String::new());
         row.push(r.rss.clone());
         let s = r.server_stats();
         let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
         row.push(num(s.map(|s| s.imbalance_pct)));
         row.push(num(s.and_then(|s| s.steals_per_s)));
         row.push(num(s.and_then(|s| s.migrations_per_s)));
+        let d = r.disturbance();
+        row.push(num(d.map(|d| d.cpu)));
+        row.push(d.map_or(String::new(), |d| d.disturbed.to_string()));
         t.push(row);
     }
     t
@@ -362,8 +375,9 @@ pub(super) fn compact_points(sweep: &Sweep, records: &[PointRecord]) -> Table {
         "S̄ meas. µs",
         "status",
         "checks",
+        "disturbance CPU",
     ]);
-    for c in 2..=6 {
+    for c in (2..=6).chain([9]) {
         t = t.align(c, Align::Right);
     }
     for r in records {
@@ -409,6 +423,7 @@ pub(super) fn compact_points(sweep: &Sweep, records: &[PointRecord]) -> Table {
             sv,
             status,
             checks,
+            r.disturbance().map_or_else(String::new, |d| d.cell()),
         ]);
     }
     t

@@ -12,6 +12,7 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
 use skq_bench::config::{self, Curve, Settings, Sweep};
+use skq_bench::disturbance::Disturbance;
 use skq_bench::sweep::{PlannedPoint, PointFiles, Runner};
 use skq_report::result::{Checks, CtxSwitches, Estimate, Latency, Meta, PointResult};
 
@@ -172,6 +173,11 @@ pub struct FakeRunner {
     pub no_switches: Vec<String>,
     /// The last point's switches ([`fixture_switches`]), until taken.
     pub switches: Option<CtxSwitches>,
+    /// (configuration name, point index, CPUs) of planted disturbances;
+    /// every other point measures 0.01 CPU under a 0.05 threshold.
+    pub disturb: Vec<(String, usize, f64)>,
+    /// The last point's disturbance, until taken.
+    pub disturbance: Option<Disturbance>,
 }
 
 /// The fixture server context switches of a point: two voluntary per reply
@@ -207,6 +213,20 @@ impl Runner for FakeRunner {
         }
         self.switches = (!self.no_switches.contains(&curve.name))
             .then(|| fixture_switches(&r, self.calls.len()));
+        let cpu = self
+            .disturb
+            .iter()
+            .find(|(n, i, _)| *n == curve.name && *i == p.index)
+            .map_or(0.01, |d| d.2);
+        self.disturbance = Some(Disturbance {
+            cpu,
+            disturbed: cpu > s.disturbed_above,
+            machine_busy_cpu: 1.0 + cpu,
+            server_cpu: 0.8,
+            generator_cpu: 0.2,
+            irq_cpu: 0.05,
+            window_s: s.point_secs,
+        });
         Ok(r)
     }
 
@@ -216,6 +236,10 @@ impl Runner for FakeRunner {
 
     fn take_ctx_switches(&mut self) -> Option<CtxSwitches> {
         self.switches.take()
+    }
+
+    fn take_disturbance(&mut self) -> Option<Disturbance> {
+        self.disturbance.take()
     }
 }
 

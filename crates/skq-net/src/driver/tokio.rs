@@ -17,6 +17,19 @@
 //! Timeouts are tokio timers around the waits for readability (idle and
 //! request limits, by the state the connection waits in) and writability
 //! (the send limit).
+//!
+//! Two request paths share the runtime, the accept loop, the reads and the
+//! writes:
+//! * [`Driver::Tokio`]: the protocol runs inline in the task, as above;
+//! * [`Driver::TokioSpawnBlocking`]: the protocol runs off the worker
+//!   threads, in `tokio::task::spawn_blocking` ([`super::tokio_pool`]), on a
+//!   blocking pool capped at `workers` threads (so emulated service, a
+//!   sleep, cannot run on more threads than the server has workers).
+//!
+//! Every thread the runtime starts (worker or blocking) gets a worker index
+//! (`i % workers`, in start order), its `prepare_worker` call and, with
+//! `pin`, its CPU; the counters a request records are those of the index of
+//! the thread that served it.
 
 use std::cell::Cell;
 use std::io;
@@ -27,7 +40,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::config::{ServerConfig, Timeouts};
+use crate::config::{Driver, ServerConfig, Timeouts};
 use crate::conn::{Conn, Limits, REQUESTS_PER_EVENT};
 use crate::protocol::{Close, Cx, Protocol, Resume, Served};
 use crate::server::{Common, Running};
@@ -62,7 +75,12 @@ pub(crate) fn start<P: Protocol>(
     let pin = cfg.pin;
     let proto = common.proto.clone();
     let notices = common.notices.clone();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let pooled = cfg.driver() == Driver::TokioSpawnBlocking;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if pooled {
+        builder.max_blocking_threads(workers);
+    }
+    let runtime = builder
         .worker_threads(workers)
         .enable_io()
         .enable_time()
@@ -87,6 +105,7 @@ pub(crate) fn start<P: Protocol>(
         common.clone(),
         Limits::of(cfg),
         cfg.timeouts,
+        pooled,
     ));
     Ok(TokioDriver {
         runtime,
@@ -112,7 +131,7 @@ impl<P: Protocol> Running for TokioDriver<P> {
     }
 }
 
-fn worker_index() -> usize {
+pub(super) fn worker_index() -> usize {
     WORKER_INDEX.with(|w| w.get())
 }
 
@@ -121,6 +140,7 @@ async fn accept_loop<P: Protocol>(
     common: Arc<Common<P>>,
     limits: Limits,
     timeouts: Timeouts,
+    pooled: bool,
 ) {
     let mut task_bytes = 0;
     loop {
@@ -167,8 +187,17 @@ async fn accept_loop<P: Protocol>(
         let shared = common.clone();
         let task = async move {
             let mut conn = Conn::with_limits(shared.open_session(w), limits);
-            let why = serve_connection(stream, &mut conn, &shared, timeouts).await;
-            shared.closed(worker_index(), why, conn.session);
+            if pooled {
+                let (why, conn) =
+                    super::tokio_pool::serve_connection(stream, conn, &shared, timeouts).await;
+                // No connection back: the runtime is shutting down.
+                if let Some(conn) = conn {
+                    shared.closed(worker_index(), why, conn.session);
+                }
+            } else {
+                let why = serve_connection(stream, &mut conn, &shared, timeouts).await;
+                shared.closed(worker_index(), why, conn.session);
+            }
         };
         if task_bytes == 0 {
             // The task's future is the connection's whole state (tokio's
@@ -228,50 +257,67 @@ async fn serve_until_closed<P: Protocol>(
             }
         }
         write_out(stream, conn, t.send).await?;
-        if conn.is_eof() {
-            return Err(if conn.buffered().is_empty() {
-                Close::Eof
-            } else {
-                Close::Aborted
-            });
-        }
-        if conn.buffered().len() >= limit {
-            return Err(Close::Protocol);
-        }
-        // Wait for bytes without reserving memory first, so idle
-        // connections hold no buffer; under the timeout of the state the
-        // connection waits in.
-        let ready = if conn.limits().timers {
-            let now = skq_sys::cpu::monotonic_ns();
-            conn.note_wait(now);
-            match conn.time_left(now, t) {
-                Some(ns) => tokio::time::timeout(Duration::from_nanos(ns), stream.readable())
-                    .await
-                    .map_err(|_| Close::Timeout)?,
-                None => stream.readable().await,
-            }
+        read_more(stream, conn, common, t, limit).await?;
+    }
+}
+
+/// Once the buffered requests are served and their replies written: ends
+/// the connection at the peer's EOF or at an over-long request, else waits
+/// for bytes and reads what is there; returns how many bytes it read (0:
+/// woken without data, or EOF just seen).
+pub(super) async fn read_more<P: Protocol>(
+    stream: &mut TcpStream,
+    conn: &mut Conn<P::Session>,
+    common: &Common<P>,
+    t: &Timeouts,
+    limit: usize,
+) -> Result<usize, Close> {
+    if conn.is_eof() {
+        return Err(if conn.buffered().is_empty() {
+            Close::Eof
         } else {
-            stream.readable().await
-        };
-        ready.map_err(|_| Close::Aborted)?;
-        common.counters.workers[worker_index()].record_event();
-        // Read into this thread's scratch buffer and keep only the bytes
-        // read, as the other drivers do: a connection holds no read buffer
-        // sized for the largest read it ever made.
-        let read = SCRATCH.with(|scratch| {
-            let mut scratch = scratch.borrow_mut();
-            let r = stream.try_read(&mut scratch[..]);
-            if let Ok(n) = r {
-                conn.input_buf().extend_from_slice(&scratch[..n]);
-            }
-            r
+            Close::Aborted
         });
-        match read {
-            Ok(0) => conn.set_eof(),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return Err(Close::Aborted),
+    }
+    if conn.buffered().len() >= limit {
+        return Err(Close::Protocol);
+    }
+    // Wait for bytes without reserving memory first, so idle
+    // connections hold no buffer; under the timeout of the state the
+    // connection waits in.
+    let ready = if conn.limits().timers {
+        let now = skq_sys::cpu::monotonic_ns();
+        conn.note_wait(now);
+        match conn.time_left(now, t) {
+            Some(ns) => tokio::time::timeout(Duration::from_nanos(ns), stream.readable())
+                .await
+                .map_err(|_| Close::Timeout)?,
+            None => stream.readable().await,
         }
+    } else {
+        stream.readable().await
+    };
+    ready.map_err(|_| Close::Aborted)?;
+    common.counters.workers[worker_index()].record_event();
+    // Read into this thread's scratch buffer and keep only the bytes
+    // read, as the other drivers do: a connection holds no read buffer
+    // sized for the largest read it ever made.
+    let read = SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        let r = stream.try_read(&mut scratch[..]);
+        if let Ok(n) = r {
+            conn.input_buf().extend_from_slice(&scratch[..n]);
+        }
+        r
+    });
+    match read {
+        Ok(0) => {
+            conn.set_eof();
+            Ok(0)
+        }
+        Ok(n) => Ok(n),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+        Err(_) => Err(Close::Aborted),
     }
 }
 
@@ -307,7 +353,7 @@ async fn pump<P: Protocol>(
 
 /// Writes all pending output; each wait for socket space is limited by the
 /// send timeout (restarted by every write that makes progress).
-async fn write_out<S>(
+pub(super) async fn write_out<S>(
     stream: &mut TcpStream,
     conn: &mut Conn<S>,
     send: Option<Duration>,

@@ -1,0 +1,258 @@
+//! Disturbed points and `--strict` with the fake runner: the decisive
+//! points' disturbances are counted per curve, reach every output, and
+//! `--strict`'s verdict fails on a disturbed or failed decisive point only;
+//! every output names how each server was started (nginx's whole
+//! configuration among them).
+
+mod common;
+
+use common::{temp_dir, FakeRunner};
+use skq_bench::cli::{strict_verdict, StrictFailed, EXIT_STRICT};
+use skq_bench::config::{ConfigEntry, Sweep, SweepFile};
+use skq_bench::output::{self, RunInfo};
+use skq_bench::peers;
+use skq_bench::summary::{self, CurveSummary, SelfCheck};
+use skq_bench::sweep::{self, PointRecord, Quiet};
+
+/// One curve of `mode` over loads that reach past the SLO without
+/// saturating at once (the fixture's queueing shape).
+fn one_curve(mode: &str) -> Sweep {
+    let mut f = skq_bench::config::default_file();
+    f.matrix = None;
+    f.config = vec![ConfigEntry {
+        mode: Some(mode.into()),
+        ..Default::default()
+    }];
+    f.sweep.loads = Some(vec![0.2, 0.4, 0.6, 0.75, 0.85]);
+    f.sweep.point_secs = Some(1.0);
+    Sweep::from_file(&f, 2).unwrap()
+}
+
+fn run(s: &Sweep, runner: &mut FakeRunner, tag: &str) -> (Vec<PointRecord>, Vec<CurveSummary>) {
+    let dir = temp_dir(tag);
+    let records = sweep::run(s, &dir, runner, &mut Quiet);
+    let sums = summary::summarize(s, &records);
+    std::fs::remove_dir_all(&dir).unwrap();
+    (records, sums)
+}
+
+#[test]
+fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
+    // Clean: every decisive point passed and was quiet.
+    let s = one_curve("hybrid");
+    let (records, sums) = run(&s, &mut FakeRunner::default(), "strict-clean");
+    assert_eq!(sums[0].self_check, SelfCheck::Pass);
+    assert!(sums[0].decisive_points >= 2, "{:?}", sums[0]);
+    assert!(sums[0].disturbed.is_empty());
+    assert_eq!(sums[0].max_disturbance_cpu, Some(0.01));
+    assert_eq!(
+        sums[0].disturbed_cell(),
+        format!("0/{}", sums[0].decisive_points)
+    );
+    assert!(strict_verdict(&sums).is_ok());
+
+    // A point past the crossing decides nothing: disturbing it passes.
+    let slo = sums[0].slo_us.unwrap();
+    let over: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.result().is_some_and(|x| x.latency.p99.value > slo))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        over.len() >= 2,
+        "the fixture curve goes past its crossing: {over:?}"
+    );
+    let mut runner = FakeRunner {
+        disturb: vec![("hybrid".into(), over[1], 0.4)],
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "strict-late");
+    assert!(records[over[1]].disturbed(), "measured and marked");
+    assert!(sums[0].disturbed.is_empty());
+    assert!(strict_verdict(&sums).is_ok());
+
+    // A disturbed point under the SLO, and the crossing itself: both count.
+    for at in [0, over[0]] {
+        let mut runner = FakeRunner {
+            disturb: vec![("hybrid".into(), at, 0.3)],
+            ..Default::default()
+        };
+        let (_, sums) = run(&s, &mut runner, "strict-disturbed");
+        assert_eq!(sums[0].self_check, SelfCheck::Pass);
+        assert_eq!(sums[0].disturbed.len(), 1, "{:?}", sums[0].disturbed);
+        assert!(sums[0].disturbed[0].contains("0.30 CPU"), "{:?}", sums[0]);
+        assert_eq!(sums[0].max_disturbance_cpu, Some(0.3));
+        let e = strict_verdict(&sums).unwrap_err();
+        assert!(e.0.contains("disturbed: hybrid"), "{e}");
+        // What the skq binary turns into exit status 3.
+        let e = anyhow::Error::from(e);
+        assert!(e.downcast_ref::<StrictFailed>().is_some());
+    }
+    assert_eq!(EXIT_STRICT, 3);
+
+    // A failed self-check under the SLO (the fixture's `cpu` at load 0.4),
+    // on a quiet machine.
+    let s = one_curve("cpu");
+    let (_, sums) = run(&s, &mut FakeRunner::default(), "strict-failed");
+    assert!(matches!(sums[0].self_check, SelfCheck::Fail(_)));
+    assert!(sums[0].disturbed.is_empty());
+    let e = strict_verdict(&sums).unwrap_err();
+    assert!(e.0.contains("self-check failed: cpu"), "{e}");
+
+    // A curve without an answer (its server never started).
+    let s = one_curve("hybrid");
+    let mut runner = FakeRunner {
+        fail: vec![("hybrid".into(), 0)],
+        ..Default::default()
+    };
+    let (_, sums) = run(&s, &mut runner, "strict-error");
+    assert!(strict_verdict(&sums).unwrap_err().0.contains("error"));
+}
+
+#[test]
+fn disturbances_reach_every_output() {
+    let s = one_curve("hybrid");
+    let dir = temp_dir("strict-outputs");
+    let mut runner = FakeRunner {
+        disturb: vec![("hybrid".into(), 1, 0.25)],
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    let info = RunInfo {
+        started: "2026-01-01 00:00:00".into(),
+        command: "skq bench --strict".into(),
+        cpus: 2,
+        wall_s: 1.0,
+        ..Default::default()
+    };
+    output::write_all(&dir, &s, &records, &sums, &info).unwrap();
+    let decisive = sums[0].decisive_points;
+
+    // points.csv: the figure and the mark of every measured point.
+    let rows = output::parse_points_csv(&std::fs::read_to_string(dir.join("points.csv")).unwrap())
+        .unwrap();
+    for (row, rec) in rows.iter().zip(&records) {
+        match rec.disturbance() {
+            Some(d) => {
+                assert_eq!(row.num("disturbance_cpu"), Some(d.cpu));
+                assert_eq!(row.get("disturbed"), d.disturbed.to_string());
+            }
+            None => assert_eq!(row.get("disturbance_cpu"), ""),
+        }
+    }
+    assert_eq!(rows[1].get("disturbed"), "true");
+    assert_eq!(rows[0].get("disturbed"), "false");
+
+    // points.json and summary.json.
+    let pj: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("points.json")).unwrap()).unwrap();
+    assert_eq!(pj[1]["disturbance"]["cpu"], 0.25);
+    assert_eq!(pj[1]["disturbance"]["disturbed"], true);
+    let back: Vec<PointRecord> = serde_json::from_value(pj).unwrap();
+    let figures =
+        |r: &[PointRecord]| -> Vec<_> { r.iter().map(|r| r.disturbance().copied()).collect() };
+    assert_eq!(figures(&back), figures(&records), "read back");
+    let sj: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let c = &sj["curves"][0];
+    assert_eq!(c["decisive_points"], decisive);
+    assert_eq!(c["disturbed"].as_array().unwrap().len(), 1);
+    assert_eq!(c["max_disturbance_cpu"], 0.25);
+    assert_eq!(sj["settings"]["disturbed_above"], 0.05);
+
+    // summary.txt (and the terminal's table): the count per curve, the run's
+    // total, the per-load table with the mark.
+    let text = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    let table = output::summary_table(&sums, &s.settings.baseline).to_text();
+    assert!(table.lines().next().unwrap().contains("disturbed/decisive"));
+    assert!(table.contains(&format!("1/{decisive}")), "{table}");
+    assert!(text.contains(&table), "{text}");
+    assert!(
+        text.contains(&format!("disturbed decisive points: 1 of {decisive}")),
+        "{text}"
+    );
+    assert!(text.contains("0.25!") && text.contains("0.01"), "{text}");
+
+    // The report: the column, the total, the per-load table, an alert.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for want in [
+        "disturbed/decisive",
+        "Disturbed decisive points (1)",
+        "Disturbance at each offered load",
+        "0.25!",
+        "disturbed: hybrid",
+    ] {
+        assert!(html.contains(want), "report lacks {want}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn every_output_names_how_each_server_was_started() {
+    let f = SweepFile::parse(
+        "[sweep]\nloads = [0.2, 0.4]\npoint_secs = 1.0\nbaseline = \"nginx\"\n\
+         [defaults]\nworkers = 2\ncapacity_rps = 5000.0\nslo_us = 1000.0\n\
+         [[config]]\nmode = \"nginx\"\n\
+         [[config]]\nmode = \"memcached\"\n\
+         [[config]]\nname = \"memcached-etc\"\nmode = \"memcached\"\nworkload = \"etc\"\n\
+         [[config]]\nmode = \"rocksdb-tokio-spawn-blocking\"\n\
+         [[config]]\nmode = \"rocksdb-tokio\"\n",
+    )
+    .unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let setups = peers::server_setups(&s.curves);
+    // The two memcached curves start the same server: one entry.
+    assert_eq!(setups.len(), 4, "{setups:#?}");
+    assert_eq!(setups[1].configs, ["memcached", "memcached-etc"]);
+    assert!(
+        setups[1]
+            .command
+            .starts_with("memcached -p PORT -t 2 -U 0 -l 127.0.0.1"),
+        "memcached runs the skq servers' worker count as threads: {}",
+        setups[1].command
+    );
+    let conf = &setups[0].files[0];
+    assert_eq!(conf.0, "nginx.conf");
+    for directive in [
+        "worker_processes 2;",
+        "access_log off;",
+        "sendfile on;",
+        "tcp_nopush on;",
+        "tcp_nodelay on;",
+        "open_file_cache max=1000 inactive=20s;",
+        "open_file_cache_valid 30s;",
+        "keepalive_requests 1000000;",
+        "listen 127.0.0.1:PORT;",
+    ] {
+        assert!(conf.1.contains(directive), "{directive} in {}", conf.1);
+    }
+    assert!(setups[2].about.contains("spawn_blocking"), "{setups:#?}");
+    assert!(setups[2].command.contains("tokio-spawn-blocking"));
+    assert!(setups[3].about.contains("inline"), "{setups:#?}");
+
+    let dir = temp_dir("strict-servers");
+    let records = sweep::run(&s, &dir, &mut FakeRunner::default(), &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    output::write_all(&dir, &s, &records, &sums, &RunInfo::default()).unwrap();
+    let text = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for setup in &setups {
+        assert!(text.contains(&setup.command), "{text}");
+        assert!(text.contains(&setup.about), "{text}");
+        assert!(html.contains(&skq_report::html::escape(&setup.command)));
+        assert!(html.contains(&skq_report::html::escape(&setup.about)));
+    }
+    // nginx's configuration verbatim: every line in summary.txt, the whole
+    // text in the report.
+    for line in conf.1.lines() {
+        assert!(text.contains(line.trim()), "{line} not in summary.txt");
+    }
+    assert!(html.contains(&skq_report::html::escape(&conf.1)));
+    assert!(html.contains("Servers"));
+    let sj: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(sj["servers"][0]["files"][0][1], conf.1.as_str());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
