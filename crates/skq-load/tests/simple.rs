@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use skq_load::protocol::memcached::KvSpec;
 use skq_load::refserver::{EchoProtocol, RefMode, RefServer};
+use skq_load::schedule::{ConnSchedule, ScheduleKind};
 use skq_load::simple::{self, RpcService, SimpleConfig, SimpleProtocol, SimpleResult};
 use skq_proto::wire::{self, Header, HEADER_LEN};
 
@@ -128,6 +129,23 @@ fn every_request_is_answered_exactly_once_by_the_echo_server() {
         2 + 1,
         "two senders and one receiver for eight connections"
     );
+    // The sends are exactly `skq load --seed 1`'s load schedules: every
+    // offset below warm-up + duration, the measured ones from the warm-up on.
+    let (warm, end) = (
+        cfg.warmup.as_nanos() as u64,
+        (cfg.warmup + cfg.duration).as_nanos() as u64,
+    );
+    let (mut all, mut measured) = (0, 0);
+    for i in 0..cfg.connections {
+        let mut s = ConnSchedule::new(&ScheduleKind::Poisson, None, cfg.rate, i, 8, cfg.seed);
+        let mut t = s.next(None);
+        while t < end {
+            all += 1;
+            measured += (t >= warm) as u64;
+            t = s.next(Some(t));
+        }
+    }
+    assert_eq!((r.sent_total, r.sent), (all, measured));
     // The result serialises for `--json`.
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["sent"], r.sent);
