@@ -42,8 +42,8 @@
 //!   (`shared_stamp`). A prompt receiver keeps them rare, so receivers run
 //!   `SCHED_FIFO` (`recv_rt_priority`, default 1, when the process may): a
 //!   receiver blocks in `poll` between replies and runs a few µs per wake,
-//!   and without the priority it waits for the spinning sender's time slice
-//!   (up to ~1.5 ms on EEVDF) before it reads.
+//!   and without the priority it can wait for the spinning sender's time
+//!   slice (EEVDF's base slice, 1.5 ms on 2 CPUs) before it reads.
 //!
 //! **Time.** One clock for everything: the kernel stamps receives on
 //! `CLOCK_REALTIME`, so the schedule, the sleeps, the spins and the send
