@@ -2,7 +2,9 @@
 # Runs scripts/bench/load-crosscheck.sh for rpc (5 µs spun service, 1 worker,
 # epoll-1to1) and memcached (Debian's memcached, 1 thread) at 3,200, 8,000
 # and 16,000 req/s over 64 connections; server on CPU 0, both clients on
-# CPU 1. Usage: bash scripts/bench/load-crosscheck-all.sh [RUNS]
+# CPU 1. Run as root (memcached -u root; the simple client's receiver asks
+# for SCHED_FIFO). Tolerance and verdicts: scripts/bench/load-crosscheck.sh.
+# Usage: bash scripts/bench/load-crosscheck-all.sh [RUNS]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:-2}

@@ -2,6 +2,8 @@
 //! program, for `scripts/bench/load-crosscheck.sh` until `skq load
 //! --simple-client` exists. Flags mirror `skq load`'s; the result is printed
 //! as one line and, with `--json FILE`, written as JSON (`SimpleResult`).
+//! Run as root (or with CAP_SYS_NICE) so the receivers get `SCHED_FIFO`
+//! (`--recv-rt-priority`, see `skq_load::simple`); the line says whether they did.
 //!
 //! cargo run --release -p skq-load --example simple_client -- \
 //!     --addr 127.0.0.1:7878 --rate 8000 --connections 64 --json /tmp/s.json
@@ -26,12 +28,18 @@ struct Args {
     /// Offered rate, requests/s.
     #[arg(long)]
     rate: f64,
-    /// Connections (one receiver thread each).
+    /// Connections.
     #[arg(long, default_value_t = 64)]
     connections: usize,
     /// Sender threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Receiver threads (each polls its share of the connections).
+    #[arg(long, default_value_t = 1)]
+    receivers: usize,
+    /// SCHED_FIFO priority of the receivers, 0 = normal class.
+    #[arg(long, default_value_t = 1)]
+    recv_rt_priority: i32,
     /// Measured seconds.
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
@@ -116,6 +124,8 @@ fn main() -> anyhow::Result<()> {
     cfg.protocol = protocol;
     cfg.connections = a.connections;
     cfg.threads = a.threads;
+    cfg.receivers = a.receivers;
+    cfg.recv_rt_priority = (a.recv_rt_priority != 0).then_some(a.recv_rt_priority);
     cfg.duration = secs("duration", a.duration)?;
     cfg.warmup = secs("warmup", a.warmup)?;
     cfg.drain = secs("drain", a.drain)?;
@@ -126,7 +136,9 @@ fn main() -> anyhow::Result<()> {
     let cpu: f64 = r.thread_cpu.iter().map(|t| t.user_s + t.sys_s).sum();
     println!(
         "simple client: sent {} received {} errors {:?} | latency p50 {:.1} p99 {:.1} p99.9 {:.1} µs \
-         (from send: p99 {:.1}) | lateness p50 {:.1} p99 {:.1} µs | cpu {:.2} s",
+         (from send: p99 {:.1}) | lateness p50 {:.1} p99 {:.1} µs | send call p99 {:.1} µs | \
+         kernel stamps {} of {} (shared {}, before send {}), receiver delay p99 {:.1} µs, \
+         receivers realtime {}, clock step {:.3} µs | cpu {:.2} s",
         r.sent,
         r.received,
         r.errors,
@@ -136,6 +148,14 @@ fn main() -> anyhow::Result<()> {
         r.raw_latency.p99_us,
         r.lateness.p50_us,
         r.lateness.p99_us,
+        r.send_call.p99_us,
+        r.stamps.kernel,
+        r.received,
+        r.stamps.shared,
+        r.stamps.before_send,
+        r.recv_delay.p99_us,
+        r.receivers_realtime,
+        r.realtime_step_us,
         cpu
     );
     if let Some(p) = &a.json {

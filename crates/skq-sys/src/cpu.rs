@@ -83,20 +83,24 @@ pub fn thread_cputime_ns() -> u64 {
 /// Sleeps until the monotonic clock reaches `deadline_ns` (absolute, so
 /// early wake-ups and overshoots never accumulate).
 pub fn sleep_until(deadline_ns: u64) {
+    clock_sleep_until(libc::CLOCK_MONOTONIC, deadline_ns);
+}
+
+/// Sleeps until `CLOCK_REALTIME` reaches `deadline_ns` (absolute; a step of
+/// the clock moves the wake-up with it).
+pub fn sleep_until_realtime(deadline_ns: u64) {
+    clock_sleep_until(libc::CLOCK_REALTIME, deadline_ns);
+}
+
+fn clock_sleep_until(clock: libc::clockid_t, deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
     };
     loop {
         // SAFETY: valid clock id and timespec; remain may be null with TIMER_ABSTIME.
-        let r = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
+        let r =
+            unsafe { libc::clock_nanosleep(clock, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
         if r != libc::EINTR {
             break;
         }
@@ -110,6 +114,35 @@ pub fn realtime_ns() -> u64 {
     // SAFETY: CLOCK_REALTIME always exists; ts is a live out-parameter.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `CLOCK_MONOTONIC − CLOCK_REALTIME` in ns, read as tightly as the
+/// machine allows: of three bracketing reads (monotonic, realtime,
+/// monotonic) the one with the shortest bracket wins, so a preemption
+/// between two reads does not skew the offset. It changes only when the
+/// realtime clock is stepped (both clocks are slewed alike by NTP).
+pub fn monotonic_minus_realtime_ns() -> i64 {
+    let mut best = (u64::MAX, 0i64);
+    for _ in 0..3 {
+        let m1 = monotonic_ns();
+        let r = realtime_ns();
+        let m2 = monotonic_ns();
+        let width = m2 - m1;
+        if width < best.0 {
+            best = (width, (m1 + width / 2) as i64 - r as i64);
+        }
+    }
+    best.1
+}
+
+/// Sleeps until `CLOCK_REALTIME` reaches `deadline_ns − spin_ns`, then spins
+/// on that clock until `deadline_ns` (the realtime twin of
+/// [`sleep_then_spin_until`]).
+pub fn sleep_then_spin_until_realtime(deadline_ns: u64, spin_ns: u64) {
+    sleep_until_realtime(deadline_ns.saturating_sub(spin_ns));
+    while realtime_ns() < deadline_ns {
+        std::hint::spin_loop();
+    }
 }
 
 /// Sleeps until `deadline_ns − spin_ns`, then spins on the clock until

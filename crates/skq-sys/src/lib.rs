@@ -6,7 +6,7 @@
 //! and [`epoll::Poller`], [`eventfd::EventFd`], socket options ([`socket`]),
 //! listeners, connections and raw socket I/O ([`net`]), CPU placement, clocks,
 //! sleeps, timer slack and CPU time ([`cpu`]), termination signals
-//! ([`signal`]), resource limits ([`limits`]) and child processes
+//! ([`signal`]), `poll(2)` ([`poll`]), resource limits ([`limits`]) and child processes
 //! ([`process`]).
 //!
 //! **Conventions.** Every fallible call returns `std::io::Result`, built from
@@ -26,6 +26,7 @@ pub mod fs;
 pub mod limits;
 pub mod net;
 pub mod netns;
+pub mod poll;
 pub mod process;
 pub mod signal;
 pub mod socket;
