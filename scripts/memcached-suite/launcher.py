@@ -74,7 +74,6 @@ REFUSED_WHY = {
     "-n": "no slab minimum size: no slab allocator",
     "-S": "no SASL",
     "-Z": "no TLS",
-    "idle_timeout": "idle connections are not timed out",
     "watcher_logbuf_size": "the watch command is not served",
     "worker_logbuf_size": "the watch command is not served",
     "read_buf_mem_limit": "per-connection read-buffer limit is not configurable",
@@ -89,6 +88,7 @@ HELP = """skq-kv via the memcached test launcher (memcached 1.6.18 options it ma
 -c, --conn-limit=<num>    max simultaneous connections (--max-conns)
 -I, --max-item-size=<num> largest item (--max-item-size)
 -B, --protocol=ascii      the text protocol (the only one served)
+-o idle_timeout=<secs>    close idle connections (--idle-timeout)
 """
 
 
@@ -188,7 +188,9 @@ def skq_argv(target, pairs):
         elif opt == "-o":
             for sub in (val or "").split(","):
                 name = sub.split("=", 1)[0]
-                if name not in IGNORED_O:
+                if name == "idle_timeout":
+                    flags += ["--idle-timeout", sub.split("=", 1)[1] if "=" in sub else "0"]
+                elif name not in IGNORED_O:
                     refuse("-o " + sub, REFUSED_WHY.get(name, "no skq equivalent"))
         else:
             shown = opt + ("" if val is None else " " + val)

@@ -41,6 +41,14 @@ pub struct KvArgs {
     /// Maximum simultaneous connections.
     #[arg(long, default_value_t = 1024)]
     pub max_conns: usize,
+    /// Close a connection idle longer than this many seconds: no whole command for
+    /// that long while no reply is unsent or being computed (a partial command counts
+    /// as idle), as memcached's `-o idle_timeout=N`. 0 (the default, as in memcached):
+    /// never. Closures are counted in `stats` as `idle_kicks`; a connection is closed
+    /// between N and N + 1 seconds idle (a sweep looks once a second, or every N/4
+    /// seconds when that is shorter). See docs/CONNECTIONS.md.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub idle_timeout: u64,
     /// Pin worker threads to CPUs.
     #[arg(long)]
     pub pin: bool,
@@ -57,6 +65,9 @@ pub struct KvArgs {
     #[arg(long)]
     pub batch_workers: Option<Workers>,
 }
+
+/// The longest `--idle-timeout`, in seconds (about 11.5 days).
+pub const MAX_IDLE_TIMEOUT: u64 = 1_000_000;
 
 /// A worker list such as `3`, `2,3` or `2-3`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -133,6 +144,11 @@ impl KvArgs {
                     self.memory_mb
                 )
             })?;
+        anyhow::ensure!(
+            self.idle_timeout <= MAX_IDLE_TIMEOUT,
+            "--idle-timeout {}: must be 0 (off) to {MAX_IDLE_TIMEOUT} seconds",
+            self.idle_timeout
+        );
         let mode = if self.arch == Arch::Tpc {
             "tpc".to_string()
         } else {
@@ -153,6 +169,8 @@ impl KvArgs {
             pin: self.pin,
             priority: self.priority.clone(),
             batch_workers: self.batch_workers.clone().unwrap_or_default().0,
+            idle_timeout: (self.idle_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.idle_timeout)),
         };
         #[cfg(feature = "runtime")]
         crate::priority::Rules::parse(&self.priority)?;
@@ -249,6 +267,14 @@ mod tests {
         assert_eq!(cfg(&["--mode", "epoll"]).unwrap().mode, "epoll");
         assert_eq!(cfg(&[]).unwrap().mode, "hybrid");
         assert_eq!(cfg(&["--arch", "tpc"]).unwrap().mode, "tpc");
+        assert_eq!(cfg(&[]).unwrap().idle_timeout, None, "off by default");
+        assert_eq!(
+            cfg(&["--idle-timeout", "30"]).unwrap().idle_timeout,
+            Some(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(cfg(&["--idle-timeout", "0"]).unwrap().idle_timeout, None);
+        let e = cfg(&["--idle-timeout", "2000000"]).unwrap_err().to_string();
+        assert!(e.starts_with("--idle-timeout 2000000"), "{e}");
     }
 
     #[test]

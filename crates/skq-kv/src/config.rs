@@ -1,6 +1,7 @@
 //! What a cache server is started with: its architecture and limits.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use crate::protocol::Limits;
 
@@ -47,6 +48,10 @@ pub struct ServerConfig {
     pub priority: Vec<String>,
     /// Priority diffusion: workers that take batch-class requests.
     pub batch_workers: Vec<usize>,
+    /// Close a connection that has waited this long for its next command with nothing
+    /// pending (memcached's `-o idle_timeout`; counted as `idle_kicks`). `None` (the
+    /// default, as in memcached): never.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// The smallest memory per lock shard (two 2 MiB segments).

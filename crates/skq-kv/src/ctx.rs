@@ -113,8 +113,9 @@ impl Ctx {
                 b"settings" => {
                     let _ = write!(
                         out,
-                        "STAT maxbytes {}\r\nSTAT maxconns {}\r\nSTAT num_threads {}\r\nSTAT item_size_max {}\r\nSTAT evictions on\r\nSTAT cas_enabled yes\r\nEND\r\n",
-                        self.cfg.limit_bytes, self.cfg.max_conns, self.cfg.workers, self.cfg.limits.max_item_size
+                        "STAT maxbytes {}\r\nSTAT maxconns {}\r\nSTAT num_threads {}\r\nSTAT item_size_max {}\r\nSTAT evictions on\r\nSTAT cas_enabled yes\r\nSTAT idle_timeout {}\r\nEND\r\n",
+                        self.cfg.limit_bytes, self.cfg.max_conns, self.cfg.workers, self.cfg.limits.max_item_size,
+                        self.cfg.idle_timeout.map_or(0, |d| d.as_secs())
                     );
                 }
                 b"items" | b"slabs" | b"sizes" | b"conns" => out.extend_from_slice(b"END\r\n"),

@@ -99,6 +99,8 @@ pub struct Session {
     eof: bool,
     /// Set when the connection is closed for a protocol violation.
     pub violation: Option<CloseReason>,
+    /// See [`Session::commands`].
+    commands: u64,
 }
 
 /// Result of [`Session::fill`].
@@ -132,6 +134,7 @@ impl Session {
             closing: false,
             eof: false,
             violation: None,
+            commands: 0,
         }
     }
 
@@ -293,6 +296,20 @@ impl Session {
     /// Whether a command is parked waiting for ring space.
     pub fn is_parked(&self) -> bool {
         self.stalled.is_some() && self.on_ring
+    }
+
+    /// Whether the connection owes the client nothing: no unsent or pending reply, no
+    /// stalled command, not closing. Unparsed input (part of a command) does not count:
+    /// `--idle-timeout` closes a quiet connection whose last command ([`Self::commands`])
+    /// is older than the timeout, as memcached does with a partial command line.
+    pub fn is_quiet(&self) -> bool {
+        !self.wants_write() && self.parts.is_empty() && self.stalled.is_none() && !self.closing
+    }
+
+    /// Commands (and protocol errors) parsed so far, wrapping: a change means the client
+    /// sent a whole command since it was last read.
+    pub fn commands(&self) -> u64 {
+        self.commands
     }
 
     /// Whether the session wants more input (not blocked, not closing).
@@ -467,6 +484,9 @@ impl Session {
             }
             let (n, step) = self.parser.parse(&self.rbuf[self.rpos..self.rend]);
             self.rpos += n;
+            if !matches!(step, Step::NeedMore) {
+                self.commands = self.commands.wrapping_add(1);
+            }
             match step {
                 Step::NeedMore => break,
                 Step::Skip => {}

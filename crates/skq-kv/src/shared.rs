@@ -34,6 +34,11 @@ pub fn net_config(cfg: &ServerConfig) -> Result<skq_net::ServerConfig, String> {
     // events per wait, as memcached does.
     c.sched.batch = 64;
     c.sched.batch_workers = cfg.batch_workers.clone();
+    // memcached's idle_timeout: between commands, and while a command is partly
+    // received (memcached closes a partial command line too); never while replies wait
+    // for the client to read them (no send limit).
+    c.timeouts.idle = cfg.idle_timeout;
+    c.timeouts.request = cfg.idle_timeout;
     Ok(c)
 }
 
@@ -301,6 +306,14 @@ impl Protocol for KvProtocol {
 
     fn close(&self, _session: KvSession, _worker: usize) {
         self.ctx.curr_conns.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Only `--idle-timeout` sets timeouts (idle and request), so every timed-out
+    /// connection is an idle kick.
+    fn timed_out(&self, worker: usize) {
+        self.ctx.counters[worker]
+            .idle_kicks
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     fn rejected(&self, worker: usize) {

@@ -79,6 +79,8 @@ counters! {
     total_connections,
     /// Connections refused: `--max-conns` reached, or out of file descriptors.
     rejected_connections,
+    /// Connections closed for waiting longer than `--idle-timeout` (memcached's name).
+    idle_kicks,
     /// Of those, connections taken off the backlog and closed because the process had
     /// no file descriptor left (the listener never stalls on `EMFILE`).
     skq_rejected_fd_limit,

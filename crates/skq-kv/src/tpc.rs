@@ -17,6 +17,13 @@
 //!   reply that finds its ring full goes to a local overflow queue flushed every loop, so
 //!   two workers with full rings towards each other cannot deadlock.
 //! - A worker with parked commands or overflow polls (1 ms epoll timeout) instead of sleeping.
+//! - Idle timeout (`--idle-timeout`, off by default): with it on, a worker reads the clock
+//!   once per loop turn (after its wait; no system call, the vDSO clock) and stamps a
+//!   connection it touches when a command arrived or a reply is owed. Every
+//!   [`sweep_tick`] it walks its own table and closes the connections that owe nothing
+//!   ([`Session::is_quiet`]) and were stamped longer than the timeout ago, counting each
+//!   as `idle_kicks`; while it has connections it never sleeps past the next sweep. Only
+//!   the owning worker touches a connection, so the sweep needs no lock.
 
 use std::collections::VecDeque;
 use std::net::{TcpListener, TcpStream};
@@ -104,6 +111,25 @@ struct Conn {
     session: Session,
     gen: u32,
     interest: u32,
+    /// When the connection last had a new command or owed a reply (ms since start;
+    /// idle timeout only).
+    active_ms: u64,
+    /// [`Session::commands`] when `active_ms` was stamped.
+    seen: u64,
+}
+
+/// How often a worker sweeps for idle connections under `idle`: a quarter of it, between
+/// 10 ms and 1 s (as the server layer's timeout sweep).
+pub fn sweep_tick(idle: Duration) -> Duration {
+    (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// The idle sweep's state of one worker.
+struct IdleSweep {
+    /// The timeout (ms).
+    limit_ms: u64,
+    tick_ms: u64,
+    next_ms: u64,
 }
 
 struct Worker {
@@ -118,6 +144,9 @@ struct Worker {
     /// The read buffer lent to the connection being served (idle sessions hold none).
     read_pool: Vec<u8>,
     trim: crate::trim::IdleTrim,
+    /// The clock of this loop turn (ms since start; read only with an idle timeout).
+    now_ms: u64,
+    idle: Option<IdleSweep>,
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -151,6 +180,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
         listeners.push(net::listen(addr, true)?);
     }
     let cfg_max_item = cfg.limits.max_item_size;
+    let idle_timeout = cfg.idle_timeout;
     let ctx = Arc::new(Ctx::new(cfg));
     let accepted: Arc<Vec<_>> = Arc::new(
         (0..n)
@@ -201,6 +231,12 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             parked: Vec::new(),
             read_pool: Vec::new(),
             trim: Default::default(),
+            now_ms: 0,
+            idle: idle_timeout.map(|d| IdleSweep {
+                limit_ms: d.as_millis() as u64,
+                tick_ms: sweep_tick(d).as_millis() as u64,
+                next_ms: 0,
+            }),
         };
         threads.push(
             std::thread::Builder::new()
@@ -263,6 +299,7 @@ impl Worker {
             } else {
                 Some(Duration::ZERO)
             };
+            let timeout = self.until_sweep(timeout);
             self.trim.worked |= busy || !events.is_empty();
             let res = self
                 .epoll
@@ -275,6 +312,9 @@ impl Worker {
                 eprintln!("skq kv: epoll_wait failed on worker {me}: {e}");
                 return;
             }
+            if self.idle.is_some() {
+                self.now_ms = shared.ctx.now_ms();
+            }
             for ev in events.iter().copied() {
                 match ev.u64 {
                     LISTENER => self.accept(),
@@ -283,6 +323,47 @@ impl Worker {
                     t => self.serve(t, ev.events),
                 }
             }
+            self.sweep_idle();
+        }
+    }
+
+    /// `timeout` shortened, with an idle timeout and connections open, so the worker
+    /// wakes for its next sweep.
+    fn until_sweep(&self, timeout: Option<Duration>) -> Option<Duration> {
+        let Some(idle) = &self.idle else {
+            return timeout;
+        };
+        if self.conns.len() == self.free.len() {
+            return timeout; // nothing to sweep
+        }
+        let left = Duration::from_millis(idle.next_ms.saturating_sub(self.now_ms));
+        Some(timeout.map_or(left, |t| t.min(left)))
+    }
+
+    /// Closes the connections idle for the timeout, when a sweep is due.
+    fn sweep_idle(&mut self) {
+        let now = self.now_ms;
+        let Some(idle) = self.idle.as_mut().filter(|i| now >= i.next_ms) else {
+            return;
+        };
+        idle.next_ms = now + idle.tick_ms;
+        let limit = idle.limit_ms;
+        let mut kicked = 0;
+        for idx in 0..self.conns.len() {
+            let expired = self.conns[idx].as_ref().is_some_and(|c| {
+                c.session.is_quiet()
+                    && c.session.commands() == c.seen
+                    && now.saturating_sub(c.active_ms) >= limit
+            });
+            if expired {
+                self.close(idx);
+                kicked += 1;
+            }
+        }
+        if kicked > 0 {
+            self.core.shared.ctx.counters[self.core.me]
+                .idle_kicks
+                .fetch_add(kicked, Relaxed);
         }
     }
 
@@ -388,6 +469,8 @@ impl Worker {
                 session: Session::new(ctx.cfg.limits),
                 gen,
                 interest: IN | RDHUP,
+                active_ms: self.now_ms,
+                seen: 0,
             });
             c.total_connections.fetch_add(1, Relaxed);
             self.core.shared.accepted[self.core.me].fetch_add(1, SeqCst);
@@ -458,6 +541,11 @@ impl Worker {
                 return self.close(idx);
             }
             conn.interest = interest;
+        }
+        if self.idle.is_some() && (conn.session.commands() != conn.seen || !conn.session.is_quiet())
+        {
+            conn.seen = conn.session.commands();
+            conn.active_ms = self.now_ms;
         }
         conn.session.settle(&mut self.read_pool);
     }

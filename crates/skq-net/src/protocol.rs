@@ -178,6 +178,14 @@ pub trait Protocol: Send + Sync + 'static {
         let _ = (session, worker);
     }
 
+    /// A connection is being closed because it waited longer than a
+    /// configured timeout allows ([`Close::Timeout`]); called on the
+    /// connection's worker just before [`Protocol::close`], so a protocol
+    /// can count it under its own name (e.g. memcached's `idle_kicks`).
+    fn timed_out(&self, worker: usize) {
+        let _ = worker;
+    }
+
     /// A connection was refused because the server holds `--max-conns`.
     fn rejected(&self, worker: usize) {
         let _ = worker;

@@ -88,6 +88,9 @@ impl<P: Protocol> Common<P> {
     pub fn closed(&self, worker: usize, why: Close, session: P::Session) {
         self.open.fetch_sub(1, Ordering::Relaxed);
         self.counters.conns.closed(why);
+        if why == Close::Timeout {
+            self.proto.timed_out(worker);
+        }
         self.proto.close(session, worker);
     }
 

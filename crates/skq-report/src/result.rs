@@ -46,7 +46,9 @@ pub struct Errors {
     pub duplicate: u64,
     /// Replies that arrived out of per-connection order.
     pub out_of_order: u64,
-    /// Replies that could not be parsed or matched no request.
+    /// Replies that could not be parsed or matched no request, and error
+    /// replies (a refusal of the RPC or RocksDB server's `--max-service-us`,
+    /// memcached's `SERVER_ERROR`, HTTP outside 2xx), each a failed request.
     pub bad_reply: u64,
     /// Connections that failed or were closed by the server.
     pub connection_failures: u64,

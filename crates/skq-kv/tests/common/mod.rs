@@ -25,6 +25,7 @@ pub fn config(arch: Arch, workers: usize) -> ServerConfig {
         pin: false,
         priority: Vec::new(),
         batch_workers: Vec::new(),
+        idle_timeout: None,
     }
 }
 

@@ -189,7 +189,9 @@ pub struct Percentiles {
 pub struct SimpleErrors {
     /// Requests never answered.
     pub missing: u64,
-    /// Replies matching no outstanding request, or not matching the front.
+    /// Replies matching no outstanding request, or not matching the front, and
+    /// error replies (a server's refusal, memcached's `SERVER_ERROR`, an HTTP
+    /// status outside 2xx): each answers its request, which counts as failed.
     pub bad_reply: u64,
     /// RPC replies answering a request older than one answered before on
     /// the same connection (still answers).
