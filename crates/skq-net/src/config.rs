@@ -36,10 +36,14 @@ pub enum Driver {
     EpollShared,
     /// tokio's multi-thread work-stealing runtime, one task per connection.
     Tokio,
+    /// An `async-` mode ([`Mode::Async`]): the application's own async
+    /// handler on an async runtime. Not one of this layer's drivers (not in
+    /// [`Driver::ALL`]): the application starts it.
+    Async,
 }
 
 impl Driver {
-    /// Every driver, in the order help texts list them.
+    /// Every driver this layer starts, in the order help texts list them.
     pub const ALL: [Driver; 4] = [
         Driver::Skq,
         Driver::Epoll1to1,
@@ -54,6 +58,7 @@ impl Driver {
             Driver::Epoll1to1 => "epoll-1to1",
             Driver::EpollShared => "epoll-shared",
             Driver::Tokio => "tokio",
+            Driver::Async => "async",
         }
     }
 }
@@ -284,10 +289,10 @@ impl ServerConfig {
         if !(1..=1024).contains(&self.sched.batch) {
             return Err(InvalidConfig::Batch(self.sched.batch));
         }
-        if !self.mode.is_skq() && !self.sched.batch_workers.is_empty() {
+        if !self.mode.has_core() && !self.sched.batch_workers.is_empty() {
             return Err(InvalidConfig::BatchWorkersNeedSkq(self.driver()));
         }
-        if self.mode.is_skq() {
+        if self.mode.has_core() {
             self.core_config().map_err(InvalidConfig::Core)?;
         }
         if let Some(min) = self.sched.min_workers {
@@ -375,8 +380,11 @@ impl ServerConfig {
 
     /// The mode reported in statistics: the skq mode's canonical name, or the driver's.
     pub fn mode_name(&self) -> String {
-        match self.mode.core_config(self.workers) {
-            Some(Ok(c)) => c.mode_name(),
+        match (self.mode, self.mode.core_config(self.workers)) {
+            (Mode::Async(_), Some(Ok(c))) => {
+                format!("{}{}", crate::async_mode::ASYNC_PREFIX, c.mode_name())
+            }
+            (_, Some(Ok(c))) => c.mode_name(),
             _ => self.mode.to_string(),
         }
     }
