@@ -166,13 +166,15 @@ impl Server {
             Driver::Epoll1to1 => Box::new(driver::epoll::start(cfg, common, Model::OneToOne)?),
             Driver::EpollShared => Box::new(driver::epoll::start(cfg, common, Model::Shared)?),
             Driver::Tokio => Box::new(driver::tokio::start(cfg, common)?),
-            Driver::Async => return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
+            Driver::Async => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
                     "--mode {}: this server has no async handler (only `skq serve rpc` has one)",
                     cfg.mode
                 ),
-            )),
+                ))
+            }
         };
         Ok(ServerHandle {
             running: Some(running),
