@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -33,46 +33,49 @@ impl Future for CountPolls {
 fn a_long_task_lets_a_waiting_task_of_its_worker_run_at_the_next_checkpoint() {
     for mode in ["hybrid", "cpu", "vanilla"] {
         let rt = one_worker(mode);
-        let started = Arc::new(AtomicBool::new(false));
-        let spawned = Arc::new(AtomicBool::new(false));
+        // The long task's iteration, published before each checkpoint.
+        let iter = Arc::new(AtomicU64::new(0));
         let done = Arc::new(AtomicBool::new(false));
-        let (s, sp, d) = (started.clone(), spawned.clone(), done.clone());
-        // Loops (bounded) until the other task has run; records the
-        // iteration at which it saw the other task spawned, and the one at
-        // which it saw it done.
+        let (it, d) = (iter.clone(), done.clone());
+        // Loops (bounded) until the other task has run.
         let long = rt.spawn(async move {
-            s.store(true, Ordering::SeqCst);
-            let mut seen_spawned = None;
-            for i in 0..50_000_000u64 {
+            for i in 1..50_000_000u64 {
                 if d.load(Ordering::SeqCst) {
-                    return seen_spawned.map(|at| (at, i));
+                    return true;
                 }
-                if seen_spawned.is_none() && sp.load(Ordering::SeqCst) {
-                    seen_spawned = Some(i);
-                }
+                it.store(i, Ordering::SeqCst);
                 checkpoint().await;
             }
-            None
+            false
         });
         let t0 = Instant::now();
-        while !started.load(Ordering::SeqCst) {
+        while iter.load(Ordering::SeqCst) == 0 {
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
                 "{mode}: never started"
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        // The only worker is busy with `long`: this task waits for it.
-        let other = rt.spawn(async move { done.store(true, Ordering::SeqCst) });
-        spawned.store(true, Ordering::SeqCst);
-        let (at, ran) = rt
-            .block_on(long)
-            .unwrap()
-            .unwrap_or_else(|| panic!("{mode}: the other task never ran"));
-        // The checkpoint right after the spawn became visible yielded, the
-        // other task ran, and the long task saw it at its next iteration.
-        assert!(ran - at <= 2, "{mode}: seen spawned at {at}, done at {ran}");
-        rt.block_on(other).unwrap();
+        // The only worker is busy with `long`: this task waits for it, and
+        // records the long task's iteration when it runs.
+        let it = iter.clone();
+        let other = rt.spawn(async move {
+            let ran = it.load(Ordering::SeqCst);
+            done.store(true, Ordering::SeqCst);
+            ran
+        });
+        // The spawn is complete (its wake-up written): the long task's
+        // next checkpoint finds it waiting and yields.
+        let at = iter.load(Ordering::SeqCst);
+        assert!(
+            rt.block_on(long).unwrap(),
+            "{mode}: the other task never ran"
+        );
+        let ran = rt.block_on(other).unwrap();
+        assert!(
+            ran.saturating_sub(at) <= 2,
+            "{mode}: spawned at iteration {at}, ran at {ran}"
+        );
     }
 }
 
