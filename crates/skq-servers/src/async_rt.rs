@@ -37,12 +37,10 @@ impl AsyncRt for SkqAsync {
     type Stream = skq_async::net::TcpStream;
     type Listener = skq_async::net::TcpListener;
 
-    fn accept(l: &Self::Listener) -> impl Future<Output = io::Result<Self::Stream>> + Send {
-        async move {
-            let (s, _) = l.accept().await?;
-            s.set_nodelay(true)?;
-            Ok(s)
-        }
+    async fn accept(l: &Self::Listener) -> io::Result<Self::Stream> {
+        let (s, _) = l.accept().await?;
+        s.set_nodelay(true)?;
+        Ok(s)
     }
 
     fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
@@ -61,11 +59,8 @@ impl AsyncRt for SkqAsync {
         skq_async::time::sleep(d)
     }
 
-    fn timeout<F: Future + Send>(
-        d: Duration,
-        f: F,
-    ) -> impl Future<Output = Option<F::Output>> + Send {
-        async move { skq_async::time::timeout(d, f).await.ok() }
+    async fn timeout<F: Future + Send>(d: Duration, f: F) -> Option<F::Output> {
+        skq_async::time::timeout(d, f).await.ok()
     }
 
     fn set_class(class: Class) {
@@ -86,12 +81,10 @@ impl AsyncRt for TokioRt {
     type Stream = tokio::net::TcpStream;
     type Listener = tokio::net::TcpListener;
 
-    fn accept(l: &Self::Listener) -> impl Future<Output = io::Result<Self::Stream>> + Send {
-        async move {
-            let (s, _) = l.accept().await?;
-            s.set_nodelay(true)?;
-            Ok(s)
-        }
+    async fn accept(l: &Self::Listener) -> io::Result<Self::Stream> {
+        let (s, _) = l.accept().await?;
+        s.set_nodelay(true)?;
+        Ok(s)
     }
 
     fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
@@ -110,11 +103,8 @@ impl AsyncRt for TokioRt {
         tokio::time::sleep(d)
     }
 
-    fn timeout<F: Future + Send>(
-        d: Duration,
-        f: F,
-    ) -> impl Future<Output = Option<F::Output>> + Send {
-        async move { tokio::time::timeout(d, f).await.ok() }
+    async fn timeout<F: Future + Send>(d: Duration, f: F) -> Option<F::Output> {
+        tokio::time::timeout(d, f).await.ok()
     }
 
     fn set_class(_: Class) {}
