@@ -126,4 +126,16 @@ fn bad_scheduling_keys_are_refused_at_the_config_naming_the_key() {
     };
     let err = Curve::from_entry(&e, 2).unwrap_err().to_string();
     assert!(err.contains("unknown mode `http-epoll`"), "{err}");
+    // Only the rpc server has an async handler.
+    let e = ConfigEntry {
+        mode: Some("http-async-hybrid".into()),
+        capacity_rps: Some(1000.0),
+        slo_us: Some(500.0),
+        ..ConfigEntry::default()
+    };
+    let err = Curve::from_entry(&e, 2).unwrap_err().to_string();
+    assert!(
+        err.contains("only the rpc server has an async handler"),
+        "{err}"
+    );
 }

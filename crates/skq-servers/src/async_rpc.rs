@@ -32,6 +32,10 @@
 //! returned bytes (`events`) and writes that had to wait (`write_blocked`);
 //! per server, accepted, refused at `--max-conns`, closed by reason.
 //!
+//! **Memory.** An idle connection holds its task (the future) and its
+//! read buffer (4 KiB, made before each read; the sans-I/O drivers keep
+//! none while idle), reported together as `memory.idle_conn_bytes`.
+//!
 //! **Who touches what.** A connection's buffers belong to its task; the
 //! shared state ([`AsyncShared`]) is atomics and the read-only settings.
 
@@ -68,8 +72,9 @@ pub trait AsyncRt: Clone + Send + Sync + 'static {
 
     /// The next connection (with `TCP_NODELAY` set).
     fn accept(l: &Self::Listener) -> impl Future<Output = io::Result<Self::Stream>> + Send;
-    /// Spawns a task.
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static);
+    /// Spawns a task; false (the task dropped unrun) when the runtime
+    /// cannot (skq-async: no file descriptor left for the task's eventfd).
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> bool;
     /// The index of the worker the caller runs on (0 off the workers).
     fn worker() -> usize;
     /// Yields to the runtime once.
@@ -172,10 +177,17 @@ pub async fn accept_loop<R: AsyncRt>(rt: R, listener: R::Listener, sh: Arc<Async
             task_sh.counters.conns.closed(why);
         };
         if sh.idle_conn_bytes.load(Ordering::Relaxed) == 0 {
-            sh.idle_conn_bytes
-                .store(std::mem::size_of_val(&task), Ordering::Relaxed);
+            let bytes = std::mem::size_of_val(&task) + READ_CHUNK;
+            sh.idle_conn_bytes.store(bytes, Ordering::Relaxed);
         }
-        rt.spawn(task);
+        if !rt.spawn(task) {
+            // The stream went with the task: closed, counted as aborted.
+            sh.open.fetch_sub(1, Ordering::Relaxed);
+            sh.counters.conns.closed(Close::Aborted);
+            sh.notices.push(Notice::AcceptFailed(io::Error::other(
+                "a connection task could not be spawned; the connection was closed",
+            )));
+        }
     }
 }
 

@@ -43,8 +43,11 @@ impl AsyncRt for SkqAsync {
         Ok(s)
     }
 
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.0.spawn(task).detach();
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
+        // skq-async's spawn panics when the task's source cannot be made
+        // (out of file descriptors); the accept loop must survive that.
+        let h = &self.0;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.spawn(task).detach())).is_ok()
     }
 
     fn worker() -> usize {
@@ -87,8 +90,9 @@ impl AsyncRt for TokioRt {
         Ok(s)
     }
 
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
         drop(self.0.spawn(task));
+        true
     }
 
     fn worker() -> usize {
@@ -212,7 +216,9 @@ pub(crate) fn start(
             let listener =
                 rt.block_on(async { skq_async::net::TcpListener::from_std(std_listener) })?;
             let h = SkqAsync(rt.handle().clone());
-            h.spawn(accept_loop(h.clone(), listener, shared.clone()));
+            if !h.spawn(accept_loop(h.clone(), listener, shared.clone())) {
+                return Err(io::Error::other("cannot spawn the accept loop"));
+            }
             Rt::Skq(rt)
         }
         AsyncRuntime::Tokio => {
