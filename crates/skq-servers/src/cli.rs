@@ -46,8 +46,8 @@ pub struct RpcArgs {
     /// round-robin at accept: memcached/nginx), epoll-shared (one epoll set,
     /// ONESHOT + re-arm) or tokio. With the prefix `async-`, the handler
     /// written as async code: async-MODE on skq-async with skq mode MODE
-    /// (async-hybrid, async-cpu, async-best2+steal, ...; tunables apply but
-    /// --min-workers), async-tokio on tokio's multi-thread runtime.
+    /// (async-hybrid, async-cpu, async-best2+steal, ...; the tunables apply,
+    /// except --min-workers), async-tokio on tokio's multi-thread runtime.
     #[arg(long, default_value = "hybrid")]
     pub mode: String,
     /// Driver: skq, epoll-1to1, epoll-shared or tokio (`--mode` names it too;
