@@ -330,7 +330,7 @@ impl Curve {
         let server_mode = match inner.map(|m| (m, m.parse::<Mode>())) {
             None => None,
             Some((m, Ok(parsed))) if parsed.to_string() == m => Some(parsed),
-            Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
+            Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, async-MODE, async-tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
         };
         if matches!(server_mode, Some(Mode::Async(_))) && server != ServerKind::Skq {
             bail!(
