@@ -95,6 +95,15 @@ thread_local! {
     /// I/O operations the task being polled may still complete in this poll
     /// (`u32::MAX` outside a task poll: no budget).
     static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
+    /// Events of this worker's current batch still to dispatch after the
+    /// one being dispatched.
+    static BATCH_LEFT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Records how many events of the worker's batch follow the one about to
+/// be dispatched (the worker loop calls it before each dispatch).
+pub(crate) fn set_batch_left(n: usize) {
+    BATCH_LEFT.with(|b| b.set(n));
 }
 
 /// Whether this thread is a worker of any runtime.
@@ -400,6 +409,28 @@ impl Driver {
             };
             drop(old);
         }
+    }
+
+    /// Whether the task being polled on this thread should yield at an
+    /// async checkpoint (`crate::checkpoint`): never off this driver's
+    /// workers or outside a task poll; when the task's poll budget is spent
+    /// (a checkpoint spends one unit); otherwise after skq-rt's own
+    /// checkpoint (which harvests readiness nobody else is harvesting and
+    /// hands this worker's queued events to idle workers, per the policy),
+    /// only if work still waits for this worker: queued events, or events
+    /// left in its current batch.
+    pub(crate) fn checkpoint_should_yield(&self) -> bool {
+        let Some(me) = self.current_worker() else {
+            return false;
+        };
+        if current_task().is_none() {
+            return false;
+        }
+        if !spend_budget() {
+            return true;
+        }
+        skq_rt::checkpoint();
+        BATCH_LEFT.with(|b| b.get()) > 0 || self.skq.core().queued(me) > 0
     }
 
     // ------------------------------------------------------------ tasks

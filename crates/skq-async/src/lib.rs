@@ -50,7 +50,7 @@ use std::future::Future;
 pub use hyper_rt::{HyperExecutor, HyperTimer};
 pub use runtime::{BuildError, Builder, Handle, Runtime};
 pub use skq_core::Class;
-pub use task::{current_class, set_class, yield_now, JoinError, JoinHandle};
+pub use task::{checkpoint, current_class, set_class, yield_now, JoinError, JoinHandle};
 
 /// Spawns a regular-class task on the current runtime.
 ///

@@ -250,9 +250,12 @@ fn worker_main(
             Err(_) => break,
         }
         shared.timers.fire(me, Instant::now());
-        for ev in events.iter() {
+        let n = events.len();
+        for (i, ev) in events.iter().enumerate() {
+            crate::driver::set_batch_left(n - i - 1);
             shared.driver.dispatch(ev);
         }
+        crate::driver::set_batch_left(0);
     }
 }
 

@@ -269,6 +269,23 @@ fn epoll_and_kv_epoll_modes_are_accepted() {
 }
 
 #[test]
+fn the_async_example_sweeps_the_async_modes_beside_tokio() {
+    let f = SweepFile::parse(include_str!("../examples/async-vs-tokio.toml")).unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let mut modes: Vec<_> = s.curves.iter().map(|c| c.mode.as_str()).collect();
+    modes.sort();
+    modes.dedup();
+    assert_eq!(modes, ["async-hybrid", "async-tokio", "hybrid", "tokio"]);
+    for c in &s.curves {
+        let spec = c.server_spec.as_ref().unwrap();
+        assert_eq!(spec.mode.to_string(), c.mode);
+        assert_eq!((spec.workers, spec.service), (8, ServiceMode::Emulate));
+        assert!(c.nominal_service_us.is_some(), "{}", c.name);
+    }
+    assert_eq!(s.curves.len(), 8);
+}
+
+#[test]
 fn http_examples_parse_with_their_io_variance_and_wrk_cross_checks() {
     for (text, io) in [
         (include_str!("../examples/http-vs-nginx.toml"), None),

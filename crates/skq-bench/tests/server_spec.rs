@@ -59,6 +59,24 @@ fn every_rpc_curve_hands_the_server_its_spec() {
             steal_k: Some(3),
             ..ConfigEntry::default()
         },
+        // The async handler (issue 23): skq-async with an skq mode and its
+        // tunables, and tokio.
+        ConfigEntry {
+            mode: Some("async-hybrid".into()),
+            steal_k: Some(2),
+            rtshare: Some(40),
+            pin: Some(true),
+            ..ConfigEntry::default()
+        },
+        ConfigEntry {
+            mode: Some("async-best2+steal".into()),
+            batch_workers: Some("6-7".into()),
+            ..ConfigEntry::default()
+        },
+        ConfigEntry {
+            mode: Some("async-tokio".into()),
+            ..ConfigEntry::default()
+        },
     ];
     for e in &entries {
         let curve = Curve::from_entry(e, 2).unwrap();
@@ -70,6 +88,18 @@ fn every_rpc_curve_hands_the_server_its_spec() {
         cfg.validate()
             .unwrap_or_else(|e| panic!("{}: {e}", curve.name));
         assert_eq!(cfg.server_config().driver(), want.mode.driver());
+    }
+    for (i, mode) in [
+        (4, "async-hybrid"),
+        (5, "async-best2+steal"),
+        (6, "async-tokio"),
+    ] {
+        let spec = Curve::from_entry(&entries[i], 2)
+            .unwrap()
+            .server_spec
+            .unwrap();
+        assert_eq!(spec.mode.to_string(), mode);
+        assert!(matches!(spec.mode, skq_net::Mode::Async(_)), "{mode}");
     }
     let skq = Curve::from_entry(&entries[0], 2).unwrap();
     let spec = skq.server_spec.unwrap();
@@ -96,4 +126,16 @@ fn bad_scheduling_keys_are_refused_at_the_config_naming_the_key() {
     };
     let err = Curve::from_entry(&e, 2).unwrap_err().to_string();
     assert!(err.contains("unknown mode `http-epoll`"), "{err}");
+    // Only the rpc server has an async handler.
+    let e = ConfigEntry {
+        mode: Some("http-async-hybrid".into()),
+        capacity_rps: Some(1000.0),
+        slo_us: Some(500.0),
+        ..ConfigEntry::default()
+    };
+    let err = Curve::from_entry(&e, 2).unwrap_err().to_string();
+    assert!(
+        err.contains("only the rpc server has an async handler"),
+        "{err}"
+    );
 }

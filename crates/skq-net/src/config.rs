@@ -43,10 +43,14 @@ pub enum Driver {
     /// `workers` threads and awaited before the connection's next request:
     /// tokio's documented way to run blocking calls (RocksDB's).
     TokioSpawnBlocking,
+    /// An `async-` mode ([`Mode::Async`]): the application's own async
+    /// handler on an async runtime. Not one of this layer's drivers (not in
+    /// [`Driver::ALL`]): the application starts it.
+    Async,
 }
 
 impl Driver {
-    /// Every driver, in the order help texts list them.
+    /// Every driver this layer starts, in the order help texts list them.
     pub const ALL: [Driver; 5] = [
         Driver::Skq,
         Driver::Epoll1to1,
@@ -63,6 +67,7 @@ impl Driver {
             Driver::EpollShared => "epoll-shared",
             Driver::Tokio => "tokio",
             Driver::TokioSpawnBlocking => "tokio-spawn-blocking",
+            Driver::Async => "async",
         }
     }
 
@@ -92,6 +97,10 @@ impl Driver {
                  task per connection; each request's work runs in tokio::task::spawn_blocking on \
                  a blocking pool capped at `workers` threads, awaited before the connection's \
                  next request (replies stay in order)"
+            }
+            Driver::Async => {
+                "the application's own async handler on an async runtime (skq-async with an \
+                 skq policy, or tokio), one task per connection"
             }
         }
     }
@@ -326,10 +335,10 @@ impl ServerConfig {
         if !(1..=1024).contains(&self.sched.batch) {
             return Err(InvalidConfig::Batch(self.sched.batch));
         }
-        if !self.mode.is_skq() && !self.sched.batch_workers.is_empty() {
+        if !self.mode.has_core() && !self.sched.batch_workers.is_empty() {
             return Err(InvalidConfig::BatchWorkersNeedSkq(self.driver()));
         }
-        if self.mode.is_skq() {
+        if self.mode.has_core() {
             self.core_config().map_err(InvalidConfig::Core)?;
         }
         if let Some(min) = self.sched.min_workers {
@@ -417,8 +426,11 @@ impl ServerConfig {
 
     /// The mode reported in statistics: the skq mode's canonical name, or the driver's.
     pub fn mode_name(&self) -> String {
-        match self.mode.core_config(self.workers) {
-            Some(Ok(c)) => c.mode_name(),
+        match (self.mode, self.mode.core_config(self.workers)) {
+            (Mode::Async(_), Some(Ok(c))) => {
+                format!("{}{}", crate::async_mode::ASYNC_PREFIX, c.mode_name())
+            }
+            (_, Some(Ok(c))) => c.mode_name(),
             _ => self.mode.to_string(),
         }
     }

@@ -74,6 +74,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod async_mode;
 pub mod classify;
 pub mod config;
 pub mod conn;
@@ -86,6 +87,7 @@ pub mod spec;
 pub mod stats;
 pub mod table;
 
+pub use async_mode::AsyncRuntime;
 pub use classify::{Class, ClassState, ClassTracker, Classifier};
 pub use config::{
     Driver, InvalidConfig, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS, MAX_WORKERS,
@@ -93,6 +95,6 @@ pub use config::{
 pub use notice::{Notice, Notices};
 pub use protocol::{Close, Cx, Protocol, Resume, Served};
 pub use serve::{Lifecycle, ServeError, Started};
-pub use server::{Server, ServerHandle};
+pub use server::{Running, Server, ServerHandle};
 pub use spec::{Mode, SchedSpec, ServerSpec, ServiceMode, SpecError};
 pub use stats::ServerStats;

@@ -114,16 +114,24 @@ impl<P: Protocol> Common<P> {
     }
 }
 
-/// A running driver.
-pub(crate) trait Running: Send {
+/// A running server: one of this layer's drivers, or a server an
+/// application runs itself (its async handler on an async runtime, the
+/// `async-` modes) wrapped in a [`ServerHandle`] by
+/// [`ServerHandle::from_running`].
+pub trait Running: Send {
+    /// The address it listens on.
     fn local_addr(&self) -> SocketAddr;
+    /// Its counters now.
     fn stats(&self) -> ServerStats;
+    /// Makes worker `i` leave mid-run (unsupported by default).
     fn retire_worker(&self, _i: usize) -> io::Result<()> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "retire_worker: only the skq driver can remove a worker thread",
         ))
     }
+    /// Stops accepting, stops the workers, closes every connection and
+    /// returns the final counters.
     fn shutdown(self: Box<Self>) -> ServerStats;
 }
 
@@ -162,6 +170,14 @@ impl Server {
             Driver::EpollShared => Box::new(driver::epoll::start(cfg, common, Model::Shared)?),
             Driver::Tokio | Driver::TokioSpawnBlocking => {
                 Box::new(driver::tokio::start(cfg, common)?)
+            Driver::Async => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                    "--mode {}: this server has no async handler (only `skq serve rpc` has one)",
+                    cfg.mode
+                ),
+                ))
             }
         };
         Ok(ServerHandle {
@@ -178,6 +194,16 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
+    /// The handle of a server the application runs itself (an `async-`
+    /// mode), so the serve lifecycle treats it as any other; `notices` is
+    /// its notice log.
+    pub fn from_running(running: Box<dyn Running>, notices: Notices) -> ServerHandle {
+        ServerHandle {
+            running: Some(running),
+            notices,
+        }
+    }
+
     fn running(&self) -> &dyn Running {
         self.running.as_deref().expect("server already shut down")
     }

@@ -25,6 +25,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use skq_core::Policy;
 
+use crate::async_mode::{AsyncRuntime, ASYNC_PREFIX};
 use crate::config::Driver;
 
 /// What serves the connections: an skq scheduling policy (with its steal
@@ -47,6 +48,9 @@ pub enum Mode {
     Tokio,
     /// tokio's multi-thread runtime, requests run with `spawn_blocking`.
     TokioSpawnBlocking,
+    /// `async-MODE`: the application's async handler on an async runtime
+    /// (skq-async with an skq policy, or tokio); see [`crate::async_mode`].
+    Async(AsyncRuntime),
 }
 
 impl Default for Mode {
@@ -68,6 +72,7 @@ impl Mode {
             Mode::EpollShared => Driver::EpollShared,
             Mode::Tokio => Driver::Tokio,
             Mode::TokioSpawnBlocking => Driver::TokioSpawnBlocking,
+            Mode::Async(_) => Driver::Async,
         }
     }
 
@@ -79,6 +84,7 @@ impl Mode {
             Driver::EpollShared => Mode::EpollShared,
             Driver::Tokio => Mode::Tokio,
             Driver::TokioSpawnBlocking => Mode::TokioSpawnBlocking,
+            Driver::Async => Mode::Async(AsyncRuntime::default()),
         }
     }
 
@@ -87,14 +93,20 @@ impl Mode {
         matches!(self, Mode::Skq { .. })
     }
 
+    /// Whether an skq scheduling core runs it (the skq driver, or an
+    /// `async-` mode on skq-async): the scheduling tunables apply.
+    pub fn has_core(self) -> bool {
+        self.core_config(1).is_some()
+    }
+
     /// The skq core configuration of this mode for `workers` workers
-    /// (`None` for the baselines).
+    /// (`None` for the baselines and `async-tokio`).
     pub fn core_config(
         self,
         workers: usize,
     ) -> Option<Result<skq_core::Config, skq_core::ConfigError>> {
         match self {
-            Mode::Skq { policy, steal } => {
+            Mode::Skq { policy, steal } | Mode::Async(AsyncRuntime::Skq { policy, steal }) => {
                 let mut c = skq_core::Config::new(policy, workers);
                 if let Some(s) = steal {
                     c.steal = s;
@@ -110,8 +122,11 @@ impl FromStr for Mode {
     type Err = String;
     /// `vanilla|shared|queue|cpu|best2|hybrid` with optional `+steal` or
     /// `-steal`, `epoll-1to1`, `epoll-shared` (or its older name `epoll`),
-    /// `tokio`, `tokio-spawn-blocking`.
+    /// `tokio`, `tokio-spawn-blocking`; any of those but the epoll ones after `async-`.
     fn from_str(s: &str) -> Result<Mode, String> {
+        if let Some(inner) = s.strip_prefix(ASYNC_PREFIX) {
+            return AsyncRuntime::from_inner(s, inner.parse()).map(Mode::Async);
+        }
         match s {
             "epoll-1to1" => return Ok(Mode::Epoll1to1),
             "epoll-shared" | "epoll" => return Ok(Mode::EpollShared),
@@ -147,6 +162,7 @@ impl fmt::Display for Mode {
                 };
                 write!(f, "{policy}{suffix}")
             }
+            Mode::Async(rt) => rt.fmt(f),
             other => f.write_str(other.driver().name()),
         }
     }

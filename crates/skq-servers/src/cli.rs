@@ -45,8 +45,12 @@ pub struct RpcArgs {
     /// baseline without skq: epoll-1to1 (one epoll per thread, connections
     /// round-robin at accept: memcached/nginx), epoll-shared (one epoll set,
     /// ONESHOT + re-arm), tokio (each request served inline on the runtime's
-    /// worker thread) or tokio-spawn-blocking (each request's work in
-    /// tokio::task::spawn_blocking, a blocking pool of --workers threads).
+    /// worker thread) tokio-spawn-blocking (each request's work in
+    /// tokio::task::spawn_blocking, a blocking pool of --workers threads). With
+    /// the prefix `async-`, the handler written as async code: async-MODE on
+    /// skq-async with skq mode MODE (async-hybrid, async-cpu, async-best2+steal,
+    /// ...; the tunables apply, except --min-workers), async-tokio on tokio's
+    /// multi-thread runtime.
     #[arg(long, default_value = "hybrid")]
     pub mode: String,
     /// Driver: skq, epoll-1to1, epoll-shared or tokio (`--mode` names it too;
@@ -296,6 +300,28 @@ mod tests {
         assert_eq!(
             args(&[]).unwrap().spec().unwrap(),
             ServerSpec::new(Mode::default(), 8)
+        );
+    }
+
+    #[test]
+    fn async_modes_come_from_the_mode_flag_and_the_spec() {
+        for mode in ["async-hybrid", "async-best2+steal", "async-tokio"] {
+            let flags = args(&["--mode", mode, "--workers", "3"]).unwrap();
+            let spec = flags.spec().unwrap();
+            assert_eq!(spec.mode.to_string(), mode);
+            let json = spec.to_json();
+            let from_json = args(&["--spec", &json]).unwrap();
+            assert_eq!(from_json.spec().unwrap(), spec);
+            assert_eq!(flags.to_config().unwrap().mode_name(), mode);
+        }
+        let e = args(&["--mode", "async-epoll-1to1"])
+            .unwrap()
+            .spec()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--mode: unknown mode `async-epoll-1to1`"),
+            "{e}"
         );
     }
 

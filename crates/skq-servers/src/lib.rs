@@ -41,6 +41,12 @@
 //! `HIGH_PRIORITY`. Service runs on the worker thread in every driver,
 //! blocking it as real CPU work would (tokio included).
 //!
+//! **The async handler** ([`async_rpc`], `--mode async-MODE` and
+//! `async-tokio`): the same server written once as ordinary async code,
+//! run on skq-async (tasks scheduled by the skq mode after `async-`) or on
+//! tokio, same replies, refusals and counters ([`async_rt`] has the two
+//! runtimes).
+//!
 //! **Process** ([`cli`]): prints exactly `listening on ADDR` once ready, stops on
 //! SIGINT/SIGTERM or after `--duration`, writes `--stats-json` (per-worker
 //! counters, imbalance, connection and protocol-error counts, the scheduler's
@@ -84,6 +90,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod async_rpc;
+pub mod async_rt;
 pub mod cli;
 pub mod pipes;
 pub mod rpc;

@@ -12,7 +12,8 @@ use crate::rpc::{Classify, RpcProtocol, DEFAULT_MAX_SERVICE_US};
 pub use skq_net::{ServerHandle as RpcServerHandle, MAX_CONNS, MAX_WORKERS};
 
 /// Which driver serves the connections: `Skq` (every skq scheduling mode),
-/// the plain-Linux baselines `Epoll1to1` and `EpollShared`, or `Tokio`.
+/// the plain-Linux baselines `Epoll1to1` and `EpollShared`, or `Tokio`;
+/// `Async` for the `async-` modes (the async handler, [`crate::async_rpc`]).
 pub type RuntimeKind = Driver;
 
 /// Largest `max_service_us`: the wire format's service field counts ns in
@@ -107,6 +108,11 @@ impl RpcServer {
         let mut proto = RpcProtocol::new(cfg.spec.service, cfg.classify);
         proto.checkpoint_ns = cfg.checkpoint_us.map_or(0, |us| us.saturating_mul(1_000));
         proto.max_service_ns = cfg.max_service_us * 1_000;
+        if let skq_net::Mode::Async(runtime) = cfg.spec.mode {
+            // The handler written once as async code (`async_rpc`).
+            let shared = crate::async_rt::shared(&cfg, proto.max_service_ns, proto.checkpoint_ns);
+            return crate::async_rt::start(&cfg, runtime, shared);
+        }
         let proto = Arc::new(proto);
         Server::start(&cfg.server_config(), proto)
     }

@@ -333,8 +333,14 @@ impl Curve {
         let server_mode = match inner.map(|m| (m, m.parse::<Mode>())) {
             None => None,
             Some((m, Ok(parsed))) if parsed.to_string() == m => Some(parsed),
-            Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, tokio-spawn-blocking, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
+            Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, tokio-spawn-blocking, async-MODE, async-tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
         };
+        if matches!(server_mode, Some(Mode::Async(_))) && server != ServerKind::Skq {
+            bail!(
+                "{}: `{mode}`: only the rpc server has an async handler (async-MODE, async-tokio)",
+                ctx("mode")
+            );
+        }
         let io = io_spec(e, server).map_err(|m| anyhow::anyhow!("{}: {m}", ctx("io_variance")))?;
         if let Some(b) = e.batch {
             if !(1..=1024).contains(&b) {
