@@ -170,6 +170,7 @@ impl Server {
             Driver::EpollShared => Box::new(driver::epoll::start(cfg, common, Model::Shared)?),
             Driver::Tokio | Driver::TokioSpawnBlocking => {
                 Box::new(driver::tokio::start(cfg, common)?)
+            }
             Driver::Async => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
