@@ -24,7 +24,7 @@
 # Run as root (or with CAP_SYS_NICE): the simple client's receiver runs
 # SCHED_FIFO (see skq_load::simple); the output says whether it did.
 # Binaries (build them first, under the measurement lock):
-#   cargo build --release -p skq-cli && cargo build --release -p skq-load --example simple_client
+#   cargo build --release -p skq && cargo build --release -p skq-load --example simple_client
 #   SKQ=...     skq binary          (default target/release/skq)
 #   SIMPLE=...  simple client       (default target/release/examples/simple_client)
 # memcached: skq load runs first and prefills the keys the simple client reads.
