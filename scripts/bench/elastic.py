@@ -25,34 +25,16 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
+
+from benchlib import free_port, wait_listening
 
 SKQ = os.path.join(os.path.dirname(__file__), "..", "..", "target", "release", "skq")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_listening(port, proc, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start listening")
 
 
 def cpu_s(pid):

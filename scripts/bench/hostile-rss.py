@@ -49,6 +49,8 @@ import tempfile
 import threading
 import time
 
+from benchlib import free_port, wait_listening
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MB = 1_000_000
 
@@ -58,25 +60,6 @@ def die(msg):
     sys.exit(2)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_listening(port, proc, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before listening")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start listening")
 
 
 # ---------------------------------------------------------------- /proc figures

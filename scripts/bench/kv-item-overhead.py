@@ -24,17 +24,11 @@ import subprocess
 import sys
 import time
 
+from benchlib import free_port, stop
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKQ = os.path.join(ROOT, "target/release/skq")
 STOCK = "/usr/bin/memcached"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def command(server, threads, port):
@@ -105,12 +99,7 @@ def measure(server, args):
         after = rss_kib(p.pid)
         sock.close()
     finally:
-        p.terminate()
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop(p)
     growth = (after - before) * 1024
     per_item = growth / max(items, 1)
     return {

@@ -45,19 +45,13 @@ import sys
 import tempfile
 import time
 
+from benchlib import free_port, stop
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKQ = os.path.join(ROOT, "target/release/skq")
 STOCK = "/usr/bin/memcached"
 PROF = os.path.join(ROOT, "target/memcached-prof/memcached")
 FLAME = os.path.join(ROOT, "scripts/flamegraph.py")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def server_cmd(server, threads, port, profiled=False):
@@ -131,15 +125,6 @@ def wait_port(port, p, name):
 def server_pid(p):
     """The server's own pid (taskset execs, so it is the child itself)."""
     return p.pid
-
-
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
 # System calls counted by name in the --breakdown pass (exact tracepoint
