@@ -21,10 +21,11 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from benchlib import free_port, wait_listening
 
 
 def page():
@@ -33,27 +34,6 @@ def page():
     while len(p) < 620:
         p += "<p>static page for skq serve http</p>\n"
     return (p + "</body></html>\n").encode()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_listening(port, proc, timeout=10.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start listening")
 
 
 def tree_cpu_s(pid):
