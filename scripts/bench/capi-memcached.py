@@ -20,7 +20,7 @@ CPU time again. CPU per request = CPU delta / replies received; p99 = skq
 load's latency from schedule. Every run visits every (workload, server) once,
 servers in a rotated order per run; ratios are against stock in the same run.
 Needs: bash scripts/setup.sh, bash scripts/build-memcached-skq.sh,
-cargo build --release -p skq-cli.
+cargo build --release -p skq.
 """
 import argparse
 import datetime
@@ -141,7 +141,7 @@ def main():
     for path in (SKQ, MC_SKQ, STOCK):
         if not os.path.exists(path):
             sys.exit(f"{path} missing: run bash scripts/setup.sh, bash "
-                     "scripts/build-memcached-skq.sh and cargo build --release -p skq-cli")
+                     "scripts/build-memcached-skq.sh and cargo build --release -p skq")
     lines = []
 
     def say(s):
