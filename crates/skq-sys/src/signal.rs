@@ -7,7 +7,8 @@
 //!
 //! The wake-up signal ([`WakeSignal`]) is a real-time signal with a handler
 //! that does nothing. A thread that uses it keeps it blocked except inside
-//! its blocking poll (`Epoll::wait_masked` with [`WakeSignal::poll_mask`]),
+//! its blocking poll (`Epoll::wait_masked` with the [`PollMask`] that
+//! [`WakeSignal::block_here`] returns),
 //! so a wake-up sent while the thread runs stays pending and ends its next
 //! poll at once: none is lost, and none interrupts anything else.
 
