@@ -1,6 +1,6 @@
 """Helpers the benchmark scripts in this folder share (stdlib only).
 
-Import as `from benchlib import free_port, wait_listening, stop` from a
+Import as `from benchlib import free_port, wait_listening, stop, nginx_conf` from a
 script run as `python3 scripts/bench/NAME.py` (its folder is on sys.path).
 """
 import socket
@@ -40,3 +40,31 @@ def stop(proc, timeout=5.0):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def nginx_conf(workers, port, work, root):
+    """The nginx configuration the bench scripts run: `workers` worker
+    processes serving `root` on 127.0.0.1:`port`, in the foreground, every
+    path inside `work`, no access log. nginx's defaults otherwise (no
+    sendfile); skq bench's own peer configuration is in
+    crates/skq-bench/src/peers.rs."""
+    return f"""daemon off;
+master_process on;
+worker_processes {workers};
+pid {work}/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path {work}/tmp-body;
+    proxy_temp_path {work}/tmp-proxy;
+    fastcgi_temp_path {work}/tmp-fastcgi;
+    uwsgi_temp_path {work}/tmp-uwsgi;
+    scgi_temp_path {work}/tmp-scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ root {root}; }}
+    }}
+}}
+"""

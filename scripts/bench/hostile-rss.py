@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import free_port, wait_listening
+from benchlib import free_port, nginx_conf, wait_listening
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MB = 1_000_000
@@ -108,29 +108,6 @@ def reset_peak(pid):
 
 
 # ---------------------------------------------------------------- servers
-
-def nginx_conf(workers, port, work, root):
-    return f"""daemon off;
-master_process on;
-worker_processes {workers};
-pid {work}/nginx.pid;
-error_log stderr warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path {work}/tmp-body;
-    proxy_temp_path {work}/tmp-proxy;
-    fastcgi_temp_path {work}/tmp-fastcgi;
-    uwsgi_temp_path {work}/tmp-uwsgi;
-    scgi_temp_path {work}/tmp-scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{ root {root}; }}
-    }}
-}}
-"""
-
 
 class Server:
     """One server process on a fresh port; `kind` is kv or http."""

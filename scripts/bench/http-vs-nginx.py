@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import free_port, wait_listening
+from benchlib import free_port, nginx_conf, wait_listening
 
 
 def page():
@@ -53,29 +53,6 @@ def tree_cpu_s(pid):
         if int(entry) == pid or ppid == pid:
             total += ut + stime
     return total / tick
-
-
-def nginx_conf(workers, port, work, root):
-    return f"""daemon off;
-master_process on;
-worker_processes {workers};
-pid {work}/nginx.pid;
-error_log stderr warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path {work}/tmp-body;
-    proxy_temp_path {work}/tmp-proxy;
-    fastcgi_temp_path {work}/tmp-fastcgi;
-    uwsgi_temp_path {work}/tmp-uwsgi;
-    scgi_temp_path {work}/tmp-scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{ root {root}; }}
-    }}
-}}
-"""
 
 
 class Server:

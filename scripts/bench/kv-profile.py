@@ -38,14 +38,13 @@ import collections
 import datetime
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchlib import free_port, stop
+from benchlib import free_port, stop, wait_listening
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKQ = os.path.join(ROOT, "target/release/skq")
@@ -105,28 +104,6 @@ def load_cmd(port, workload, rate, secs, threads, conns, extra):
     return cmd
 
 
-def start(cmd):
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return p
-
-
-def wait_port(port, p, name):
-    for _ in range(200):
-        if p.poll() is not None:
-            raise RuntimeError(f"{name} exited: {p.stderr.read().decode(errors='replace')[:300]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.025)
-    raise RuntimeError(f"{name} did not start")
-
-
-def server_pid(p):
-    """The server's own pid (taskset execs, so it is the child itself)."""
-    return p.pid
-
-
 # System calls counted by name in the --breakdown pass (exact tracepoint
 # counts); the rest are reported together as "other".
 BREAKDOWN_CALLS = ["read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", "readv",
@@ -138,11 +115,12 @@ BREAKDOWN_CALLS = ["read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg", 
 def point(server, threads, workload, args, mode="count", flame_dir=None):
     port = free_port()
     rate = args.rate1 if threads == 1 else args.rate2
-    p = start(server_cmd(server, threads, port, profiled=(mode == "flame")))
+    p = subprocess.Popen(server_cmd(server, threads, port, profiled=(mode == "flame")),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     perf = None
     try:
-        wait_port(port, p, server)
-        pid = server_pid(p)
+        wait_listening(port, p)
+        pid = p.pid  # taskset execs the server, so the child is the server
         warm = subprocess.run(load_cmd(port, workload, rate, 0.5, threads, args.connections,
                                        ["--warmup", "0"]), capture_output=True, text=True,
                               timeout=120)

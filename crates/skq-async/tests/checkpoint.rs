@@ -101,14 +101,8 @@ fn alone_a_task_yields_only_when_its_budget_is_spent() {
     );
 }
 
-struct Noop;
-impl std::task::Wake for Noop {
-    fn wake(self: Arc<Self>) {}
-}
-
-#[test]
-fn outside_a_task_it_returns_at_once() {
-    let rt = one_worker("hybrid");
+/// A future making 1,000 `checkpoint()` calls, and the count of its polls.
+fn thousand_checkpoints() -> (CountPolls, Arc<AtomicUsize>) {
     let polls = Arc::new(AtomicUsize::new(0));
     let f = CountPolls {
         inner: Box::pin(async {
@@ -118,20 +112,24 @@ fn outside_a_task_it_returns_at_once() {
         }),
         polls: polls.clone(),
     };
+    (f, polls)
+}
+
+struct Noop;
+impl std::task::Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+#[test]
+fn outside_a_task_it_returns_at_once() {
+    let rt = one_worker("hybrid");
+    let (f, polls) = thousand_checkpoints();
     rt.block_on(f);
     assert_eq!(polls.load(Ordering::Relaxed), 1);
     // On the blocking pool too.
     let n = rt
         .block_on(rt.spawn_blocking(|| {
-            let polls = Arc::new(AtomicUsize::new(0));
-            let f = CountPolls {
-                inner: Box::pin(async {
-                    for _ in 0..1_000 {
-                        checkpoint().await;
-                    }
-                }),
-                polls: polls.clone(),
-            };
+            let (f, polls) = thousand_checkpoints();
             let waker = std::task::Waker::from(Arc::new(Noop));
             let mut f = std::pin::pin!(f);
             assert!(f.as_mut().poll(&mut Context::from_waker(&waker)).is_ready());
