@@ -94,3 +94,40 @@ fn the_report_model_holds_each_groups_charts_as_data() {
     assert_eq!(model.figures(), charts.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn every_groups_p99_chart_is_also_written_as_its_own_svg_file() {
+    let s = six_mode_sweep();
+    let dir = temp_dir("report-plots");
+    let records = sweep::run(&s, &dir, &mut FakeRunner::default(), &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    let model = output::report_model(&s, &records, &sums, &RunInfo::default());
+    output::write_all(&dir, &s, &records, &sums, &RunInfo::default()).unwrap();
+
+    let mut groups: Vec<String> = Vec::new();
+    for c in &s.curves {
+        if !groups.contains(&c.group()) {
+            groups.push(c.group());
+        }
+    }
+    let files = output::plot_files(&model);
+    assert_eq!(files.len(), groups.len(), "one file per group");
+    let mut names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), files.len(), "names are distinct");
+    for (name, svg) in &files {
+        assert!(name.starts_with("p99-") && name.ends_with(".svg"), "{name}");
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c)),
+            "{name}"
+        );
+        let on_disk = std::fs::read_to_string(dir.join("plots").join(name)).unwrap();
+        assert_eq!(&on_disk, svg);
+        assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
+    }
+    let written = std::fs::read_dir(dir.join("plots")).unwrap().count();
+    assert_eq!(written, files.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -8,6 +8,7 @@
 //! | `points.csv`   | one row per planned point ([`POINT_COLUMNS`])            |
 //! | `points.json`  | one [`PointRecord`] per planned point, full results      |
 //! | `report.html`  | self-contained report with inline SVG plots              |
+//! | `plots/`       | each group's p99-against-load chart as its own SVG file ([`plot_files`]) |
 //! | `points/`, `hdr/`, `logs/` | per-point generator JSON, HdrHistogram interval logs, process output |
 //!
 //! Every text, CSV, JSON and HTML output shows the server's cost beside its
@@ -246,8 +247,57 @@ pub fn write_all(
     w("summary.json", serde_json::to_string_pretty(&file)?)?;
     w("points.csv", points_table(sweep, records).to_csv())?;
     w("points.json", serde_json::to_string_pretty(records)?)?;
-    w("report.html", report_html(sweep, records, summaries, run))?;
+    let model = report_model(sweep, records, summaries, run);
+    w("report.html", model.render())?;
+    let plots = dir.join("plots");
+    std::fs::create_dir_all(&plots).with_context(|| format!("creating {}", plots.display()))?;
+    for (name, svg) in plot_files(&model) {
+        w(&format!("plots/{name}"), svg)?;
+    }
     Ok(())
+}
+
+/// The report's p99-against-load charts as `(file name, SVG document)`, one
+/// per group, named `p99-<group>.svg` with the group's title reduced to
+/// lower-case letters, digits and dashes (e.g. `p99-exponential-8-workers-64-conns-emulate-rpc.svg`),
+/// so a page such as `docs/RESULTS.md` can show one as an image.
+pub fn plot_files(model: &skq_report::html::Report) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for b in &model.blocks {
+        if let skq_report::html::Block::Chart {
+            chart: chart @ skq_report::plot::Chart::P99VsLoad { labels, .. },
+            ..
+        } = b
+        {
+            let group = labels.title.rsplit(" — ").next().unwrap_or(&labels.title);
+            let mut name = format!("p99-{}", slug(group));
+            let base = name.clone();
+            let mut k = 2;
+            while out.iter().any(|(n, _)| *n == format!("{name}.svg")) {
+                name = format!("{base}-{k}");
+                k += 1;
+            }
+            out.push((format!("{name}.svg"), chart.svg()));
+        }
+    }
+    out
+}
+
+/// `s` in lower case with every run of other characters than ASCII letters
+/// and digits turned into one dash, none at either end.
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    while out.ends_with('-') {
+        out.pop();
+    }
+    out
 }
 
 /// The heading of the per-load disturbance table.
@@ -297,6 +347,16 @@ pub fn utc_string(unix_s: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slugs_keep_letters_and_digits_only() {
+        assert_eq!(
+            slug("exponential · 8 workers · 64 conns · emulate · rpc"),
+            "exponential-8-workers-64-conns-emulate-rpc"
+        );
+        assert_eq!(slug("  sphinx-ro (24 conns)  "), "sphinx-ro-24-conns");
+        assert_eq!(slug("··"), "");
+    }
 
     #[test]
     fn utc_dates() {
