@@ -1,8 +1,9 @@
 """Helpers the benchmark scripts in this folder share (stdlib only).
 
-Import as `from benchlib import free_port, wait_listening, stop, nginx_conf` from a
+Import as `from benchlib import free_port, wait_listening, stop, nginx_conf, proc_cost` from a
 script run as `python3 scripts/bench/NAME.py` (its folder is on sys.path).
 """
+import os
 import socket
 import subprocess
 import time
@@ -42,12 +43,17 @@ def stop(proc, timeout=5.0):
         proc.wait()
 
 
-def nginx_conf(workers, port, work, root):
+def nginx_conf(workers, port, work, root, static_tuned=False):
     """The nginx configuration the bench scripts run: `workers` worker
     processes serving `root` on 127.0.0.1:`port`, in the foreground, every
     path inside `work`, no access log. nginx's defaults otherwise (no
-    sendfile); skq bench's own peer configuration is in
-    crates/skq-bench/src/peers.rs."""
+    sendfile), unless `static_tuned`: then also what nginx's documentation
+    advises for static files (sendfile, tcp_nopush, tcp_nodelay,
+    open_file_cache), as skq bench's own peer configuration does
+    (crates/skq-bench/src/peers.rs)."""
+    tuned = ("    sendfile on;\n    tcp_nopush on;\n    tcp_nodelay on;\n"
+             "    open_file_cache max=1000 inactive=20s;\n    open_file_cache_valid 30s;\n"
+             if static_tuned else "")
     return f"""daemon off;
 master_process on;
 worker_processes {workers};
@@ -56,7 +62,7 @@ error_log stderr warn;
 events {{ worker_connections 4096; }}
 http {{
     access_log off;
-    keepalive_requests 1000000;
+{tuned}    keepalive_requests 1000000;
     client_body_temp_path {work}/tmp-body;
     proxy_temp_path {work}/tmp-proxy;
     fastcgi_temp_path {work}/tmp-fastcgi;
@@ -68,3 +74,48 @@ http {{
     }}
 }}
 """
+
+
+def process_tree(pid):
+    """`pid` and every process below it (nginx's workers under its master)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def proc_cost(pid, tree=False):
+    """(CPU ns, voluntary, involuntary context switches) summed over every
+    thread of `pid` (and of the processes below it with `tree`), from
+    /proc/PID/task/TID/schedstat and status: exact, not sampled."""
+    cpu = vol = invol = 0
+    for p in (process_tree(pid) if tree else [pid]):
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                    cpu += int(f.read().split()[0])
+                with open(f"/proc/{p}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches"):
+                            vol += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches"):
+                            invol += int(line.split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return cpu, vol, invol

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import free_port, stop, wait_listening
+from benchlib import free_port, proc_cost, stop, wait_listening
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKQ = os.path.join(ROOT, "target/release/skq")
@@ -69,30 +69,6 @@ def server_cmd(server, threads, port, profiled=False):
     if threads == 1:
         cmd = ["taskset", "-c", "0"] + cmd
     return cmd
-
-
-def tasks(pid):
-    try:
-        return os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return []
-
-
-def snapshot(pid):
-    cpu = vol = invol = 0
-    for tid in tasks(pid):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                cpu += int(f.read().split()[0])
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        vol += int(line.split()[1])
-                    elif line.startswith("nonvoluntary_ctxt_switches"):
-                        invol += int(line.split()[1])
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return cpu, vol, invol
 
 
 def load_cmd(port, workload, rate, secs, threads, conns, extra):
@@ -149,11 +125,11 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
                                      "sleep", window], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
         time.sleep(0.15)
-        before = snapshot(pid)
+        before = proc_cost(pid)
         r = subprocess.run(load_cmd(port, workload, rate, args.secs, threads, args.connections,
                                     ["--warmup", "0", "--no-prefill", "--json", out_json]),
                            capture_output=True, text=True, timeout=300)
-        after = snapshot(pid)
+        after = proc_cost(pid)
         perf.wait(timeout=60)
         perf = None
         if r.returncode not in (0, 3):
