@@ -163,6 +163,12 @@ run_one() {
       sphinx) bench sphinx "$k" --config crates/skq-bench/examples/sphinx.toml ;;
     esac
   done
+  echo "[results] $name: the row's figures, run by run (scripts/results-table.py)"
+  if [[ "$name" == priority ]]; then
+    python3 scripts/results-table.py "$DIR" priority priority-vanilla | tee "$DIR/$name-table.txt"
+  else
+    python3 scripts/results-table.py "$DIR" "$name" | tee "$DIR/$name-table.txt"
+  fi
   if [[ "$name" == sphinx && "$RUNS" -ge 1 ]]; then
     local runs=()
     for k in $(seq "$RUNS"); do runs+=("$DIR/sphinx-run$k"); done
