@@ -35,6 +35,51 @@ pub struct SimArgs {
         default_value = "centralized-fcfs,partitioned-fcfs,vanilla,shared,hybrid"
     )]
     pub model: Vec<String>,
+    /// Worker threads of the simulated server.
+    #[arg(long, default_value_t = 16)]
+    pub workers: usize,
+    /// Threads for independent points (default: all CPUs). Does not change results.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print the headline table (max load at SLO of every mode × workload at --workers, default 16).
+    #[arg(long)]
+    pub headline: bool,
+    /// Print centralized/partitioned FCFS max load at SLO for the workload (the bounds API).
+    #[arg(long)]
+    pub bounds: bool,
+    /// Measure simulated events per second on one thread.
+    #[arg(long)]
+    pub bench_speed: bool,
+    /// Compare with measured `skq bench` results: its result directory or a points.json-style file (exits non-zero if a clear measured ordering is contradicted).
+    #[arg(long, value_name = "FILE")]
+    pub compare: Option<PathBuf>,
+    /// With --compare: relative gap above which a measured ordering is clear.
+    #[arg(long, default_value_t = 0.1)]
+    pub clear_gap: f64,
+    /// Workload, arrivals and the load sweep.
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// The overhead model.
+    #[command(flatten)]
+    pub costs: CostArgs,
+    /// CPU placement and harvest.
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// Priority probe and best-effort clients.
+    #[command(flatten)]
+    pub prio: PriorityArgs,
+    /// The core's tunables.
+    #[command(flatten)]
+    pub tunables: TunableArgs,
+    /// Output files.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Service-time workload, arrivals and the load sweep of `skq sim`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Workload and arrivals")]
+pub struct ShapeArgs {
     /// Service-time workload (BRIEF §9): fixed, exponential, bimodal-1, bimodal-2, gis, skewed-mix, uniform-10, uniform-20;
     /// or zippydb (RocksDB under ZippyDB: each request costs what skq_proto::zippydb::CostModel, fitted to real
     /// RocksDB calls, says for its operation and scan length, times --scale; --scale 50 matches the bench's dilate 49).
@@ -52,9 +97,6 @@ pub struct SimArgs {
     /// Replay arrivals from a CSV trace (`arrival_us,connection[,service_us]`), time-scaled to each load.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Worker threads of the simulated server.
-    #[arg(long, default_value_t = 16)]
-    pub workers: usize,
     /// Client connections (each one source in the core).
     #[arg(long, default_value_t = 256)]
     pub connections: usize,
@@ -70,12 +112,15 @@ pub struct SimArgs {
     /// Seed of every random draw; same seed, same output.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Threads for independent points (default: all CPUs). Does not change results.
-    #[arg(long)]
-    pub threads: Option<usize>,
     /// SLO on p99 in µs (default 10 × S̄).
     #[arg(long)]
     pub slo_us: Option<f64>,
+}
+
+/// What the simulated runtime's work costs (`skq sim`'s overhead model).
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Overheads")]
+pub struct CostArgs {
     /// Overhead: cost per event a worker processes (ns).
     #[arg(long, default_value_t = Overheads::default().event_ns)]
     pub event_ns: u64,
@@ -109,6 +154,12 @@ pub struct SimArgs {
     /// Requests read per event before still_ready().
     #[arg(long, default_value_t = 32)]
     pub max_reads: usize,
+}
+
+/// Where the simulated workers and the connections' packets run, and when readiness reaches the core.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "CPU placement and harvest")]
+pub struct PlacementArgs {
     /// Probability that an arrival moves its connection's incoming CPU.
     #[arg(long, default_value_t = 0.0)]
     pub migrate_prob: f64,
@@ -136,6 +187,12 @@ pub struct SimArgs {
     /// (harvested by skq-rt's poller or by workers entering wait()).
     #[arg(long, default_value = "immediate")]
     pub harvest: String,
+}
+
+/// A high-priority probe client and a best-effort client beside the regular load.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Priority and best-effort clients")]
+pub struct PriorityArgs {
     /// Connections 0..K form a high-priority client (registered HIGH_PRIORITY;
     /// traffic share K/connections); reported apart as high_priority_latency.
     #[arg(long, default_value_t = 0)]
@@ -159,6 +216,12 @@ pub struct SimArgs {
     /// 14,15; the others never run them (core models only).
     #[arg(long)]
     pub batch_workers: Option<String>,
+}
+
+/// The scheduling core's tunables (as `skq serve rpc` takes them); unset = the core's default.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Core tunables")]
+pub struct TunableArgs {
     /// Core tunable: events taken per steal (1..=8).
     #[arg(long)]
     pub steal_k: Option<usize>,
@@ -189,6 +252,12 @@ pub struct SimArgs {
     /// Core tunable: target waits per second per worker (0 = off).
     #[arg(long)]
     pub rtfreq: Option<u32>,
+}
+
+/// Files `skq sim` writes besides its terminal table.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Output files")]
+pub struct OutputArgs {
     /// Write every point as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -201,49 +270,38 @@ pub struct SimArgs {
     /// Write a self-contained HTML report (table, plot, points).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Print the headline table (max load at SLO of every mode × workload at --workers, default 16).
-    #[arg(long)]
-    pub headline: bool,
-    /// Print centralized/partitioned FCFS max load at SLO for the workload (the bounds API).
-    #[arg(long)]
-    pub bounds: bool,
-    /// Measure simulated events per second on one thread.
-    #[arg(long)]
-    pub bench_speed: bool,
-    /// Compare with measured `skq bench` results: its result directory or a points.json-style file (exits non-zero if a clear measured ordering is contradicted).
-    #[arg(long, value_name = "FILE")]
-    pub compare: Option<PathBuf>,
-    /// With --compare: relative gap above which a measured ordering is clear.
-    #[arg(long, default_value_t = 0.1)]
-    pub clear_gap: f64,
 }
 
 impl SimArgs {
     fn overheads(&self) -> Overheads {
         Overheads {
-            event_ns: self.event_ns,
-            steal_ns: self.steal_ns,
-            wake_ns: self.wake_ns,
-            miss_ns: self.miss_ns,
-            syscall_ns: self.syscall_ns,
-            switch_ns: self.switch_ns,
-            set_hold_ns: self.set_hold_ns,
-            set_item_ns: self.set_item_ns,
+            event_ns: self.costs.event_ns,
+            steal_ns: self.costs.steal_ns,
+            wake_ns: self.costs.wake_ns,
+            miss_ns: self.costs.miss_ns,
+            syscall_ns: self.costs.syscall_ns,
+            switch_ns: self.costs.switch_ns,
+            set_hold_ns: self.costs.set_hold_ns,
+            set_item_ns: self.costs.set_item_ns,
         }
     }
 
     fn core_opts(&self) -> anyhow::Result<CoreOpts> {
-        if !(0.0..=1.0).contains(&self.migrate_prob) {
-            bail!("--migrate-prob must be in 0..=1, got {}", self.migrate_prob);
+        if !(0.0..=1.0).contains(&self.placement.migrate_prob) {
+            bail!(
+                "--migrate-prob must be in 0..=1, got {}",
+                self.placement.migrate_prob
+            );
         }
-        if self.max_events == 0 || self.max_reads == 0 {
+        if self.costs.max_events == 0 || self.costs.max_reads == 0 {
             bail!("--max-events and --max-reads must be at least 1");
         }
         Ok(CoreOpts {
-            max_events: self.max_events,
-            max_reads: self.max_reads,
-            migrate_prob: self.migrate_prob,
+            max_events: self.costs.max_events,
+            max_reads: self.costs.max_reads,
+            migrate_prob: self.placement.migrate_prob,
             harvest: self
+                .placement
                 .harvest
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--harvest: {e}"))?,
@@ -259,19 +317,20 @@ impl SimArgs {
                 parse_cpu_list(s).map_err(|e| anyhow::anyhow!("--{opt}: {e}"))
             })
         };
-        let hints = match (self.client_cpu, &self.rss) {
+        let hints = match (self.placement.client_cpu, &self.placement.rss) {
             (Some(_), Some(_)) => bail!("--client-cpu and --rss exclude each other"),
             (Some(c), None) => HintSource::Client(c),
-            (None, Some(_)) => HintSource::Rss(list("rss", &self.rss)?),
+            (None, Some(_)) => HintSource::Rss(list("rss", &self.placement.rss)?),
             (None, None) => HintSource::Workers,
         };
         let m = Machine {
-            server_cpus: list("server-cpus", &self.server_cpus)?,
+            server_cpus: list("server-cpus", &self.placement.server_cpus)?,
             hints,
             shape: self
+                .placement
                 .topology
                 .parse()
-                .map_err(|e| anyhow::anyhow!("--topology {}: {e}", self.topology))?,
+                .map_err(|e| anyhow::anyhow!("--topology {}: {e}", self.placement.topology))?,
         };
         m.validate()?;
         Ok(m)
@@ -284,7 +343,7 @@ impl SimArgs {
     }
 
     fn service(&self) -> anyhow::Result<Service> {
-        if let Some(p) = &self.service_samples {
+        if let Some(p) = &self.shape.service_samples {
             let text = read(p)?;
             let mut v = Vec::new();
             for (i, l) in text.lines().enumerate() {
@@ -310,26 +369,27 @@ impl SimArgs {
             }
             return Ok(Service::Samples(v.into()));
         }
-        if self.workload == "zippydb" {
-            if !(self.scale.is_finite() && self.scale > 0.0) {
-                bail!("--scale must be positive, got {}", self.scale);
+        if self.shape.workload == "zippydb" {
+            if !(self.shape.scale.is_finite() && self.shape.scale > 0.0) {
+                bail!("--scale must be positive, got {}", self.shape.scale);
             }
-            return Ok(zippydb_service(self.scale, self.seed));
+            return Ok(zippydb_service(self.shape.scale, self.shape.seed));
         }
         let workload: Workload = self
+            .shape
             .workload
             .parse()
             .map_err(|e| anyhow::anyhow!("--workload: {e}"))?;
-        if !(self.mean_us.is_finite() && self.mean_us > 0.0) {
-            bail!("--mean-us must be positive, got {}", self.mean_us);
+        if !(self.shape.mean_us.is_finite() && self.shape.mean_us > 0.0) {
+            bail!("--mean-us must be positive, got {}", self.shape.mean_us);
         }
-        if !(self.scale.is_finite() && self.scale > 0.0) {
-            bail!("--scale must be positive, got {}", self.scale);
+        if !(self.shape.scale.is_finite() && self.shape.scale > 0.0) {
+            bail!("--scale must be positive, got {}", self.shape.scale);
         }
         Ok(Service::Spec(ServiceSpec {
             workload,
-            mean_ns: self.mean_us * 1000.0,
-            scale: self.scale,
+            mean_ns: self.shape.mean_us * 1000.0,
+            scale: self.shape.scale,
         }))
     }
 
@@ -347,31 +407,31 @@ impl SimArgs {
     /// Applies the core tunables given on the command line.
     fn tune(&self, m: &mut Model) -> anyhow::Result<()> {
         if let Model::Core(cfg) = m {
-            if let Some(k) = self.steal_k {
+            if let Some(k) = self.tunables.steal_k {
                 cfg.steal_k = k;
             }
-            if let Some(us) = self.steal_retry_us {
+            if let Some(us) = self.tunables.steal_retry_us {
                 cfg.steal_retry_ns = (us * 1000.0).round() as u64;
             }
-            if let Some(us) = self.promote_min_us {
+            if let Some(us) = self.tunables.promote_min_us {
                 cfg.promote_min_ns = (us * 1000.0).round() as u64;
             }
-            if let Some(p) = self.pollers {
+            if let Some(p) = self.tunables.pollers {
                 cfg.pollers = p;
             }
-            if let Some(g) = self.poll_groups {
+            if let Some(g) = self.tunables.poll_groups {
                 cfg.poll_groups = g;
             }
-            if let Some(p) = self.penalty_ns {
+            if let Some(p) = self.tunables.penalty_ns {
                 cfg.penalty_ns = p;
             }
-            if let Some(s) = self.rtshare {
+            if let Some(s) = self.tunables.rtshare {
                 cfg.rtshare = s;
             }
-            if let Some(f) = self.rtfreq {
+            if let Some(f) = self.tunables.rtfreq {
                 cfg.rtfreq = f;
             }
-            if let Some(list) = &self.batch_workers {
+            if let Some(list) = &self.prio.batch_workers {
                 let ws = skq_core::parse_cpu_list(list).map_err(|_| {
                     anyhow::anyhow!(
                         "--batch-workers `{list}`: not a worker list (e.g. 14,15 or 12-15)"
@@ -386,30 +446,30 @@ impl SimArgs {
 
     fn scenario(&self) -> anyhow::Result<Scenario> {
         let service = self.service()?;
-        if !(0.0..1.0).contains(&self.warmup) {
-            bail!("--warmup must be in 0..1, got {}", self.warmup);
+        if !(0.0..1.0).contains(&self.shape.warmup) {
+            bail!("--warmup must be in 0..1, got {}", self.shape.warmup);
         }
         let mut sc = Scenario::at_load(
             service,
             self.workers,
-            self.connections,
+            self.shape.connections,
             0.5,
-            self.requests,
-            self.seed,
+            self.shape.requests,
+            self.shape.seed,
         );
-        sc.warmup = (self.requests as f64 * self.warmup) as usize;
-        sc.high_conns = self.high_conns;
-        sc.probe_regular = self.probe_regular;
-        sc.batch_conns = self.batch_conns;
-        sc.batch_rps = self.batch_rps;
-        if !(self.batch_service_us.is_finite() && self.batch_service_us > 0.0) {
+        sc.warmup = (self.shape.requests as f64 * self.shape.warmup) as usize;
+        sc.high_conns = self.prio.high_conns;
+        sc.probe_regular = self.prio.probe_regular;
+        sc.batch_conns = self.prio.batch_conns;
+        sc.batch_rps = self.prio.batch_rps;
+        if !(self.prio.batch_service_us.is_finite() && self.prio.batch_service_us > 0.0) {
             bail!(
                 "--batch-service-us must be positive, got {}",
-                self.batch_service_us
+                self.prio.batch_service_us
             );
         }
-        sc.batch_service_ns = (self.batch_service_us * 1000.0).round() as u64;
-        if let Some(p) = &self.trace {
+        sc.batch_service_ns = (self.prio.batch_service_us * 1000.0).round() as u64;
+        if let Some(p) = &self.shape.trace {
             let t = Trace::parse(&read(p)?).with_context(|| format!("--trace {}", p.display()))?;
             sc.arrivals = Arrivals::Trace(Arc::new(t));
         }
@@ -470,13 +530,16 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         return run_compare(&a, p);
     }
     let sc = a.scenario()?;
-    let slo_us = a.slo_us.unwrap_or(10.0 * sc.service.mean_ns() / 1000.0);
+    let slo_us = a
+        .shape
+        .slo_us
+        .unwrap_or(10.0 * sc.service.mean_ns() / 1000.0);
     if a.bounds {
         let o = BoundsOpts {
-            requests: a.requests,
-            seed: a.seed,
+            requests: a.shape.requests,
+            seed: a.shape.seed,
             threads: a.threads(),
-            connections: a.connections,
+            connections: a.shape.connections,
         };
         let b = slo_bounds_with(&sc.service, a.workers, slo_us, &o)?;
         let f = |m: Option<skq_report::slo::MaxLoad>| {
@@ -500,7 +563,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     let sweep = Sweep {
         models: a.models()?,
         base: sc,
-        loads: parse_loads(&a.loads)?,
+        loads: parse_loads(&a.shape.loads)?,
         overheads: a.overheads(),
         opts: a.core_opts()?,
     };
@@ -511,11 +574,11 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     println!(
         "skq sim: {} workers, {} connections, workload {} (S̄ = {:.2} µs), SLO p99 ≤ {slo_us:.1} µs, {} requests/point, seed {}",
         a.workers,
-        a.connections,
+        a.shape.connections,
         sweep.base.service.name(),
         sweep.base.service.mean_ns() / 1000.0,
-        a.requests,
-        a.seed
+        a.shape.requests,
+        a.shape.seed
     );
     println!(
         "overheads of runtime modes: {} (reference models: none)",
@@ -537,10 +600,10 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             ),
         }
     }
-    if let Some(p) = &a.csv {
+    if let Some(p) = &a.output.csv {
         write(p, &to_csv(&points))?;
     }
-    if let Some(p) = &a.json {
+    if let Some(p) = &a.output.json {
         write(p, &to_json(&points)?)?;
     }
     let title = format!(
@@ -548,14 +611,14 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         a.workers,
         sweep.base.service.name()
     );
-    if let Some(p) = &a.svg {
+    if let Some(p) = &a.output.svg {
         write(p, &p99_svg(&title, &points, slo_us))?;
     }
-    if let Some(p) = &a.html {
+    if let Some(p) = &a.output.html {
         let params = vec![
             ("service mode".to_string(), "simulated".to_string()),
             ("workers".to_string(), a.workers.to_string()),
-            ("connections".to_string(), a.connections.to_string()),
+            ("connections".to_string(), a.shape.connections.to_string()),
             (
                 "workload".to_string(),
                 format!(
@@ -565,8 +628,11 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
                 ),
             ),
             ("SLO".to_string(), format!("p99 ≤ {slo_us:.1} µs")),
-            ("requests per point".to_string(), a.requests.to_string()),
-            ("seed".to_string(), a.seed.to_string()),
+            (
+                "requests per point".to_string(),
+                a.shape.requests.to_string(),
+            ),
+            ("seed".to_string(), a.shape.seed.to_string()),
             (
                 "overheads (runtime modes)".to_string(),
                 sweep.overheads.to_string(),
@@ -585,10 +651,10 @@ fn run_headline(a: &SimArgs) -> anyhow::Result<()> {
         .collect();
     let o = HeadlineOpts {
         workers: a.workers,
-        connections: a.connections,
-        mean_ns: a.mean_us * 1000.0,
-        requests: a.requests,
-        seed: a.seed,
+        connections: a.shape.connections,
+        mean_ns: a.shape.mean_us * 1000.0,
+        requests: a.shape.requests,
+        seed: a.shape.seed,
         threads: a.threads(),
         overheads: a.overheads(),
         opts: a.core_opts()?,
@@ -647,17 +713,17 @@ fn run_compare(a: &SimArgs, p: &Path) -> anyhow::Result<()> {
     let curves = read_bench_path(p).with_context(|| format!("--compare {}", p.display()))?;
     let o = CompareOpts {
         workers: Some(a.workers),
-        slo_us: a.slo_us,
+        slo_us: a.shape.slo_us,
         clear_gap: a.clear_gap,
-        requests: a.requests,
-        seed: a.seed,
+        requests: a.shape.requests,
+        seed: a.shape.seed,
         threads: a.threads(),
         overheads: a.overheads(),
         opts: a.core_opts()?,
     };
     let report = compare(&curves, &o)?;
     print!("{}", report.render());
-    if let Some(c) = &a.csv {
+    if let Some(c) = &a.output.csv {
         write(c, &overlay_csv(&curves, &report))?;
     }
     if report.disagreements() > 0 {

@@ -37,12 +37,12 @@ fn writes_csv_and_json_reproducibly() {
         "4",
     ];
     let mut a = args(&common);
-    a.json = Some(j1.clone());
-    a.csv = Some(csv.clone());
+    a.output.json = Some(j1.clone());
+    a.output.csv = Some(csv.clone());
     a.threads = Some(1);
     run(a).unwrap();
     let mut b = args(&common);
-    b.json = Some(j2.clone());
+    b.output.json = Some(j2.clone());
     b.threads = Some(2);
     run(b).unwrap();
     let (t1, t2) = (
