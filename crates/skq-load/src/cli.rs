@@ -48,6 +48,39 @@ pub struct LoadArgs {
     /// Generator threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Service time the rpc protocol asks of the server.
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// How the offered rate is shaped over the run.
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Extra clients beside the regular connections.
+    #[command(flatten)]
+    pub clients: ClientArgs,
+    /// The memcached protocol's key and value mix.
+    #[command(flatten)]
+    pub kv: KvArgs,
+    /// Settings of the rocksdb and http protocols.
+    #[command(flatten)]
+    pub other: OtherProtocolArgs,
+    /// How the generator keeps its schedule and checks it.
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// What the generator writes.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The generator's own validation and capacity measurements.
+    #[command(flatten)]
+    pub selftest: SelfTestArgs,
+}
+
+/// Service time the rpc protocol asks of the server.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Service time (rpc)")]
+pub struct ServiceArgs {
     /// Service-time workload (BRIEF §9): fixed, exponential, bimodal-1,
     /// bimodal-2, gis, skewed-mix, uniform-10, uniform-20, priority.
     #[arg(long, default_value = "exponential")]
@@ -58,6 +91,12 @@ pub struct LoadArgs {
     /// Emulation scale factor applied to every service-time class.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
+}
+
+/// How the offered rate is shaped over the run.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Schedule")]
+pub struct ShapeArgs {
     /// Arrival process: poisson, fixed or trace=PATH (µs offsets, one per line).
     #[arg(long, default_value = "poisson")]
     pub schedule: ScheduleKind,
@@ -72,6 +111,12 @@ pub struct LoadArgs {
     /// many ms (default with --rate-profile: 1000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub interval_ms: Option<u64>,
+}
+
+/// Extra clients beside the regular connections.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Probe, priority and best-effort clients")]
+pub struct ClientArgs {
     /// Dedicated latency-probe connections.
     #[arg(long, default_value_t = 0)]
     pub probe_connections: usize,
@@ -95,18 +140,12 @@ pub struct LoadArgs {
     /// Service time each best-effort request asks for, µs.
     #[arg(long, default_value_t = 10_000.0)]
     pub batch_service_us: f64,
-    /// Write the result as JSON (skq_report PointResult) to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write an HdrHistogram interval log (1 s intervals) to this file.
-    #[arg(long)]
-    pub hdr_log: Option<PathBuf>,
-    /// Random seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// No progress bar and no summary on stdout (errors still go to stderr).
-    #[arg(long)]
-    pub quiet: bool,
+}
+
+/// The memcached protocol's key and value mix.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "memcached protocol")]
+pub struct KvArgs {
     /// memcached mix: etc, sphinx-ro, sphinx-wo or custom.
     #[arg(long, default_value = "etc")]
     pub kv_workload: String,
@@ -125,6 +164,12 @@ pub struct LoadArgs {
     /// Do not set every key before a memcached run.
     #[arg(long)]
     pub no_prefill: bool,
+}
+
+/// Settings of the rocksdb and http protocols.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "rocksdb and http protocols")]
+pub struct OtherProtocolArgs {
     /// Records preloaded in the RocksDB front end's database (`skq db preload --keys`).
     #[arg(long, default_value_t = crate::config::DB_KEYS_DEFAULT)]
     pub db_keys: u64,
@@ -136,9 +181,12 @@ pub struct LoadArgs {
     /// Path requested by the http protocol.
     #[arg(long, default_value = "/")]
     pub http_path: String,
-    /// Service mode of the server under test, copied into the report.
-    #[arg(long, default_value = "unknown")]
-    pub service_mode_label: String,
+}
+
+/// How the generator keeps its schedule and checks it.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Keeping the schedule")]
+pub struct TimingArgs {
     /// Send-lateness p99 (µs) above which the lateness check fails.
     #[arg(long, default_value_t = 50.0)]
     pub max_lateness_us: f64,
@@ -166,6 +214,30 @@ pub struct LoadArgs {
     /// live there. Needs root.
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
+}
+
+/// What the generator writes.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Write the result as JSON (skq_report PointResult) to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write an HdrHistogram interval log (1 s intervals) to this file.
+    #[arg(long)]
+    pub hdr_log: Option<PathBuf>,
+    /// No progress bar and no summary on stdout (errors still go to stderr).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Service mode of the server under test, copied into the report.
+    #[arg(long, default_value = "unknown")]
+    pub service_mode_label: String,
+}
+
+/// The generator's own validation and capacity measurements.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Self-tests")]
+pub struct SelfTestArgs {
     /// Check the generator against M/M/1 and M/D/1 using a built-in server.
     #[arg(long, conflicts_with = "capacity")]
     pub validate: bool,
@@ -209,7 +281,7 @@ impl LoadArgs {
         cfg.drain = secs(self.drain, "--drain")?;
         cfg.connections = self.connections;
         cfg.threads = self.threads;
-        let (workload, priority) = match self.workload.as_str() {
+        let (workload, priority) = match self.service.workload.as_str() {
             "priority" => (Workload::Exponential, true),
             w => (
                 w.parse::<Workload>()
@@ -219,67 +291,67 @@ impl LoadArgs {
         };
         cfg.service = ServiceSpec {
             workload,
-            mean_ns: self.mean_us * 1e3,
-            scale: self.scale,
+            mean_ns: self.service.mean_us * 1e3,
+            scale: self.service.scale,
         };
-        cfg.workload_label = self.workload.clone();
-        cfg.schedule = self.schedule.clone();
+        cfg.workload_label = self.service.workload.clone();
+        cfg.schedule = self.shape.schedule.clone();
         cfg.probe = Client {
-            connections: self.probe_connections,
-            rate: self.probe_rate.unwrap_or(0.0),
+            connections: self.clients.probe_connections,
+            rate: self.clients.probe_rate.unwrap_or(0.0),
         };
         cfg.high_priority = Client {
-            connections: self.high_priority_connections as usize,
-            rate: if priority && self.high_priority_rate == 0.0 {
+            connections: self.clients.high_priority_connections as usize,
+            rate: if priority && self.clients.high_priority_rate == 0.0 {
                 rate * PRIORITY_DEFAULT_SHARE
             } else {
-                self.high_priority_rate
+                self.clients.high_priority_rate
             },
         };
         cfg.batch = Batch {
             client: Client {
-                connections: self.batch_connections,
-                rate: self.batch_rate,
+                connections: self.clients.batch_connections,
+                rate: self.clients.batch_rate,
             },
-            service_us: self.batch_service_us,
+            service_us: self.clients.batch_service_us,
         };
         // The mix is checked whatever the protocol, as the flags always were.
         let kv = KvSpec::named(
-            &self.kv_workload,
-            self.key_size,
-            self.value_size,
-            self.get_ratio,
-            self.keyspace,
+            &self.kv.kv_workload,
+            self.kv.key_size,
+            self.kv.value_size,
+            self.kv.get_ratio,
+            self.kv.keyspace,
         )
         .map_err(anyhow::Error::msg)?;
         cfg.protocol = match self.protocol {
             Protocol::Rpc => ProtocolConfig::Rpc,
             Protocol::Memcached => ProtocolConfig::Memcached {
                 kv,
-                prefill: !self.no_prefill,
+                prefill: !self.kv.no_prefill,
             },
             Protocol::Http => ProtocolConfig::Http {
-                path: self.http_path.clone(),
+                path: self.other.http_path.clone(),
             },
             Protocol::Rocksdb => ProtocolConfig::Rocksdb {
-                keys: self.db_keys,
-                dilate: self.db_dilate,
+                keys: self.other.db_keys,
+                dilate: self.other.db_dilate,
             },
         };
-        cfg.service_mode_label = self.service_mode_label.clone();
+        cfg.service_mode_label = self.output.service_mode_label.clone();
         cfg.seed = self.seed;
-        cfg.max_lateness_us = self.max_lateness_us;
-        cfg.spin_us = self.spin_us;
-        cfg.hdr_log = self.hdr_log.clone();
-        cfg.trace_late = self.trace_late.clone();
-        cfg.rt_priority = self.rt_priority;
-        cfg.cpus = self.cpus.clone();
-        cfg.rate_profile = self.rate_profile.clone().map(std::sync::Arc::new);
-        cfg.interval = self.interval_ms.map(Duration::from_millis);
-        cfg.progress = !self.quiet;
+        cfg.max_lateness_us = self.timing.max_lateness_us;
+        cfg.spin_us = self.timing.spin_us;
+        cfg.hdr_log = self.output.hdr_log.clone();
+        cfg.trace_late = self.timing.trace_late.clone();
+        cfg.rt_priority = self.timing.rt_priority;
+        cfg.cpus = self.timing.cpus.clone();
+        cfg.rate_profile = self.shape.rate_profile.clone().map(std::sync::Arc::new);
+        cfg.interval = self.shape.interval_ms.map(Duration::from_millis);
+        cfg.progress = !self.output.quiet;
         cfg.validate().map_err(anyhow::Error::msg)?;
         // Refused with every protocol, as before the settings were grouped.
-        crate::config::check_db_dilate(self.db_dilate).map_err(anyhow::Error::msg)?;
+        crate::config::check_db_dilate(self.other.db_dilate).map_err(anyhow::Error::msg)?;
         Ok(cfg)
     }
 }
@@ -287,17 +359,18 @@ impl LoadArgs {
 /// Entry point of `skq load`.
 pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     // Before any thread exists: every thread spawned afterwards inherits it.
-    if let Some(ns) = &args.netns {
+    if let Some(ns) = &args.timing.netns {
         skq_sys::netns::enter(ns).with_context(|| format!("--netns {ns}"))?;
     }
-    if args.validate {
+    if args.selftest.validate {
         let secs = args.duration.unwrap_or(35.0);
         let d = Duration::try_from_secs_f64(secs)
             .map_err(|_| anyhow::anyhow!("--duration {secs} is not a number of seconds"))?;
-        if !args.quiet {
+        if !args.output.quiet {
             eprintln!("skq load --validate: M/M/1 then M/D/1, rho 0.2/0.5/0.8 side by side, {secs:.0} s each + warm-up/drain ...");
         }
-        let rows = crate::validate::validate(d, args.seed, Some(args.rt_priority.unwrap_or(20)))?;
+        let rows =
+            crate::validate::validate(d, args.seed, Some(args.timing.rt_priority.unwrap_or(20)))?;
         print!("{}", crate::validate::render_validate(&rows));
         let verdict = validate_verdict(&rows);
         match &verdict {
@@ -323,18 +396,18 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         }
         return verdict.map_err(Into::into);
     }
-    if args.capacity {
+    if args.selftest.capacity {
         return run_capacity(&args);
     }
     let cfg = args.to_config()?;
     let result = crate::engine::run(&cfg)?;
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.output.json {
         let f =
             std::fs::File::create(path).with_context(|| format!("--json {}", path.display()))?;
         serde_json::to_writer_pretty(std::io::BufWriter::new(f), &result)
             .with_context(|| format!("--json {}", path.display()))?;
     }
-    if !args.quiet {
+    if !args.output.quiet {
         print!("{}", render_summary(&cfg, &result));
     } else {
         for n in result
@@ -353,36 +426,36 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
 /// recorded in the capacity file.
 fn run_capacity(args: &LoadArgs) -> anyhow::Result<()> {
     use skq_report::capacity::{default_path, CapacityEntry, CapacityFile, Machine};
-    if args.cpus.len() > 1 {
+    if args.timing.cpus.len() > 1 {
         anyhow::bail!(
             "--cpus: --capacity measures one generator thread; give one CPU, got {:?}",
-            args.cpus
+            args.timing.cpus
         );
     }
     let echo = crate::capacity::echo_protocol(args.protocol)?;
-    let conns = if args.capacity_conns.is_empty() {
+    let conns = if args.selftest.capacity_conns.is_empty() {
         vec![args.connections]
     } else {
-        args.capacity_conns.clone()
+        args.selftest.capacity_conns.clone()
     };
     if let Some(&c) = conns.iter().find(|&&c| c == 0) {
         anyhow::bail!("--capacity-conns: {c} connections; give counts of at least 1");
     }
-    let path = match &args.capacity_file {
+    let path = match &args.selftest.capacity_file {
         Some(p) => Some(p.clone()),
         None => default_path(),
     };
-    let quiet = args.quiet;
+    let quiet = args.output.quiet;
     let machine = Machine::current(skq_sys::cpu::allowed_cpus()?.len());
     for &connections in &conns {
         let opts = crate::capacity::CapacityOpts {
             protocol: echo,
-            bound_us: args.max_lateness_us,
+            bound_us: args.timing.max_lateness_us,
             connections,
             seed: args.seed,
-            spin_us: args.spin_us,
-            cpu: args.cpus.first().copied(),
-            rt: args.rt_priority,
+            spin_us: args.timing.spin_us,
+            cpu: args.timing.cpus.first().copied(),
+            rt: args.timing.rt_priority,
         };
         if !quiet {
             eprintln!(
@@ -679,13 +752,17 @@ mod tests {
         // The capacity flags belong to --capacity.
         assert!(parse("--rate 1000 --capacity-conns 8").is_err());
         let a = parse("--capacity --capacity-conns 8,64,96").unwrap();
-        assert_eq!(a.capacity_conns, vec![8, 64, 96]);
+        assert_eq!(a.selftest.capacity_conns, vec![8, 64, 96]);
     }
 
     #[test]
     fn netns_names_a_namespace_to_enter_first() {
         assert_eq!(
-            parse("--rate 1 --netns skq-1-0").unwrap().netns.as_deref(),
+            parse("--rate 1 --netns skq-1-0")
+                .unwrap()
+                .timing
+                .netns
+                .as_deref(),
             Some("skq-1-0")
         );
         let e = format!(
