@@ -22,14 +22,21 @@
 //!   since when ([`Conn::expired`]); a sweep marks an expired connection
 //!   ([`Conn::mark_timed_out`]) and its next event closes it as
 //!   [`Close::Timeout`];
-//! * buffers are allocated when bytes arrive and freed when they empty if
-//!   they grew beyond [`KEEP_CAPACITY`]: an idle connection holds at most
-//!   two buffers of that size, whatever the largest request or reply was.
-//!   Drivers read into a per-worker scratch buffer and keep only the bytes
-//!   read.
+//! * buffers are allocated when bytes arrive and leave the connection when
+//!   they empty if they grew beyond [`KEEP_CAPACITY`]: an idle connection
+//!   holds at most two buffers of that size, whatever the largest request
+//!   or reply was. Drivers read into a per-worker scratch buffer and keep
+//!   only the bytes read;
+//! * a buffer that leaves goes to the thread's pool of spare buffers
+//!   ([`crate::bufpool`]: at most 8 of at most 128 KiB each per thread),
+//!   and a connection that needs more than [`KEEP_CAPACITY`] takes one from
+//!   there first (input: when the bytes read do not fit; output: before
+//!   serving, when the previous reply did not fit). So requests and replies
+//!   larger than [`KEEP_CAPACITY`] cost no allocation in steady state.
 
 use std::io::{self, Read, Write};
 
+use crate::bufpool;
 use crate::classify::{Class, ClassTracker};
 use crate::config::{ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT};
 use crate::protocol::{Close, Cx, Protocol, Resume, Served};
@@ -41,8 +48,9 @@ pub const REQUESTS_PER_EVENT: usize = 32;
 /// out once this many bytes are pending, even when the protocol batches its
 /// flushes, and nothing more is served until they are.
 pub const OUT_HIGH: usize = DEFAULT_MAX_OUTPUT;
-/// A buffer larger than this is freed rather than kept when it empties
-/// (smaller ones are kept to spare an allocation per request).
+/// A buffer larger than this leaves the connection when it empties (to the
+/// thread's [`crate::bufpool`], or freed); smaller ones are kept to spare
+/// an allocation per request.
 pub const KEEP_CAPACITY: usize = 512;
 
 /// What the driver should do after [`Conn::on_ready`].
@@ -112,6 +120,9 @@ pub struct Conn<S> {
     in_start: usize,
     output: Vec<u8>,
     out_start: usize,
+    /// The output outgrew [`KEEP_CAPACITY`] last time: take a pooled
+    /// buffer before serving the next request.
+    big_out: bool,
     eof: bool,
     limits: Limits,
     /// A reply is being produced in pieces ([`Protocol::resume`]).
@@ -144,6 +155,7 @@ impl<S> Conn<S> {
             in_start: 0,
             output: Vec::new(),
             out_start: 0,
+            big_out: false,
             eof: false,
             limits,
             resuming: false,
@@ -250,6 +262,43 @@ impl<S> Conn<S> {
         &mut self.input
     }
 
+    /// Appends bytes read to the input (taking a pooled buffer when they do
+    /// not fit the one held).
+    pub fn push_input(&mut self, bytes: &[u8]) {
+        self.compact();
+        let need = self.input.len() - self.in_start + bytes.len();
+        if need > self.input.capacity() && need > KEEP_CAPACITY {
+            if let Some(mut spare) = bufpool::take() {
+                spare.extend_from_slice(&self.input[self.in_start..]);
+                let old = std::mem::replace(&mut self.input, spare);
+                self.in_start = 0;
+                release(old);
+            }
+        }
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// Before a reply is produced: when the last one outgrew the kept
+    /// buffer and none is pending, start from a pooled buffer.
+    fn prepare_output(&mut self) {
+        if self.big_out && self.output.is_empty() && self.output.capacity() <= KEEP_CAPACITY {
+            if let Some(spare) = bufpool::take() {
+                release(std::mem::replace(&mut self.output, spare));
+            }
+        }
+    }
+
+    /// After a `serve` or `resume` call: notes whether the next reply
+    /// should start from a pooled buffer, and gives back one taken for a
+    /// call that produced nothing (an idle connection holds none).
+    fn note_output(&mut self) {
+        if !self.output.is_empty() {
+            self.big_out = self.output.capacity() > KEEP_CAPACITY;
+        } else if self.output.capacity() > KEEP_CAPACITY {
+            bufpool::give(std::mem::take(&mut self.output));
+        }
+    }
+
     /// Records that the peer will send nothing more.
     pub fn set_eof(&mut self) {
         self.eof = true;
@@ -284,7 +333,7 @@ impl<S> Conn<S> {
             self.output.clear();
             self.out_start = 0;
             if self.output.capacity() > KEEP_CAPACITY {
-                self.output = Vec::new();
+                bufpool::give(std::mem::take(&mut self.output));
             }
         }
     }
@@ -296,7 +345,7 @@ impl<S> Conn<S> {
             self.input.clear();
             self.in_start = 0;
             if self.input.capacity() > KEEP_CAPACITY {
-                self.input = Vec::new();
+                bufpool::give(std::mem::take(&mut self.input));
             }
         }
     }
@@ -322,12 +371,14 @@ impl<S> Conn<S> {
     /// its bytes; the reply is appended to the pending output.
     pub fn serve_one<P: Protocol<Session = S>>(&mut self, proto: &P, cx: &mut Cx<'_>) -> Served {
         cx.set_class(self.classify(proto).unwrap_or(Class::Regular));
+        self.prepare_output();
         let served = proto.serve(
             &mut self.session,
             &self.input[self.in_start..],
             &mut self.output,
             cx,
         );
+        self.note_output();
         let (Served::Request { consumed }
         | Served::NeedInput { consumed }
         | Served::Close { consumed, .. }) = served;
@@ -359,7 +410,9 @@ impl<S> Conn<S> {
             return None;
         }
         self.compact_output();
+        self.prepare_output();
         let r = proto.resume(&mut self.session, &mut self.output, cx);
+        self.note_output();
         if r != Resume::More {
             self.resuming = false;
         }
@@ -489,8 +542,7 @@ impl<S> Conn<S> {
                         drained = true;
                     }
                     Ok(n) => {
-                        self.compact();
-                        self.input.extend_from_slice(&scratch[..n]);
+                        self.push_input(&scratch[..n]);
                         drained = !peer_hup && n < scratch.len();
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => drained = true,
@@ -553,6 +605,14 @@ impl<S> Conn<S> {
             });
         }
         Outcome::Idle
+    }
+}
+
+/// Drops a buffer a connection no longer holds: to the thread's pool when
+/// it outgrew [`KEEP_CAPACITY`], else freed.
+fn release(buf: Vec<u8>) {
+    if buf.capacity() > KEEP_CAPACITY {
+        bufpool::give(buf);
     }
 }
 

@@ -75,6 +75,7 @@
 #![deny(unsafe_code)]
 
 pub mod async_mode;
+pub mod bufpool;
 pub mod classify;
 pub mod config;
 pub mod conn;

@@ -306,7 +306,7 @@ pub(super) async fn read_more<P: Protocol>(
         let mut scratch = scratch.borrow_mut();
         let r = stream.try_read(&mut scratch[..]);
         if let Ok(n) = r {
-            conn.input_buf().extend_from_slice(&scratch[..n]);
+            conn.push_input(&scratch[..n]);
         }
         r
     });
