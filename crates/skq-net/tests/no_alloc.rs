@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::io::{self, Read, Write};
 
 use skq_net::bufpool::{self, POOL_BUFFERS, POOL_MAX_CAPACITY};
-use skq_net::conn::{Conn, Outcome, KEEP_CAPACITY};
+use skq_net::conn::{Conn, Outcome, Transport, KEEP_CAPACITY};
 use skq_net::stats::WorkerCounters;
 use skq_net::{Cx, Protocol, Served};
 
@@ -98,6 +98,7 @@ impl Read for Mock<'_> {
         Ok(n)
     }
 }
+impl Transport for Mock<'_> {}
 impl Write for Mock<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.written += buf.len();
