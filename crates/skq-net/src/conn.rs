@@ -40,8 +40,11 @@
 //!   bytes a call and only while the socket has room (a full socket blocks
 //!   the connection on its writable edge like pending output), so a slow
 //!   reader costs no memory at all; on any other stream it is read into the
-//!   emptied output buffer [`FILE_PIECE`] bytes at a time. A file shorter
-//!   than its region is an I/O error: the connection closes.
+//!   emptied output buffer [`FILE_PIECE`] bytes at a time. Every
+//!   [`FILE_PIECE`] bytes sent count as one request against
+//!   [`REQUESTS_PER_EVENT`], so one event sends at most 1 MiB of a file
+//!   before the connection yields its worker ([`Outcome::More`]). A file
+//!   shorter than its region is an I/O error: the connection closes.
 
 use std::io;
 
