@@ -18,7 +18,7 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use skq_net::conn::{Conn, Outcome};
+use skq_net::conn::{Conn, Outcome, Transport};
 use skq_net::stats::WorkerCounters;
 use skq_net::{Close, Cx, Protocol};
 
@@ -72,6 +72,7 @@ impl Read for Mock<'_> {
     }
 }
 
+impl Transport for Mock<'_> {}
 impl Write for Mock<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.written.extend_from_slice(buf);

@@ -14,12 +14,15 @@
 //!   answered as nginx answers it: the body alone (a file, or the error's
 //!   text), no status line or fields, then the connection closes.
 //!
-//! **Bodies are streamed.** A file of at most [`CHUNK`] bytes is read into
-//! the reply; a longer one gets its first [`CHUNK`] with the head and the
-//! rest through [`Protocol::resume`], one [`CHUNK`] at a time as the
-//! socket drains (skq-net calls it only while less than a quarter of its
-//! output ceiling is pending). So a connection holds at most about
-//! 64 KiB + [`CHUNK`] of reply whatever the file's size and however slowly
+//! **Bodies are sent from the page cache.** A file of at most [`CHUNK`]
+//! bytes is read into the reply (one write for head and body, batched with
+//! pipelined replies); a longer one ends the reply as a file region
+//! ([`Cx::send_file`]): skq-net sends it after the head with `sendfile(2)`
+//! on every driver's sockets, only as the socket drains, so no byte of it
+//! is copied into user memory and a slow reader costs none (streams
+//! without a descriptor, the tests' in-memory mocks, get it in bounded
+//! pieces read into the output buffer). So a connection holds at most its
+//! head and [`CHUNK`] of reply whatever the file's size and however slowly
 //! the client reads. A file that shrinks while it is sent cannot be framed
 //! any more: the connection is closed (aborted).
 //!
@@ -47,7 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use skq_net::{Close, Cx, Protocol, Resume, Served};
+use skq_net::{Close, Cx, Protocol, Served};
 use skq_sys::cpu;
 
 use crate::date::{self, DateCache};
@@ -62,7 +65,7 @@ pub const MAX_HEAD: usize = 8192;
 pub const MAX_LINE: usize = 4096;
 /// Most header fields.
 pub const MAX_HEADERS: usize = 100;
-/// Bytes of a file read per piece of a reply.
+/// Largest file read into a reply; a larger one is sent as a file region.
 pub const CHUNK: usize = 32 * 1024;
 /// Largest request body accepted (and discarded).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -100,8 +103,6 @@ pub struct Session {
     closing: bool,
     misses: u64,
     miss_wait_ns: u64,
-    /// The rest of a file being sent: the file and the bytes still to send.
-    body: Option<(File, u64)>,
 }
 
 /// The reason phrase of a status code this server sends.
@@ -392,14 +393,11 @@ impl HttpProtocol {
             let _ = skq_sys::fs::drop_page_cache(&file);
             s.misses += 1;
         }
-        let first = size.min(CHUNK as u64);
-        if !read_body(&file, first, out) {
+        if size > CHUNK as u64 {
+            cx.send_file(file, 0, size);
+        } else if !read_body(&file, size, out) {
             out.truncate(start);
             return Err(500);
-        }
-        if first < size {
-            s.body = Some((file, size - first));
-            cx.resume_later();
         }
         if let Draw::Wait(ns) = fate {
             let t0 = cpu::monotonic_ns();
@@ -520,7 +518,6 @@ impl Protocol for HttpProtocol {
             closing: false,
             misses: 0,
             miss_wait_ns: 0,
-            body: None,
         }
     }
 
@@ -609,24 +606,6 @@ impl Protocol for HttpProtocol {
             s.closing = true;
         }
         Served::Request { consumed }
-    }
-
-    fn resume(&self, s: &mut Session, out: &mut Vec<u8>, _cx: &mut Cx<'_>) -> Resume {
-        let Some((file, left)) = s.body.as_mut() else {
-            return Resume::Done;
-        };
-        let n = (*left).min(CHUNK as u64);
-        if !read_body(file, n, out) {
-            s.body = None;
-            return Resume::Close(Close::Aborted);
-        }
-        *left -= n;
-        if *left == 0 {
-            s.body = None;
-            Resume::Done
-        } else {
-            Resume::More
-        }
     }
 
     fn close(&self, s: Session, _worker: usize) {

@@ -15,7 +15,7 @@ use std::io::{self, Read, Write};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use skq_net::classify::{Class, ClassTracker, Classifier, FlagByte, Prefixes};
-use skq_net::conn::Conn;
+use skq_net::conn::{Conn, Transport};
 use skq_net::stats::WorkerCounters;
 use skq_net::{Cx, Protocol, Served};
 
@@ -63,6 +63,7 @@ impl Read for Once<'_> {
     }
 }
 
+impl Transport for Once<'_> {}
 impl Write for Once<'_> {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         Ok(b.len())

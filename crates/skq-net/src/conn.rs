@@ -22,17 +22,39 @@
 //!   since when ([`Conn::expired`]); a sweep marks an expired connection
 //!   ([`Conn::mark_timed_out`]) and its next event closes it as
 //!   [`Close::Timeout`];
-//! * buffers are allocated when bytes arrive and freed when they empty if
-//!   they grew beyond [`KEEP_CAPACITY`]: an idle connection holds at most
-//!   two buffers of that size, whatever the largest request or reply was.
-//!   Drivers read into a per-worker scratch buffer and keep only the bytes
-//!   read.
+//! * buffers are allocated when bytes arrive and leave the connection when
+//!   they empty if they grew beyond [`KEEP_CAPACITY`]: an idle connection
+//!   holds at most two buffers of that size, whatever the largest request
+//!   or reply was. Drivers read into a per-worker scratch buffer and keep
+//!   only the bytes read;
+//! * a buffer that leaves goes to the thread's pool of spare buffers
+//!   ([`crate::bufpool`]: at most 8 of at most 128 KiB each per thread),
+//!   and a connection that needs more than [`KEEP_CAPACITY`] takes one from
+//!   there first (input: when the bytes read do not fit; output: before
+//!   serving, when the previous reply did not fit). So requests and replies
+//!   larger than [`KEEP_CAPACITY`] cost no allocation in steady state;
+//! * a reply may end with a file region ([`Cx::send_file`]): it is sent
+//!   after the reply's buffered bytes, and no other request is served until
+//!   it is. On a socket ([`Transport::sendfile_fd`]) it goes out with
+//!   `sendfile(2)` straight from the page cache, at most [`SENDFILE_MAX`]
+//!   bytes a call and only while the socket has room (a full socket blocks
+//!   the connection on its writable edge like pending output), so a slow
+//!   reader costs no memory at all; on any other stream it is read into the
+//!   emptied output buffer [`FILE_PIECE`] bytes at a time. Every
+//!   [`FILE_PIECE`] bytes sent count as one request against
+//!   [`REQUESTS_PER_EVENT`], so one event sends at most 1 MiB of a file
+//!   before the connection yields its worker ([`Outcome::More`]). A file
+//!   shorter than its region is an I/O error: the connection closes.
 
-use std::io::{self, Read, Write};
+use std::io;
 
+use crate::bufpool;
 use crate::classify::{Class, ClassTracker};
 use crate::config::{ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT};
-use crate::protocol::{Close, Cx, Protocol, Resume, Served};
+use crate::protocol::{Close, Cx, FileRegion, Protocol, Resume, Served};
+
+mod file;
+pub use file::{Transport, FILE_PIECE, SENDFILE_MAX};
 
 /// Most requests served per readiness event before the connection yields
 /// its worker (and asks for redelivery).
@@ -41,8 +63,9 @@ pub const REQUESTS_PER_EVENT: usize = 32;
 /// out once this many bytes are pending, even when the protocol batches its
 /// flushes, and nothing more is served until they are.
 pub const OUT_HIGH: usize = DEFAULT_MAX_OUTPUT;
-/// A buffer larger than this is freed rather than kept when it empties
-/// (smaller ones are kept to spare an allocation per request).
+/// A buffer larger than this leaves the connection when it empties (to the
+/// thread's [`crate::bufpool`], or freed); smaller ones are kept to spare
+/// an allocation per request.
 pub const KEEP_CAPACITY: usize = 512;
 
 /// What the driver should do after [`Conn::on_ready`].
@@ -57,6 +80,16 @@ pub enum Outcome {
     Blocked,
     /// Deregister and close the connection.
     Close(Close),
+}
+
+/// How far [`Conn::flush_within`] got.
+enum Flushed {
+    /// Everything pending was written.
+    Done,
+    /// The socket is full.
+    Full,
+    /// The event's budget is spent with a file region left.
+    Spent,
 }
 
 /// Per-connection limits a driver applies (from its [`ServerConfig`]).
@@ -112,6 +145,11 @@ pub struct Conn<S> {
     in_start: usize,
     output: Vec<u8>,
     out_start: usize,
+    /// The output outgrew [`KEEP_CAPACITY`] last time: take a pooled
+    /// buffer before serving the next request.
+    big_out: bool,
+    /// The file region that ends the last reply, not yet sent.
+    file: Option<FileRegion>,
     eof: bool,
     limits: Limits,
     /// A reply is being produced in pieces ([`Protocol::resume`]).
@@ -144,6 +182,8 @@ impl<S> Conn<S> {
             in_start: 0,
             output: Vec::new(),
             out_start: 0,
+            big_out: false,
+            file: None,
             eof: false,
             limits,
             resuming: false,
@@ -250,6 +290,43 @@ impl<S> Conn<S> {
         &mut self.input
     }
 
+    /// Appends bytes read to the input (taking a pooled buffer when they do
+    /// not fit the one held).
+    pub fn push_input(&mut self, bytes: &[u8]) {
+        self.compact();
+        let need = self.input.len() - self.in_start + bytes.len();
+        if need > self.input.capacity() && need > KEEP_CAPACITY {
+            if let Some(mut spare) = bufpool::take() {
+                spare.extend_from_slice(&self.input[self.in_start..]);
+                let old = std::mem::replace(&mut self.input, spare);
+                self.in_start = 0;
+                release(old);
+            }
+        }
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// Before a reply is produced: when the last one outgrew the kept
+    /// buffer and none is pending, start from a pooled buffer.
+    fn prepare_output(&mut self) {
+        if self.big_out && self.output.is_empty() && self.output.capacity() <= KEEP_CAPACITY {
+            if let Some(spare) = bufpool::take() {
+                release(std::mem::replace(&mut self.output, spare));
+            }
+        }
+    }
+
+    /// After a `serve` or `resume` call: notes whether the next reply
+    /// should start from a pooled buffer, and gives back one taken for a
+    /// call that produced nothing (an idle connection holds none).
+    fn note_output(&mut self) {
+        if !self.output.is_empty() {
+            self.big_out = self.output.capacity() > KEEP_CAPACITY;
+        } else if self.output.capacity() > KEEP_CAPACITY {
+            bufpool::give(std::mem::take(&mut self.output));
+        }
+    }
+
     /// Records that the peer will send nothing more.
     pub fn set_eof(&mut self) {
         self.eof = true;
@@ -270,9 +347,19 @@ impl<S> Conn<S> {
         self.input.capacity() + self.output.capacity()
     }
 
-    /// Whether replies wait to be written.
+    /// Whether replies wait to be written (buffered bytes or a file region).
     pub fn wants_write(&self) -> bool {
-        self.out_start < self.output.len()
+        self.out_start < self.output.len() || self.file.is_some()
+    }
+
+    /// Whether a reply's file region waits to be sent.
+    pub fn sending_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Bytes of the file region still to send.
+    pub fn file_left(&self) -> u64 {
+        self.file.as_ref().map_or(0, |f| f.len)
     }
 
     /// Marks `n` bytes of [`Self::pending_output`] as written.
@@ -284,7 +371,7 @@ impl<S> Conn<S> {
             self.output.clear();
             self.out_start = 0;
             if self.output.capacity() > KEEP_CAPACITY {
-                self.output = Vec::new();
+                bufpool::give(std::mem::take(&mut self.output));
             }
         }
     }
@@ -296,7 +383,7 @@ impl<S> Conn<S> {
             self.input.clear();
             self.in_start = 0;
             if self.input.capacity() > KEEP_CAPACITY {
-                self.input = Vec::new();
+                bufpool::give(std::mem::take(&mut self.input));
             }
         }
     }
@@ -322,15 +409,22 @@ impl<S> Conn<S> {
     /// its bytes; the reply is appended to the pending output.
     pub fn serve_one<P: Protocol<Session = S>>(&mut self, proto: &P, cx: &mut Cx<'_>) -> Served {
         cx.set_class(self.classify(proto).unwrap_or(Class::Regular));
+        self.prepare_output();
         let served = proto.serve(
             &mut self.session,
             &self.input[self.in_start..],
             &mut self.output,
             cx,
         );
+        self.note_output();
         let (Served::Request { consumed }
         | Served::NeedInput { consumed }
         | Served::Close { consumed, .. }) = served;
+        let file = cx.take_file();
+        if !matches!(served, Served::NeedInput { .. }) {
+            debug_assert!(self.file.is_none(), "served while a file region is pending");
+            self.file = file.filter(|f| f.len > 0);
+        }
         self.resuming = cx.take_resume() && matches!(served, Served::Request { .. });
         self.consume_input(consumed);
         if consumed > 0 {
@@ -359,7 +453,16 @@ impl<S> Conn<S> {
             return None;
         }
         self.compact_output();
+        self.prepare_output();
         let r = proto.resume(&mut self.session, &mut self.output, cx);
+        self.note_output();
+        if let Some(f) = cx.take_file() {
+            debug_assert!(
+                self.file.is_none(),
+                "resumed while a file region is pending"
+            );
+            self.file = (f.len > 0).then_some(f);
+        }
         if r != Resume::More {
             self.resuming = false;
         }
@@ -379,22 +482,16 @@ impl<S> Conn<S> {
     ) -> Option<Outcome>
     where
         P: Protocol<Session = S>,
-        T: Write,
+        T: Transport,
     {
         while self.resuming {
-            if self.pending_output().len() >= self.limits.low_water {
-                match self.flush(stream) {
-                    Ok(true) => {}
-                    Ok(false) => return Some(Outcome::Blocked),
-                    Err(_) => return Some(Outcome::Close(Close::Aborted)),
+            if self.pending_output().len() >= self.limits.low_water || self.file.is_some() {
+                if let Some(outcome) = self.flush_event(stream, served) {
+                    return Some(outcome);
                 }
             }
             if *served >= REQUESTS_PER_EVENT {
-                return Some(match self.flush(stream) {
-                    Ok(true) => Outcome::More,
-                    Ok(false) => Outcome::Blocked,
-                    Err(_) => Outcome::Close(Close::Aborted),
-                });
+                return Some(self.flush_event(stream, served).unwrap_or(Outcome::More));
             }
             *served += 1;
             match self.resume_one(proto, cx) {
@@ -408,19 +505,69 @@ impl<S> Conn<S> {
         None
     }
 
-    /// Writes pending output until done or the socket is full.
-    /// Returns `Ok(true)` when everything was written, `Ok(false)` on `EAGAIN`.
-    pub fn flush<T: Write>(&mut self, stream: &mut T) -> io::Result<bool> {
-        while self.wants_write() {
-            match stream.write(self.pending_output()) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.consume_output(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+    /// Writes pending output, then the file region if any, until done or
+    /// the socket is full. Returns `Ok(true)` when everything was written,
+    /// `Ok(false)` on `EAGAIN`.
+    pub fn flush<T: Transport>(&mut self, stream: &mut T) -> io::Result<bool> {
+        loop {
+            let mut spent = 0;
+            match self.flush_within(stream, &mut spent)? {
+                Flushed::Done => return Ok(true),
+                Flushed::Full => return Ok(false),
+                Flushed::Spent => {}
             }
         }
-        Ok(true)
+    }
+
+    /// [`Self::flush`] within the event's budget: each [`FILE_PIECE`]
+    /// bytes of a file region sent counts as one request served, so one
+    /// long file does not hold the worker (as pieces of a resumed reply).
+    fn flush_within<T: Transport>(
+        &mut self,
+        stream: &mut T,
+        served: &mut usize,
+    ) -> io::Result<Flushed> {
+        loop {
+            while self.out_start < self.output.len() {
+                match stream.write(self.pending_output()) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => self.consume_output(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flushed::Full),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if self.file.is_none() {
+                return Ok(Flushed::Done);
+            }
+            if *served >= REQUESTS_PER_EVENT {
+                return Ok(Flushed::Spent);
+            }
+            let sent = match stream.sendfile_fd() {
+                Some(sock) => match self.send_file_once(sock) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flushed::Full),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+                    Err(e) => return Err(e),
+                },
+                None => {
+                    self.stage_file()?;
+                    self.pending_output().len()
+                }
+            };
+            *served += (sent / FILE_PIECE).max(1);
+        }
+    }
+
+    /// Flushes within the event's budget: `None` once everything is
+    /// written, else how the event ends.
+    fn flush_event<T: Transport>(&mut self, stream: &mut T, served: &mut usize) -> Option<Outcome> {
+        match self.flush_within(stream, served) {
+            Ok(Flushed::Done) => None,
+            Ok(Flushed::Full) => Some(Outcome::Blocked),
+            Ok(Flushed::Spent) => Some(Outcome::More),
+            Err(_) => Some(Outcome::Close(Close::Aborted)),
+        }
     }
 
     /// Handles one edge-triggered readiness event on a non-blocking stream.
@@ -444,7 +591,7 @@ impl<S> Conn<S> {
     ) -> Outcome
     where
         P: Protocol<Session = S>,
-        T: Read + Write,
+        T: Transport,
     {
         if self.timed_out {
             return Outcome::Close(Close::Timeout);
@@ -466,14 +613,12 @@ impl<S> Conn<S> {
     ) -> Outcome
     where
         P: Protocol<Session = S>,
-        T: Read + Write,
+        T: Transport,
     {
-        match self.flush(stream) {
-            Ok(true) => {}
-            Ok(false) => return Outcome::Blocked,
-            Err(_) => return Outcome::Close(Close::Aborted),
-        }
         let mut served = 0;
+        if let Some(outcome) = self.flush_event(stream, &mut served) {
+            return outcome;
+        }
         // A reply in progress comes before anything else.
         if let Some(outcome) = self.pump(proto, stream, cx, &mut served) {
             return outcome;
@@ -489,8 +634,7 @@ impl<S> Conn<S> {
                         drained = true;
                     }
                     Ok(n) => {
-                        self.compact();
-                        self.input.extend_from_slice(&scratch[..n]);
+                        self.push_input(&scratch[..n]);
                         drained = !peer_hup && n < scratch.len();
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => drained = true,
@@ -514,11 +658,12 @@ impl<S> Conn<S> {
                         if let Some(outcome) = self.pump(proto, stream, cx, &mut served) {
                             return outcome;
                         }
-                        if flush_each || self.pending_output().len() >= self.limits.max_output {
-                            match self.flush(stream) {
-                                Ok(true) => {}
-                                Ok(false) => return Outcome::Blocked,
-                                Err(_) => return Outcome::Close(Close::Aborted),
+                        if flush_each
+                            || self.file.is_some()
+                            || self.pending_output().len() >= self.limits.max_output
+                        {
+                            if let Some(outcome) = self.flush_event(stream, &mut served) {
+                                return outcome;
                             }
                         }
                     }
@@ -529,10 +674,8 @@ impl<S> Conn<S> {
                     }
                 }
             };
-            match self.flush(stream) {
-                Ok(true) => {}
-                Ok(false) => return Outcome::Blocked,
-                Err(_) => return Outcome::Close(Close::Aborted),
+            if let Some(outcome) = self.flush_event(stream, &mut served) {
+                return outcome;
             }
             if !need_input {
                 return Outcome::More;
@@ -556,127 +699,13 @@ impl<S> Conn<S> {
     }
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::stats::WorkerCounters;
-    use std::time::Duration;
-
-    /// Lines in, lines out: echoes each line.
-    pub(crate) struct Lines;
-    impl Protocol for Lines {
-        type Session = ();
-        fn open(&self, _: usize) {}
-        fn serve(&self, _: &mut (), input: &[u8], out: &mut Vec<u8>, _: &mut Cx<'_>) -> Served {
-            match input.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    out.extend_from_slice(&input[..=i]);
-                    Served::Request { consumed: i + 1 }
-                }
-                None => Served::NeedInput { consumed: 0 },
-            }
-        }
-    }
-
-    /// Reads `input` once, then would block; writes up to `room` bytes.
-    struct Stream {
-        input: Vec<u8>,
-        room: usize,
-        written: Vec<u8>,
-    }
-    impl Read for Stream {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            if self.input.is_empty() {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            let n = self.input.len().min(buf.len());
-            buf[..n].copy_from_slice(&self.input[..n]);
-            self.input.drain(..n);
-            Ok(n)
-        }
-    }
-    impl Write for Stream {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            let n = buf.len().min(self.room);
-            if n == 0 {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            self.room -= n;
-            self.written.extend_from_slice(&buf[..n]);
-            Ok(n)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn event(c: &mut Conn<()>, s: &mut Stream, now: u64) -> Outcome {
-        let counters = WorkerCounters::default();
-        let mut cx = Cx::new(0, &counters);
-        let o = c.serve_ready(&Lines, s, &mut [0u8; 64], &mut cx, false);
-        c.note_wait(now);
-        o
-    }
-
-    #[test]
-    fn the_state_clock_follows_requests_not_trickled_bytes() {
-        let t = Timeouts {
-            idle: Some(Duration::from_nanos(100)),
-            request: Some(Duration::from_nanos(50)),
-            send: Some(Duration::from_nanos(30)),
-        };
-        let mut c = Conn::with_limits((), Limits::new(DEFAULT_MAX_OUTPUT, true));
-        c.since = 0;
-        let mut s = Stream {
-            input: b"ab".to_vec(),
-            room: usize::MAX,
-            written: Vec::new(),
-        };
-        assert_eq!(event(&mut c, &mut s, 10), Outcome::Idle);
-        assert_eq!(c.waiting(), (Wait::Request, 10));
-        // More bytes of the same request do not restart its clock.
-        s.input = b"c".to_vec();
-        let _ = event(&mut c, &mut s, 40);
-        assert_eq!(c.waiting(), (Wait::Request, 10));
-        assert!(!c.expired(59, &t) && c.expired(60, &t));
-        // A request served restarts it: idle now.
-        s.input = b"\n".to_vec();
-        let _ = event(&mut c, &mut s, 55);
-        assert_eq!(c.waiting(), (Wait::Idle, 55));
-        assert_eq!(s.written, b"abc\n");
-        assert_eq!(c.time_left(100, &t), Some(55));
-        // Replies that cannot be written: send state, restarted by progress.
-        s.room = 2;
-        s.input = b"xyz\n".to_vec();
-        assert_eq!(event(&mut c, &mut s, 70), Outcome::Blocked);
-        assert_eq!(c.waiting(), (Wait::Send, 70));
-        let _ = event(&mut c, &mut s, 90);
-        assert_eq!(c.waiting(), (Wait::Send, 70), "no progress");
-        assert!(c.expired(100, &t));
-        c.mark_timed_out();
-        assert!(!c.expired(100, &t), "marked once");
-    }
-
-    #[test]
-    fn nothing_is_served_while_output_is_at_the_ceiling() {
-        let mut c = Conn::with_limits((), Limits::new(MIN, false));
-        const MIN: usize = 4096;
-        let line = [b'a'; 1023];
-        let mut input = Vec::new();
-        for _ in 0..64 {
-            input.extend_from_slice(&line);
-            input.push(b'\n');
-        }
-        let mut s = Stream {
-            input,
-            room: 0,
-            written: Vec::new(),
-        };
-        // flush_each: the first reply blocks at once; nothing more is served.
-        assert_eq!(event(&mut c, &mut s, 0), Outcome::Blocked);
-        assert_eq!(c.pending_output().len(), 1024);
-        s.room = usize::MAX;
-        while event(&mut c, &mut s, 0) != Outcome::Idle {}
-        assert_eq!(s.written.len(), 64 * 1024);
+/// Drops a buffer a connection no longer holds: to the thread's pool when
+/// it outgrew [`KEEP_CAPACITY`], else freed.
+fn release(buf: Vec<u8>) {
+    if buf.capacity() > KEEP_CAPACITY {
+        bufpool::give(buf);
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

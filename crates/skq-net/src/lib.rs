@@ -75,6 +75,7 @@
 #![deny(unsafe_code)]
 
 pub mod async_mode;
+pub mod bufpool;
 pub mod classify;
 pub mod config;
 pub mod conn;
@@ -93,7 +94,7 @@ pub use config::{
     Driver, InvalidConfig, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS, MAX_WORKERS,
 };
 pub use notice::{Notice, Notices};
-pub use protocol::{Close, Cx, Protocol, Resume, Served};
+pub use protocol::{Close, Cx, FileRegion, Protocol, Resume, Served};
 pub use serve::{Lifecycle, ServeError, Started};
 pub use server::{Running, Server, ServerHandle};
 pub use spec::{Mode, SchedSpec, ServerSpec, ServiceMode, SpecError};

@@ -6,6 +6,8 @@
 //! one connection. So a protocol is written once and runs on every driver,
 //! and its unit tests feed it bytes from memory.
 
+use std::fs::File;
+
 use crate::stats::WorkerCounters;
 
 /// Why a connection ended.
@@ -62,6 +64,17 @@ pub enum Served {
     },
 }
 
+/// A region of a file that ends a reply ([`Cx::send_file`]).
+#[derive(Debug)]
+pub struct FileRegion {
+    /// The file (the connection owns it until the region is sent).
+    pub file: File,
+    /// Where the bytes still to send begin.
+    pub offset: u64,
+    /// Bytes still to send.
+    pub len: u64,
+}
+
 /// What a driver tells the protocol about the call, and what the protocol
 /// may ask of the driver.
 pub struct Cx<'a> {
@@ -70,6 +83,7 @@ pub struct Cx<'a> {
     class: crate::classify::Class,
     refuse_batch: bool,
     resume: bool,
+    file: Option<FileRegion>,
 }
 
 impl<'a> Cx<'a> {
@@ -81,6 +95,7 @@ impl<'a> Cx<'a> {
             class: crate::classify::Class::Regular,
             refuse_batch: false,
             resume: false,
+            file: None,
         }
     }
 
@@ -126,6 +141,23 @@ impl<'a> Cx<'a> {
     /// when `serve` returns anything but [`Served::Request`].
     pub fn resume_later(&mut self) {
         self.resume = true;
+    }
+
+    /// Says, from [`Protocol::serve`], that the reply just appended to `out`
+    /// ends with `len` bytes of `file` from `offset`. The connection sends
+    /// them after the reply's buffered bytes, with `sendfile(2)` where the
+    /// stream is a socket (no file byte enters user memory), else by
+    /// bounded reads into its output buffer; nothing else is served on the
+    /// connection until they are sent. A file that turns out shorter
+    /// closes the connection ([`Close::Aborted`]). Ignored when `serve`
+    /// returns [`Served::NeedInput`].
+    pub fn send_file(&mut self, file: File, offset: u64, len: u64) {
+        self.file = Some(FileRegion { file, offset, len });
+    }
+
+    /// Takes the [`Cx::send_file`] region (the connection layer does).
+    pub fn take_file(&mut self) -> Option<FileRegion> {
+        self.file.take()
     }
 
     /// Takes the [`Cx::resume_later`] mark (the connection layer does).

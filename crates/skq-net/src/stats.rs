@@ -230,7 +230,8 @@ pub struct MemoryStats {
     /// (and, under skq, its scheduler slots; under tokio, its task's
     /// future). Buffers are freed while idle, except up to
     /// `conn::KEEP_CAPACITY` bytes each of input and output kept to spare
-    /// an allocation per request.
+    /// an allocation per request (larger buffers go to the serving
+    /// thread's `bufpool`, at most 1 MiB per thread, not counted here).
     pub idle_conn_bytes: u64,
     /// Bytes the connection tables hold now: they grow a segment of 1,024
     /// slots at a time with the peak number of connections.

@@ -177,7 +177,7 @@ impl Protocol for RpcProtocol {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skq_net::conn::{Conn, Outcome};
+    use skq_net::conn::{Conn, Outcome, Transport};
     use skq_net::stats::WorkerCounters;
     use skq_proto::wire::Header;
     use std::collections::VecDeque;
@@ -221,6 +221,7 @@ mod tests {
         }
     }
 
+    impl Transport for Mock {}
     impl Write for Mock {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
             if self.write_room == 0 {

@@ -1,10 +1,11 @@
 //! Files: opening a path confined to a directory (`openat2` with
-//! `RESOLVE_BENEATH`) and page-cache advice (`posix_fadvise`).
+//! `RESOLVE_BENEATH`), page-cache advice (`posix_fadvise`) and sending a
+//! file region to a socket (`sendfile`).
 
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -71,6 +72,30 @@ pub fn drop_page_cache(file: &File) -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(rc));
     }
     Ok(())
+}
+
+/// Sends up to `count` bytes of `file` from `*offset` to `out` (a socket)
+/// with one `sendfile(2)` call, straight from the page cache; advances
+/// `*offset` by the bytes sent and returns them. The file's own position is
+/// untouched. 0 with `count > 0`: the file ends at `*offset`. `WouldBlock`
+/// when a non-blocking `out` is full.
+pub fn sendfile(
+    out: BorrowedFd<'_>,
+    file: &File,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
+    let mut off =
+        libc::off_t::try_from(*offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: both descriptors are open for the call (`out` is borrowed,
+    // `file` is a live reference), `off` is a valid `off_t` the kernel
+    // reads and updates, and no user memory is passed.
+    let n = unsafe { libc::sendfile(out.as_raw_fd(), file.as_raw_fd(), &mut off, count) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    *offset = off as u64;
+    Ok(n as usize)
 }
 
 #[cfg(test)]

@@ -38,10 +38,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::os::fd::AsFd;
+
+use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::config::{Driver, ServerConfig, Timeouts};
-use crate::conn::{Conn, Limits, REQUESTS_PER_EVENT};
+use crate::conn::{Conn, Limits, REQUESTS_PER_EVENT, SENDFILE_MAX};
 use crate::protocol::{Close, Cx, Protocol, Resume, Served};
 use crate::server::{Common, Running};
 use crate::stats::ServerStats;
@@ -240,7 +243,10 @@ async fn serve_until_closed<P: Protocol>(
                 Served::Request { .. } => {
                     served += 1;
                     pump(stream, conn, common, t, &mut served).await?;
-                    if flush_each || conn.pending_output().len() >= max_output {
+                    if flush_each
+                        || conn.sending_file()
+                        || conn.pending_output().len() >= max_output
+                    {
                         write_out(stream, conn, t.send).await?;
                     }
                     if served >= REQUESTS_PER_EVENT {
@@ -306,7 +312,7 @@ pub(super) async fn read_more<P: Protocol>(
         let mut scratch = scratch.borrow_mut();
         let r = stream.try_read(&mut scratch[..]);
         if let Ok(n) = r {
-            conn.input_buf().extend_from_slice(&scratch[..n]);
+            conn.push_input(&scratch[..n]);
         }
         r
     });
@@ -333,7 +339,7 @@ async fn pump<P: Protocol>(
 ) -> Result<(), Close> {
     let proto = &*common.proto;
     while conn.is_resuming() {
-        if conn.pending_output().len() >= conn.limits().low_water {
+        if conn.pending_output().len() >= conn.limits().low_water || conn.sending_file() {
             write_out(stream, conn, t.send).await?;
         }
         if *served >= REQUESTS_PER_EVENT {
@@ -351,15 +357,36 @@ async fn pump<P: Protocol>(
     Ok(())
 }
 
-/// Writes all pending output; each wait for socket space is limited by the
-/// send timeout (restarted by every write that makes progress).
+/// Writes all pending output, then the reply's file region if any (with
+/// `sendfile(2)`, through tokio's readiness: `try_io`); each wait for
+/// socket space is limited by the send timeout (restarted by every write
+/// that makes progress).
 pub(super) async fn write_out<S>(
     stream: &mut TcpStream,
     conn: &mut Conn<S>,
     send: Option<Duration>,
 ) -> Result<(), Close> {
+    // File bytes sent since the task last yielded: a long file does not
+    // hold the worker thread (the fd drivers' per-event budget).
+    let mut since_yield = 0usize;
     while conn.wants_write() {
-        match stream.try_write(conn.pending_output()) {
+        // Buffered bytes first; then the file region, straight from the
+        // page cache.
+        let file = conn.pending_output().is_empty();
+        let wrote = if file {
+            let sock = stream.as_fd();
+            stream.try_io(Interest::WRITABLE, || conn.send_file_once(sock))
+        } else {
+            stream.try_write(conn.pending_output())
+        };
+        match wrote {
+            Ok(n) if file => {
+                since_yield += n;
+                if since_yield >= SENDFILE_MAX {
+                    since_yield = 0;
+                    tokio::task::yield_now().await;
+                }
+            }
             Ok(0) => return Err(Close::Aborted),
             Ok(n) => conn.consume_output(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
