@@ -1,9 +1,11 @@
 //! hyper 1.x HTTP/1.1 server on skq-async: static files and a small JSON
-//! API, every connection a task scheduled by skq.
+//! API, every connection a task scheduled by skq. The same service runs on
+//! tokio with `--runtime tokio` (for `scripts/bench/hyper-vs-tokio.py`).
 //!
 //! ```text
 //! cargo run -p skq-async --example hyper_server -- \
 //!     --addr 127.0.0.1:8080 --workers 2 --mode hybrid --root ./docs
+//! cargo run -p skq-async --example hyper_server -- --runtime tokio --port 8080 --root ./docs
 //! curl http://127.0.0.1:8080/api/hello?name=skq
 //! curl http://127.0.0.1:8080/api/stats
 //! curl http://127.0.0.1:8080/files/ASYNC.md
@@ -13,6 +15,11 @@
 //! (per-worker skq counters as JSON), `GET /files/<path>` (a file under
 //! `--root`, read on the blocking pool; `..` is refused), `POST /api/echo`
 //! (the body back). Anything else is 404.
+//!
+//! Flags: `--runtime skq|tokio` (default skq), `--workers N` (default 2),
+//! `--mode MODE` (any `skq serve --mode` value; skq only, default hybrid),
+//! `--addr HOST:PORT` or `--port P` (on 127.0.0.1), `--root DIR`, `--pin`
+//! (skq only: worker w on skq's CPU for w).
 
 use std::convert::Infallible;
 use std::path::{Component, Path, PathBuf};
@@ -26,19 +33,68 @@ use hyper::{Method, Request, Response, StatusCode};
 use skq_async::net::TcpListener;
 use skq_async::{Builder, Handle, HyperTimer};
 
+#[path = "support/tokio_glue.rs"]
+mod tokio_glue;
+
+#[derive(PartialEq)]
+enum RuntimeKind {
+    Skq,
+    Tokio,
+}
+
 struct Opts {
+    runtime: RuntimeKind,
     addr: String,
     workers: usize,
-    mode: String,
+    mode: Option<String>,
     root: PathBuf,
     pin: bool,
 }
 
+/// The runtime the service runs on (what the routes ask of it).
+#[derive(Clone)]
+enum Rt {
+    Skq(Handle),
+    Tokio(tokio::runtime::Handle),
+}
+
+impl Rt {
+    /// Reads `file` on the runtime's blocking pool.
+    async fn read_file(&self, file: PathBuf) -> Option<Vec<u8>> {
+        match self {
+            Rt::Skq(_) => skq_async::spawn_blocking(move || std::fs::read(file))
+                .await
+                .ok()?
+                .ok(),
+            Rt::Tokio(h) => h
+                .spawn_blocking(move || std::fs::read(file))
+                .await
+                .ok()?
+                .ok(),
+        }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        match self {
+            Rt::Skq(h) => serde_json::json!({
+                "runtime": "skq",
+                "mode": h.skq().config().mode_name(),
+                "workers": h.skq().stats(),
+            }),
+            Rt::Tokio(h) => serde_json::json!({
+                "runtime": "tokio",
+                "workers": h.metrics().num_workers(),
+            }),
+        }
+    }
+}
+
 fn parse_args() -> Result<Opts, String> {
     let mut o = Opts {
+        runtime: RuntimeKind::Skq,
         addr: "127.0.0.1:8080".into(),
         workers: 2,
-        mode: "hybrid".into(),
+        mode: None,
         root: PathBuf::from("."),
         pin: false,
     };
@@ -46,22 +102,39 @@ fn parse_args() -> Result<Opts, String> {
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
         match a.as_str() {
+            "--runtime" => {
+                o.runtime = match val()?.as_str() {
+                    "skq" => RuntimeKind::Skq,
+                    "tokio" => RuntimeKind::Tokio,
+                    v => return Err(format!("--runtime {v} is unknown: expected skq or tokio")),
+                }
+            }
             "--addr" => o.addr = val()?,
+            "--port" => {
+                let v = val()?;
+                let p: u16 = v
+                    .parse()
+                    .map_err(|_| format!("--port {v} is not a port number"))?;
+                o.addr = format!("127.0.0.1:{p}");
+            }
             "--workers" => {
                 let v = val()?;
                 o.workers = v
                     .parse()
                     .map_err(|_| format!("--workers {v} is not a number"))?;
             }
-            "--mode" => o.mode = val()?,
+            "--mode" => o.mode = Some(val()?),
             "--root" => o.root = PathBuf::from(val()?),
             "--pin" => o.pin = true,
             _ => {
                 return Err(format!(
-                    "unknown argument {a}: expected --addr, --workers, --mode, --root, --pin"
+                    "unknown argument {a}: expected --runtime, --addr, --port, --workers, --mode, --root, --pin"
                 ))
             }
         }
+    }
+    if o.runtime == RuntimeKind::Tokio && (o.mode.is_some() || o.pin) {
+        return Err("--mode and --pin are for --runtime skq only".into());
     }
     Ok(o)
 }
@@ -94,7 +167,7 @@ fn safe_path(root: &Path, rel: &str) -> Option<PathBuf> {
 async fn route(
     req: Request<Incoming>,
     root: Arc<PathBuf>,
-    handle: Handle,
+    rt: Rt,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_string();
     let resp = match (req.method().clone(), path.as_str()) {
@@ -107,16 +180,7 @@ async fn route(
                 .to_string();
             json(StatusCode::OK, serde_json::json!({ "hello": name }))
         }
-        (Method::GET, "/api/stats") => {
-            let stats = handle.skq().stats();
-            json(
-                StatusCode::OK,
-                serde_json::json!({
-                    "mode": handle.skq().config().mode_name(),
-                    "workers": stats,
-                }),
-            )
-        }
+        (Method::GET, "/api/stats") => json(StatusCode::OK, rt.stats()),
         (Method::POST, "/api/echo") => match req.into_body().collect().await {
             Ok(b) => Response::new(Full::new(b.to_bytes())),
             Err(_) => text(StatusCode::BAD_REQUEST, "bad body\n"),
@@ -124,9 +188,9 @@ async fn route(
         (Method::GET, p) if p.starts_with("/files/") => {
             match safe_path(&root, &p["/files/".len()..]) {
                 None => text(StatusCode::FORBIDDEN, "forbidden\n"),
-                Some(file) => match skq_async::spawn_blocking(move || std::fs::read(file)).await {
-                    Ok(Ok(data)) => Response::new(Full::new(Bytes::from(data))),
-                    _ => text(StatusCode::NOT_FOUND, "not found\n"),
+                Some(file) => match rt.read_file(file).await {
+                    Some(data) => Response::new(Full::new(Bytes::from(data))),
+                    None => text(StatusCode::NOT_FOUND, "not found\n"),
                 },
             }
         }
@@ -146,9 +210,21 @@ fn main() {
     // Many connections need many fds: as the skq servers do, raise the soft
     // limit to the hard one (best effort).
     let _ = skq_rt::sys::limits::raise_nofile_limit();
+    let r = match o.runtime {
+        RuntimeKind::Skq => serve_skq(o),
+        RuntimeKind::Tokio => serve_tokio(o),
+    };
+    if let Err(e) = r {
+        eprintln!("hyper_server: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn serve_skq(o: Opts) -> std::io::Result<()> {
+    let mode = o.mode.unwrap_or_else(|| "hybrid".into());
     let rt = match Builder::new()
         .workers(o.workers)
-        .mode(&o.mode)
+        .mode(&mode)
         .pin_workers(o.pin)
         .build()
     {
@@ -160,13 +236,12 @@ fn main() {
     };
     let root = Arc::new(o.root);
     let handle = rt.handle().clone();
-    let r: std::io::Result<()> = rt.block_on(async move {
+    rt.block_on(async move {
         let l = TcpListener::bind(&o.addr).await?;
         println!(
-            "listening on http://{} ({} workers, mode {})",
+            "listening on http://{} (skq, {} workers, mode {mode})",
             l.local_addr()?,
             o.workers,
-            o.mode
         );
         loop {
             let (s, _) = match l.accept().await {
@@ -175,10 +250,10 @@ fn main() {
                 Err(_) => continue,
             };
             let _ = s.set_nodelay(true);
-            let (root, h) = (root.clone(), handle.clone());
+            let (root, rt) = (root.clone(), Rt::Skq(handle.clone()));
             skq_async::spawn(async move {
                 let svc =
-                    hyper::service::service_fn(move |req| route(req, root.clone(), h.clone()));
+                    hyper::service::service_fn(move |req| route(req, root.clone(), rt.clone()));
                 let _ = hyper::server::conn::http1::Builder::new()
                     .timer(HyperTimer(Handle::current()))
                     .header_read_timeout(Duration::from_secs(30))
@@ -187,9 +262,43 @@ fn main() {
             })
             .detach();
         }
-    });
-    if let Err(e) = r {
-        eprintln!("hyper_server: {e}");
-        std::process::exit(1);
+    })
+}
+
+fn serve_tokio(o: Opts) -> std::io::Result<()> {
+    if o.workers == 0 {
+        eprintln!("hyper_server: --workers 0: at least one worker is needed");
+        std::process::exit(2);
     }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(o.workers)
+        .enable_all()
+        .build()?;
+    let root = Arc::new(o.root);
+    let handle = rt.handle().clone();
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind(&o.addr).await?;
+        println!(
+            "listening on http://{} (tokio, {} workers)",
+            l.local_addr()?,
+            o.workers
+        );
+        loop {
+            let (s, _) = match l.accept().await {
+                Ok(c) => c,
+                Err(_) => continue,
+            };
+            let _ = s.set_nodelay(true);
+            let (root, rt) = (root.clone(), Rt::Tokio(handle.clone()));
+            tokio::spawn(async move {
+                let svc =
+                    hyper::service::service_fn(move |req| route(req, root.clone(), rt.clone()));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(tokio_glue::TokioTimer)
+                    .header_read_timeout(Duration::from_secs(30))
+                    .serve_connection(tokio_glue::TokioIo(s), svc)
+                    .await;
+            });
+        }
+    })
 }

@@ -50,6 +50,9 @@
 //!    polled by two workers at once, and skq's per-source state adds the
 //!    same guarantee (a source is processed by one worker at a time; a
 //!    wake-up during the poll is redelivered after the worker's release).
+//!    This protocol is [`Entry::schedule`] / [`Entry::take_runnable`] in
+//!    `slot.rs`, whose loom model (`loom_model.rs`) races it against
+//!    skq-core's stealing and foreign wakers.
 //! 3. After shutdown `schedule` drops the `Runnable` (and so the future)
 //!    instead of queueing it; [`Driver::drain`] drops whatever is stored.
 //! 4. A task poll may complete at most [`POLL_BUDGET`] I/O operations;
@@ -68,6 +71,8 @@ use std::time::Duration;
 
 use async_task::Runnable;
 use skq_core::{Class, SegVec};
+
+use crate::slot::Notify;
 use skq_rt::sys::eventfd::EventFd;
 use skq_rt::{
     Event, Events, Flags, Interest, Ready, Registered, Registry, Skq, SourceId, UserEvent, Worker,
@@ -122,19 +127,16 @@ pub(crate) fn current_task() -> Option<SourceId> {
     TASK_ID.with(|t| t.get())
 }
 
-/// What a source slot holds on the runtime side.
-#[derive(Default)]
-enum Slot {
-    #[default]
-    Free,
-    /// A task; `runnable` is set between its wake-up and its poll.
-    Task {
-        id: SourceId,
-        runnable: Option<Runnable>,
-        ev: Arc<UserEvent>,
-    },
-    /// An I/O source and the wakers waiting on it.
-    Io { id: SourceId, io: Arc<IoState> },
+/// A source slot's runtime side (`slot.rs`): task or I/O source.
+type Slot = crate::slot::Slot<UserEvent, IoState>;
+/// One entry per skq source slot (indexed like the core's table).
+type Entry = crate::slot::Entry<UserEvent, IoState>;
+
+impl Notify for UserEvent {
+    fn notify(&self) {
+        // Cannot fail short of counter overflow (2^64 - 2 wake-ups).
+        let _ = UserEvent::notify(self);
+    }
 }
 
 /// Ready I/O operations one task may complete per poll before it is made
@@ -153,10 +155,6 @@ fn spend_budget() -> bool {
         }
     })
 }
-
-/// One entry per skq source slot (indexed like the core's table).
-#[derive(Default)]
-pub(crate) struct Entry(Mutex<Slot>);
 
 /// Wakers of one I/O source, per direction.
 #[derive(Default)]
@@ -352,10 +350,9 @@ impl Driver {
                 }
             }
             TASK => {
-                let runnable = self.entry(ev.source).and_then(|e| match &mut *lock(&e.0) {
-                    Slot::Task { id, runnable, .. } if *id == ev.source => runnable.take(),
-                    _ => None,
-                });
+                let runnable = self
+                    .entry(ev.source)
+                    .and_then(|e| e.take_runnable(ev.source));
                 if let Some(r) = runnable {
                     TASK_ID.with(|t| t.set(Some(ev.source)));
                     BUDGET.with(|b| b.set(POLL_BUDGET));
@@ -367,7 +364,7 @@ impl Driver {
                 }
             }
             IO => {
-                let io = self.entry(ev.source).and_then(|e| match &*lock(&e.0) {
+                let io = self.entry(ev.source).and_then(|e| match &*e.lock() {
                     Slot::Io { id, io } if *id == ev.source => Some(io.clone()),
                     _ => None,
                 });
@@ -388,7 +385,7 @@ impl Driver {
             .entries
             .ensure(id.index() as usize)
             .expect("the core checked the index against the capacity");
-        let old = std::mem::replace(&mut *lock(&e.0), slot);
+        let old = std::mem::replace(&mut *e.lock(), slot);
         drop(old);
     }
 
@@ -396,7 +393,7 @@ impl Driver {
     fn clear_entry(&self, id: SourceId) {
         if let Some(e) = self.entry(id) {
             let old = {
-                let mut g = lock(&e.0);
+                let mut g = e.lock();
                 let mine = match &*g {
                     Slot::Task { id: i, .. } | Slot::Io { id: i, .. } => *i == id,
                     Slot::Free => false,
@@ -464,7 +461,7 @@ impl Driver {
     pub(crate) fn deregister_task(&self, id: SourceId) {
         let Some(e) = self.entry(id) else { return };
         let ev = {
-            let mut g = lock(&e.0);
+            let mut g = e.lock();
             match &*g {
                 Slot::Task { id: i, .. } if *i == id => match std::mem::take(&mut *g) {
                     Slot::Task { ev, .. } => Some(ev),
@@ -490,33 +487,12 @@ impl Driver {
         }
     }
 
-    /// async-task's `schedule` for task `id`.
+    /// async-task's `schedule` for task `id` (the protocol is
+    /// [`Entry::schedule`]'s, `slot.rs`).
     pub(crate) fn schedule(&self, id: SourceId, runnable: Runnable) {
-        if self.is_shutdown() {
-            drop(runnable);
-            return;
-        }
-        let (ev, refused) = match self.entry(id) {
-            Some(e) => match &mut *lock(&e.0) {
-                Slot::Task {
-                    id: i,
-                    runnable: r,
-                    ev,
-                } if *i == id => {
-                    debug_assert!(r.is_none(), "a task scheduled twice");
-                    *r = Some(runnable);
-                    (Some(ev.clone()), None)
-                }
-                _ => (None, Some(runnable)),
-            },
-            None => (None, Some(runnable)),
-        };
-        // Refused: deregistered (its future is being dropped), nothing to
-        // run; dropped here, outside the lock.
-        drop(refused);
-        if let Some(ev) = ev {
-            // Cannot fail short of counter overflow (2^64 - 2 wake-ups).
-            let _ = ev.notify();
+        match self.entry(id) {
+            Some(e) if !self.is_shutdown() => e.schedule(id, runnable),
+            _ => drop(runnable),
         }
     }
 
@@ -571,7 +547,7 @@ impl Driver {
         let pooled = std::mem::take(&mut *lock(&self.pool));
         drop(pooled);
         for (_, e) in self.entries.iter() {
-            let (runnable, io) = match &mut *lock(&e.0) {
+            let (runnable, io) = match &mut *e.lock() {
                 Slot::Task { runnable, .. } => (runnable.take(), None),
                 Slot::Io { io, .. } => (None, Some(io.clone())),
                 Slot::Free => (None, None),

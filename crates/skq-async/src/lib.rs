@@ -34,24 +34,43 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
+// Without the `runtime` feature (default on) only the task wake-up
+// protocol and its loom model build: skq-rt does not build under
+// `cfg(loom)`. The model runs with
+// `RUSTFLAGS="--cfg loom" cargo test -p skq-async --no-default-features --release --lib loom`.
+#![cfg_attr(not(feature = "runtime"), allow(dead_code, unused_imports))]
 
+#[cfg(feature = "runtime")]
 mod blocking;
+#[cfg(feature = "runtime")]
 mod driver;
 #[cfg(feature = "hyper")]
 mod hyper_rt;
+#[cfg(all(test, loom))]
+mod loom_model;
+#[cfg(feature = "runtime")]
 pub mod net;
+#[cfg(feature = "runtime")]
 mod runtime;
+mod slot;
+mod sync;
+#[cfg(feature = "runtime")]
 mod task;
+#[cfg(feature = "runtime")]
 pub mod time;
 
+#[cfg(feature = "runtime")]
 use std::future::Future;
 
 #[cfg(feature = "hyper")]
 pub use hyper_rt::{HyperExecutor, HyperTimer};
+#[cfg(feature = "runtime")]
 pub use runtime::{BuildError, Builder, Handle, Runtime};
 pub use skq_core::Class;
+#[cfg(feature = "runtime")]
 pub use task::{checkpoint, current_class, set_class, yield_now, JoinError, JoinHandle};
 
+#[cfg(feature = "runtime")]
 /// Spawns a regular-class task on the current runtime.
 ///
 /// # Panics
@@ -66,6 +85,7 @@ where
     Handle::current().spawn(fut)
 }
 
+#[cfg(feature = "runtime")]
 /// Spawns a task of `class` on the current runtime.
 ///
 /// # Panics
@@ -78,6 +98,7 @@ where
     Handle::current().spawn_with(class, fut)
 }
 
+#[cfg(feature = "runtime")]
 /// Runs `f` on the current runtime's blocking pool.
 ///
 /// # Panics
@@ -90,6 +111,7 @@ where
     Handle::current().spawn_blocking(f)
 }
 
+#[cfg(feature = "runtime")]
 /// The index of the worker the caller runs on (`None` off the workers,
 /// for example inside `block_on` or on the blocking pool).
 pub fn worker_id() -> Option<usize> {
