@@ -251,6 +251,7 @@ impl Core {
                 }
                 let mut out = Vec::new();
                 apply(&mut self.part, &cmd, now, c, &mut out);
+                crate::recycle::give(cmd);
                 if let Some(seq) = seq {
                     let (data, retry) = (out, None);
                     self.send(
@@ -454,6 +455,7 @@ impl Handler for Core {
                 let o = owner(cmd.key().expect("remaining commands carry one key"), self.n);
                 if o == self.me {
                     apply(&mut self.part, &cmd, now, c, s.reply_buf());
+                    crate::recycle::give(cmd);
                 } else if self.room(o) == 0 {
                     c.skq_ring_full.fetch_add(1, Relaxed);
                     return Dispatch::Stalled(cmd);

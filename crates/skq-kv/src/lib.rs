@@ -46,6 +46,7 @@ pub mod murmur3;
 #[cfg(feature = "runtime")]
 pub mod priority;
 pub mod protocol;
+pub mod recycle;
 pub mod ring;
 pub mod running;
 pub mod server;
