@@ -14,9 +14,10 @@
 //! allocation). Between those turnovers a `set` allocates nothing; the test allows
 //! [`PER_TURNOVER`] allocations per segment turned over and none otherwise.
 //!
-//! The thread-per-core architecture is not driven here: its session is served by a
-//! worker (`tpc::Worker`) that owns its listener, epoll set, rings and doorbells, so it
-//! cannot be driven in memory without threads. It parses and executes through the same
+//! The thread-per-core architecture is not driven here: its sessions are served only by
+//! its crate-private worker (`Worker` in `tpc.rs`, with `forward::Core` as the command
+//! handler), which owns a listener, an epoll set, rings and doorbells, so it cannot be
+//! driven in memory without threads. It parses and executes through the same
 //! parser, recycling ([`skq_kv::recycle`]) and `exec::apply` as the shared architecture.
 
 use std::alloc::{GlobalAlloc, Layout, System};
