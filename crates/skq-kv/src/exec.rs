@@ -138,7 +138,8 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
         }
         _ => {}
     }
-    let (reply, noreply): (Vec<u8>, bool) = match cmd {
+    // Replies are written straight into `out` (no reply buffer per request).
+    match cmd {
         Command::Store {
             mode,
             key,
@@ -154,7 +155,9 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
             if outcome == StoreOutcome::TooLarge {
                 c.store_too_large.fetch_add(1, Relaxed);
             }
-            (outcome.reply().to_vec(), *noreply)
+            if !noreply {
+                out.extend_from_slice(outcome.reply());
+            }
         }
         Command::Delete { key, noreply } => {
             let hit = part.delete(key, now.rel);
@@ -164,15 +167,13 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
                 &c.delete_misses
             }
             .fetch_add(1, Relaxed);
-            (
-                (if hit {
+            if !noreply {
+                out.extend_from_slice(if hit {
                     &b"DELETED\r\n"[..]
                 } else {
                     b"NOT_FOUND\r\n"
-                })
-                .to_vec(),
-                *noreply,
-            )
+                });
+            }
         }
         Command::Arith {
             key,
@@ -186,20 +187,22 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
             } else {
                 (&c.decr_hits, &c.decr_misses)
             };
-            let reply = match outcome {
-                ArithOutcome::Value(v) => {
-                    hits.fetch_add(1, Relaxed);
-                    format!("{v}\r\n").into_bytes()
-                }
-                ArithOutcome::NotFound => {
-                    misses.fetch_add(1, Relaxed);
-                    b"NOT_FOUND\r\n".to_vec()
-                }
-                ArithOutcome::NonNumeric => {
-                    b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n".to_vec()
-                }
+            match outcome {
+                ArithOutcome::Value(_) => hits.fetch_add(1, Relaxed),
+                ArithOutcome::NotFound => misses.fetch_add(1, Relaxed),
+                ArithOutcome::NonNumeric => 0,
             };
-            (reply, *noreply)
+            if !noreply {
+                match outcome {
+                    ArithOutcome::Value(v) => {
+                        let _ = write!(out, "{v}\r\n");
+                    }
+                    ArithOutcome::NotFound => out.extend_from_slice(b"NOT_FOUND\r\n"),
+                    ArithOutcome::NonNumeric => out.extend_from_slice(
+                        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                    ),
+                }
+            }
         }
         Command::Touch {
             key,
@@ -209,20 +212,15 @@ pub fn apply(part: &mut Partition, cmd: &Command, now: Now, c: &Counters, out: &
             c.cmd_touch.fetch_add(1, Relaxed);
             let hit = part.touch(key, exp_at(*exptime, now.rel, now.started_unix), now.rel);
             if hit { &c.touch_hits } else { &c.touch_misses }.fetch_add(1, Relaxed);
-            (
-                (if hit {
+            if !noreply {
+                out.extend_from_slice(if hit {
                     &b"TOUCHED\r\n"[..]
                 } else {
                     b"NOT_FOUND\r\n"
-                })
-                .to_vec(),
-                *noreply,
-            )
+                });
+            }
         }
         other => unreachable!("not a single-key command: {other:?}"),
-    };
-    if !noreply {
-        out.extend_from_slice(&reply);
     }
 }
 

@@ -251,6 +251,7 @@ impl Core {
                 }
                 let mut out = Vec::new();
                 apply(&mut self.part, &cmd, now, c, &mut out);
+                crate::recycle::give(cmd);
                 if let Some(seq) = seq {
                     let (data, retry) = (out, None);
                     self.send(
@@ -353,6 +354,31 @@ impl Core {
         let ctx = self.shared.ctx.clone();
         let c = &ctx.counters[self.me];
         let now = ctx.now();
+        if keys.iter().all(|k| owner(k, self.n) == self.me) {
+            // Every key is local (always so with one worker): one run, answered without
+            // splitting the list, whose buffers are then recycled.
+            let room = s.room();
+            let mut force = s.pending_bytes() == 0;
+            let out = s.reply_buf();
+            let limit = out.len() + room;
+            for (i, k) in keys.iter().enumerate() {
+                if get_one_within(&mut self.part, k, cas, touch, now, c, out, limit, force).is_err()
+                {
+                    let mut keys = keys;
+                    let rest = keys.split_off(i);
+                    crate::recycle::give_keys(keys);
+                    return Dispatch::Deferred(Command::Get {
+                        keys: rest,
+                        cas,
+                        touch,
+                    });
+                }
+                force = false;
+            }
+            crate::recycle::give_keys(keys);
+            s.reply(b"END\r\n");
+            return Dispatch::Done;
+        }
         let mut runs: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
         for k in keys {
             let o = owner(&k, self.n);
@@ -454,6 +480,7 @@ impl Handler for Core {
                 let o = owner(cmd.key().expect("remaining commands carry one key"), self.n);
                 if o == self.me {
                     apply(&mut self.part, &cmd, now, c, s.reply_buf());
+                    crate::recycle::give(cmd);
                 } else if self.room(o) == 0 {
                     c.skq_ring_full.fetch_add(1, Relaxed);
                     return Dispatch::Stalled(cmd);

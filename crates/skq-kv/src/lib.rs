@@ -26,7 +26,8 @@
 //! The shared store is touched under its shard locks by any worker; a tpc partition and
 //! its arena are touched only by their owning worker thread, which alone pops its
 //! incoming rings (single consumer) while each peer pushes to its own ring (single
-//! producer). The layering reads bottom-up with no cycle: `command` → `meta` →
+//! producer). The layering reads bottom-up with no cycle: `command` → `recycle` (the
+//! thread-local spares a command's buffers come from and return to) → `meta` →
 //! `protocol` → `exec`/`store` → `config` → `ctx` → `session` → `shared` (a protocol of
 //! the `skq-net` server layer) and `tpc` (its own driver) → `running` → `server`.
 #![deny(missing_docs)]
@@ -46,6 +47,7 @@ pub mod murmur3;
 #[cfg(feature = "runtime")]
 pub mod priority;
 pub mod protocol;
+pub mod recycle;
 pub mod ring;
 pub mod running;
 pub mod server;

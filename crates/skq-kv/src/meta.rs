@@ -23,6 +23,7 @@
 
 use crate::command::{parse_i64, parse_u64, Command, Step, MAX_KEY_LEN};
 pub use crate::command::{MetaFlags, MetaTok};
+use crate::recycle;
 
 pub(crate) const DUPLICATE: &[u8] = b"CLIENT_ERROR duplicate flag\r\n";
 pub(crate) const INVALID: &[u8] = b"CLIENT_ERROR invalid flag\r\n";
@@ -125,8 +126,11 @@ pub(crate) fn parse_arith(args: &[&[u8]]) -> Step {
 /// use (decoded when `b` is present) and the flags, or the error line to reply.
 pub fn parse_flags(key: &[u8], toks: &[&[u8]]) -> Result<(Vec<u8>, MetaFlags), &'static [u8]> {
     let mut seen = [false; 127];
-    let mut f = MetaFlags::default();
-    let mut key = key.to_vec();
+    let mut f = MetaFlags {
+        toks: recycle::meta_toks(),
+        ..MetaFlags::default()
+    };
+    let mut key = recycle::key_bytes(key);
     // Like memcached, a bad argument does not stop the scan: a later unknown or duplicate
     // flag still wins, and the message is the last one a bad argument set.
     let mut failed: Option<&'static [u8]> = None;
@@ -169,7 +173,7 @@ pub fn parse_flags(key: &[u8], toks: &[&[u8]]) -> Result<(Vec<u8>, MetaFlags), &
             },
             b'J' if parse_u64(arg).is_none() => bad(Some(BAD_INITIAL)),
             b'D' if parse_u64(arg).is_none() => bad(Some(BAD_DELTA)),
-            b'O' => f.toks.push(MetaTok::Opaque(t.to_vec())),
+            b'O' => f.toks.push(MetaTok::Opaque(recycle::key_bytes(t))),
             b'k' => f.toks.push(MetaTok::Key),
             b's' => f.toks.push(MetaTok::Size),
             b't' => f.toks.push(MetaTok::Ttl),

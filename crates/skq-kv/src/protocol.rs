@@ -32,6 +32,7 @@ pub use crate::command::{
     parse_i64, parse_u64, CloseReason, Command, Step, StoreMode, MAX_KEY_LEN,
 };
 use crate::meta;
+use crate::recycle;
 
 /// Relative exptimes up to this many seconds are offsets; larger ones are unix times.
 pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
@@ -90,6 +91,9 @@ impl Default for Limits {
 }
 
 const ERROR: &[u8] = b"ERROR\r\n";
+
+/// Tokens of a command line parsed without allocating.
+const STACK_TOKENS: usize = 24;
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_DELETE: &[u8] =
@@ -160,10 +164,27 @@ impl Parser {
             return (0, Step::Close(CloseReason::Garbage));
         }
         let line_len = nl + 1;
-        let tokens: Vec<&[u8]> = line
-            .split(|&b| b == b' ')
-            .filter(|t| !t.is_empty())
-            .collect();
+        // Tokens on the stack; only a line of more than `STACK_TOKENS` (a long multi-key
+        // retrieval) spills them into a `Vec`.
+        let mut stack: [&[u8]; STACK_TOKENS] = [&[]; STACK_TOKENS];
+        let mut spilled: Vec<&[u8]> = Vec::new();
+        let mut count = 0;
+        for t in line.split(|&b| b == b' ').filter(|t| !t.is_empty()) {
+            if count < STACK_TOKENS {
+                stack[count] = t;
+            } else {
+                if spilled.is_empty() {
+                    spilled.extend_from_slice(&stack);
+                }
+                spilled.push(t);
+            }
+            count += 1;
+        }
+        let tokens: &[&[u8]] = if spilled.is_empty() {
+            &stack[..count]
+        } else {
+            &spilled
+        };
         let Some((&name, args)) = tokens.split_first() else {
             return (line_len, Step::Reply(ERROR));
         };
@@ -275,7 +296,7 @@ impl Parser {
             // Like memcached, a refused `set` also unlinks the old item.
             let step = match (mode, noreply) {
                 (StoreMode::Set, _) => Step::Command(Command::TooLarge {
-                    key: key.to_vec(),
+                    key: recycle::key_bytes(key),
                     noreply,
                 }),
                 (_, true) => Step::Skip,
@@ -298,7 +319,7 @@ impl Parser {
             need,
             Step::Command(Command::Store {
                 mode,
-                key: key.to_vec(),
+                key: recycle::key_bytes(key),
                 flags,
                 exptime,
                 data,
@@ -400,7 +421,7 @@ fn read_block(buf: &[u8], line_len: usize, bytes: usize) -> Block {
     if &buf[line_len + bytes..need] != b"\r\n" {
         return Block::Bad(need);
     }
-    Block::Data(need, buf[line_len..line_len + bytes].to_vec())
+    Block::Data(need, recycle::bytes_from(&buf[line_len..line_len + bytes]))
 }
 
 /// Whether the (possibly incomplete) line starts a multi-key retrieval command.
@@ -429,7 +450,9 @@ fn retrieval(line_len: usize, keys: &[&[u8]], cas: bool, touch: Option<i64>) -> 
     if keys.iter().any(|k| k.len() > MAX_KEY_LEN) {
         return (line_len, Step::Reply(BAD_FORMAT));
     }
-    let keys = keys.iter().map(|k| k.to_vec()).collect();
+    let mut list = recycle::key_list();
+    list.extend(keys.iter().map(|k| recycle::key_bytes(k)));
+    let keys = list;
     (line_len, Step::Command(Command::Get { keys, cas, touch }))
 }
 
@@ -466,7 +489,7 @@ fn delete(args: &[&[u8]]) -> Step {
     }
     let noreply = rest.last() == Some(&&b"noreply"[..]);
     Step::Command(Command::Delete {
-        key: key.to_vec(),
+        key: recycle::key_bytes(key),
         noreply,
     })
 }
@@ -483,7 +506,7 @@ fn arith(args: &[&[u8]], incr: bool) -> Step {
     };
     let noreply = args.len() == 3 && args[2] == b"noreply";
     Step::Command(Command::Arith {
-        key: args[0].to_vec(),
+        key: recycle::key_bytes(args[0]),
         incr,
         delta,
         noreply,
@@ -502,7 +525,7 @@ fn touch(args: &[&[u8]]) -> Step {
     };
     let noreply = args.len() == 3 && args[2] == b"noreply";
     Step::Command(Command::Touch {
-        key: args[0].to_vec(),
+        key: recycle::key_bytes(args[0]),
         exptime,
         noreply,
     })

@@ -18,6 +18,7 @@ use crate::ctx::Ctx;
 use crate::exec::{apply, flush_delay, get_one_within};
 use crate::murmur3::murmur3_x86_32;
 use crate::protocol::{Command, Parser, Step};
+use crate::recycle;
 use crate::running::{Running, Workers};
 use crate::store::{PartStats, Partition};
 
@@ -202,6 +203,7 @@ pub fn execute(
             if !continue_get(ctx, store, worker, &mut g, out) {
                 return Some(g);
             }
+            recycle::give_keys(g.keys);
         }
         Command::FlushAll { delay, noreply } => {
             c.cmd_flush.fetch_add(1, Ordering::Relaxed);
@@ -215,6 +217,7 @@ pub fn execute(
                 let key = cmd.key().expect("remaining commands carry one key");
                 apply(&mut store.lock(key), &cmd, now, c, out);
             }
+            recycle::give(cmd);
         }
     }
     None
@@ -257,7 +260,9 @@ impl Protocol for KvProtocol {
         let c = &self.ctx.counters[w];
         if let Some(mut g) = session.get.take() {
             let before = out.len();
-            if !continue_get(&self.ctx, &self.store, w, &mut g, out) {
+            if continue_get(&self.ctx, &self.store, w, &mut g, out) {
+                recycle::give_keys(g.keys);
+            } else {
                 session.get = Some(g);
             }
             c.bytes_written
