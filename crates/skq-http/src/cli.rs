@@ -24,7 +24,9 @@ pub struct HttpArgs {
     pub workers: usize,
     /// What serves the connections: an skq scheduling mode
     /// (vanilla|shared|queue|cpu|best2|hybrid, optionally with +steal), or a
-    /// baseline without skq: epoll-1to1, epoll-shared or tokio.
+    /// baseline without skq: epoll-1to1, epoll-shared or tokio; or
+    /// async-MODE / async-tokio: the same protocol served by async code on
+    /// skq-async (skq mode MODE) or on tokio.
     #[arg(long, default_value = "hybrid")]
     pub mode: String,
     /// Pin worker threads to CPUs.

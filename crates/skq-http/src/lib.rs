@@ -13,7 +13,8 @@
 //! The server is one sans-socket [`skq_net::Protocol`]
 //! ([`protocol::HttpProtocol`]), so every skq-net driver serves it through
 //! the same request path: every skq scheduling mode, `epoll-1to1`,
-//! `epoll-shared` and tokio.
+//! `epoll-shared` and tokio; and `async-MODE`/`async-tokio` serve it by
+//! async code on skq-async or tokio (skq-servers' `async_proto`).
 //!
 //! **Containment.** A request path is percent-decoded once and normalised
 //! (`..` removes the segment before it), and refused if a `..` would climb

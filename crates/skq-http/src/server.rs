@@ -27,7 +27,9 @@ pub struct HttpConfig {
     pub addr: SocketAddr,
     /// Document root.
     pub root: PathBuf,
-    /// Mode (an skq policy, `epoll-1to1`, `epoll-shared` or `tokio`),
+    /// Mode (an skq policy, `epoll-1to1`, `epoll-shared`, `tokio`, or
+    /// `async-MODE`/`async-tokio`: the protocol served by async code on
+    /// skq-async or tokio, see `skq_servers::async_proto`),
     /// workers (1..=64), pinning and scheduling tunables; the server does
     /// real work, so the spec's service is not used.
     pub spec: ServerSpec,
@@ -107,6 +109,10 @@ pub fn start(cfg: &HttpConfig, log: AccessLog) -> io::Result<(ServerHandle, Arc<
     let root =
         DocRoot::open(&cfg.root).map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     let proto = Arc::new(HttpProtocol::new(root, cfg.io, log).with_rules(rules));
-    let handle = Server::start(&sc, proto.clone())?;
+    let handle = match sc.mode {
+        // The protocol served by async code on skq-async or tokio.
+        Mode::Async(_) => skq_servers::async_proto::start(&sc, proto.clone())?,
+        _ => Server::start(&sc, proto.clone())?,
+    };
     Ok((handle, proto))
 }

@@ -6,7 +6,8 @@
 //! (any mode `--mode` accepts for the skq driver: `async-hybrid`,
 //! `async-best2+steal`, ...); `async-tokio` on tokio's multi-thread runtime.
 //! This layer only names the runtime: it starts none of them (the
-//! application does, `skq serve rpc` today), and [`crate::Server::start`]
+//! application does: `skq serve rpc` and, through skq-servers'
+//! `async_proto`, `skq serve http`), and [`crate::Server::start`]
 //! refuses an async mode with a message naming it.
 //!
 //! **Invariants.** The part after `async-` is parsed by the same parser as

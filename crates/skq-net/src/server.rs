@@ -175,7 +175,7 @@ impl Server {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
-                    "--mode {}: this server has no async handler (only `skq serve rpc` has one)",
+                    "--mode {}: this server has no async handler (`skq serve rpc` and `skq serve http` have one)",
                     cfg.mode
                 ),
                 ))

@@ -56,9 +56,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use crate::service::{Deliver, ServiceMode};
 
 /// Bytes of spare room made in a connection's input before each read.
-const READ_CHUNK: usize = 4096;
+pub(crate) const READ_CHUNK: usize = 4096;
 /// Input capacity a connection keeps once everything it read is served.
-const KEEP_CAPACITY: usize = 2 * READ_CHUNK;
+pub(crate) const KEEP_CAPACITY: usize = 2 * READ_CHUNK;
 /// Most unserved bytes a connection may buffer (a whole frame of the
 /// largest size must fit, as [`crate::rpc::RpcProtocol`]'s read limit).
 const READ_LIMIT: usize = wire::MAX_FRAME + 64 * 1024;
@@ -116,7 +116,8 @@ pub struct AsyncShared {
 }
 
 impl AsyncShared {
-    fn worker_counters<R: AsyncRt>(&self) -> &WorkerCounters {
+    /// The counters of the worker the caller runs on.
+    pub fn worker_counters<R: AsyncRt>(&self) -> &WorkerCounters {
         let w = R::worker().min(self.counters.workers.len() - 1);
         &self.counters.workers[w]
     }
@@ -152,8 +153,37 @@ fn class_of(byte: u8) -> Class {
     }
 }
 
-/// Accepts connections forever, spawning one [`serve_connection`] task each.
-pub async fn accept_loop<R: AsyncRt>(rt: R, listener: R::Listener, sh: Arc<AsyncShared>) {
+/// What serves one accepted connection on an [`AsyncRt`]: the RPC handler
+/// ([`Rpc`]) or any skq-net protocol ([`crate::async_proto`]).
+pub trait ConnHandler: Send + Sync + 'static {
+    /// Serves `stream` until it ends; returns why it ended.
+    fn serve<R: AsyncRt>(
+        &self,
+        stream: R::Stream,
+        sh: &AsyncShared,
+    ) -> impl Future<Output = Close> + Send;
+}
+
+/// The RPC handler ([`serve_connection`]).
+pub struct Rpc;
+
+impl ConnHandler for Rpc {
+    fn serve<R: AsyncRt>(
+        &self,
+        stream: R::Stream,
+        sh: &AsyncShared,
+    ) -> impl Future<Output = Close> + Send {
+        serve_connection::<R>(stream, sh)
+    }
+}
+
+/// Accepts connections forever, spawning one `handler` task each.
+pub async fn accept_loop<R: AsyncRt, H: ConnHandler>(
+    rt: R,
+    listener: R::Listener,
+    sh: Arc<AsyncShared>,
+    handler: Arc<H>,
+) {
     loop {
         let stream = match R::accept(&listener).await {
             Ok(s) => s,
@@ -171,8 +201,9 @@ pub async fn accept_loop<R: AsyncRt>(rt: R, listener: R::Listener, sh: Arc<Async
         }
         sh.counters.conns.accepted();
         let task_sh = sh.clone();
+        let task_h = handler.clone();
         let task = async move {
-            let why = serve_connection::<R>(stream, &task_sh).await;
+            let why = task_h.serve::<R>(stream, &task_sh).await;
             task_sh.open.fetch_sub(1, Ordering::Relaxed);
             task_sh.counters.conns.closed(why);
         };
@@ -264,7 +295,7 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
 
 /// Writes all of `buf`; a write that has to wait for socket space counts
 /// once in `write_blocked`.
-async fn write_all<S: AsyncWrite + Unpin>(
+pub(crate) async fn write_all<S: AsyncWrite + Unpin>(
     stream: &mut S,
     mut buf: &[u8],
     c: &WorkerCounters,

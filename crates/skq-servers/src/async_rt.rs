@@ -1,4 +1,5 @@
-//! The two runtimes the async RPC handler ([`crate::async_rpc`]) runs on,
+//! The two runtimes the async handlers run on (the RPC handler,
+//! [`crate::async_rpc`], and any skq-net protocol, [`crate::async_proto`]),
 //! and starting a server on one of them (`--mode async-MODE`).
 //!
 //! * [`SkqAsync`]: skq-async with the spec's skq mode and tunables (the
@@ -26,8 +27,9 @@ use std::time::Duration;
 use skq_net::stats::{Counters, MemoryStats, SchedulerStats, ServerInfo};
 use skq_net::{AsyncRuntime, Class, Notice, Notices, Running, ServerHandle, ServerStats};
 
-use crate::async_rpc::{accept_loop, AsyncRt, AsyncShared};
+use crate::async_rpc::{accept_loop, AsyncRt, AsyncShared, ConnHandler};
 use crate::server::RpcConfig;
+use skq_net::ServerConfig;
 
 /// skq-async as an [`AsyncRt`].
 #[derive(Clone)]
@@ -183,13 +185,15 @@ impl Running for AsyncServer {
     }
 }
 
-/// Starts `cfg` (an `async-` mode, validated) with `shared`'s settings.
-pub(crate) fn start(
-    cfg: &RpcConfig,
+/// Starts a server for `server_cfg` (an `async-` mode, validated) on
+/// `runtime`, each connection served by `handler` with `shared`'s settings.
+pub fn start<H: ConnHandler>(
+    server_cfg: &ServerConfig,
     runtime: AsyncRuntime,
     shared: AsyncShared,
+    handler: Arc<H>,
 ) -> io::Result<ServerHandle> {
-    let server_cfg = cfg.server_config();
+    let cfg = server_cfg;
     let notices = shared.notices.clone();
     let shared = Arc::new(shared);
     let std_listener = skq_sys::net::listen(cfg.addr, false)?;
@@ -207,7 +211,7 @@ pub(crate) fn start(
             let rt = skq_async::Builder::new()
                 .config(core)
                 .batch(server_cfg.sched.batch)
-                .pin_workers(cfg.spec.pin)
+                .pin_workers(cfg.pin)
                 .build()
                 .map_err(|e| match e {
                     skq_async::BuildError::Io(e) => e,
@@ -216,15 +220,15 @@ pub(crate) fn start(
             let listener =
                 rt.block_on(async { skq_async::net::TcpListener::from_std(std_listener) })?;
             let h = SkqAsync(rt.handle().clone());
-            if !h.spawn(accept_loop(h.clone(), listener, shared.clone())) {
+            if !h.spawn(accept_loop(h.clone(), listener, shared.clone(), handler)) {
                 return Err(io::Error::other("cannot spawn the accept loop"));
             }
             Rt::Skq(rt)
         }
         AsyncRuntime::Tokio => {
-            let workers = cfg.spec.workers;
+            let workers = cfg.workers;
             let next = Arc::new(AtomicUsize::new(0));
-            let (pin, pin_notices) = (cfg.spec.pin, notices.clone());
+            let (pin, pin_notices) = (cfg.pin, notices.clone());
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(workers)
                 .enable_io()
@@ -245,7 +249,7 @@ pub(crate) fn start(
                 tokio::net::TcpListener::from_std(std_listener)?
             };
             let h = TokioRt(rt.handle().clone());
-            h.spawn(accept_loop(h.clone(), listener, shared.clone()));
+            h.spawn(accept_loop(h.clone(), listener, shared.clone(), handler));
             Rt::Tokio(rt)
         }
     };
@@ -253,7 +257,7 @@ pub(crate) fn start(
         driver: server_cfg.driver().name().to_string(),
         mode: server_cfg.mode_name(),
         service: server_cfg.service_label.clone(),
-        pinned: cfg.spec.pin,
+        pinned: cfg.pin,
         cpus: skq_sys::cpu::allowed_cpu_count(),
     };
     let server = AsyncServer {

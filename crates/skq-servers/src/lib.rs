@@ -46,6 +46,8 @@
 //! run on skq-async (tasks scheduled by the skq mode after `async-`) or on
 //! tokio, same replies, refusals and counters ([`async_rt`] has the two
 //! runtimes).
+//! [`async_proto`] runs any skq-net `Protocol` the same way (`skq serve
+//! http --mode async-*`).
 //!
 //! **Process** ([`cli`]): prints exactly `listening on ADDR` once ready, stops on
 //! SIGINT/SIGTERM or after `--duration`, writes `--stats-json` (per-worker
@@ -90,6 +92,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod async_proto;
 pub mod async_rpc;
 pub mod async_rt;
 pub mod cli;

@@ -111,7 +111,12 @@ impl RpcServer {
         if let skq_net::Mode::Async(runtime) = cfg.spec.mode {
             // The handler written once as async code (`async_rpc`).
             let shared = crate::async_rt::shared(&cfg, proto.max_service_ns, proto.checkpoint_ns);
-            return crate::async_rt::start(&cfg, runtime, shared);
+            return crate::async_rt::start(
+                &cfg.server_config(),
+                runtime,
+                shared,
+                Arc::new(crate::async_rpc::Rpc),
+            );
         }
         let proto = Arc::new(proto);
         Server::start(&cfg.server_config(), proto)
