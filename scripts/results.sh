@@ -116,9 +116,11 @@ bench() {
   mkdir -p "$out"
   wait_quiet
   echo "[results] $name run $k: load $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%T) UTC; $SKQ bench $* --out $out --strict"
-  local rc=0
-  flock "$LOCK" "$SKQ" bench "$@" --out "$out" --strict 2>&1 | tee "$out/bench.log" || true
+  local rc
+  set +e
+  flock "$LOCK" "$SKQ" bench "$@" --out "$out" --strict 2>&1 | tee "$out/bench.log"
   rc=${PIPESTATUS[0]}
+  set -e
   rm -rf "$out/hdr" "$out/logs" "$out/points" "$out/report.html" "$out/summary.csv"
   if [[ $rc -ne 0 ]]; then
     FAILED+=("$name run $k (skq bench exit $rc)")
