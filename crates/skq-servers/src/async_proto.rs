@@ -46,7 +46,9 @@ use skq_net::stats::{Counters, WorkerCounters};
 use skq_net::{Close, Cx, Notices, Protocol, Resume, Served, ServerConfig, ServerHandle, Timeouts};
 use tokio::io::{AsyncReadExt, AsyncWrite};
 
-use crate::async_rpc::{AsyncRt, AsyncShared, ConnHandler, KEEP_CAPACITY, READ_CHUNK};
+use crate::async_rpc::{
+    compact_input, AsyncRt, AsyncShared, ConnHandler, KEEP_CAPACITY, READ_CHUNK,
+};
 
 /// Most bytes of a file region read into memory at once.
 pub const FILE_PIECE: usize = 64 * 1024;
@@ -173,15 +175,7 @@ impl<P: Protocol> ProtocolHandler<P> {
             if out.capacity() > KEEP_CAPACITY {
                 out = Vec::new();
             }
-            // Keep only the unserved bytes, and no large buffer when none.
-            if start >= input.len() {
-                input.clear();
-                if input.capacity() > KEEP_CAPACITY {
-                    input = Vec::new();
-                }
-            } else if start > 0 {
-                input.drain(..start);
-            }
+            compact_input(&mut input, start);
             start = 0;
             if input.len() >= p.read_limit() {
                 return Err(Close::Protocol);

@@ -130,6 +130,20 @@ thread_local! {
 
 /// Delivers `service_ns` on the calling thread (blocking it) and returns
 /// the nanoseconds delivered.
+/// Drops the first `served` bytes of `input` (requests already answered),
+/// keeping the unserved rest, and frees a buffer grown beyond
+/// [`KEEP_CAPACITY`] once nothing is left in it. Shared by both async loops.
+pub(crate) fn compact_input(input: &mut Vec<u8>, served: usize) {
+    if served >= input.len() {
+        input.clear();
+        if input.capacity() > KEEP_CAPACITY {
+            *input = Vec::new();
+        }
+    } else if served > 0 {
+        input.drain(..served);
+    }
+}
+
 fn deliver(sh: &AsyncShared, service_ns: u32) -> u32 {
     if !PREPARED.with(|p| p.replace(true)) {
         sh.service.prepare_thread();
@@ -262,15 +276,7 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
                 R::yield_now().await;
             }
         }
-        // Keep only the unserved bytes, and no large buffer when none.
-        if start == input.len() {
-            input.clear();
-            if input.capacity() > KEEP_CAPACITY {
-                input = Vec::new();
-            }
-        } else if start > 0 {
-            input.drain(..start);
-        }
+        compact_input(&mut input, start);
         start = 0;
         if input.len() >= READ_LIMIT {
             return Close::Protocol;
