@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The main job with spun service on real cores, run on a lent many-core
+# machine (the device tool's 16-CPU machines) where nothing can be built or
+# installed: everything it needs travels in .dev/ (git-ignored).
+#
+#   here:   bash scripts/device/multicore.sh --pack     # fills .dev/
+#   there:  bash scripts/device/multicore.sh [--runs N] [--out DIR]
+#
+# --pack strips target/release/skq into .dev/skq and copies the shared
+# libraries it links that a bare machine may lack (librocksdb and its
+# compression libraries) into .dev/lib.
+#
+# A run prints the machine (CPUs, kernel, whether `ip netns` works: without
+# it emulated RSS is off and loopback packets are processed on the sending
+# CPU), then runs `skq bench --config
+# crates/skq-bench/examples/multicore-spin.toml --strict` N times (default 2)
+# and keeps each run's summary, points and plots as DIR/runK.tar.gz
+# (DIR defaults to $OUT, the device tool's return folder, else
+# results/multicore). A run whose decisive point failed a self-check exits 3
+# from skq bench; the script records it and goes on.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+if [[ "${1:-}" == --pack ]]; then
+  set -e
+  mkdir -p .dev/lib
+  strip -o .dev/skq target/release/skq
+  ldd target/release/skq | awk '/=> \// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libpthread.so*|libgcc_s.so*|libdl.so*|ld-linux*) ;;
+      *) cp -L "$lib" .dev/lib/ ;;
+    esac
+  done
+  grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/exclude
+  du -sh .dev
+  exit 0
+fi
+
+RUNS=2
+DIR=${OUT:-results/multicore}
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
+    --out) DIR=${2:?--out needs a folder}; shift 2 ;;
+    *) echo "multicore.sh: unknown option '$1' (see the header of this script)" >&2; exit 2 ;;
+  esac
+done
+
+SKQ=target/release/skq
+if [[ -x .dev/skq ]]; then
+  SKQ=.dev/skq
+  export LD_LIBRARY_PATH=$PWD/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+mkdir -p "$DIR"
+CFG=crates/skq-bench/examples/multicore-spin.toml
+RSS=()
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "cpus: $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-))"
+  echo "kernel: $(uname -r)"
+  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  if command -v ip >/dev/null && ip netns add skq-probe 2>/dev/null; then
+    ip netns del skq-probe
+    echo "netns: works (emulated RSS on, as the sweep says)"
+  else
+    echo "netns: unavailable (emulated RSS off: --rss off)"
+    RSS=(--rss off)
+  fi
+} | tee "$DIR/env.txt"
+grep -q unavailable "$DIR/env.txt" && RSS=(--rss off)
+
+FAILED=0
+for k in $(seq "$RUNS"); do
+  out=$(mktemp -d)/run$k
+  mkdir -p "$out"
+  echo "[multicore] run $k at $(date -u +%T) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$SKQ" bench --config "$CFG" "${RSS[@]}" --out "$out" --strict > "$out/bench.log" 2>&1
+  rc=$?
+  echo "[multicore] run $k: skq bench exit $rc"
+  [[ $rc -ne 0 ]] && FAILED=$((FAILED + 1))
+  sed -n '/^config /,/^disturbed decisive points/p' "$out/summary.txt" 2>/dev/null || tail -20 "$out/bench.log"
+  rm -rf "$out/hdr" "$out/logs" "$out/points" "$out/report.html" "$out/summary.csv"
+  tar -C "$(dirname "$out")" -czf "$DIR/run$k.tar.gz" "run$k"
+done
+echo "[multicore] $FAILED of $RUNS runs had a decisive point that failed a self-check"
