@@ -633,10 +633,12 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
     let ok = |b: bool| if b { "ok" } else { "FAIL" };
     let _ = writeln!(
         s,
-        "checks: rate {:+.2}% {}; AD A2 {} {}; lag-1 rank corr {:.3} {}; lateness p99 {:.1} us {}",
+        "checks: rate {:+.2}% {}; AD A2 {}{} {}; lag-1 rank corr {:.3} {}; lateness p99 {:.1} us {}",
         c.rate_error_pct,
         ok(c.rate_ok),
         c.ad_statistic.map_or("n/a".into(), |a| format!("{a:.2}")),
+        c.ad_reference
+            .map_or(String::new(), |r| format!(" (schedule of the same sends {r:.2})")),
         ok(c.ad_ok),
         c.lag1_rank_corr,
         ok(c.independence_ok),

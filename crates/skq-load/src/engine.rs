@@ -340,6 +340,7 @@ fn assemble(
     let (mut service_sum, mut service_n) = (0.0, 0);
     let mut gaps = Vec::new();
     let mut sched_gaps = Vec::new();
+    let mut ref_gaps = Vec::new();
     let mut gap_threshold_ns = 0;
     let mut series = Vec::new();
     let mut rt_refused = None;
@@ -377,6 +378,7 @@ fn assemble(
         service_n += o.service_n;
         gaps.extend(o.gaps);
         sched_gaps.extend(o.sched_gaps);
+        ref_gaps.extend(o.ref_gaps);
         gap_threshold_ns = gap_threshold_ns.max(o.gap_threshold_ns);
         series.extend(o.series);
     }
@@ -402,6 +404,7 @@ fn assemble(
         sent_rps: sent as f64 / secs,
         poisson_gaps: poisson.then_some(gaps),
         scheduled_gaps: poisson.then_some(sched_gaps),
+        reference_gaps: poisson.then_some(ref_gaps),
         gap_threshold_us: gap_threshold_ns as f64 / 1e3,
         latency_series,
         series_spacing: (expected / SERIES_SAMPLES).max(1.0),

@@ -202,6 +202,12 @@ pub struct WorkerOut {
     /// Sampled scheduled gaps of load requests (in schedule order), divided
     /// by their mean.
     pub sched_gaps: Vec<f64>,
+    /// The reference for `gaps`: at the same sampled sends, the gaps between
+    /// their *scheduled* times (in sending order), put through the same
+    /// threshold and normalisation. A faithful generator sends what it
+    /// scheduled, so its `gaps` test like these; what the two disagree on is
+    /// the generator's doing, what they share is the seed's.
+    pub ref_gaps: Vec<f64>,
     /// Threshold applied to `gaps`: the larger of [`MIN_GAP_THRESHOLD_NS`]
     /// and this thread's send-lateness p99.
     pub gap_threshold_ns: u64,
@@ -269,8 +275,8 @@ pub struct Worker<'a> {
     outstanding: u64,
     /// Sends since the last injected stall.
     sends: u64,
-    /// Actual time of the last load send.
-    last_send: Option<u64>,
+    /// Actual and scheduled time of the last load send.
+    last_send: Option<(u64, u64)>,
     /// Scheduled time of the last load request encoded.
     last_sched: Option<u64>,
     /// Connections with requests encoded but not yet written.
@@ -522,6 +528,7 @@ impl<'a> Worker<'a> {
         let threshold = MIN_GAP_THRESHOLD_NS.max(self.out.lateness.quantile_ci(0.99).1);
         self.out.gap_threshold_ns = threshold;
         self.out.gaps = excess_gaps(&self.out.gaps, threshold as f64);
+        self.out.ref_gaps = excess_gaps(&self.out.ref_gaps, threshold as f64);
         normalise(&mut self.out.sched_gaps);
         Ok(self.out)
     }
@@ -646,15 +653,20 @@ impl<'a> Worker<'a> {
                 self.out.lateness.record(now.saturating_sub(sched));
                 if role == Role::Load {
                     self.out.sent_window += 1;
-                    if let Some(prev) = self.last_send {
+                    if let Some((prev, prev_sched)) = self.last_send {
                         if self.sample_rng.gen::<f64>() < self.p.sample_p {
                             self.out.gaps.push(now.saturating_sub(prev) as f64);
+                            // Requests stamped together may be out of
+                            // schedule order: their reference gap is 0.
+                            self.out
+                                .ref_gaps
+                                .push(sched.saturating_sub(prev_sched) as f64);
                         }
                     }
                 }
             }
             if role == Role::Load {
-                self.last_send = Some(now);
+                self.last_send = Some((now, sched));
             }
         }
     }

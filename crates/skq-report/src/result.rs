@@ -86,6 +86,12 @@ pub struct Checks {
     /// A² of the *scheduled* gaps (the schedule generator itself).
     #[serde(default)]
     pub ad_scheduled: Option<f64>,
+    /// A² of the scheduled times of the same sends as `ad_statistic`,
+    /// through the same threshold: what the seed alone gives. The gap test
+    /// fails only when the actual sends exceed the critical value and these
+    /// do not.
+    #[serde(default)]
+    pub ad_reference: Option<f64>,
     /// A² below the 5% critical value (true when not applicable).
     pub ad_ok: bool,
     /// Lag-1 Spearman rank correlation of latency samples in send order.

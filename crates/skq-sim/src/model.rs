@@ -178,6 +178,7 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
             ad_ok: true,
             ad_threshold_us: None,
             ad_scheduled: None,
+            ad_reference: None,
             lag1_rank_corr: 0.0,
             independence_ok: true,
             decorrelation_stride: 1,

@@ -74,6 +74,7 @@ pub fn fixture_result(curve: &Curve, settings: &Settings, p: &PlannedPoint) -> P
         ad_ok: true,
         ad_threshold_us: None,
         ad_scheduled: None,
+        ad_reference: None,
         lag1_rank_corr: 0.01,
         independence_ok: true,
         decorrelation_stride: 1,
