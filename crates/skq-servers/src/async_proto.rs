@@ -26,7 +26,7 @@
 //!   between requests, `send` for a write that makes no progress; a
 //!   timeout calls the protocol's `timed_out` before `close`.
 //!
-//! **Memory** ([`crate::async_buf`]): reads go through the thread's
+//! **Memory** (`async_buf.rs`): reads go through the thread's
 //! scratch buffer; buffers beyond `conn::KEEP_CAPACITY` come from the
 //! thread's `bufpool` and go back once empty, so an idle connection holds
 //! at most two buffers of that size, as skq-net's `Conn`, and large

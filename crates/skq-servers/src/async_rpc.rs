@@ -32,7 +32,7 @@
 //! returned bytes (`events`) and writes that had to wait (`write_blocked`);
 //! per server, accepted, refused at `--max-conns`, closed by reason.
 //!
-//! **Memory** ([`crate::async_buf`]). Reads go through the thread's scratch
+//! **Memory** (`async_buf.rs`). Reads go through the thread's scratch
 //! buffer; an idle connection holds its task (the future, reported as
 //! `memory.idle_conn_bytes`) and at most `conn::KEEP_CAPACITY` bytes each
 //! of input and output, as skq-net's `Conn`. Larger buffers come from and
