@@ -30,8 +30,8 @@ fn spec_of(curve: &Curve, service_us: f64) -> Option<Service> {
     }
     let nominal = ServiceSpec {
         workload,
-        mean_ns: curve.mean_us * 1e3,
-        scale: curve.scale,
+        mean_ns: curve.load.mean_us * 1e3,
+        scale: curve.load.scale,
     };
     Some(Service::Spec(spec_with_mean(nominal, service_us * 1e3)))
 }
@@ -43,8 +43,8 @@ type Key = (String, u64, u64, u64, usize, usize, u64);
 fn key(curve: &Curve, service_us: f64, extra: f64) -> Key {
     (
         curve.workload.clone(),
-        curve.mean_us.to_bits(),
-        curve.scale.to_bits(),
+        curve.load.mean_us.to_bits(),
+        curve.load.scale.to_bits(),
         service_us.to_bits(),
         curve.workers,
         curve.connections,

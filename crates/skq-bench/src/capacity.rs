@@ -27,14 +27,25 @@ pub fn capacity_lines(
     let mut above: Vec<(String, usize, usize, f64, f64, String)> = Vec::new();
     for (c, pts) in sweep.curves.iter().zip(plan(sweep)) {
         // The RocksDB front end has no echo server to measure against.
-        if c.protocol == "rocksdb" {
+        if c.load.protocol == "rocksdb" {
             continue;
         }
         let top = pts.iter().map(|p| p.target_rps).fold(0.0, f64::max);
-        match CapacityFile::check(file, machine, &c.protocol, c.connections, c.threads, top) {
+        match CapacityFile::check(
+            file,
+            machine,
+            &c.load.protocol,
+            c.connections,
+            c.load.threads,
+            top,
+        ) {
             Verdict::Within(_) => {}
             Verdict::Above(per, e) => {
-                let key = (c.protocol.clone(), c.connections, c.threads.max(1));
+                let key = (
+                    c.load.protocol.clone(),
+                    c.connections,
+                    c.load.threads.max(1),
+                );
                 match above
                     .iter_mut()
                     .find(|a| a.0 == key.0 && (a.1, a.2) == (key.1, key.2) && a.3 == per)
@@ -48,7 +59,7 @@ pub fn capacity_lines(
                 }
             }
             Verdict::Unknown => {
-                let k = (c.protocol.clone(), c.connections);
+                let k = (c.load.protocol.clone(), c.connections);
                 if !unknown.contains(&k) {
                     unknown.push(k);
                 }

@@ -282,6 +282,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         for (c, pts) in sweep.curves.iter().zip(sweep::plan(&sweep)) {
             let rates: Vec<String> = pts.iter().map(|p| format!("{:.0}", p.target_rps)).collect();
             let sv = c
+                .load
                 .nominal_service_us
                 .map_or("unknown".into(), |s| format!("{s:.1} µs"));
             println!(

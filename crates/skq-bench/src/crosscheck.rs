@@ -263,8 +263,8 @@ fn run_wrk(
     )?;
     let mut cmd = Command::new(&wrk);
     cmd.args([
-        format!("-t{}", curve.threads),
-        format!("-c{}", curve.connections.max(curve.threads)),
+        format!("-t{}", curve.load.threads),
+        format!("-c{}", curve.connections.max(curve.load.threads)),
         format!("-d{}s", secs.ceil().max(1.0) as u64),
         "--latency".into(),
         format!("http://{}/", server.addr),
@@ -341,7 +341,7 @@ pub fn run_all(
 ) -> Vec<CrossCheck> {
     let secs = sweep.settings.point_secs.max(1.0);
     let mut checks = Vec::new();
-    for (i, curve) in sweep.curves.iter().enumerate().filter(|(_, c)| c.wrk) {
+    for (i, curve) in sweep.curves.iter().enumerate().filter(|(_, c)| c.http.wrk) {
         if crate::interrupt::interrupted() {
             break;
         }
@@ -371,7 +371,7 @@ pub fn run_all(
 
 /// How long the cross-checks of `sweep` take at most (for the estimate).
 pub fn estimate(sweep: &Sweep) -> Duration {
-    let n = sweep.curves.iter().filter(|c| c.wrk).count() as u32;
+    let n = sweep.curves.iter().filter(|c| c.http.wrk).count() as u32;
     (Duration::from_secs_f64(sweep.settings.point_secs.max(1.0).ceil()) + Duration::from_secs(1))
         * n
 }

@@ -23,7 +23,7 @@ pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> R
         c.arg("--stats-json").arg(workdir.join(STATS_FILE));
         c
     };
-    match curve.server {
+    match curve.server.kind {
         ServerKind::Skq | ServerKind::Tokio | ServerKind::Epoll => {
             Ok(stats(skq_command(curve, skq, port)?))
         }
@@ -38,7 +38,8 @@ pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> R
 /// `--spec JSON`: the curve's server spec (rpc, http and rocksdb curves).
 fn spec_args(curve: &Curve) -> Result<[String; 2]> {
     let spec = curve
-        .server_spec
+        .server
+        .spec
         .as_ref()
         .with_context(|| format!("curve `{}`: no server spec", curve.name))?;
     Ok(["--spec".into(), spec.to_json()])
@@ -58,7 +59,7 @@ fn http_command_at(curve: &Curve, skq: &Path, port: u16, www: &Path) -> Result<C
     c.args(["serve", "http", "--addr", &format!("127.0.0.1:{port}")]);
     c.arg("--root").arg(www);
     c.args(spec_args(curve)?);
-    if let Some(io) = &curve.io {
+    if let Some(io) = &curve.http.io {
         c.args(io.args());
     }
     Ok(c)
@@ -76,7 +77,7 @@ pub fn rocksdb_command(curve: &Curve, skq: &Path, port: u16) -> Result<Command> 
     let mut c = Command::new(skq);
     c.args(["serve", "rocksdb", "--addr", &format!("127.0.0.1:{port}")]);
     c.args(spec_args(curve)?);
-    c.args(["--db", &curve.db_dir]);
+    c.args(["--db", &curve.rocksdb.db_dir]);
     Ok(c)
 }
 
@@ -97,7 +98,7 @@ pub fn kv_command(curve: &Curve, skq: &Path, port: u16) -> Command {
             c.args(["--arch", "shared"]);
         }
     }
-    if curve.pin {
+    if curve.server.pin {
         c.arg("--pin");
     }
     c
@@ -271,7 +272,7 @@ pub fn server_setups(curves: &[Curve]) -> Vec<ServerSetup> {
 pub fn server_setup(curve: &Curve) -> ServerSetup {
     let workdir = Path::new("WORKDIR");
     let workers = curve.workers;
-    let (command, files) = match curve.server {
+    let (command, files) = match curve.server.kind {
         ServerKind::Memcached => (
             format!("memcached {}", memcached_args(workers, "PORT").join(" ")),
             Vec::new(),
@@ -309,10 +310,11 @@ pub fn server_setup(curve: &Curve) -> ServerSetup {
 fn about(curve: &Curve) -> String {
     let w = curve.workers;
     let driver = curve
-        .server_spec
+        .server
+        .spec
         .as_ref()
         .map(|s| format!("{}: {}", s.mode, s.mode.driver().about()));
-    match curve.server {
+    match curve.server.kind {
         ServerKind::Memcached => format!(
             "Debian's memcached with {w} worker threads (-t {w}: the workers of the skq \
              servers it is compared with), UDP off"
@@ -381,8 +383,8 @@ mod tests {
             ..ConfigEntry::default()
         };
         let curve = Curve::from_entry(&e, 2).unwrap();
-        assert_eq!(curve.server, ServerKind::Kv);
-        assert_eq!(curve.protocol, "memcached");
+        assert_eq!(curve.server.kind, ServerKind::Kv);
+        assert_eq!(curve.load.protocol, "memcached");
         let c = server_command(&curve, Path::new("/bin/skq"), 4242, Path::new("/tmp")).unwrap();
         c.get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -405,13 +407,13 @@ mod tests {
                 ..ConfigEntry::default()
             };
             let curve = Curve::from_entry(&e, 2).unwrap();
-            assert_eq!(curve.protocol, "rpc");
-            let spec = curve.server_spec.clone().unwrap();
+            assert_eq!(curve.load.protocol, "rpc");
+            let spec = curve.server.spec.clone().unwrap();
             assert_eq!(spec.mode.to_string(), mode);
             assert_eq!((spec.workers, spec.service), (8, ServiceMode::Emulate));
             assert_eq!(spec.sched.steal_k, Some(2));
             // --pollers is the skq driver's: only skq policies get it.
-            let skq = curve.server == ServerKind::Skq;
+            let skq = curve.server.kind == ServerKind::Skq;
             assert_eq!(spec.sched.pollers, skq.then_some(1), "{mode}");
             let c = server_command(&curve, Path::new("/bin/skq"), 4242, Path::new("/tmp")).unwrap();
             assert_eq!(
@@ -441,7 +443,7 @@ mod tests {
             ..ConfigEntry::default()
         };
         let curve = Curve::from_entry(&e, 2).unwrap();
-        let spec = curve.server_spec.clone().unwrap();
+        let spec = curve.server.spec.clone().unwrap();
         assert_eq!(spec.mode.to_string(), "best2+steal");
         assert_eq!(spec.sched.steal_k, Some(3));
         assert_eq!(
@@ -523,7 +525,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("skq-peers-http-{}", std::process::id()));
         let c = server_command(&curve, Path::new("/bin/skq"), 4242, &dir).unwrap();
         let www = dir.join("www").to_string_lossy().into_owned();
-        let spec = curve.server_spec.clone().unwrap();
+        let spec = curve.server.spec.clone().unwrap();
         assert_eq!(spec.mode.to_string(), "hybrid+steal");
         assert_eq!((spec.workers, spec.pin, spec.sched.batch), (4, false, 16));
         assert_eq!(

@@ -274,7 +274,7 @@ impl ProcessRunner {
         if let Some(r) = &self.rss {
             c.args(["--netns", r.namespace().name()]);
         }
-        c.args(["--protocol", &curve.protocol]);
+        c.args(["--protocol", &curve.load.protocol]);
         c.args(["--rate", &format!("{:.3}", p.target_rps)]);
         c.args([
             "--duration",
@@ -286,14 +286,14 @@ impl ProcessRunner {
             "--connections",
             &curve.connections.to_string(),
             "--threads",
-            &curve.threads.to_string(),
+            &curve.load.threads.to_string(),
         ]);
         c.args(["--drain", &s.drain_secs.to_string()]);
-        match curve.protocol.as_str() {
+        match curve.load.protocol.as_str() {
             "rpc" => {
                 c.args(["--workload", &curve.workload]);
-                c.args(["--mean-us", &curve.mean_us.to_string()]);
-                c.args(["--scale", &curve.scale.to_string()]);
+                c.args(["--mean-us", &curve.load.mean_us.to_string()]);
+                c.args(["--scale", &curve.load.scale.to_string()]);
             }
             "memcached" if curve.workload != "default" => {
                 c.args(["--kv-workload", &curve.workload]);
@@ -301,8 +301,8 @@ impl ProcessRunner {
             "rocksdb" => {
                 // ZippyDB operations, each asking for `dilate` × its modelled
                 // cost of extra emulated service on top of the real work.
-                c.args(["--db-keys", &curve.db_keys.to_string()]);
-                c.args(["--db-dilate", &curve.dilate.to_string()]);
+                c.args(["--db-keys", &curve.rocksdb.db_keys.to_string()]);
+                c.args(["--db-dilate", &curve.rocksdb.dilate.to_string()]);
                 c.args(["--workload", "fixed", "--mean-us", "0"]);
             }
             _ => {}

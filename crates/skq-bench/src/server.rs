@@ -57,7 +57,7 @@ impl ServerProcess {
     ) -> Result<Self> {
         let port = in_namespace(ns, free_port)?;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let workdir = match curve.server {
+        let workdir = match curve.server.kind {
             ServerKind::Nginx => Some(peers::workdir(scratch, "nginx")?),
             ServerKind::Http => Some(peers::workdir(scratch, "http")?),
             _ => None,

@@ -219,9 +219,9 @@ fn summarize_curve(
     });
     let max_load_rps = max.map(|m| m.load);
     // The plan's capacity N/S̄ used the nominal S̄; judge with the measured one.
-    let capacity = match (service, curve.nominal_service_us) {
-        (Some((measured, true)), Some(nominal)) => curve.capacity_rps * nominal / measured,
-        _ => curve.capacity_rps,
+    let capacity = match (service, curve.load.nominal_service_us) {
+        (Some((measured, true)), Some(nominal)) => curve.load.capacity_rps * nominal / measured,
+        _ => curve.load.capacity_rps,
     };
     let bound_rps = match (service, slo) {
         (Some((s, _)), Some(slo)) => bound::bound_for(curve, s, slo),
@@ -314,7 +314,7 @@ fn summarize_curve(
     let service_mode = match modes.first() {
         Some(m) if modes.iter().all(|o| o == m) => m.to_string(),
         Some(_) => format!("mixed ({})", modes.join(",")),
-        None => curve.service.as_str().to_string(),
+        None => curve.server.service.as_str().to_string(),
     };
     let (cpu_s, replies) = results
         .iter()
@@ -339,7 +339,7 @@ fn summarize_curve(
         ctx_switches_per_request,
         curve: i,
         spec: curve.clone(),
-        nominal_service_us: curve.nominal_service_us,
+        nominal_service_us: curve.load.nominal_service_us,
         measured_service_us: service.filter(|s| s.1).map(|s| s.0),
         slo_us: slo,
         max_load_rps,

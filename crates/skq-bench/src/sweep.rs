@@ -54,7 +54,7 @@ pub fn plan(sweep: &Sweep) -> Vec<Vec<PlannedPoint>> {
                     curve: ci,
                     index: i,
                     load,
-                    target_rps: load * c.capacity_rps,
+                    target_rps: load * c.load.capacity_rps,
                 })
                 .collect()
         })
@@ -268,7 +268,7 @@ impl PointRecord {
 /// `slo_us`, else `slo_factor × S̄` with S̄ the receive-weighted mean of
 /// the measured service times, else the nominal S̄.
 pub fn slo_us(curve: &Curve, settings: &Settings, results: &[&PointResult]) -> Option<f64> {
-    if let Some(s) = curve.slo_us {
+    if let Some(s) = curve.load.slo_us {
         return Some(s);
     }
     service_us(curve, results).map(|(s, _)| s * settings.slo_factor)
@@ -287,7 +287,7 @@ pub fn service_us(curve: &Curve, results: &[&PointResult]) -> Option<(f64, bool)
     if weight > 0.0 {
         Some((sum / weight, true))
     } else {
-        curve.nominal_service_us.map(|s| (s, false))
+        curve.load.nominal_service_us.map(|s| (s, false))
     }
 }
 

@@ -21,15 +21,19 @@ fn example_file_parses_and_expands() {
         (
             b2.name.as_str(),
             b2.mode.as_str(),
-            b2.server_spec.as_ref().unwrap().sched.steal_k
+            b2.server.spec.as_ref().unwrap().sched.steal_k
         ),
         ("best2+steal k=4", "best2+steal", Some(4))
     );
     assert_eq!(b2.workers, 8, "inherits [defaults]");
     let mc = &s.curves[9];
-    assert_eq!(mc.server, ServerKind::Memcached);
+    assert_eq!(mc.server.kind, ServerKind::Memcached);
     assert_eq!(
-        (mc.capacity_rps, mc.slo_us, mc.nominal_service_us),
+        (
+            mc.load.capacity_rps,
+            mc.load.slo_us,
+            mc.load.nominal_service_us
+        ),
         (50_000.0, Some(500.0), None)
     );
     assert_eq!(
@@ -37,7 +41,7 @@ fn example_file_parses_and_expands() {
         Affinity::Split,
         "spin defaults to split placement"
     );
-    assert_eq!(mc.service, ServiceMode::Spin);
+    assert_eq!(mc.server.service, ServiceMode::Spin);
     assert_eq!(s.settings.loads, vec![0.2, 0.4, 0.6, 0.7, 0.8, 0.9]);
     assert_eq!(s.settings.cdf_load, 0.6);
     assert_eq!(
@@ -45,8 +49,8 @@ fn example_file_parses_and_expands() {
         Some(std::path::Path::new("results/example-sweep"))
     );
     // Capacity N/S̄ with the nominal S̄ of bimodal-1 (= S̄).
-    assert!((s.curves[4].capacity_rps - 8.0 * 1e6 / 1000.0).abs() < 1e-6);
-    assert_eq!(s.curves[3].server, ServerKind::Tokio);
+    assert!((s.curves[4].load.capacity_rps - 8.0 * 1e6 / 1000.0).abs() < 1e-6);
+    assert_eq!(s.curves[3].server.kind, ServerKind::Tokio);
 }
 
 #[test]
@@ -63,11 +67,11 @@ fn kv_example_crosses_connections_and_takes_memcached_as_baseline() {
     assert_ne!(s.curves[0].group(), s.curves[4].group());
     assert_eq!(s.curves[0].group(), s.curves[1].group());
     assert_ne!(s.curves[0].slug(), s.curves[4].slug());
-    assert_eq!(s.curves[0].server, ServerKind::Memcached);
+    assert_eq!(s.curves[0].server.kind, ServerKind::Memcached);
     assert!(s
         .curves
         .iter()
-        .all(|c| c.workers == 1 && c.slo_us == Some(500.0)));
+        .all(|c| c.workers == 1 && c.load.slo_us == Some(500.0)));
 }
 
 #[test]
@@ -113,17 +117,22 @@ fn default_sweep_is_the_issue_matrix_and_fits_three_minutes() {
     assert_eq!(s.curves.len(), 10);
     for c in &s.curves {
         assert_eq!(
-            (c.workers, c.service, c.mean_us, c.protocol.as_str()),
+            (
+                c.workers,
+                c.server.service,
+                c.load.mean_us,
+                c.load.protocol.as_str()
+            ),
             (8, ServiceMode::Emulate, 500.0, "rpc")
         );
-        assert_eq!(c.capacity_rps, 16_000.0);
+        assert_eq!(c.load.capacity_rps, 16_000.0);
     }
     let modes: Vec<&str> = s.curves[..5].iter().map(|c| c.mode.as_str()).collect();
     assert_eq!(
         modes,
         ["hybrid", "cpu", "epoll-1to1", "epoll-shared", "tokio"]
     );
-    let servers: Vec<ServerKind> = s.curves[..5].iter().map(|c| c.server).collect();
+    let servers: Vec<ServerKind> = s.curves[..5].iter().map(|c| c.server.kind).collect();
     assert_eq!(
         servers,
         [
@@ -179,8 +188,12 @@ fn flags_override_file_and_defaults() {
         s.curves.iter().all(|c| c.workers == 4),
         "--workers applies everywhere"
     );
-    assert_eq!(s.curves[3].service, ServiceMode::Spin, "peers always spin");
-    assert_eq!(s.curves[0].mean_us, 2000.0);
+    assert_eq!(
+        s.curves[3].server.service,
+        ServiceMode::Spin,
+        "peers always spin"
+    );
+    assert_eq!(s.curves[0].load.mean_us, 2000.0);
     assert_eq!(s.settings.loads, vec![0.1, 0.5], "loads are sorted");
     assert_eq!(s.settings.slo_factor, 5.0);
     assert_eq!(
@@ -255,7 +268,7 @@ fn epoll_and_kv_epoll_modes_are_accepted() {
     let kinds: Vec<(ServerKind, &str)> = s
         .curves
         .iter()
-        .map(|c| (c.server, c.protocol.as_str()))
+        .map(|c| (c.server.kind, c.load.protocol.as_str()))
         .collect();
     assert_eq!(
         kinds,
@@ -277,10 +290,10 @@ fn the_async_example_sweeps_the_async_modes_beside_tokio() {
     modes.dedup();
     assert_eq!(modes, ["async-hybrid", "async-tokio", "hybrid", "tokio"]);
     for c in &s.curves {
-        let spec = c.server_spec.as_ref().unwrap();
+        let spec = c.server.spec.as_ref().unwrap();
         assert_eq!(spec.mode.to_string(), c.mode);
         assert_eq!((spec.workers, spec.service), (8, ServiceMode::Emulate));
-        assert!(c.nominal_service_us.is_some(), "{}", c.name);
+        assert!(c.load.nominal_service_us.is_some(), "{}", c.name);
     }
     assert_eq!(s.curves.len(), 8);
 }
@@ -296,15 +309,15 @@ fn http_examples_parse_with_their_io_variance_and_wrk_cross_checks() {
     ] {
         let s = Sweep::from_file(&SweepFile::parse(text).unwrap(), 2).unwrap();
         for c in &s.curves {
-            assert_eq!(c.protocol, "http", "{}", c.name);
-            assert_eq!(c.service, ServiceMode::Spin, "{}", c.name);
+            assert_eq!(c.load.protocol, "http", "{}", c.name);
+            assert_eq!(c.server.service, ServiceMode::Spin, "{}", c.name);
             assert!(
-                matches!(c.server, ServerKind::Http | ServerKind::Nginx),
+                matches!(c.server.kind, ServerKind::Http | ServerKind::Nginx),
                 "{}",
                 c.name
             );
             assert_eq!(
-                c.io.as_ref().map(|i| i.label()).as_deref(),
+                c.http.io.as_ref().map(|i| i.label()).as_deref(),
                 io,
                 "{}",
                 c.name
@@ -324,7 +337,7 @@ fn http_examples_parse_with_their_io_variance_and_wrk_cross_checks() {
     let wrk: Vec<&str> = s
         .curves
         .iter()
-        .filter(|c| c.wrk)
+        .filter(|c| c.http.wrk)
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(wrk, ["nginx", "hybrid"]);
@@ -333,7 +346,7 @@ fn http_examples_parse_with_their_io_variance_and_wrk_cross_checks() {
         .iter()
         .find(|c| c.name == "hybrid-batch64")
         .unwrap();
-    assert_eq!(batch.server_spec.as_ref().unwrap().sched.batch, 64);
+    assert_eq!(batch.server.spec.as_ref().unwrap().sched.batch, 64);
 }
 
 #[test]
@@ -372,7 +385,7 @@ fn http_keys_are_refused_where_they_do_not_apply() {
     ] {
         let text = format!("[[config]]\nmode='{mode}'\ncapacity_rps=1000\nslo_us=500\nio_variance='fadvise'\nwrk=true");
         let s = Sweep::from_file(&SweepFile::parse(&text).unwrap(), 2).unwrap();
-        assert_eq!(s.curves[0].server, ServerKind::Http, "{mode}");
+        assert_eq!(s.curves[0].server.kind, ServerKind::Http, "{mode}");
     }
 }
 
@@ -387,13 +400,13 @@ fn elastic_step_example_parses_with_its_elastic_and_profile_keys() {
     );
     let elastic = &s.curves[0];
     assert_eq!(
-        elastic.server_spec.as_ref().unwrap().sched.min_workers,
+        elastic.server.spec.as_ref().unwrap().sched.min_workers,
         Some(1)
     );
     assert_eq!(elastic.workers, 8);
-    assert_eq!(elastic.service, ServiceMode::Emulate);
+    assert_eq!(elastic.server.service, ServiceMode::Emulate);
     assert_eq!(
-        (elastic.capacity_rps, elastic.nominal_service_us),
+        (elastic.load.capacity_rps, elastic.load.nominal_service_us),
         (8000.0, Some(1000.0))
     );
     for c in &s.curves {
@@ -405,7 +418,8 @@ fn elastic_step_example_parses_with_its_elastic_and_profile_keys() {
         assert_eq!(c.group(), s.curves[0].group(), "one group, one baseline");
     }
     assert!(s.curves[1..].iter().all(|c| c
-        .server_spec
+        .server
+        .spec
         .as_ref()
         .unwrap()
         .sched
@@ -458,7 +472,7 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
         let mut f = None;
         for c in &s.curves {
             let e = CapacityEntry {
-                protocol: c.protocol.clone(),
+                protocol: c.load.protocol.clone(),
                 connections: c.connections,
                 bound_us: 20.0,
                 at_bound_rps: rps,
@@ -500,4 +514,56 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
     };
     let lines = capacity_lines(&s, Some(&with(1.0)), &elsewhere, "test");
     assert!(lines.iter().all(|l| l.starts_with("note:")));
+}
+
+/// `Curve` holds its settings in groups, serialized flat: the `spec` of
+/// `summary.json` keeps exactly the keys it always had, and reads back.
+#[test]
+fn a_curve_serializes_with_the_flat_keys_and_reads_back() {
+    use skq_bench::config::{ConfigEntry, Curve};
+    let e = ConfigEntry {
+        mode: Some("http-hybrid".into()),
+        io_variance: Some("emulate".into()),
+        wrk: Some(true),
+        capacity_rps: Some(1000.0),
+        slo_us: Some(1000.0),
+        ..Default::default()
+    };
+    let c = Curve::from_entry(&e, 2).unwrap();
+    let v = serde_json::to_value(&c).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut want = vec![
+        "name",
+        "server",
+        "mode",
+        "workload",
+        "workers",
+        "service",
+        "mean_us",
+        "scale",
+        "pin",
+        "server_spec",
+        "connections",
+        "threads",
+        "protocol",
+        "nominal_service_us",
+        "capacity_rps",
+        "slo_us",
+        "affinity",
+        "io",
+        "wrk",
+        "db_dir",
+        "db_keys",
+        "dilate",
+        "prio",
+        "elastic",
+    ];
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    assert_eq!(v["server"], "http");
+    assert_eq!(v["io"]["variance"], "emulate");
+    assert_eq!(v["server_spec"]["mode"], "hybrid");
+    let back: Curve = serde_json::from_value(v).unwrap();
+    assert_eq!(back, c);
 }

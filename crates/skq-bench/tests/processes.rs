@@ -252,7 +252,7 @@ fn process_exists(pid: u32) -> bool {
 fn memcached_starts_answers_and_stops() {
     let dir = temp_dir("memcached");
     let curve = peer_curve("memcached");
-    assert_eq!(curve.protocol, "memcached");
+    assert_eq!(curve.load.protocol, "memcached");
     let mut server = ServerProcess::start(
         &curve,
         Path::new("/nonexistent"),
@@ -292,7 +292,7 @@ fn memcached_starts_answers_and_stops() {
 fn nginx_starts_serves_its_file_and_stops() {
     let dir = temp_dir("nginx");
     let curve = peer_curve("nginx");
-    assert_eq!(curve.protocol, "http");
+    assert_eq!(curve.load.protocol, "http");
     let mut server = ServerProcess::start(
         &curve,
         Path::new("/nonexistent"),

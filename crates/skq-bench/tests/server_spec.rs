@@ -80,7 +80,7 @@ fn every_rpc_curve_hands_the_server_its_spec() {
     ];
     for e in &entries {
         let curve = Curve::from_entry(e, 2).unwrap();
-        let want = curve.server_spec.clone().unwrap();
+        let want = curve.server.spec.clone().unwrap();
         let args = parsed_by_the_server(&curve);
         assert_eq!(args.spec().unwrap(), want, "{}", curve.name);
         // And the server would start it: the configuration validates.
@@ -96,13 +96,14 @@ fn every_rpc_curve_hands_the_server_its_spec() {
     ] {
         let spec = Curve::from_entry(&entries[i], 2)
             .unwrap()
-            .server_spec
+            .server
+            .spec
             .unwrap();
         assert_eq!(spec.mode.to_string(), mode);
         assert!(matches!(spec.mode, skq_net::Mode::Async(_)), "{mode}");
     }
     let skq = Curve::from_entry(&entries[0], 2).unwrap();
-    let spec = skq.server_spec.unwrap();
+    let spec = skq.server.spec.unwrap();
     assert_eq!(
         (spec.sched.steal_k, spec.sched.pollers, spec.sched.batch),
         (Some(2), Some(1), 4)

@@ -2,8 +2,8 @@
 //! allocating per request in steady state (issue 22: no per-request allocation on the
 //! hot path).
 //!
-//! A counting global allocator counts this thread's allocations (and reallocations)
-//! while an `skq_net` `Conn` serves the cache's protocol ([`KvProtocol`]) over an
+//! A counting global allocator ([`skq_testkit::Counting`]) counts this thread's allocations
+//! (and reallocations) while an `skq_net` `Conn` serves the cache's protocol ([`KvProtocol`]) over an
 //! in-memory stream, the same path a socket event takes in every `--mode`. Every reply
 //! is checked byte for byte against what memcached answers, without storing it.
 //!
@@ -20,8 +20,6 @@
 //! driven in memory without threads. It parses and executes through the same
 //! parser, recycling ([`skq_kv::recycle`]) and `exec::apply` as the shared architecture.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
@@ -34,47 +32,14 @@ use skq_kv::shared::{KvProtocol, KvSession, SharedStore};
 use skq_net::conn::{Conn, Outcome, Transport};
 use skq_net::stats::WorkerCounters;
 use skq_net::{Cx, Protocol};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: each method forwards its arguments unchanged to the system allocator; the
-// counter is a const-initialised thread-local `Cell` (no allocation, no destructor), so
-// counting never re-enters the allocator.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        bump();
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.dealloc(p, l) }
-    }
-}
+use skq_testkit::Counting;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// This thread's allocations so far.
 fn allocs() -> u64 {
-    ALLOCS.with(Cell::get)
+    skq_testkit::thread_allocs()
 }
 
 /// Allocations allowed per arena segment turned over by `set` (see the module docs).

@@ -2,59 +2,24 @@
 //! allocation per request in steady state (the thread's buffer pool), and
 //! an idle connection still holds at most two kept buffers.
 //!
-//! A counting global allocator counts this thread's allocations (and
-//! reallocations) while a `Conn` serves thousands of requests over an
-//! in-memory stream.
+//! A counting global allocator ([`skq_testkit::Counting`]) counts this
+//! thread's allocations (and reallocations) while a `Conn` serves
+//! thousands of requests over an in-memory stream.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{self, Read, Write};
 
 use skq_net::bufpool::{self, POOL_BUFFERS, POOL_MAX_CAPACITY};
 use skq_net::conn::{Conn, Outcome, Transport, KEEP_CAPACITY};
 use skq_net::stats::WorkerCounters;
 use skq_net::{Cx, Protocol, Served};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// counter is a const-initialised thread-local `Cell` (no allocation, no
-// destructor), so counting cannot recurse into the allocator.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(p, l) }
-    }
-}
+use skq_testkit::Counting;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// This thread's allocations so far.
 fn allocs() -> u64 {
-    ALLOCS.with(Cell::get)
+    skq_testkit::thread_allocs()
 }
 
 const REPLY: usize = 2048;

@@ -26,6 +26,12 @@
 //!   between requests, `send` for a write that makes no progress; a
 //!   timeout calls the protocol's `timed_out` before `close`.
 //!
+//! **Memory** (`async_buf.rs`): reads go through the thread's
+//! scratch buffer; buffers beyond `conn::KEEP_CAPACITY` come from the
+//! thread's `bufpool` and go back once empty, so an idle connection holds
+//! at most two buffers of that size, as skq-net's `Conn`, and large
+//! requests and replies allocate nothing in steady state.
+//!
 //! **Not on this path:** the protocol's classifier (no scheduling classes
 //! here; `skq serve http` refuses `--priority` outside the skq driver),
 //! `refuse_batch`, and the per-protocol rejection hooks and busy message
@@ -44,11 +50,10 @@ use skq_net::conn::REQUESTS_PER_EVENT;
 use skq_net::protocol::FileRegion;
 use skq_net::stats::{Counters, WorkerCounters};
 use skq_net::{Close, Cx, Notices, Protocol, Resume, Served, ServerConfig, ServerHandle, Timeouts};
-use tokio::io::{AsyncReadExt, AsyncWrite};
+use tokio::io::AsyncWrite;
 
-use crate::async_rpc::{
-    compact_input, AsyncRt, AsyncShared, ConnHandler, KEEP_CAPACITY, READ_CHUNK,
-};
+use crate::async_buf::{reserve_pooled, Bufs};
+use crate::async_rpc::{AsyncRt, AsyncShared, ConnHandler};
 
 /// Most bytes of a file region read into memory at once.
 pub const FILE_PIECE: usize = 64 * 1024;
@@ -123,9 +128,8 @@ impl<P: Protocol> ProtocolHandler<P> {
     ) -> Result<Infallible, Close> {
         let p = &*self.proto;
         let send = self.timeouts.send;
-        let mut input: Vec<u8> = Vec::new();
-        let mut start = 0; // bytes of `input` already served
-        let mut out: Vec<u8> = Vec::new();
+        let mut b = Bufs::default();
+        let mut start = 0; // bytes of `b.input` already served
         let mut served_any = false;
         // When the unserved request's first byte arrived (or, before the
         // first request, the connection was accepted).
@@ -135,7 +139,8 @@ impl<P: Protocol> ProtocolHandler<P> {
             loop {
                 let c = sh.worker_counters::<R>();
                 let mut cx = Cx::new(R::worker(), c);
-                let result = p.serve(session, &input[start..], &mut out, &mut cx);
+                b.prepare_output();
+                let result = p.serve(session, &b.input[start..], &mut b.out, &mut cx);
                 let (file, resume) = (cx.take_file(), cx.take_resume());
                 drop(cx);
                 match result {
@@ -144,7 +149,7 @@ impl<P: Protocol> ProtocolHandler<P> {
                         break;
                     }
                     Served::Close { why, .. } => {
-                        let _ = write_out::<R>(&mut stream, &mut out, c, send).await;
+                        let _ = write_out::<R>(&mut stream, &mut b.out, c, send).await;
                         return Err(why);
                     }
                     Served::Request { consumed } => {
@@ -153,35 +158,33 @@ impl<P: Protocol> ProtocolHandler<P> {
                         served_any = true;
                         request_since = None;
                         if resume {
-                            self.finish::<R>(&mut stream, session, &mut out, c).await?;
+                            self.finish::<R>(&mut stream, session, &mut b.out, c)
+                                .await?;
                         }
                         if let Some(region) = file {
-                            write_out::<R>(&mut stream, &mut out, c, send).await?;
-                            send_region::<R>(&mut stream, region, &mut out, c, send).await?;
+                            write_out::<R>(&mut stream, &mut b.out, c, send).await?;
+                            send_region::<R>(&mut stream, region, &mut b.out, c, send).await?;
                         } else if p.flush_each() {
-                            write_out::<R>(&mut stream, &mut out, c, send).await?;
+                            write_out::<R>(&mut stream, &mut b.out, c, send).await?;
                         }
                         served += 1;
                         if served >= REQUESTS_PER_EVENT {
                             served = 0;
-                            write_out::<R>(&mut stream, &mut out, c, send).await?;
+                            write_out::<R>(&mut stream, &mut b.out, c, send).await?;
                             R::yield_now().await;
                         }
                     }
                 }
             }
             let c = sh.worker_counters::<R>();
-            write_out::<R>(&mut stream, &mut out, c, send).await?;
-            if out.capacity() > KEEP_CAPACITY {
-                out = Vec::new();
-            }
-            compact_input(&mut input, start);
+            write_out::<R>(&mut stream, &mut b.out, c, send).await?;
+            b.settle_output();
+            b.compact(start);
             start = 0;
-            if input.len() >= p.read_limit() {
+            if b.input.len() >= p.read_limit() {
                 return Err(Close::Protocol);
             }
-            input.reserve(READ_CHUNK);
-            let limit = if input.is_empty() && served_any {
+            let limit = if b.input.is_empty() && served_any {
                 self.timeouts.idle
             } else {
                 let since = *request_since.get_or_insert_with(Instant::now);
@@ -190,14 +193,14 @@ impl<P: Protocol> ProtocolHandler<P> {
                     .map(|d| d.saturating_sub(since.elapsed()))
             };
             let read = match limit {
-                Some(d) => match R::timeout(d, stream.read_buf(&mut input)).await {
+                Some(d) => match R::timeout(d, b.read(&mut stream)).await {
                     Some(r) => r,
                     None => return Err(Close::Timeout),
                 },
-                None => stream.read_buf(&mut input).await,
+                None => b.read(&mut stream).await,
             };
             match read {
-                Ok(0) if input.is_empty() => return Err(Close::Eof),
+                Ok(0) if b.input.is_empty() => return Err(Close::Eof),
                 Ok(0) => return Err(Close::Aborted),
                 Ok(_) => sh.worker_counters::<R>().record_event(),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -281,6 +284,7 @@ async fn send_region<R: AsyncRt>(
     } = region;
     while len > 0 {
         let want = (len as usize).min(FILE_PIECE);
+        reserve_pooled(out, want);
         out.resize(want, 0);
         let n = loop {
             match file.read_at(&mut out[..want], offset) {

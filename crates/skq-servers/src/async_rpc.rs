@@ -32,9 +32,12 @@
 //! returned bytes (`events`) and writes that had to wait (`write_blocked`);
 //! per server, accepted, refused at `--max-conns`, closed by reason.
 //!
-//! **Memory.** An idle connection holds its task (the future) and its
-//! read buffer (4 KiB, made before each read; the sans-I/O drivers keep
-//! none while idle), reported together as `memory.idle_conn_bytes`.
+//! **Memory** (`async_buf.rs`). Reads go through the thread's scratch
+//! buffer; an idle connection holds its task (the future, reported as
+//! `memory.idle_conn_bytes`) and at most `conn::KEEP_CAPACITY` bytes each
+//! of input and output, as skq-net's `Conn`. Larger buffers come from and
+//! go back to the thread's `bufpool`, so large requests allocate nothing
+//! in steady state.
 //!
 //! **Who touches what.** A connection's buffers belong to its task; the
 //! shared state ([`AsyncShared`]) is atomics and the read-only settings.
@@ -51,14 +54,11 @@ use skq_net::conn::REQUESTS_PER_EVENT;
 use skq_net::stats::{Counters, WorkerCounters};
 use skq_net::{Class, Close, Notice, Notices};
 use skq_proto::wire;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::async_buf::Bufs;
 use crate::service::{Deliver, ServiceMode};
 
-/// Bytes of spare room made in a connection's input before each read.
-pub(crate) const READ_CHUNK: usize = 4096;
-/// Input capacity a connection keeps once everything it read is served.
-pub(crate) const KEEP_CAPACITY: usize = 2 * READ_CHUNK;
 /// Most unserved bytes a connection may buffer (a whole frame of the
 /// largest size must fit, as [`crate::rpc::RpcProtocol`]'s read limit).
 const READ_LIMIT: usize = wire::MAX_FRAME + 64 * 1024;
@@ -130,20 +130,6 @@ thread_local! {
 
 /// Delivers `service_ns` on the calling thread (blocking it) and returns
 /// the nanoseconds delivered.
-/// Drops the first `served` bytes of `input` (requests already answered),
-/// keeping the unserved rest, and frees a buffer grown beyond
-/// [`KEEP_CAPACITY`] once nothing is left in it. Shared by both async loops.
-pub(crate) fn compact_input(input: &mut Vec<u8>, served: usize) {
-    if served >= input.len() {
-        input.clear();
-        if input.capacity() > KEEP_CAPACITY {
-            *input = Vec::new();
-        }
-    } else if served > 0 {
-        input.drain(..served);
-    }
-}
-
 fn deliver(sh: &AsyncShared, service_ns: u32) -> u32 {
     if !PREPARED.with(|p| p.replace(true)) {
         sh.service.prepare_thread();
@@ -222,7 +208,7 @@ pub async fn accept_loop<R: AsyncRt, H: ConnHandler>(
             task_sh.counters.conns.closed(why);
         };
         if sh.idle_conn_bytes.load(Ordering::Relaxed) == 0 {
-            let bytes = std::mem::size_of_val(&task) + READ_CHUNK;
+            let bytes = std::mem::size_of_val(&task);
             sh.idle_conn_bytes.store(bytes, Ordering::Relaxed);
         }
         if !rt.spawn(task) {
@@ -238,16 +224,16 @@ pub async fn accept_loop<R: AsyncRt, H: ConnHandler>(
 
 /// Serves one connection until it ends; returns why it ended.
 pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShared) -> Close {
-    let mut input: Vec<u8> = Vec::new();
-    let mut start = 0; // bytes of `input` already served
-    let mut reply = Vec::with_capacity(wire::HEADER_LEN);
+    // `out` holds one reply at a time (a header: replies carry no payload).
+    let mut b = Bufs::default();
+    let mut start = 0; // bytes of `b.input` already served
     let mut served = 0;
     let mut class = Class::Regular;
     loop {
         // Every whole request buffered, in order, each reply written before
         // the next is served.
         loop {
-            let req = match wire::decode_request(&input[start..]) {
+            let req = match wire::decode_request(&b.input[start..]) {
                 Err(_) => return Close::Protocol,
                 Ok(None) => break,
                 Ok(Some(req)) => req,
@@ -255,9 +241,9 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
             start += req.frame_len();
             let c = sh.worker_counters::<R>();
             c.record_request();
-            reply.clear();
+            b.out.clear();
             if u64::from(req.service_ns) > sh.max_service_ns {
-                req.refusal().encode(&mut reply);
+                req.refusal().encode(&mut b.out);
             } else {
                 if sh.classify && class_of(req.class) != class {
                     class = class_of(req.class);
@@ -265,9 +251,9 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
                 }
                 let delivered = deliver(sh, req.service_ns);
                 c.record_service(u64::from(delivered));
-                req.reply(delivered).encode(&mut reply);
+                req.reply(delivered).encode(&mut b.out);
             }
-            if let Err(why) = write_all(&mut stream, &reply, c).await {
+            if let Err(why) = write_all(&mut stream, &b.out, c).await {
                 return why;
             }
             served += 1;
@@ -276,21 +262,21 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
                 R::yield_now().await;
             }
         }
-        compact_input(&mut input, start);
+        b.compact(start);
         start = 0;
-        if input.len() >= READ_LIMIT {
+        if b.input.len() >= READ_LIMIT {
             return Close::Protocol;
         }
-        input.reserve(READ_CHUNK);
+        let idle = b.input.is_empty();
         let read = match sh.idle_timeout {
-            Some(d) if input.is_empty() => match R::timeout(d, stream.read_buf(&mut input)).await {
+            Some(d) if idle => match R::timeout(d, b.read(&mut stream)).await {
                 Some(r) => r,
                 None => return Close::Timeout,
             },
-            _ => stream.read_buf(&mut input).await,
+            _ => b.read(&mut stream).await,
         };
         match read {
-            Ok(0) if input.is_empty() => return Close::Eof,
+            Ok(0) if b.input.is_empty() => return Close::Eof,
             Ok(0) => return Close::Aborted,
             Ok(_) => sh.worker_counters::<R>().record_event(),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -92,6 +92,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod async_buf;
 pub mod async_proto;
 pub mod async_rpc;
 pub mod async_rt;

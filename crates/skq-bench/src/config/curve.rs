@@ -3,9 +3,14 @@
 //! validated [`Curve`] a configuration entry becomes.
 //!
 //! A configuration's mode and scheduling keys are parsed here, once, into
-//! the server spec skq's own servers are handed ([`Curve::server_spec`],
+//! the server spec skq's own servers are handed ([`ServerSetup::spec`],
 //! skq-net's [`ServerSpec`]); the harness passes it whole (`--spec JSON`),
 //! never knob by knob.
+//!
+//! The TOML entry stays flat ([`ConfigEntry`]: serde's `flatten` does not
+//! combine with `deny_unknown_fields`); a [`Curve`] holds its settings in
+//! groups ([`ServerSetup`], [`LoadSpec`], and per protocol, priority and
+//! elastic settings from [`super::parts`]).
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -15,6 +20,7 @@ use skq_proto::workload::{ServiceSpec, Workload};
 
 pub use skq_net::ServiceMode;
 
+use super::parts::{io_spec, ElasticSpec, HttpSpec, PrioritySpec, RocksdbSpec};
 use super::ConfigEntry;
 
 /// What serves the requests.
@@ -80,51 +86,6 @@ impl ServerKind {
 /// The plain epoll servers' modes (`skq serve rpc --mode ...`).
 pub const EPOLL_MODES: [&str; 2] = ["epoll-1to1", "epoll-shared"];
 
-/// IO variance of the HTTP server (`skq serve http --io-variance`): a
-/// fraction of file reads miss the page cache, for real (`fadvise`) or with
-/// an emulated storage latency (`emulate`). SKQ §6.7's disk-backed pages.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IoSpec {
-    /// `fadvise` or `emulate`.
-    pub variance: String,
-    /// Fraction of reads that miss (0..=1).
-    pub miss: f64,
-    /// Mean emulated storage latency of a miss (µs; `emulate` only).
-    pub latency_us: f64,
-}
-
-impl IoSpec {
-    /// How every output names it: `io=emulate miss=0.10 latency=exp(1000µs)`.
-    pub fn label(&self) -> String {
-        match self.variance.as_str() {
-            "emulate" => format!(
-                "io=emulate miss={:.2} latency=exp({}µs)",
-                self.miss, self.latency_us
-            ),
-            v => format!("io={v} miss={:.2}", self.miss),
-        }
-    }
-
-    /// The server's arguments.
-    pub fn args(&self) -> Vec<String> {
-        let mut a = vec![
-            "--io-variance".to_string(),
-            self.variance.clone(),
-            "--io-miss".into(),
-            self.miss.to_string(),
-        ];
-        if self.variance == "emulate" {
-            a.extend([
-                "--io-latency-us".into(),
-                self.latency_us.to_string(),
-                "--io-dist".into(),
-                "exp".into(),
-            ]);
-        }
-        a
-    }
-}
-
 /// CPU placement of server and load generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -135,62 +96,36 @@ pub enum Affinity {
     Split,
 }
 
-/// One fully specified configuration: one curve of the sweep.
+/// One fully specified configuration: one curve of the sweep. Its
+/// identity (name, mode, workload, workers, connections: what tables,
+/// plots and baselines key on) at the top; the rest in groups, each serialized flat, so the
+/// `spec` of `summary.json` has the same keys as ever.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Curve {
     /// Label.
     pub name: String,
-    /// Server kind (derived from `mode`).
-    pub server: ServerKind,
     /// Mode string (`vanilla`, `best2+steal`, `tokio`, `memcached`, ...).
     pub mode: String,
     /// Workload name.
     pub workload: String,
     /// Worker threads.
     pub workers: usize,
-    /// Service mode.
-    pub service: ServiceMode,
-    /// S̄ argument (µs) given to the generator for parametric workloads.
-    pub mean_us: f64,
-    /// Emulation scale.
-    pub scale: f64,
-    /// `--pin`.
-    pub pin: bool,
-    /// What skq's own servers (rpc, http, rocksdb; not kv) are handed as
-    /// `--spec`: the mode parsed, `workers`, `service` and `pin` as above,
-    /// and the scheduling keys each server takes (rpc: all; http:
-    /// `steal_k`, `batch`; rocksdb: `steal_k`). `None` for the peers and kv.
-    #[serde(default)]
-    pub server_spec: Option<ServerSpec>,
     /// Load connections.
     pub connections: usize,
-    /// Generator threads.
-    pub threads: usize,
-    /// Generator protocol.
-    pub protocol: String,
-    /// Nominal mean service time (µs), None when unknown (peers).
-    pub nominal_service_us: Option<f64>,
-    /// Requests/s that load fraction 1.0 means.
-    pub capacity_rps: f64,
-    /// Fixed SLO (µs), overriding slo_factor × S̄.
-    pub slo_us: Option<f64>,
+    /// What serves the requests, and how.
+    #[serde(flatten)]
+    pub server: ServerSetup,
+    /// What the generator offers, and the yardsticks it is judged by.
+    #[serde(flatten)]
+    pub load: LoadSpec,
     /// CPU placement.
     pub affinity: Affinity,
-    /// IO variance (http modes only).
-    #[serde(default)]
-    pub io: Option<IoSpec>,
-    /// Cross-check the curve with `wrk` (http servers and nginx).
-    #[serde(default)]
-    pub wrk: bool,
-    /// RocksDB front end: database directory.
-    #[serde(default)]
-    pub db_dir: String,
-    /// RocksDB front end: records preloaded.
-    #[serde(default)]
-    pub db_keys: u64,
-    /// RocksDB front end: the generator's `--db-dilate`.
-    #[serde(default)]
-    pub dilate: f64,
+    /// The HTTP servers' settings.
+    #[serde(flatten)]
+    pub http: HttpSpec,
+    /// The RocksDB front end's settings.
+    #[serde(flatten)]
+    pub rocksdb: RocksdbSpec,
     /// Priority experiment traffic and diffusion (SKQ §6.8, QStack).
     #[serde(default)]
     pub prio: PrioritySpec,
@@ -199,119 +134,43 @@ pub struct Curve {
     pub elastic: ElasticSpec,
 }
 
-/// A time-varying rate on the generator, fixed at every load point of a
-/// curve (the server's elastic settings, `min_workers` and
-/// `elastic_period_us`, are checked here and travel in the server spec).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ElasticSpec {
-    /// The generator's `--rate-profile`; the point's rate is its base rate.
-    pub rate_profile: Option<String>,
-    /// The generator's `--interval-ms`, also the period at which the
-    /// harness samples the server's CPU time.
-    pub interval_ms: Option<u64>,
+/// What serves a curve's requests (in [`Curve::mode`], with
+/// [`Curve::workers`] threads).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerSetup {
+    /// Server kind (derived from the mode).
+    #[serde(rename = "server")]
+    pub kind: ServerKind,
+    /// Service mode.
+    pub service: ServiceMode,
+    /// `--pin`.
+    pub pin: bool,
+    /// What skq's own servers (rpc, http, rocksdb; not kv) are handed as
+    /// `--spec`: the mode parsed, `workers`, `service` and `pin` as above,
+    /// and the scheduling keys each server takes (rpc: all; http:
+    /// `steal_k`, `batch`; rocksdb: `steal_k`). `None` for the peers and kv.
+    #[serde(default, rename = "server_spec")]
+    pub spec: Option<ServerSpec>,
 }
 
-impl ElasticSpec {
-    fn from_entry(e: &ConfigEntry, name: &str, server: ServerKind, workers: usize) -> Result<Self> {
-        let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
-        if let Some(m) = e.min_workers {
-            if server != ServerKind::Skq {
-                bail!(
-                    "{}: only skq modes of the RPC server have an elastic worker count",
-                    ctx("min_workers")
-                );
-            }
-            if !(1..=workers).contains(&m) {
-                bail!(
-                    "{}: {m} is out of range 1..=workers ({workers})",
-                    ctx("min_workers")
-                );
-            }
-        }
-        if let Some(p) = e.elastic_period_us {
-            if e.min_workers.is_none() {
-                bail!(
-                    "{}: needs `min_workers` (an elastic worker count)",
-                    ctx("elastic_period_us")
-                );
-            }
-            if p == 0 {
-                bail!("{}: must be positive", ctx("elastic_period_us"));
-            }
-        }
-        if let Some(r) = &e.rate_profile {
-            r.parse::<skq_proto::profile::RateProfile>()
-                .map_err(|m| anyhow::anyhow!("{}: {m}", ctx("rate_profile")))?;
-        }
-        if e.interval_ms == Some(0) {
-            bail!("{}: must be positive", ctx("interval_ms"));
-        }
-        Ok(ElasticSpec {
-            rate_profile: e.rate_profile.clone(),
-            interval_ms: e.interval_ms.or(e.rate_profile.as_ref().map(|_| 1000)),
-        })
-    }
-}
-
-/// The priority experiments' extra traffic and server setting, fixed at
-/// every load point of a curve.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PrioritySpec {
-    /// Probe client rate (req/s), 0 = none.
-    pub probe_rps: f64,
-    /// Whether the probe is the high-priority client (else a regular probe).
-    pub probe_high: bool,
-    /// Connections the probe's rate is split over.
-    pub probe_connections: usize,
-    /// Best-effort (class 2) rate (req/s), 0 = none.
-    pub batch_rps: f64,
-    /// Best-effort connections.
-    pub batch_connections: usize,
-    /// Best-effort service (µs).
-    pub batch_service_us: f64,
-}
-
-impl PrioritySpec {
-    fn from_entry(e: &ConfigEntry, name: &str, server: ServerKind) -> Result<PrioritySpec> {
-        let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
-        let probe_rps = e.probe_rps.unwrap_or(0.0);
-        if !(probe_rps.is_finite() && probe_rps >= 0.0) {
-            bail!("{}: {probe_rps} must be >= 0", ctx("probe_rps"));
-        }
-        let probe_high = match e.probe_class.as_deref().unwrap_or("regular") {
-            "regular" => false,
-            "high" => true,
-            other => bail!(
-                "{}: `{other}` is unknown: expected regular or high",
-                ctx("probe_class")
-            ),
-        };
-        let batch_rps = e.batch_rps.unwrap_or(0.0);
-        if !(batch_rps.is_finite() && batch_rps >= 0.0) {
-            bail!("{}: {batch_rps} must be >= 0", ctx("batch_rps"));
-        }
-        let batch_service_us = e.batch_service_us.unwrap_or(10_000.0);
-        if !(batch_service_us.is_finite() && batch_service_us > 0.0) {
-            bail!(
-                "{}: {batch_service_us} must be positive",
-                ctx("batch_service_us")
-            );
-        }
-        if e.batch_workers.as_ref().is_some_and(|w| !w.is_empty()) && server != ServerKind::Skq {
-            bail!(
-                "{}: priority diffusion needs an skq mode",
-                ctx("batch_workers")
-            );
-        }
-        Ok(PrioritySpec {
-            probe_rps,
-            probe_high,
-            probe_connections: e.probe_connections.unwrap_or(8).clamp(1, 1024),
-            batch_rps,
-            batch_connections: e.batch_connections.unwrap_or(4).max(1),
-            batch_service_us,
-        })
-    }
+/// The load a curve offers (over [`Curve::connections`] connections) and
+/// what its points are measured against.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadSpec {
+    /// Generator threads.
+    pub threads: usize,
+    /// Generator protocol.
+    pub protocol: String,
+    /// S̄ argument (µs) given to the generator for parametric workloads.
+    pub mean_us: f64,
+    /// Emulation scale.
+    pub scale: f64,
+    /// Nominal mean service time (µs), None when unknown (peers).
+    pub nominal_service_us: Option<f64>,
+    /// Requests/s that load fraction 1.0 means.
+    pub capacity_rps: f64,
+    /// Fixed SLO (µs), overriding slo_factor × S̄.
+    pub slo_us: Option<f64>,
 }
 
 impl Curve {
@@ -362,10 +221,7 @@ impl Curve {
                 ctx("wrk")
             );
         }
-        let dilate = e.dilate.unwrap_or(0.0);
-        if !(dilate.is_finite() && dilate >= 0.0) {
-            bail!("{}: {dilate} must be >= 0", ctx("dilate"));
-        }
+        let rocksdb = RocksdbSpec::from_entry(e, &name)?;
         let workers = e.workers.unwrap_or(8);
         if !(1..=64).contains(&workers) {
             bail!("{}: {workers} is out of range 1..=64", ctx("workers"));
@@ -487,42 +343,41 @@ impl Curve {
             spec
         });
         Ok(Curve {
-            server_spec,
-            elastic,
-            prio,
             name,
-            server,
             mode,
             workload,
             workers,
-            service,
-            mean_us,
-            scale,
-            pin,
             connections: e.connections.unwrap_or(64).max(1),
-            threads: e.threads.unwrap_or(1).max(1),
-            protocol,
-            nominal_service_us,
-            capacity_rps,
-            slo_us: e.slo_us,
+            server: ServerSetup {
+                kind: server,
+                service,
+                pin,
+                spec: server_spec,
+            },
+            load: LoadSpec {
+                threads: e.threads.unwrap_or(1).max(1),
+                protocol,
+                mean_us,
+                scale,
+                nominal_service_us,
+                capacity_rps,
+                slo_us: e.slo_us,
+            },
             affinity,
-            io,
-            wrk,
-            db_dir: e
-                .db_dir
-                .clone()
-                .unwrap_or_else(|| "/dev/shm/skq-rocksdb".into()),
-            db_keys: e.db_keys.unwrap_or(10_000_000),
-            dilate,
+            http: HttpSpec { io, wrk },
+            rocksdb,
+            prio,
+            elastic,
         })
     }
 
     /// The service label every output carries: `spin`, `emulate`, or for
     /// an http curve with IO variance `spin+io=emulate miss=0.10 ...`.
     pub fn service_label(&self) -> String {
-        match &self.io {
-            Some(io) => format!("{}+{}", self.service.as_str(), io.label()),
-            None => self.service.as_str().to_string(),
+        let service = self.server.service.as_str();
+        match &self.http.io {
+            Some(io) => format!("{service}+{}", io.label()),
+            None => service.to_string(),
         }
     }
 
@@ -535,7 +390,7 @@ impl Curve {
             self.workers,
             self.connections,
             self.service_label(),
-            self.protocol
+            self.load.protocol
         )
     }
 
@@ -547,7 +402,7 @@ impl Curve {
             self.workload,
             self.workers,
             self.connections,
-            self.service.as_str()
+            self.server.service.as_str()
         );
         raw.chars()
             .map(|c| {
@@ -559,42 +414,4 @@ impl Curve {
             })
             .collect()
     }
-}
-
-/// The IO variance an entry asks for: `None` for `none` or no key; an error
-/// for a bad value or for a server that is not `http-MODE` (nginx reads
-/// through the page cache as it always does).
-fn io_spec(e: &ConfigEntry, server: ServerKind) -> std::result::Result<Option<IoSpec>, String> {
-    let variance = e.io_variance.as_deref().unwrap_or("none");
-    if variance == "none" {
-        if e.io_miss.is_some() || e.io_latency_us.is_some() {
-            return Err(
-                "io_miss and io_latency_us need io_variance = \"fadvise\" or \"emulate\"".into(),
-            );
-        }
-        return Ok(None);
-    }
-    if !matches!(variance, "fadvise" | "emulate") {
-        return Err(format!(
-            "unknown IO variance `{variance}`; expected none, fadvise or emulate"
-        ));
-    }
-    if server != ServerKind::Http {
-        return Err("only http-MODE servers take IO variance".into());
-    }
-    let miss = e.io_miss.unwrap_or(0.1);
-    if !(0.0..=1.0).contains(&miss) {
-        return Err(format!("io_miss {miss} is out of range 0..=1"));
-    }
-    let latency_us = e.io_latency_us.unwrap_or(1000.0);
-    if !(latency_us.is_finite() && latency_us >= 0.0) {
-        return Err(format!(
-            "io_latency_us {latency_us} must be a non-negative number"
-        ));
-    }
-    Ok(Some(IoSpec {
-        variance: variance.into(),
-        miss,
-        latency_us,
-    }))
 }

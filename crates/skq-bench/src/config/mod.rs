@@ -86,6 +86,7 @@
 //! the sweep runs without, and every output says so (see [`crate::rss`]).
 
 mod curve;
+mod parts;
 mod settings;
 
 use std::path::PathBuf;
@@ -95,7 +96,8 @@ use serde::Deserialize;
 
 use crate::rss::RssSpec;
 
-pub use curve::{Affinity, Curve, IoSpec, PrioritySpec, ServerKind, ServiceMode};
+pub use curve::{Affinity, Curve, LoadSpec, ServerKind, ServerSetup, ServiceMode};
+pub use parts::{ElasticSpec, HttpSpec, IoSpec, PrioritySpec, RocksdbSpec};
 pub use settings::{Settings, Sweep};
 
 /// One configuration as written in TOML or built from flags: every field

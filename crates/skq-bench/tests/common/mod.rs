@@ -45,7 +45,7 @@ pub fn efficiency(mode: &str) -> f64 {
 
 /// The fixture result of one point.
 pub fn fixture_result(curve: &Curve, settings: &Settings, p: &PlannedPoint) -> PointResult {
-    let s = curve.nominal_service_us.unwrap_or(100.0) + OVERSHOOT_US;
+    let s = curve.load.nominal_service_us.unwrap_or(100.0) + OVERSHOOT_US;
     let rho = p.target_rps * s / (curve.workers as f64 * 1e6) / efficiency(&curve.mode);
     let (p99, achieved) = if rho < 1.0 {
         (s * (2.0 + 3.0 * rho / (1.0 - rho)), p.target_rps)
@@ -102,13 +102,13 @@ pub fn fixture_result(curve: &Curve, settings: &Settings, p: &PlannedPoint) -> P
     let sent = (p.target_rps * settings.point_secs) as u64;
     PointResult {
         meta: Meta {
-            protocol: curve.protocol.clone(),
+            protocol: curve.load.protocol.clone(),
             workload: curve.workload.clone(),
-            nominal_service_us: curve.nominal_service_us,
-            scale: curve.scale,
-            service_mode: curve.service.as_str().into(),
+            nominal_service_us: curve.load.nominal_service_us,
+            scale: curve.load.scale,
+            service_mode: curve.server.service.as_str().into(),
             connections: curve.connections,
-            threads: curve.threads,
+            threads: curve.load.threads,
             cores_seen: 2,
             duration_s: settings.point_secs,
             warmup_s: settings.warmup_secs,
