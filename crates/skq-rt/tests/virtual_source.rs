@@ -107,7 +107,8 @@ fn run(name: &str, cfg: Config) {
         seen: (0..SOURCES).map(|_| AtomicU64::new(0)).collect(),
         delivered: (0..SOURCES).map(|_| AtomicU64::new(0)).collect(),
     });
-    let workers: Vec<_> = (0..WORKERS)
+    let n = skq.config().workers;
+    let workers: Vec<_> = (0..n)
         .map(|w| {
             let mut worker = skq.worker(w);
             let (sh, skq) = (sh.clone(), skq.clone());
@@ -144,7 +145,7 @@ fn run(name: &str, cfg: Config) {
         sh.settle(&format!("{name}: idle round {k}"), i..i + 1);
         thread::sleep(Duration::from_millis(2));
     }
-    skq.set_active(WORKERS);
+    skq.set_active(n);
 
     // 2. Bursts from several foreign threads at once.
     let bursts: Vec<_> = (0..3)
@@ -214,6 +215,18 @@ fn every_activation_is_delivered_in_every_mode() {
         "hybrid-steal",
     ] {
         run(mode, Config::parse_mode(mode, WORKERS).unwrap());
+    }
+}
+
+#[test]
+fn every_activation_is_delivered_to_a_lone_worker() {
+    // One worker, one queue: the activation must still claim it (its queue
+    // is not a shared one) and wake it from its poll.
+    for mode in ["vanilla", "shared", "cpu", "best2", "hybrid"] {
+        run(
+            &format!("{mode}, one worker"),
+            Config::parse_mode(mode, 1).unwrap(),
+        );
     }
 }
 
