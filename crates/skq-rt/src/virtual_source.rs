@@ -61,6 +61,22 @@ pub const VIRTUAL_READY: Ready = Ready(Ready::USER.0 | Ready::READABLE.0);
 /// [`VirtualSource::activate`] (see the module docs). Created by
 /// [`Skq::virtual_source`] or, with a registrar, [`Worker::virtual_source`];
 /// dropping it deregisters it.
+///
+/// ```
+/// use std::time::Duration;
+/// use skq_rt::{Config, Events, Flags, Policy, Skq, VIRTUAL_READY};
+///
+/// let skq = Skq::new(Config::new(Policy::Hybrid, 1)).unwrap();
+/// let vs = skq.virtual_source(7, Flags::NONE).unwrap();
+/// let mut worker = skq.worker(0);
+/// let waiter = std::thread::spawn(move || {
+///     let mut events = Events::with_capacity(4);
+///     worker.wait(&mut events, Some(Duration::from_secs(10))).unwrap();
+///     events.iter().map(|ev| (ev.token, ev.ready)).collect::<Vec<_>>()
+/// });
+/// let _ = vs.activate(); // from a thread that is no worker: wakes it if idle
+/// assert_eq!(waiter.join().unwrap(), vec![(7, VIRTUAL_READY)]);
+/// ```
 pub struct VirtualSource {
     skq: Arc<Skq>,
     id: SourceId,
