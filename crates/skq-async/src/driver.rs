@@ -6,37 +6,28 @@
 //!
 //! ## The model
 //!
-//! * **A task is an skq source**: an skq-rt user event (an eventfd,
-//!   registered edge triggered with the task's class in its flags). The
-//!   task's waker (async-task's `schedule`) parks the task's `Runnable` in
-//!   the source's [`Entry`] and notifies the eventfd; skq-rt harvests the
-//!   edge and *activates* the source through the configured policy
-//!   (best of two, hybrid, stealing, the two-level queues, `rtshare`,
-//!   diffusion), exactly as for a socket. The worker that dequeues the
-//!   event takes the `Runnable` and polls the task. Eventfds of finished
-//!   tasks are kept in a bounded pool and reused by later tasks.
+//! * **A task is an skq source**: an skq-rt [`VirtualSource`] (no fd: a
+//!   slot of skq-core's source table, with the task's class in its flags).
+//!   The task's waker (async-task's `schedule`) parks the task's `Runnable`
+//!   in the source's [`Entry`] and *activates* the source directly
+//!   ([`VirtualSource::activate`]) through the configured policy (best of
+//!   two, hybrid, stealing, the two-level queues, `rtshare`, diffusion),
+//!   exactly as a harvest activates a socket, with the waking thread's CPU
+//!   as the hint under the locality policies; the waking thread wakes the
+//!   chosen worker if the activation claimed it idle. The worker that
+//!   dequeues the event takes the `Runnable` and polls the task. No system
+//!   call is made unless a worker must be woken.
 //! * **An I/O source** (socket, listener) is registered once, edge
 //!   triggered, through skq-rt's [`Registry`]; its event, delivered to the
 //!   worker the policy chose (`SO_INCOMING_CPU`), wakes the tasks waiting on
 //!   it.
-//! * **A kick** per worker (an eventfd `PINNED` to it) makes that worker
-//!   leave its wait to plan a timer that another thread inserted ahead of
-//!   its planned wake-up.
+//! * **A kick** per worker (a virtual source `PINNED` to it) makes that
+//!   worker leave its wait to plan a timer that another thread inserted
+//!   ahead of its planned wake-up.
 //!
 //! ## What is interim (until the new worker loop lands)
 //!
-//! * A wake-up costs an eventfd write and goes through epoll harvesting,
-//!   where activating the task's source in skq-core directly would do. That
-//!   path is not open from outside skq-rt: an activation that claims an idle
-//!   worker obliges the caller to wake that worker, and skq-rt's wake-up is
-//!   private (a kick cannot stand in: the claim already cleared the idle
-//!   bit the kick's own activation would need).
-//! * User events carry no CPU hint and are registered without a registrar,
-//!   so under the locality policies a task starts on a worker chosen
-//!   round-robin and stays there (hybrid still balances it by best of two,
-//!   stealing still moves it); it does not yet follow the socket it waits
-//!   on.
-//! * One eventfd per live task (pooled).
+//! * Timers fire only when their worker waits (`docs/ASYNC.md`).
 //!
 //! ## Invariants
 //!
@@ -44,7 +35,7 @@
 //!    only if its stored [`SourceId`] equals the event's (generation check).
 //!    A stale event of a reused task source finds either no `Runnable`
 //!    (nothing happens) or the new task's, which is scheduled anyway.
-//! 2. A task's `Runnable` is stored before its eventfd is notified, and is
+//! 2. A task's `Runnable` is stored before its source is activated, and is
 //!    taken only by the worker that dequeued the delivery; async-task
 //!    calls `schedule` at most once per `Runnable`, so a task is never
 //!    polled by two workers at once, and skq's per-source state adds the
@@ -63,7 +54,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
@@ -73,12 +64,12 @@ use async_task::Runnable;
 use skq_core::{Class, SegVec};
 
 use crate::slot::Notify;
-use skq_rt::sys::eventfd::EventFd;
 use skq_rt::{
-    Event, Events, Flags, Interest, Ready, Registered, Registry, Skq, SourceId, UserEvent, Worker,
+    Event, Events, Flags, Interest, Ready, Registered, Registry, Skq, SourceId, VirtualSource,
+    Worker,
 };
 
-/// Token of a worker's kick eventfd.
+/// Token of a worker's kick.
 const KICK: u64 = 0;
 /// Token of a task source.
 const TASK: u64 = 1;
@@ -128,14 +119,16 @@ pub(crate) fn current_task() -> Option<SourceId> {
 }
 
 /// A source slot's runtime side (`slot.rs`): task or I/O source.
-type Slot = crate::slot::Slot<UserEvent, IoState>;
+type Slot = crate::slot::Slot<VirtualSource, IoState>;
 /// One entry per skq source slot (indexed like the core's table).
-type Entry = crate::slot::Entry<UserEvent, IoState>;
+type Entry = crate::slot::Entry<VirtualSource, IoState>;
 
-impl Notify for UserEvent {
+impl Notify for VirtualSource {
     fn notify(&self) {
-        // Cannot fail short of counter overflow (2^64 - 2 wake-ups).
-        let _ = UserEvent::notify(self);
+        // Queued, coalesced or deferred, the task runs after this call; a
+        // stale activation (the task's source was dropped meanwhile) has
+        // nothing left to run.
+        let _ = self.activate();
     }
 }
 
@@ -239,30 +232,14 @@ impl IoState {
     }
 }
 
-/// The eventfd of a kick, as an [`AsFd`] source.
-struct Efd(EventFd);
-
-impl AsFd for Efd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: `EventFd` owns its fd and closes it only when dropped, so
-        // the fd stays open for as long as `self` is borrowed.
-        unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) }
-    }
-}
-
 /// The skq side of one runtime.
 pub(crate) struct Driver {
     skq: Arc<Skq>,
     registry: Registry,
     entries: SegVec<Entry>,
-    kicks: Box<[OnceLock<Registered<Efd>>]>,
-    /// Eventfds of finished tasks, for reuse.
-    pool: Mutex<Vec<UserEvent>>,
+    kicks: Box<[OnceLock<VirtualSource>]>,
     shutdown: AtomicBool,
 }
-
-/// Most pooled task eventfds.
-const POOL_MAX: usize = 4096;
 
 impl Driver {
     pub(crate) fn new(cfg: skq_core::Config) -> Result<Driver, skq_rt::Error> {
@@ -274,7 +251,6 @@ impl Driver {
             skq,
             entries: SegVec::new(capacity),
             kicks: (0..workers).map(|_| OnceLock::new()).collect(),
-            pool: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
         })
     }
@@ -313,8 +289,7 @@ impl Driver {
                 )
             })?;
         }
-        let efd = Efd(EventFd::new()?);
-        let kick = worker.register(efd, KICK, Interest::READABLE, Flags::PINNED)?;
+        let kick = worker.virtual_source(KICK, Flags::PINNED)?;
         let _ = self.kicks[me].set(kick);
         WORKER.with(|w| w.set((self as *const Driver as usize, me)));
         Ok(())
@@ -326,7 +301,7 @@ impl Driver {
             return;
         }
         if let Some(k) = self.kicks.get(w).and_then(|k| k.get()) {
-            let _ = k.0.notify();
+            let _ = k.activate();
         }
     }
 
@@ -344,11 +319,8 @@ impl Driver {
     /// Handles one delivered event on the worker thread.
     pub(crate) fn dispatch(&self, ev: &Event) {
         match ev.token {
-            KICK => {
-                if let Some(k) = self.current_worker().and_then(|w| self.kicks[w].get()) {
-                    k.0.drain();
-                }
-            }
+            // The kick's delivery itself made the worker leave its wait.
+            KICK => {}
             TASK => {
                 let runnable = self
                     .entry(ev.source)
@@ -432,20 +404,13 @@ impl Driver {
 
     // ------------------------------------------------------------ tasks
 
-    /// A task source of `class`: a pooled eventfd, or a new one.
+    /// A task source of `class`: a virtual source (no fd).
     pub(crate) fn register_task(&self, class: Class) -> io::Result<SourceId> {
-        let pooled = lock(&self.pool).pop();
-        let ev = match pooled {
-            Some(ev) => {
-                let _ = self.skq.set_class(ev.source(), class);
-                ev
-            }
-            None => self
-                .skq
-                .user_event(TASK, class.apply(Flags::NONE))
-                .map_err(|e| io::Error::new(e.kind(), format!("spawn: {e}")))?,
-        };
-        let id = ev.source();
+        let ev = self
+            .skq
+            .virtual_source(TASK, class.apply(Flags::NONE))
+            .map_err(|e| io::Error::new(e.kind(), format!("spawn: {e}")))?;
+        let id = ev.id();
         self.set_entry(
             id,
             Slot::Task {
@@ -457,34 +422,10 @@ impl Driver {
         Ok(id)
     }
 
-    /// The task's future was dropped: its eventfd goes back to the pool.
+    /// The task's future was dropped: its source is deregistered (when the
+    /// last waker that is activating it right now lets go of it).
     pub(crate) fn deregister_task(&self, id: SourceId) {
-        let Some(e) = self.entry(id) else { return };
-        let ev = {
-            let mut g = e.lock();
-            match &*g {
-                Slot::Task { id: i, .. } if *i == id => match std::mem::take(&mut *g) {
-                    Slot::Task { ev, .. } => Some(ev),
-                    _ => None,
-                },
-                _ => None,
-            }
-        };
-        if let Some(Ok(ev)) = ev.map(Arc::try_unwrap) {
-            let rejected = if self.is_shutdown() {
-                Some(ev)
-            } else {
-                let mut p = lock(&self.pool);
-                if p.len() < POOL_MAX {
-                    p.push(ev);
-                    None
-                } else {
-                    Some(ev)
-                }
-            };
-            // Deregistered and closed outside the pool lock.
-            drop(rejected);
-        }
+        self.clear_entry(id);
     }
 
     /// async-task's `schedule` for task `id` (the protocol is
@@ -544,8 +485,6 @@ impl Driver {
 
     /// Drops every stored `Runnable` and I/O waker (after the workers left).
     pub(crate) fn drain(&self) {
-        let pooled = std::mem::take(&mut *lock(&self.pool));
-        drop(pooled);
         for (_, e) in self.entries.iter() {
             let (runnable, io) = match &mut *e.lock() {
                 Slot::Task { runnable, .. } => (runnable.take(), None),

@@ -75,8 +75,8 @@ pub use task::{checkpoint, current_class, set_class, yield_now, JoinError, JoinH
 ///
 /// # Panics
 /// Outside a runtime context (a worker, or inside `block_on`), and when the
-/// task's skq source cannot be created (no file descriptor left for its
-/// eventfd, or skq's source table full: see `docs/ASYNC.md`).
+/// task's skq source cannot be created (skq's source table full: raise
+/// `Config::capacity`; see `docs/ASYNC.md`).
 pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,

@@ -5,8 +5,9 @@
 //! (activation, the per-source state, stealing), all under loom.
 //!
 //! What stands in for skq-rt: the task's notifier activates its source in
-//! skq-core directly (skq-rt's eventfd edge, harvested, does the same
-//! activation), and each worker is a bounded loop of skq-core's
+//! skq-core (the activation `VirtualSource::activate` makes; its wake-up
+//! of a claimed idle worker is not modelled, since the workers here never
+//! sleep), and each worker is a bounded loop of skq-core's
 //! `wait` (which releases the previous batch, dequeues, and steals when
 //! its queues are empty), `take_runnable` and `run`.
 //!

@@ -4,10 +4,10 @@
 //! delivers the source to takes it back to run it ([`Entry::take_runnable`]).
 //!
 //! The driver (`driver.rs`) keeps one [`Entry`] per skq source slot; the
-//! notifier `N` is the task's skq-rt user event (an eventfd whose edge skq-rt
-//! harvests and activates through skq-core). The loom model (`loom_model.rs`)
-//! runs this same code with a notifier that activates the source in
-//! skq-core directly.
+//! notifier `N` is the task's skq-rt virtual source, whose notification is
+//! a direct activation in skq-core (plus the wake-up of the worker it
+//! claims). The loom model (`loom_model.rs`) runs this same code with a
+//! notifier that makes the same skq-core activation.
 //!
 //! ## Invariants
 //!

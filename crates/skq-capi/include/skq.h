@@ -139,6 +139,9 @@ typedef struct skq_t skq_t;
 // A user event (opaque): an eventfd registered like any other source.
 typedef struct skq_user_event_t skq_user_event_t;
 
+// A virtual source (opaque): a source without an fd.
+typedef struct skq_virtual_source_t skq_virtual_source_t;
+
 // A worker handle (opaque). Used by one thread.
 typedef struct skq_worker_t skq_worker_t;
 
@@ -525,6 +528,34 @@ int skq_ev_base_dispatch(skq_ev_base *b);
 // # Safety
 // `b` is NULL or a live base.
 int skq_ev_base_loopbreak(skq_ev_base *b);
+
+// Creates a virtual source registered with `token` and `flags` (0 or
+// SKQ_HIGH_PRIORITY; not PINNED: it has no registrar).
+//
+// # Safety
+// `skq` is NULL or a live handle; `out` is NULL or writable.
+int skq_virtual_source_new(skq_t *skq, uint64_t token, uint32_t flags, skq_virtual_source_t **out);
+
+// Activates a virtual source (any thread, including a worker's handler):
+// it is delivered to the worker the policy chooses, which is woken if
+// idle. SKQ_ESTALE cannot happen while the handle lives.
+//
+// # Safety
+// `vs` is NULL or a live virtual-source handle.
+int skq_virtual_source_activate(skq_virtual_source_t *vs);
+
+// Stores a virtual source's source id in `*out_id`.
+//
+// # Safety
+// `vs` is NULL or a live virtual-source handle; `out_id` NULL or writable.
+int skq_virtual_source_id(skq_virtual_source_t *vs, uint64_t *out_id);
+
+// Deregisters a virtual source: its queued delivery is dropped, and no
+// later registration reusing its slot receives its activations.
+//
+// # Safety
+// `vs` is NULL or a handle from skq_virtual_source_new.
+int skq_virtual_source_free(skq_virtual_source_t *vs);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -7,7 +7,8 @@
 //! * `skq_*` ([`api`]): the runtime itself. An instance (`skq_t`) created
 //!   from a policy and tunables; raw-fd and user-event registrations with a
 //!   token, interest and flags; worker handles (`skq_worker_t`) with wait,
-//!   release, still_ready and exit; statistics.
+//!   release, still_ready and exit; statistics; fd-less virtual sources
+//!   activated directly from any thread ([`virtual_source`]).
 //! * `skq_ev_*` ([`event`]): a libevent-style layer (event base, events with
 //!   read/write/persist/timeout, loop/dispatch/loopbreak) where several
 //!   threads run one base at once and skq schedules its events.
@@ -30,6 +31,7 @@
 
 pub mod api;
 pub mod event;
+pub mod virtual_source;
 
 use std::cell::RefCell;
 use std::collections::HashSet;

@@ -487,8 +487,11 @@ impl Scheduler {
         high: bool,
         front: bool,
     ) -> Option<bool> {
-        // Shared mode: any idle worker, chosen after the push.
-        let claim = (self.queues.len() > 1).then_some(q);
+        // Shared mode: any idle worker, chosen after the push. Otherwise the
+        // queue's owner, also when it is the only worker (one queue, but
+        // not a shared one): an activation from outside the workers (a
+        // direct activation, skq-rt's virtual sources) must claim it.
+        let claim = (self.cfg.policy != Policy::Shared).then_some(q);
         self.push_onto(&self.queues[q], id, high, front, claim)
     }
 

@@ -167,6 +167,33 @@ fn park_vs_push() {
     });
 }
 
+/// The same with a lone worker (one queue, but not the shared mode's): an
+/// activation from outside the workers (skq-rt's virtual sources) must
+/// claim it. Before the fix its push claimed nobody, and the worker slept
+/// with the work queued.
+#[test]
+fn park_vs_push_lone_worker() {
+    for policy in [Policy::Cpu, Policy::Vanilla] {
+        model(move || {
+            let s = small(policy, 1, false);
+            let id = s.register(1, Flags::NONE, None).unwrap();
+            let s2 = s.clone();
+            let t = thread::spawn(move || {
+                let mut rng = s2.activator_rng(1);
+                s2.activate(id, Ready::READABLE, Some(0), 0, &mut rng)
+            });
+            let w0 = s.worker(0);
+            let sleeps = s.prepare_park(&w0);
+            let act = t.join().unwrap();
+            let woken = matches!(act, Activation::Queued { wake: Some(0), .. });
+            assert!(
+                !sleeps || woken,
+                "{policy}: the lone worker sleeps with work queued and nobody wakes it"
+            );
+        });
+    }
+}
+
 /// Stealing on demand, no timer: worker 0 is busy with a batch, an
 /// activation queues work behind it, and idle worker 1 makes its steal
 /// attempt and goes to sleep. Either worker 1 took the work, or it stays

@@ -158,6 +158,31 @@ pub(crate) fn uninstall(skq: &Skq, id: WorkerId) {
     });
 }
 
+/// Runs `f` with the calling thread's worker index in `skq` (`None` if it
+/// is not one of `skq`'s workers, or has not waited yet) and a scheduling
+/// generator: the worker's own when it is one, else a thread-local one.
+/// Used by direct activations (`virtual_source.rs`); `f` must not call back
+/// into code that needs this thread's context (it only activates).
+pub(crate) fn with_activator<R>(
+    skq: &Skq,
+    f: impl FnOnce(Option<WorkerId>, &mut FastRng) -> R,
+) -> R {
+    let mut f = Some(f);
+    let r = CURRENT.try_with(|c| {
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return None;
+        };
+        let cur = c.as_mut().filter(|cur| std::ptr::eq(&*cur.skq, skq))?;
+        Some((f.take().expect("called once"))(Some(cur.id), &mut cur.rng))
+    });
+    match r {
+        Ok(Some(r)) => r,
+        _ => crate::virtual_source::with_foreign_rng(skq, |rng| {
+            (f.take().expect("called once"))(None, rng)
+        }),
+    }
+}
+
 /// A cooperative checkpoint for a long handler running on an skq worker
 /// thread (QStack's fastcalldown; see the module docs). Returns the events
 /// handed to other workers. On any other thread it does nothing and returns

@@ -7,7 +7,9 @@
 //! triggered, and never re-armed: a source returned by `wait` is processing
 //! until that worker's next `wait`; readiness arriving meanwhile is
 //! redelivered after release, and no source is ever handed to two workers at
-//! once. Scheduling (which worker gets an activation) is the sans-I/O
+//! once. Fd-less [`VirtualSource`]s live in the scheduler's table only and
+//! are activated directly by any thread, with no system call unless a
+//! worker must be woken (`virtual_source.rs`). Scheduling (which worker gets an activation) is the sans-I/O
 //! [`skq_core::Scheduler`]; this crate harvests readiness and moves threads.
 //! `docs/ARCHITECTURE.md` explains the harvesting protocol and its
 //! alternatives.
@@ -87,6 +89,7 @@ mod elastic;
 mod registry;
 pub mod topology;
 mod user_event;
+mod virtual_source;
 mod worker;
 
 use std::io;
@@ -101,10 +104,11 @@ pub use skq_core::{
     imbalance_of, Class, Config, ConfigError, Event, ExitReport, Flags, Phase, Policy, Ready,
     Scheduler, SourceId, WorkerId, WorkerStats,
 };
-pub use skq_core::{Decision, ElasticConfig};
+pub use skq_core::{Activation, Decision, ElasticConfig};
 use sys::epoll::{self, Epoll};
 use sys::eventfd::EventFd;
 pub use user_event::UserEvent;
+pub use virtual_source::{VirtualSource, VIRTUAL_READY};
 pub use worker::{Events, Worker};
 
 /// Errors creating an instance.
@@ -587,7 +591,10 @@ impl Skq {
         self.prioritized.load(Ordering::Relaxed)
     }
 
-    /// Wakes worker `w` however it sleeps.
+    /// Wakes worker `w` however it sleeps. `me` is the calling worker (a
+    /// worker never wakes itself: it is awake and waits next), or
+    /// `usize::MAX` for a thread that is no worker of this instance, which
+    /// always wakes `w`.
     fn wake(&self, w: WorkerId, me: WorkerId) {
         if w == me {
             return;

@@ -210,6 +210,30 @@ static void test_sources(void) {
     CHECK(skq_user_event_free(ue) == SKQ_EBADHANDLE);
     CHECK(skq_user_event_free(NULL) == SKQ_EBADHANDLE);
 
+    /* virtual sources: no fd, activated directly */
+    skq_virtual_source_t *vs = NULL;
+    CHECK(skq_virtual_source_new(skq, 77, SKQ_PINNED, &vs) == SKQ_EINVAL);
+    CHECK(skq_virtual_source_new(skq, 77, 0, NULL) == SKQ_EINVAL);
+    CHECK(skq_virtual_source_new(NULL, 77, 0, &vs) == SKQ_EBADHANDLE);
+    OK(skq_virtual_source_new(skq, 77, 0, &vs));
+    uint64_t vid = 0;
+    OK(skq_virtual_source_id(vs, &vid));
+    CHECK(skq_virtual_source_id(vs, NULL) == SKQ_EINVAL);
+    CHECK(skq_virtual_source_id(NULL, &vid) == SKQ_EBADHANDLE);
+    CHECK(skq_virtual_source_activate((skq_virtual_source_t *)skq) == SKQ_EBADHANDLE);
+    OK(skq_virtual_source_activate(vs));
+    OK(skq_virtual_source_activate(vs)); /* merged into the queued delivery */
+    CHECK(skq_worker_wait(w, evs, 8, 5 * SEC) == 1);
+    CHECK(evs[0].token == 77 && evs[0].source == vid && (evs[0].ready & SKQ_READY_USER) &&
+          (evs[0].ready & SKQ_READY_READABLE));
+    OK(skq_virtual_source_activate(vs)); /* while processed: redelivered after release */
+    CHECK(skq_worker_wait(w, evs, 8, 5 * SEC) == 1);
+    CHECK(evs[0].token == 77 && evs[0].source == vid);
+    CHECK(skq_worker_wait(w, evs, 8, 0) == 0); /* and only once */
+    OK(skq_virtual_source_free(vs));
+    CHECK(skq_virtual_source_free(vs) == SKQ_EBADHANDLE);
+    CHECK(skq_virtual_source_free(NULL) == SKQ_EBADHANDLE);
+
     /* statistics */
     CHECK(skq_stats(skq, NULL, 0) == 1);
     CHECK(skq_stats(skq, NULL, 4) == SKQ_EINVAL);
