@@ -28,7 +28,7 @@ pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> R
             Ok(stats(skq_command(curve, skq, port)?))
         }
         ServerKind::Memcached => memcached_command(curve.workers, port),
-        ServerKind::Nginx => nginx_command(curve.workers, port, workdir),
+        ServerKind::Nginx => nginx_command(curve.workers, port, workdir, curve.http.tcp_nopush),
         ServerKind::Kv => Ok(kv_command(curve, skq, port)),
         ServerKind::Http => http_command(curve, skq, port, workdir),
         ServerKind::Rocksdb => Ok(stats(rocksdb_command(curve, skq, port)?)),
@@ -172,13 +172,18 @@ pub fn write_docroot(workdir: &Path) -> Result<PathBuf> {
 /// Writes an nginx configuration into `workdir` (serving [`index_page`]
 /// at `/` on `127.0.0.1:port` with `workers` worker processes, logging
 /// errors to stderr, in the foreground) and returns the command to start it.
-pub fn nginx_command(workers: usize, port: u16, workdir: &Path) -> Result<Command> {
+pub fn nginx_command(
+    workers: usize,
+    port: u16,
+    workdir: &Path,
+    tcp_nopush: bool,
+) -> Result<Command> {
     let bin = find_program("nginx").context(
         "nginx not found: install it with scripts/setup.sh (Debian package nginx-light)",
     )?;
     write_docroot(workdir)?;
     let conf = workdir.join("nginx.conf");
-    std::fs::write(&conf, nginx_conf(workers, port, workdir))?;
+    std::fs::write(&conf, nginx_conf(workers, port, workdir, tcp_nopush))?;
     let mut c = Command::new(bin);
     c.arg("-p")
         .arg(workdir)
@@ -196,13 +201,22 @@ pub fn nginx_command(workers: usize, port: u16, workdir: &Path) -> Result<Comman
 /// sizes of open files kept, so a request does not `open` and `fstat` the
 /// file), no access log; keep-alive connections serve up to a million
 /// requests each (the load generator's connections stay open for a point).
-pub fn nginx_conf(workers: usize, port: u16, workdir: &Path) -> String {
-    nginx_conf_text(workers, &port.to_string(), &workdir.display().to_string())
+/// `tcp_nopush` may be turned off (the curve's `nginx_tcp_nopush`): with it
+/// on, small replies on keep-alive connections under open-loop load wait
+/// tens of ms now and then (`scripts/bench/nginx-tail.sh`).
+pub fn nginx_conf(workers: usize, port: u16, workdir: &Path, tcp_nopush: bool) -> String {
+    nginx_conf_text(
+        workers,
+        &port.to_string(),
+        &workdir.display().to_string(),
+        tcp_nopush,
+    )
 }
 
 /// [`nginx_conf`] with the port and folder as given (placeholders in the
 /// reports).
-fn nginx_conf_text(workers: usize, port: &str, d: &str) -> String {
+fn nginx_conf_text(workers: usize, port: &str, d: &str, tcp_nopush: bool) -> String {
+    let nopush = if tcp_nopush { "on" } else { "off" };
     format!(
         "daemon off;\n\
          master_process on;\n\
@@ -213,7 +227,7 @@ fn nginx_conf_text(workers: usize, port: &str, d: &str) -> String {
          http {{\n\
          \x20   access_log off;\n\
          \x20   sendfile on;\n\
-         \x20   tcp_nopush on;\n\
+         \x20   tcp_nopush {nopush};\n\
          \x20   tcp_nodelay on;\n\
          \x20   open_file_cache max=1000 inactive=20s;\n\
          \x20   open_file_cache_valid 30s;\n\
@@ -281,7 +295,7 @@ pub fn server_setup(curve: &Curve) -> ServerSetup {
             "nginx -p WORKDIR -c WORKDIR/nginx.conf -e stderr".to_string(),
             vec![(
                 "nginx.conf".to_string(),
-                nginx_conf_text(workers, "PORT", "WORKDIR"),
+                nginx_conf_text(workers, "PORT", "WORKDIR", curve.http.tcp_nopush),
             )],
         ),
         ServerKind::Http => (

@@ -347,6 +347,17 @@ fn http_examples_parse_with_their_io_variance_and_wrk_cross_checks() {
         .find(|c| c.name == "hybrid-batch64")
         .unwrap();
     assert_eq!(batch.server.spec.as_ref().unwrap().sched.batch, 64);
+    // nginx keeps the guide's tcp_nopush unless a curve turns it off.
+    let nopush: Vec<(&str, bool)> = s
+        .curves
+        .iter()
+        .filter(|c| c.mode == "nginx")
+        .map(|c| (c.name.as_str(), c.http.tcp_nopush))
+        .collect();
+    assert_eq!(nopush, [("nginx", true), ("nginx-nopush-off", false)]);
+    let conf = |on| skq_bench::peers::nginx_conf(1, 80, std::path::Path::new("/w"), on);
+    assert!(conf(true).contains("tcp_nopush on;"));
+    assert!(conf(false).contains("tcp_nopush off;"));
 }
 
 #[test]
@@ -361,6 +372,11 @@ fn http_keys_are_refused_where_they_do_not_apply() {
     let e = err("mode='nginx'\nio_variance='emulate'");
     assert!(
         e.contains("`io_variance`") && e.contains("only http-MODE"),
+        "{e}"
+    );
+    let e = err("mode='http-hybrid'\nnginx_tcp_nopush=false");
+    assert!(
+        e.contains("`nginx_tcp_nopush`") && e.contains("only nginx curves"),
         "{e}"
     );
     let e = err("mode='http-hybrid'\nio_variance='slow'");

@@ -221,6 +221,13 @@ impl Curve {
                 ctx("wrk")
             );
         }
+        if e.nginx_tcp_nopush.is_some() && server != ServerKind::Nginx {
+            bail!(
+                "{}: an nginx setting: only nginx curves take it",
+                ctx("nginx_tcp_nopush")
+            );
+        }
+        let tcp_nopush = e.nginx_tcp_nopush.unwrap_or(true);
         let rocksdb = RocksdbSpec::from_entry(e, &name)?;
         let workers = e.workers.unwrap_or(8);
         if !(1..=64).contains(&workers) {
@@ -364,7 +371,11 @@ impl Curve {
                 slo_us: e.slo_us,
             },
             affinity,
-            http: HttpSpec { io, wrk },
+            http: HttpSpec {
+                io,
+                wrk,
+                tcp_nopush,
+            },
             rocksdb,
             prio,
             elastic,

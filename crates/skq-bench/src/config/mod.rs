@@ -67,7 +67,10 @@
 //! latency, exponential, default 1000), and `wrk = true` (http servers and
 //! nginx: after the curve, `wrk` drives the server closed-loop with the
 //! curve's connections and its figures sit beside the curve's in every
-//! summary). Unknown keys are errors. Peers (memcached, nginx) and the
+//! summary), and for nginx `nginx_tcp_nopush` (default `true`, as nginx's
+//! guide for static files advises; `false` turns it off, which removes a tail
+//! of tens of ms under open-loop keep-alive load, see docs/RESULTS.md).
+//! Unknown keys are errors. Peers (memcached, nginx) and the
 //! cache and web servers always do real work: `service` is ignored for them
 //! and reads `spin` (plus the IO variance, when set).
 //!
@@ -153,6 +156,8 @@ pub struct ConfigEntry {
     pub io_latency_us: Option<f64>,
     /// Cross-check the curve with wrk (http servers and nginx).
     pub wrk: Option<bool>,
+    /// nginx: `tcp_nopush` (default on, as its static-content guide advises).
+    pub nginx_tcp_nopush: Option<bool>,
     /// RocksDB front end (`rocksdb-MODE`): the preloaded database directory.
     pub db_dir: Option<String>,
     /// RocksDB front end: records preloaded (the generator's key space).
@@ -220,6 +225,7 @@ impl ConfigEntry {
             io_miss,
             io_latency_us,
             wrk,
+            nginx_tcp_nopush,
             db_dir,
             db_keys,
             dilate,

@@ -55,8 +55,9 @@ impl IoSpec {
     }
 }
 
-/// The HTTP servers' settings (`http-MODE` curves; `wrk` also nginx).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// The HTTP servers' settings (`http-MODE` curves; `wrk` and `tcp_nopush`
+/// also nginx).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HttpSpec {
     /// IO variance (http modes only).
     #[serde(default)]
@@ -64,6 +65,28 @@ pub struct HttpSpec {
     /// Cross-check the curve with `wrk` (http servers and nginx).
     #[serde(default)]
     pub wrk: bool,
+    /// nginx's `tcp_nopush` (on unless the curve turns it off; written out
+    /// only when off, so other curves' specs keep their keys).
+    #[serde(default = "yes", skip_serializing_if = "is_on")]
+    pub tcp_nopush: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_on(b: &bool) -> bool {
+    *b
+}
+
+impl Default for HttpSpec {
+    fn default() -> Self {
+        HttpSpec {
+            io: None,
+            wrk: false,
+            tcp_nopush: true,
+        }
+    }
 }
 
 /// The RocksDB front end's settings (`rocksdb-MODE` curves; defaults
