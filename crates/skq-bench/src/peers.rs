@@ -29,7 +29,7 @@ pub fn server_command(curve: &Curve, skq: &Path, port: u16, workdir: &Path) -> R
         }
         ServerKind::Memcached => memcached_command(curve.workers, port),
         ServerKind::Nginx => nginx_command(curve.workers, port, workdir, curve.http.tcp_nopush),
-        ServerKind::Kv => Ok(kv_command(curve, skq, port)),
+        ServerKind::Kv => kv_command(curve, skq, port),
         ServerKind::Http => http_command(curve, skq, port, workdir),
         ServerKind::Rocksdb => Ok(stats(rocksdb_command(curve, skq, port)?)),
     }
@@ -81,27 +81,18 @@ pub fn rocksdb_command(curve: &Curve, skq: &Path, port: u16) -> Result<Command> 
     Ok(c)
 }
 
-/// `skq serve kv --arch tpc|shared [--mode MODE] --addr 127.0.0.1:PORT
-/// --workers N` for modes `kv-tpc` and `kv-MODE`.
-pub fn kv_command(curve: &Curve, skq: &Path, port: u16) -> Command {
+/// `skq serve kv --addr 127.0.0.1:PORT --spec JSON` for modes `kv-tpc`
+/// and `kv-MODE` (the spec holds the parsed mode, workers and pinning).
+pub fn kv_command(curve: &Curve, skq: &Path, port: u16) -> Result<Command> {
+    let spec = curve
+        .server
+        .kv
+        .as_ref()
+        .with_context(|| format!("curve `{}`: no kv spec", curve.name))?;
     let mut c = Command::new(skq);
     c.args(["serve", "kv", "--addr", &format!("127.0.0.1:{port}")]);
-    c.args(["--workers", &curve.workers.to_string()]);
-    match curve.mode.strip_prefix("kv-") {
-        Some("tpc") => {
-            c.args(["--arch", "tpc"]);
-        }
-        Some(mode) => {
-            c.args(["--arch", "shared", "--mode", mode]);
-        }
-        None => {
-            c.args(["--arch", "shared"]);
-        }
-    }
-    if curve.server.pin {
-        c.arg("--pin");
-    }
-    c
+    c.args(["--spec", &spec.to_json()]);
+    Ok(c)
 }
 
 /// `skq serve rpc --addr 127.0.0.1:PORT --spec JSON` for the skq
@@ -483,43 +474,40 @@ mod tests {
     }
 
     #[test]
-    fn kv_modes_map_to_skq_serve_kv() {
-        assert_eq!(
-            args_of("kv-tpc"),
-            [
-                "serve",
-                "kv",
-                "--addr",
-                "127.0.0.1:4242",
-                "--workers",
-                "2",
-                "--arch",
-                "tpc"
-            ]
-        );
-        assert_eq!(
-            args_of("kv-hybrid"),
-            [
-                "serve",
-                "kv",
-                "--addr",
-                "127.0.0.1:4242",
-                "--workers",
-                "2",
-                "--arch",
-                "shared",
-                "--mode",
-                "hybrid"
-            ]
-        );
-        assert_eq!(
-            &args_of("kv-epoll-1to1")[6..],
-            ["--arch", "shared", "--mode", "epoll-1to1"]
-        );
-        assert_eq!(
-            &args_of("kv-epoll-shared")[6..],
-            ["--arch", "shared", "--mode", "epoll-shared"]
-        );
+    fn kv_modes_map_to_skq_serve_kv_with_their_spec() {
+        for (mode, inner) in [
+            ("kv-tpc", "tpc"),
+            ("kv-hybrid", "hybrid"),
+            ("kv-best2+steal", "best2+steal"),
+            ("kv-epoll-1to1", "epoll-1to1"),
+            ("kv-epoll-shared", "epoll-shared"),
+            ("kv-tokio", "tokio"),
+        ] {
+            let argv = args_of(mode);
+            assert_eq!(
+                argv[..5],
+                ["serve", "kv", "--addr", "127.0.0.1:4242", "--spec"],
+                "{mode}"
+            );
+            assert_eq!(argv.len(), 6, "{mode}: {argv:?}");
+            let spec = skq_kv::spec::KvSpec::parse_arg(&argv[5]).unwrap();
+            assert_eq!(spec.mode.to_string(), inner, "{mode}");
+            assert_eq!((spec.workers, spec.pin), (2, false), "{mode}");
+        }
+        for (bad, why) in [
+            ("kv-epoll", "write it as `kv-epoll-shared`"),
+            ("kv-fastest", "unknown mode `fastest`"),
+            ("kv-async-hybrid", "the cache serves on"),
+        ] {
+            let e = ConfigEntry {
+                mode: Some(bad.into()),
+                capacity_rps: Some(1000.0),
+                slo_us: Some(500.0),
+                ..ConfigEntry::default()
+            };
+            let err = Curve::from_entry(&e, 2).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -3,8 +3,13 @@
 use std::io::Write;
 use std::net::SocketAddr;
 
+use crate::config::KvMode;
 use crate::protocol::Limits;
 use crate::server::{self, Arch, ServerConfig};
+use crate::spec::KvSpec;
+
+/// The flags a `--spec` replaces (it conflicts with each).
+const SPEC_FLAGS: [&str; 4] = ["arch", "mode", "workers", "pin"];
 
 /// Arguments of `skq serve kv`.
 #[derive(clap::Args, Debug, Clone)]
@@ -64,6 +69,13 @@ pub struct KvArgs {
     /// 2-3); the others never run them. skq modes only.
     #[arg(long)]
     pub batch_workers: Option<Workers>,
+    /// The whole spec (what serves, workers, pinning) as JSON, or `@FILE`
+    /// holding it, e.g. `{"mode":"tpc","workers":2}` or
+    /// `{"mode":"hybrid","workers":4,"pin":true}`: what `skq bench`
+    /// passes. Refused together with the flags it replaces (--arch, --mode,
+    /// --workers, --pin).
+    #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = SPEC_FLAGS)]
+    pub spec: Option<String>,
 }
 
 /// The longest `--idle-timeout`, in seconds (about 11.5 days).
@@ -106,12 +118,33 @@ fn parse_size(s: &str) -> Option<usize> {
 }
 
 impl KvArgs {
+    /// The spec: `--spec`, or the one the flags describe; errors name the
+    /// flag (and for `--spec`, the field).
+    pub fn spec(&self) -> anyhow::Result<KvSpec> {
+        if let Some(spec) = &self.spec {
+            return Ok(KvSpec::parse_arg(spec)?);
+        }
+        let mode = match self.arch {
+            Arch::Tpc => KvMode::Tpc,
+            Arch::Shared => match self.mode.parse::<skq_net::Mode>() {
+                Ok(m) => KvMode::Shared(m),
+                Err(e) => anyhow::bail!("--mode {}: {e}", self.mode),
+            },
+        };
+        Ok(KvSpec {
+            mode,
+            workers: self.workers,
+            pin: self.pin,
+        })
+    }
+
     /// Validates the arguments into a server configuration; errors name the flag.
     pub fn config(&self) -> anyhow::Result<ServerConfig> {
+        let spec = self.spec()?;
         anyhow::ensure!(
-            (1..=64).contains(&self.workers),
+            (1..=64).contains(&spec.workers),
             "--workers {}: must be 1..=64",
-            self.workers
+            spec.workers
         );
         anyhow::ensure!(
             self.max_conns >= 1,
@@ -149,16 +182,10 @@ impl KvArgs {
             "--idle-timeout {}: must be 0 (off) to {MAX_IDLE_TIMEOUT} seconds",
             self.idle_timeout
         );
-        let mode = if self.arch == Arch::Tpc {
-            "tpc".to_string()
-        } else {
-            self.mode.clone()
-        };
         let cfg = ServerConfig {
-            arch: self.arch,
             addr: self.addr,
-            workers: self.workers,
-            mode,
+            workers: spec.workers,
+            mode: spec.mode,
             limit_bytes,
             limits: Limits {
                 max_item_size: max_item,
@@ -166,7 +193,7 @@ impl KvArgs {
                 ..Limits::default()
             },
             max_conns: self.max_conns,
-            pin: self.pin,
+            pin: spec.pin,
             priority: self.priority.clone(),
             batch_workers: self.batch_workers.clone().unwrap_or_default().0,
             idle_timeout: (self.idle_timeout > 0)
@@ -175,24 +202,18 @@ impl KvArgs {
         #[cfg(feature = "runtime")]
         crate::priority::Rules::parse(&self.priority)?;
         let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
-        let skq_mode = !matches!(
-            self.mode.as_str(),
-            "epoll-1to1" | "epoll-shared" | "epoll" | "tokio"
-        );
         anyhow::ensure!(
-            !prioritized || (self.arch == Arch::Shared && skq_mode),
+            !prioritized || spec.mode.has_core(),
             "--priority and --batch-workers need --arch shared with an skq mode (not {})",
-            if self.arch == Arch::Tpc {
-                "--arch tpc"
-            } else {
-                self.mode.as_str()
+            match spec.mode {
+                KvMode::Tpc => "--arch tpc".to_string(),
+                m => m.to_string(),
             }
         );
-        #[cfg(feature = "runtime")]
-        if self.arch == Arch::Shared {
+        if let KvMode::Shared(m) = spec.mode {
             crate::shared::net_config(&cfg)
                 .and_then(|n| n.validate().map_err(|e| e.to_string()))
-                .map_err(|e| anyhow::anyhow!("--mode {}: {e}", self.mode))?;
+                .map_err(|e| anyhow::anyhow!("--mode {m}: {e}"))?;
         }
         Ok(cfg)
     }
@@ -263,10 +284,12 @@ mod tests {
             .starts_with("--workers 0"));
         let err = cfg(&["--mode", "fastest"]).unwrap_err().to_string();
         assert!(err.starts_with("--mode fastest"), "{err}");
-        assert_eq!(cfg(&["--mode", "best2+steal"]).unwrap().mode, "best2+steal");
-        assert_eq!(cfg(&["--mode", "epoll"]).unwrap().mode, "epoll");
-        assert_eq!(cfg(&[]).unwrap().mode, "hybrid");
-        assert_eq!(cfg(&["--arch", "tpc"]).unwrap().mode, "tpc");
+        let mode = |a: &[&str]| cfg(a).unwrap().mode.to_string();
+        assert_eq!(mode(&["--mode", "best2+steal"]), "best2+steal");
+        assert_eq!(mode(&["--mode", "epoll"]), "epoll-shared");
+        assert_eq!(mode(&[]), "hybrid");
+        assert_eq!(mode(&["--arch", "tpc"]), "tpc");
+        assert_eq!(cfg(&["--arch", "tpc"]).unwrap().arch(), Arch::Tpc);
         assert_eq!(cfg(&[]).unwrap().idle_timeout, None, "off by default");
         assert_eq!(
             cfg(&["--idle-timeout", "30"]).unwrap().idle_timeout,
@@ -275,6 +298,38 @@ mod tests {
         assert_eq!(cfg(&["--idle-timeout", "0"]).unwrap().idle_timeout, None);
         let e = cfg(&["--idle-timeout", "2000000"]).unwrap_err().to_string();
         assert!(e.starts_with("--idle-timeout 2000000"), "{e}");
+    }
+
+    #[test]
+    fn flags_and_spec_build_the_same_config() {
+        for flags in [
+            &["--arch", "tpc", "--workers", "2"][..],
+            &["--mode", "best2+steal", "--workers", "3", "--pin"][..],
+            &["--mode", "epoll-1to1"][..],
+        ] {
+            let mut v = vec!["kv"];
+            v.extend_from_slice(flags);
+            let spec = Wrap::try_parse_from(&v).unwrap().kv.spec().unwrap();
+            let from_flags = cfg(flags).unwrap();
+            let from_spec = cfg(&["--spec", &spec.to_json()]).unwrap();
+            assert_eq!(
+                (from_spec.mode, from_spec.workers, from_spec.pin),
+                (from_flags.mode, from_flags.workers, from_flags.pin),
+                "{flags:?}"
+            );
+        }
+        let e = cfg(&["--spec", r#"{"mode":"fastest","workers":2}"#])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--spec: field `mode`"), "{e}");
+        let e = cfg(&["--spec", r#"{"mode":"tpc","workers":0}"#])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--workers 0"), "{e}");
+        assert!(
+            cfg(&["--spec", r#"{"mode":"tpc","workers":2}"#, "--mode", "cpu"]).is_err(),
+            "--spec and a flag it replaces are refused together"
+        );
     }
 
     #[test]

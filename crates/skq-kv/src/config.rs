@@ -24,17 +24,83 @@ impl Arch {
     }
 }
 
+/// What serves the cache: the architecture and, for the shared store, the
+/// driver of the server layer. Parsed once, where a person types it
+/// (`--arch`/`--mode`, or a kv spec's `mode`: `tpc` or any
+/// [`skq_net::Mode`]), and passed on as this type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvMode {
+    /// Thread-per-core partitions (`--arch tpc`).
+    Tpc,
+    /// One store shared by all workers, served by a driver of skq-net: an
+    /// skq policy, `epoll-1to1`, `epoll-shared` or `tokio`.
+    #[cfg(feature = "runtime")]
+    Shared(skq_net::Mode),
+}
+
+impl KvMode {
+    /// The architecture this mode runs.
+    pub fn arch(self) -> Arch {
+        match self {
+            KvMode::Tpc => Arch::Tpc,
+            #[cfg(feature = "runtime")]
+            KvMode::Shared(_) => Arch::Shared,
+        }
+    }
+
+    /// Whether an skq scheduling core serves it (priority rules and batch
+    /// workers need one).
+    pub fn has_core(self) -> bool {
+        match self {
+            KvMode::Tpc => false,
+            #[cfg(feature = "runtime")]
+            KvMode::Shared(m) => m.is_skq(),
+        }
+    }
+}
+
+impl std::fmt::Display for KvMode {
+    /// `tpc`, or the shared store's mode as [`skq_net::Mode`] prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KvMode::Tpc => f.write_str("tpc"),
+            #[cfg(feature = "runtime")]
+            KvMode::Shared(m) => m.fmt(f),
+        }
+    }
+}
+
+impl std::str::FromStr for KvMode {
+    type Err = String;
+    /// `tpc`, or a mode of the shared store (`hybrid`, `epoll-1to1`, ...).
+    fn from_str(s: &str) -> Result<KvMode, String> {
+        match s {
+            "tpc" => Ok(KvMode::Tpc),
+            #[cfg(feature = "runtime")]
+            _ => match s.parse::<skq_net::Mode>()? {
+                skq_net::Mode::TokioSpawnBlocking | skq_net::Mode::Async(_) => Err(format!(
+                    "mode `{s}`: the cache serves on an skq policy, epoll-1to1, \
+                     epoll-shared or tokio"
+                )),
+                m => Ok(KvMode::Shared(m)),
+            },
+            #[cfg(not(feature = "runtime"))]
+            _ => Err(format!(
+                "mode `{s}`: built without the `runtime` feature, only `tpc` serves"
+            )),
+        }
+    }
+}
+
 /// Everything a server needs to start.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Architecture.
-    pub arch: Arch,
     /// Listening address (port 0 picks a free port).
     pub addr: SocketAddr,
     /// Worker threads.
     pub workers: usize,
-    /// Scheduling mode name for the shared architecture.
-    pub mode: String,
+    /// What serves: thread-per-core, or the shared store on a driver.
+    pub mode: KvMode,
     /// Item memory limit in bytes (`-m` × 2^20).
     pub limit_bytes: usize,
     /// Parser limits (item size, line lengths).
@@ -52,6 +118,13 @@ pub struct ServerConfig {
     /// pending (memcached's `-o idle_timeout`; counted as `idle_kicks`). `None` (the
     /// default, as in memcached): never.
     pub idle_timeout: Option<Duration>,
+}
+
+impl ServerConfig {
+    /// The architecture [`ServerConfig::mode`] runs.
+    pub fn arch(&self) -> Arch {
+        self.mode.arch()
+    }
 }
 
 /// The smallest memory per lock shard (two 2 MiB segments).

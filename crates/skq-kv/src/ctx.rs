@@ -102,8 +102,8 @@ impl Ctx {
                     limit_maxbytes: self.cfg.limit_bytes as u64,
                     max_connections: self.cfg.max_conns,
                     curr_connections: self.curr_conns.load(Ordering::Relaxed) as u64,
-                    arch: self.cfg.arch.name(),
-                    mode: self.cfg.mode.clone(),
+                    arch: self.cfg.arch().name(),
+                    mode: self.cfg.mode.to_string(),
                     overhead_per_item: overhead,
                     idle_conn_bytes: self.idle_conn_bytes.load(Ordering::Relaxed),
                 };

@@ -28,12 +28,15 @@
 //! incoming rings (single consumer) while each peer pushes to its own ring (single
 //! producer). The layering reads bottom-up with no cycle: `command` → `recycle` (the
 //! thread-local spares a command's buffers come from and return to) → `meta` →
-//! `protocol` → `exec`/`store` → `config` → `ctx` → `session` → `shared` (a protocol of
-//! the `skq-net` server layer) and `tpc` (its own driver) → `running` → `server`.
+//! `protocol` → `exec`/`store` → `config` (with [`config::KvMode`], what serves) and
+//! `spec` ([`spec::KvSpec`], the mode and workers `skq bench` hands the server as
+//! `--spec`) → `ctx` → `session` → `shared` (a protocol of the `skq-net` server layer)
+//! and `tpc` (its own driver) → `running` → `server`.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod arena;
+#[cfg(feature = "runtime")]
 pub mod cli;
 pub mod command;
 pub mod config;
@@ -54,6 +57,8 @@ pub mod server;
 pub mod session;
 #[cfg(feature = "runtime")]
 pub mod shared;
+#[cfg(feature = "runtime")]
+pub mod spec;
 pub mod stats;
 pub mod store;
 pub mod tpc;

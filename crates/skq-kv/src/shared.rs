@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use skq_net::{Close, Cx, Protocol, Served, Server};
 
-use crate::config::ServerConfig;
+use crate::config::{KvMode, ServerConfig};
 use crate::ctx::Ctx;
 use crate::exec::{apply, flush_delay, get_one_within};
 use crate::murmur3::murmur3_x86_32;
@@ -27,7 +27,10 @@ const READ_SLACK: usize = 64 << 10;
 
 /// The server layer's configuration for the cache's `--mode` and limits.
 pub fn net_config(cfg: &ServerConfig) -> Result<skq_net::ServerConfig, String> {
-    let mut c = skq_net::ServerConfig::with_mode(cfg.mode.parse()?, cfg.workers);
+    let KvMode::Shared(mode) = cfg.mode else {
+        return Err(format!("mode `{}` is not the shared store's", cfg.mode));
+    };
+    let mut c = skq_net::ServerConfig::with_mode(mode, cfg.workers);
     c.addr = cfg.addr;
     c.pin = cfg.pin;
     c.max_conns = cfg.max_conns;

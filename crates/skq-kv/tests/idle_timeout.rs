@@ -10,12 +10,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{config, Client};
-use skq_kv::server::{Arch, ServerConfig};
+use skq_kv::server::{Arch, KvMode, ServerConfig};
 
 fn with_timeout(arch: Arch, mode: &str) -> ServerConfig {
     let mut cfg = config(arch, 2);
     if arch == Arch::Shared {
-        cfg.mode = mode.into();
+        cfg.mode = KvMode::Shared(mode.parse().unwrap());
     }
     cfg.idle_timeout = Some(Duration::from_secs(1));
     cfg

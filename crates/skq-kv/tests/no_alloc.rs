@@ -24,7 +24,7 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use skq_kv::arena::{record_len, SEGMENT_SIZE};
-use skq_kv::config::{Arch, ServerConfig, MIN_SHARD_BYTES};
+use skq_kv::config::{KvMode, ServerConfig, MIN_SHARD_BYTES};
 use skq_kv::ctx::Ctx;
 use skq_kv::protocol::Limits;
 use skq_kv::recycle;
@@ -131,10 +131,9 @@ impl Rig {
     fn new() -> Rig {
         let limits = Limits::default();
         let cfg = ServerConfig {
-            arch: Arch::Shared,
             addr: "127.0.0.1:0".parse().expect("address"),
             workers: 1,
-            mode: "vanilla".into(),
+            mode: KvMode::Shared("vanilla".parse().expect("a mode")),
             // One lock shard of two segments: `set` reaches the limit and evicts.
             limit_bytes: MIN_SHARD_BYTES,
             limits,

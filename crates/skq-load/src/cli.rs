@@ -198,7 +198,9 @@ pub struct TimingArgs {
     pub spin_us: Option<u64>,
     /// Diagnostics: write every send later than 50 µs, with what the
     /// generator thread did before it (sleeps, polls, reads, writes), to this
-    /// file (`PATH.T` per thread with several threads).
+    /// file (`PATH.T` per thread with several threads). Without it, the
+    /// environment variable `SKQ_LOAD_TRACE_DIR` names a folder that gets one
+    /// `late-PID.txt` per run (for runs started by `skq bench`).
     #[arg(long, value_name = "PATH")]
     pub trace_late: Option<std::path::PathBuf>,
     /// Run generator threads at this SCHED_FIFO priority (1..=99; needs root
@@ -343,7 +345,11 @@ impl LoadArgs {
         cfg.max_lateness_us = self.timing.max_lateness_us;
         cfg.spin_us = self.timing.spin_us;
         cfg.hdr_log = self.output.hdr_log.clone();
-        cfg.trace_late = self.timing.trace_late.clone();
+        cfg.trace_late = self.timing.trace_late.clone().or_else(|| {
+            std::env::var_os("SKQ_LOAD_TRACE_DIR").map(|d| {
+                std::path::PathBuf::from(d).join(format!("late-{}.txt", std::process::id()))
+            })
+        });
         cfg.rt_priority = self.timing.rt_priority;
         cfg.cpus = self.timing.cpus.clone();
         cfg.rate_profile = self.shape.rate_profile.clone().map(std::sync::Arc::new);

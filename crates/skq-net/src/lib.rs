@@ -97,5 +97,7 @@ pub use notice::{Notice, Notices};
 pub use protocol::{Close, Cx, FileRegion, Protocol, Resume, Served};
 pub use serve::{Lifecycle, ServeError, Started};
 pub use server::{Running, Server, ServerHandle};
-pub use spec::{Mode, SchedSpec, ServerSpec, ServiceMode, SpecError};
+pub use spec::{
+    parse_spec_arg, spec_from_json, Mode, SchedSpec, ServerSpec, ServiceMode, SpecError,
+};
 pub use stats::ServerStats;

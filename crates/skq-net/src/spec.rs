@@ -352,37 +352,48 @@ impl ServerSpec {
 
     /// A `--spec` value: JSON text, or `@FILE` holding it.
     pub fn parse_arg(arg: &str) -> Result<ServerSpec, SpecError> {
-        match arg.strip_prefix('@') {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-                    path: path.to_string(),
-                    source,
-                })?;
-                ServerSpec::from_json(&text)
-            }
-            None => ServerSpec::from_json(arg),
-        }
+        parse_spec_arg(arg)
     }
 
     /// Reads the JSON form; the error names the offending field.
     pub fn from_json(text: &str) -> Result<ServerSpec, SpecError> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let spec: ServerSpec =
-            serde_path_to_error::deserialize(&mut de).map_err(|e| SpecError::Field {
-                field: e.path().to_string(),
-                message: e.inner().to_string(),
-            })?;
-        de.end().map_err(|e| SpecError::Field {
-            field: ".".into(),
-            message: e.to_string(),
-        })?;
-        Ok(spec)
+        spec_from_json(text)
     }
 
     /// The JSON form (one line), as `--spec` takes it.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a spec always serialises")
     }
+}
+
+/// Reads a `--spec` value of any server's spec type: JSON text, or
+/// `@FILE` holding it. The error names the offending field.
+pub fn parse_spec_arg<T: serde::de::DeserializeOwned>(arg: &str) -> Result<T, SpecError> {
+    match arg.strip_prefix('@') {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+                path: path.to_string(),
+                source,
+            })?;
+            spec_from_json(&text)
+        }
+        None => spec_from_json(arg),
+    }
+}
+
+/// Reads a spec's JSON form; the error names the offending field (its
+/// dotted path, `.` for the whole value).
+pub fn spec_from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, SpecError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let spec: T = serde_path_to_error::deserialize(&mut de).map_err(|e| SpecError::Field {
+        field: e.path().to_string(),
+        message: e.inner().to_string(),
+    })?;
+    de.end().map_err(|e| SpecError::Field {
+        field: ".".into(),
+        message: e.to_string(),
+    })?;
+    Ok(spec)
 }
 
 impl FromStr for ServerSpec {

@@ -24,7 +24,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use skq_rt::{Config, Events, Flags, Interest, Skq};
+use skq_net::Mode;
+use skq_rt::{Events, Flags, Interest, Skq};
 
 use crate::service::{Deliver, ServiceMode};
 
@@ -35,12 +36,13 @@ pub struct PipesArgs {
     #[arg(
         long,
         value_delimiter = ',',
+        value_parser = pipe_mode,
         default_value = "epoll-1to1,epoll-shared,vanilla,shared,cpu"
     )]
-    pub modes: Vec<String>,
+    pub modes: Vec<Mode>,
     /// The mode every ratio is taken against (measured in the same run).
-    #[arg(long, default_value = "epoll-1to1")]
-    pub baseline: String,
+    #[arg(long, value_parser = pipe_mode, default_value = "epoll-1to1")]
+    pub baseline: Mode,
     /// Worker counts for spun service.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub workers: Vec<usize>,
@@ -106,12 +108,25 @@ pub struct Setup {
     pub pin: bool,
 }
 
+/// A mode the pipe benchmark runs, parsed once at the flag: an skq policy
+/// (with its steal setting), `epoll-1to1` or `epoll-shared`.
+pub fn pipe_mode(s: &str) -> Result<Mode, String> {
+    match s.parse::<Mode>()? {
+        m @ (Mode::Skq { .. } | Mode::Epoll1to1 | Mode::EpollShared) => Ok(m),
+        _ => Err(format!(
+            "`{s}`: the pipe benchmark runs skq modes, epoll-1to1 and epoll-shared"
+        )),
+    }
+}
+
 /// Runs one configuration (an skq mode, `epoll-1to1` or `epoll-shared`)
 /// and returns its events/s.
-pub fn measure(mode: &str, setup: &Setup) -> anyhow::Result<PipeResult> {
+pub fn measure(mode: Mode, setup: &Setup) -> anyhow::Result<PipeResult> {
     match mode {
-        "epoll-1to1" | "epoll-shared" => measure_epoll(mode == "epoll-shared", setup),
-        _ => measure_skq(mode, setup),
+        Mode::Epoll1to1 => measure_epoll(false, setup),
+        Mode::EpollShared => measure_epoll(true, setup),
+        Mode::Skq { .. } => measure_skq(mode, setup),
+        other => bail!("{other}: the pipe benchmark runs skq modes, epoll-1to1 and epoll-shared"),
     }
 }
 
@@ -208,7 +223,7 @@ fn measure_epoll(shared: bool, setup: &Setup) -> anyhow::Result<PipeResult> {
     })
 }
 
-fn measure_skq(mode: &str, setup: &Setup) -> anyhow::Result<PipeResult> {
+fn measure_skq(mode: Mode, setup: &Setup) -> anyhow::Result<PipeResult> {
     let Setup {
         workers,
         service,
@@ -217,7 +232,9 @@ fn measure_skq(mode: &str, setup: &Setup) -> anyhow::Result<PipeResult> {
         duration,
         pin,
     } = *setup;
-    let cfg = Config::parse_mode(mode, workers)?;
+    let cfg = mode
+        .core_config(workers)
+        .context("an skq mode has a core configuration")??;
     let skq = Skq::new(cfg)?;
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
@@ -304,16 +321,16 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
         );
     }
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    let mut plan: Vec<(String, usize, ServiceMode, u32)> = Vec::new();
+    let mut plan: Vec<(Mode, usize, ServiceMode, u32)> = Vec::new();
     for &w in &a.workers {
-        for m in &a.modes {
-            plan.push((m.clone(), w, ServiceMode::Spin, (a.spin_us * 1000.0) as u32));
+        for &m in &a.modes {
+            plan.push((m, w, ServiceMode::Spin, (a.spin_us * 1000.0) as u32));
         }
     }
     if a.emulated_workers > 0 {
-        for m in &a.modes {
+        for &m in &a.modes {
             plan.push((
-                m.clone(),
+                m,
                 a.emulated_workers,
                 ServiceMode::Emulate,
                 (a.emulated_us * 1000.0) as u32,
@@ -324,7 +341,11 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
         bail!(
             "--baseline {}: not among --modes ({})",
             a.baseline,
-            a.modes.join(",")
+            a.modes
+                .iter()
+                .map(Mode::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
         );
     }
     println!(
@@ -342,14 +363,14 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
             duration: Duration::from_secs_f64(a.duration),
             pin: a.pin,
         };
-        let r = measure(mode, &setup)
+        let r = measure(*mode, &setup)
             .with_context(|| format!("configuration {mode} with {w} workers"))?;
         results.push(r);
     }
     eprintln!();
     let base: Vec<(usize, String, f64)> = results
         .iter()
-        .filter(|r| r.mode == a.baseline)
+        .filter(|r| r.mode == a.baseline.to_string())
         .map(|r| (r.workers, r.service.clone(), r.events_per_s))
         .collect();
     for r in &mut results {

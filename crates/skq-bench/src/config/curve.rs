@@ -14,6 +14,8 @@
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use skq_kv::config::KvMode;
+use skq_kv::spec::KvSpec;
 use skq_net::config::WorkerList;
 use skq_net::{Mode, ServerSpec};
 use skq_proto::workload::{ServiceSpec, Workload};
@@ -42,7 +44,8 @@ pub enum ServerKind {
     Nginx,
     /// `skq serve kv`: `kv-tpc` (thread-per-core) or `kv-MODE` (shared
     /// architecture on skq mode MODE, e.g. `kv-hybrid`, or the plain epoll
-    /// servers `kv-epoll`, `kv-epoll-1to1`, `kv-epoll-shared`).
+    /// servers `kv-epoll-1to1`, `kv-epoll-shared`, or `kv-tokio`), handed
+    /// its [`KvSpec`] as `--spec`.
     Kv,
     /// `skq serve http --mode MODE` for modes `http-MODE`: an skq policy
     /// (`http-hybrid`), a plain epoll server (`http-epoll-1to1`,
@@ -151,6 +154,10 @@ pub struct ServerSetup {
     /// `steal_k`, `batch`; rocksdb: `steal_k`). `None` for the peers and kv.
     #[serde(default, rename = "server_spec")]
     pub spec: Option<ServerSpec>,
+    /// What `skq serve kv` is handed as `--spec` (mode parsed, `workers`,
+    /// `pin`). `None` for every other server.
+    #[serde(default, rename = "kv_spec", skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvSpec>,
 }
 
 /// The load a curve offers (over [`Curve::connections`] connections) and
@@ -193,6 +200,18 @@ impl Curve {
             None => None,
             Some((m, Ok(parsed))) if parsed.to_string() == m => Some(parsed),
             Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, tokio-spawn-blocking, async-MODE, async-tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
+        };
+        // The cache's spec: `kv-tpc` or `kv-MODE` (the shared store on MODE).
+        let kv_mode = match (server, mode.strip_prefix("kv-")) {
+            (ServerKind::Kv, Some(m)) => match m.parse::<KvMode>() {
+                Ok(parsed) if parsed.to_string() == m => Some(parsed),
+                Ok(parsed) => bail!(
+                    "{}: `{mode}`: write it as `kv-{parsed}` (one spelling per mode)",
+                    ctx("mode")
+                ),
+                Err(why) => bail!("{}: `{mode}`: {why}", ctx("mode")),
+            },
+            _ => None,
         };
         if matches!(server_mode, Some(Mode::Async(_))) && server != ServerKind::Skq {
             bail!(
@@ -360,6 +379,7 @@ impl Curve {
                 service,
                 pin,
                 spec: server_spec,
+                kv: kv_mode.map(|mode| KvSpec { mode, workers, pin }),
             },
             load: LoadSpec {
                 threads: e.threads.unwrap_or(1).max(1),

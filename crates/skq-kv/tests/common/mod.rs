@@ -6,18 +6,17 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use skq_kv::protocol::Limits;
-use skq_kv::server::{Arch, Running, ServerConfig};
+use skq_kv::server::{Arch, KvMode, Running, ServerConfig};
 
 /// A server config on 127.0.0.1:0.
 pub fn config(arch: Arch, workers: usize) -> ServerConfig {
     ServerConfig {
-        arch,
         addr: "127.0.0.1:0".parse().unwrap(),
         workers,
         mode: if arch == Arch::Tpc {
-            "tpc".into()
+            KvMode::Tpc
         } else {
-            "shared".into()
+            KvMode::Shared("shared".parse().unwrap())
         },
         limit_bytes: 64 << 20,
         limits: Limits::default(),

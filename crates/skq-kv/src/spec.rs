@@ -1,0 +1,83 @@
+//! The cache's spec: what serves it and with how many workers, as one value
+//! that `skq bench` hands `skq serve kv` (`--spec JSON|@FILE`) and that the
+//! server's flags (`--arch`, `--mode`, `--workers`, `--pin`) build the same.
+//! Parsed once, at the edge; a bad value gives one line naming its field
+//! (skq-net's spec reader). Unknown fields are refused.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::config::KvMode;
+
+/// What `skq serve kv` runs as.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvSpec {
+    /// `tpc`, or the shared store's driver (`hybrid`, `epoll-1to1`, ...).
+    pub mode: KvMode,
+    /// Worker threads (1..=64).
+    pub workers: usize,
+    /// Pin worker threads to CPUs.
+    #[serde(default)]
+    pub pin: bool,
+}
+
+impl KvSpec {
+    /// A `--spec` value: JSON text, or `@FILE` holding it.
+    pub fn parse_arg(arg: &str) -> Result<KvSpec, skq_net::SpecError> {
+        skq_net::parse_spec_arg(arg)
+    }
+
+    /// The JSON form (one line), as `--spec` takes it.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a spec always serialises")
+    }
+}
+
+impl Serialize for KvMode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for KvMode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<KvMode, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_read_back_as_printed_and_bad_fields_are_named() {
+        for m in [
+            "tpc",
+            "hybrid",
+            "best2+steal",
+            "epoll-1to1",
+            "epoll-shared",
+            "tokio",
+        ] {
+            let spec = KvSpec {
+                mode: m.parse().unwrap(),
+                workers: 2,
+                pin: true,
+            };
+            assert_eq!(spec.mode.to_string(), m);
+            assert_eq!(KvSpec::parse_arg(&spec.to_json()).unwrap(), spec);
+        }
+        assert_eq!(
+            "epoll".parse::<KvMode>().unwrap().to_string(),
+            "epoll-shared"
+        );
+        for bad in ["async-hybrid", "tokio-spawn-blocking", "fastest"] {
+            assert!(bad.parse::<KvMode>().is_err(), "{bad}");
+        }
+        let e = KvSpec::parse_arg(r#"{"mode":"fastest","workers":2}"#).unwrap_err();
+        assert!(e.to_string().contains("field `mode`"), "{e}");
+        let e = KvSpec::parse_arg(r#"{"mode":"tpc","workers":2,"steal_k":1}"#).unwrap_err();
+        assert!(e.to_string().contains("steal_k"), "{e}");
+    }
+}
