@@ -103,7 +103,7 @@ def run_file(builddir, target, name, env, timeout, logdir, refusals):
     env["MCS_TARGET"] = target
     env["MCS_FILE"] = name
     env["MCS_REFUSALS"] = refusals
-    # skq's own lines (`listening on`, `signal 2, shutting down`) go to a log
+    # skq's own lines (`listening on`, and notices) go to a log
     # of their own: written into the test's stream they could land inside a
     # TAP line and turn an `ok` into a line the parser does not read.
     env["MCS_SERVER_LOG"] = os.path.join(logdir, "{}.{}.server.log".format(target, name))

@@ -1,7 +1,8 @@
 //! `skq serve kv`: command-line arguments and entry point.
 
-use std::io::Write;
 use std::net::SocketAddr;
+
+use skq_net::{Lifecycle, Started};
 
 use crate::config::KvMode;
 use crate::protocol::Limits;
@@ -219,18 +220,16 @@ impl KvArgs {
     }
 }
 
-/// Runs the cache until SIGTERM or SIGINT, then stops every worker and returns.
+/// Runs the cache until SIGTERM or SIGINT under skq-net's serve lifecycle
+/// (the one every `skq serve` command runs: signals blocked before any
+/// worker exists, `listening on ADDR` once ready, the drivers' notices on
+/// standard error), then stops every worker and returns.
 pub fn run_kv(args: KvArgs) -> anyhow::Result<()> {
     let cfg = args.config()?;
-    // Block the termination signals before any worker thread exists, so they inherit the
-    // mask and the signal is taken synchronously below.
-    skq_sys::signal::block_termination_signals()?;
-    let running = server::start(cfg)?;
-    println!("listening on {}", running.addr);
-    std::io::stdout().flush()?;
-    let sig = skq_sys::signal::wait_for_termination(None)?;
-    eprintln!("skq kv: signal {}, shutting down", sig.unwrap_or(0));
-    running.stop();
+    let life = Lifecycle::new(None, None)?;
+    life.serve(&mut std::io::stdout(), &mut std::io::stderr(), || {
+        anyhow::Ok(Started::new(server::start(cfg)?, ()))
+    })?;
     Ok(())
 }
 

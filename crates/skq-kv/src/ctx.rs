@@ -31,6 +31,11 @@ pub struct Ctx {
     /// Bytes an idle connection holds in user space (set by the
     /// architecture at start; `stats` reports it as `skq_idle_conn_bytes`).
     pub idle_conn_bytes: AtomicUsize,
+    /// What the thread-per-core workers have to tell the operator (a worker
+    /// left unpinned, a worker whose wait failed), printed by the serve
+    /// lifecycle rather than by the library.
+    #[cfg(feature = "runtime")]
+    pub notices: skq_net::Notices,
 }
 
 impl Ctx {
@@ -51,6 +56,8 @@ impl Ctx {
             shutdown: AtomicBool::new(false),
             next_gen: AtomicU64::new(1),
             idle_conn_bytes: AtomicUsize::new(0),
+            #[cfg(feature = "runtime")]
+            notices: skq_net::Notices::default(),
         }
     }
 

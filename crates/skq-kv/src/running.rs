@@ -66,3 +66,24 @@ impl Running {
         }
     }
 }
+
+/// `skq serve kv` runs under skq-net's serve lifecycle like every server:
+/// its notices are the server layer's (shared store) or the thread-per-core
+/// workers' own (the library prints nothing), and its statistics are read
+/// with `stats` over the protocol, not returned.
+#[cfg(feature = "runtime")]
+impl skq_net::Serving for Running {
+    type Stats = ();
+    fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    fn notices(&self) -> skq_net::Notices {
+        match &self.workers {
+            Workers::Net(h) => h.notices(),
+            Workers::Threads { .. } => self.ctx.notices.clone(),
+        }
+    }
+    fn shutdown(self) {
+        self.stop()
+    }
+}

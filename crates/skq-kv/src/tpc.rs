@@ -267,7 +267,13 @@ impl Worker {
         let me = self.core.me;
         if shared.ctx.cfg.pin {
             if let Err(e) = cpu::pin_to_nth_allowed_cpu(me) {
-                eprintln!("skq kv: warning: could not pin worker {me}: {e}");
+                #[cfg(feature = "runtime")]
+                shared.ctx.notices.push(skq_net::Notice::PinFailed {
+                    worker: me,
+                    error: e,
+                });
+                #[cfg(not(feature = "runtime"))]
+                let _ = e; // the loom build has no operator to tell
             }
         }
         // Ring turns in a row without looking at the sockets.
@@ -309,7 +315,14 @@ impl Worker {
                 shared.bells[me].woke();
             }
             if let Err(e) = res {
-                eprintln!("skq kv: epoll_wait failed on worker {me}: {e}");
+                #[cfg(feature = "runtime")]
+                shared.ctx.notices.push(skq_net::Notice::WaitFailed {
+                    worker: me,
+                    call: "epoll_wait",
+                    error: e,
+                });
+                #[cfg(not(feature = "runtime"))]
+                let _ = e; // the loom build has no operator to tell
                 return;
             }
             if self.idle.is_some() {

@@ -7,18 +7,20 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn sigterm_stops_the_server_in_order() {
-    for arch in ["shared", "tpc"] {
+    // (how it is started, what `stats` must call its architecture and mode)
+    let starts: [(&[&str], &str, &str); 3] = [
+        (&["--arch", "shared", "--workers", "2"], "shared", "hybrid"),
+        (&["--arch", "tpc", "--workers", "2"], "tpc", "tpc"),
+        (
+            &["--spec", r#"{"mode":"epoll-1to1","workers":2}"#],
+            "shared",
+            "epoll-1to1",
+        ),
+    ];
+    for (args, arch, mode) in starts {
         let mut child = Command::new(env!("CARGO_BIN_EXE_skq-kv"))
-            .args([
-                "--arch",
-                arch,
-                "--addr",
-                "127.0.0.1:0",
-                "--workers",
-                "2",
-                "-m",
-                "16",
-            ])
+            .args(args)
+            .args(["--addr", "127.0.0.1:0", "-m", "16"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -38,6 +40,23 @@ fn sigterm_stops_the_server_in_order() {
         let mut got = vec![0u8; want.len()];
         s.read_exact(&mut got).unwrap();
         assert_eq!(got, want);
+        s.write_all(b"stats\r\n").unwrap();
+        let mut stats = Vec::new();
+        while !stats.ends_with(b"END\r\n") {
+            let mut b = [0u8; 4096];
+            let n = s.read(&mut b).unwrap();
+            assert!(n > 0, "{args:?}: closed during stats");
+            stats.extend_from_slice(&b[..n]);
+        }
+        let stats = String::from_utf8_lossy(&stats);
+        assert!(
+            stats.contains(&format!("STAT skq_arch {arch}\r\n")),
+            "{args:?}: {stats}"
+        );
+        assert!(
+            stats.contains(&format!("STAT skq_mode {mode}\r\n")),
+            "{args:?}: {stats}"
+        );
         // The child's pid stays live until we wait for it.
         skq_sys::process::send_signal(child.id(), skq_sys::process::Signal::Term).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -47,11 +66,11 @@ fn sigterm_stops_the_server_in_order() {
             }
             assert!(
                 Instant::now() < deadline,
-                "{arch}: server did not exit after SIGTERM"
+                "{args:?}: server did not exit after SIGTERM"
             );
             std::thread::sleep(Duration::from_millis(20));
         };
-        assert!(status.success(), "{arch}: exit status {status}");
+        assert!(status.success(), "{args:?}: exit status {status}");
         // The open connection was closed by the server.
         let mut rest = Vec::new();
         assert_eq!(s.read_to_end(&mut rest).unwrap_or(0), 0);

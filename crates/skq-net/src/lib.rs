@@ -95,7 +95,7 @@ pub use config::{
 };
 pub use notice::{Notice, Notices};
 pub use protocol::{Close, Cx, FileRegion, Protocol, Resume, Served};
-pub use serve::{Lifecycle, ServeError, Started};
+pub use serve::{Lifecycle, ServeError, Serving, Started};
 pub use server::{Running, Server, ServerHandle};
 pub use spec::{
     parse_spec_arg, spec_from_json, Mode, SchedSpec, ServerSpec, ServiceMode, SpecError,

@@ -1,5 +1,6 @@
-//! The serve lifecycle: the process around one [`Server`](crate::Server), as every
-//! `skq serve …` command runs it (rpc, rocksdb, http).
+//! The serve lifecycle: the process around one running server, as every
+//! `skq serve …` command runs it (rpc, rocksdb, http on a [`Server`](crate::Server);
+//! kv on its own shared or thread-per-core workers, through [`Serving`]).
 //!
 //! A command builds a [`Lifecycle`] from its `--duration` and
 //! `--stats-json` flags, then [`Lifecycle::serve`] runs these steps in order:
@@ -97,10 +98,36 @@ impl ServeError {
     }
 }
 
+/// A running server, whatever runs it: what the lifecycle needs of it.
+pub trait Serving {
+    /// What it hands back when shut down.
+    type Stats;
+    /// The address it listens on.
+    fn local_addr(&self) -> SocketAddr;
+    /// Its drivers' notices, printed while it runs (a server that has none
+    /// returns an empty set).
+    fn notices(&self) -> Notices;
+    /// Stops it and waits for its workers.
+    fn shutdown(self) -> Self::Stats;
+}
+
+impl Serving for ServerHandle {
+    type Stats = ServerStats;
+    fn local_addr(&self) -> SocketAddr {
+        ServerHandle::local_addr(self)
+    }
+    fn notices(&self) -> Notices {
+        ServerHandle::notices(self)
+    }
+    fn shutdown(self) -> ServerStats {
+        ServerHandle::shutdown(self)
+    }
+}
+
 /// A server the command started, with what it needs back at the end.
-pub struct Started<T> {
+pub struct Started<T, S = ServerHandle> {
     /// The running server.
-    pub server: ServerHandle,
+    pub server: S,
     /// Appended to `listening on ADDR` (empty, or e.g. ` (root …, mode …)`).
     pub detail: String,
     /// The command's own state (its protocol, for its summary), returned
@@ -108,9 +135,9 @@ pub struct Started<T> {
     pub app: T,
 }
 
-impl<T> Started<T> {
+impl<T, S> Started<T, S> {
     /// `server` announced as `listening on ADDR`, with `app` kept.
-    pub fn new(server: ServerHandle, app: T) -> Self {
+    pub fn new(server: S, app: T) -> Self {
         Started {
             server,
             detail: String::new(),
@@ -120,9 +147,9 @@ impl<T> Started<T> {
 }
 
 /// A server that has stopped.
-pub struct Finished<T> {
+pub struct Finished<T, St = ServerStats> {
     /// Its final statistics.
-    pub stats: ServerStats,
+    pub stats: St,
     /// What the command kept ([`Started::app`]).
     pub app: T,
 }
@@ -158,12 +185,12 @@ impl Lifecycle {
     /// on `out`, waits, shuts it down and returns its statistics. Warnings
     /// and notices go to `err`. An error of `start` is returned as it is,
     /// with nothing printed on `out`.
-    pub fn serve<T, E: From<ServeError>>(
+    pub fn serve<T, S: Serving, E: From<ServeError>>(
         &self,
         out: &mut dyn Write,
         err: &mut dyn Write,
-        start: impl FnOnce() -> Result<Started<T>, E>,
-    ) -> Result<Finished<T>, E> {
+        start: impl FnOnce() -> Result<Started<T, S>, E>,
+    ) -> Result<Finished<T, S::Stats>, E> {
         if let Err(e) = limits::raise_nofile_limit() {
             writeln!(err, "warning: could not raise the open-file limit: {e}")
                 .map_err(ServeError::Output)?;
