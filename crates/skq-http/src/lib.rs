@@ -14,7 +14,8 @@
 //! ([`protocol::HttpProtocol`]), so every skq-net driver serves it through
 //! the same request path: every skq scheduling mode, `epoll-1to1`,
 //! `epoll-shared` and tokio; and `async-MODE`/`async-tokio` serve it by
-//! async code on skq-async or tokio (skq-servers' `async_proto`).
+//! async code on skq-async or tokio (skq-net's async drivers,
+//! [`skq_net::async_driver`]).
 //!
 //! **Containment.** A request path is percent-decoded once and normalised
 //! (`..` removes the segment before it), and refused if a `..` would climb

@@ -29,7 +29,7 @@ pub struct HttpConfig {
     pub root: PathBuf,
     /// Mode (an skq policy, `epoll-1to1`, `epoll-shared`, `tokio`, or
     /// `async-MODE`/`async-tokio`: the protocol served by async code on
-    /// skq-async or tokio, see `skq_servers::async_proto`),
+    /// skq-async or tokio, see `skq_net::async_driver`),
     /// workers (1..=64), pinning and scheduling tunables; the server does
     /// real work, so the spec's service is not used.
     pub spec: ServerSpec,
@@ -111,7 +111,7 @@ pub fn start(cfg: &HttpConfig, log: AccessLog) -> io::Result<(ServerHandle, Arc<
     let proto = Arc::new(HttpProtocol::new(root, cfg.io, log).with_rules(rules));
     let handle = match sc.mode {
         // The protocol served by async code on skq-async or tokio.
-        Mode::Async(_) => skq_servers::async_proto::start(&sc, proto.clone())?,
+        Mode::Async(_) => skq_net::async_driver::start(&sc, proto.clone())?,
         _ => Server::start(&sc, proto.clone())?,
     };
     Ok((handle, proto))

@@ -1,5 +1,6 @@
 //! `--mode async-MODE` and `async-tokio`: the static-file protocol served
-//! by async code (skq-servers' `async_proto`) on skq-async and on tokio.
+//! by async code (skq-net's async drivers, `skq_net::async_driver`) on
+//! skq-async and on tokio.
 //! Small and large files byte-exact (the large one is a file region, read
 //! in bounded pieces on this path), keep-alive, 404, and a malformed
 //! request closing only its own connection.

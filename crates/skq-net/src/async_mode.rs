@@ -1,14 +1,14 @@
 //! The `async-*` modes: an application's handler written once as async
-//! code, run on an async runtime instead of one of this layer's drivers
-//! ([`crate::Mode::Async`]).
+//! code, run on an async runtime instead of one of this layer's sans-I/O
+//! drivers ([`crate::Mode::Async`]).
 //!
 //! `async-MODE` runs it on skq-async with the skq scheduling mode `MODE`
 //! (any mode `--mode` accepts for the skq driver: `async-hybrid`,
 //! `async-best2+steal`, ...); `async-tokio` on tokio's multi-thread runtime.
-//! This layer only names the runtime: it starts none of them (the
-//! application does: `skq serve rpc` and, through skq-servers'
-//! `async_proto`, `skq serve http`), and [`crate::Server::start`]
-//! refuses an async mode with a message naming it.
+//! This module only names the runtime; the application starts it through
+//! the async drivers ([`crate::async_driver`]: `skq serve rpc` with its own
+//! async handler, `skq serve http` with its protocol), and
+//! [`crate::Server::start`] refuses an async mode with a message naming it.
 //!
 //! **Invariants.** The part after `async-` is parsed by the same parser as
 //! every other mode, so `async-vanilla+steal` is refused as `vanilla+steal`

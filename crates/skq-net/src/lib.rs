@@ -15,6 +15,15 @@
 //! So every application gets the real baselines a user would run instead,
 //! built once: the RPC server and the cache today, and every later server.
 //!
+//! **The async drivers** ([`async_driver`], the `async-` modes:
+//! `async-MODE` on skq-async with an skq scheduling mode, `async-tokio` on
+//! tokio) serve connections with async code, a task per connection: any
+//! `Protocol` through one connection loop written as an async task
+//! ([`async_driver::start`], what `skq serve http --mode async-*` runs),
+//! or an application's own async handler ([`async_driver::start_handler`],
+//! skq-servers' RPC handler). The application starts them;
+//! [`Server::start`] refuses an async mode by name.
+//!
 //! **Guarantees, for every driver** (the tests in `tests/drivers.rs` check
 //! them on all four): a connection's requests are served in order, each
 //! exactly once; a connection is served by one worker at a time; a protocol
@@ -74,6 +83,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod async_driver;
 pub mod async_mode;
 pub mod bufpool;
 pub mod classify;

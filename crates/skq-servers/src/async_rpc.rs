@@ -3,11 +3,13 @@
 //! unchanged: what a tokio user's server looks like, so `skq bench`
 //! compares the two runtimes on the same application code.
 //!
-//! The handler ([`serve_connection`]) and the accept loop ([`accept_loop`])
-//! are generic over [`AsyncRt`]: the stream type (tokio's
-//! `AsyncRead`/`AsyncWrite`, which skq-async's `TcpStream` implements with
-//! its `tokio-io` feature), accept, spawn, yield, timeout and the worker
-//! index. The two implementations are in [`crate::async_rt`].
+//! The handler ([`serve_connection`]) is generic over skq-net's
+//! [`AsyncRt`]: the stream type (tokio's `AsyncRead`/`AsyncWrite`, which
+//! skq-async's `TcpStream` implements with its `tokio-io` feature), yield,
+//! timeout, the worker index and the task's class. skq-net's async drivers
+//! ([`skq_net::async_driver`]) have the two runtimes, the accept loop and
+//! the stats; [`crate::RpcServer::start`] starts the handler on them for an
+//! `async-` mode.
 //!
 //! **Behaviour, as the sans-I/O RPC protocol's ([`crate::rpc`]):**
 //! * a connection's requests are served strictly in order, one reply each,
@@ -32,7 +34,7 @@
 //! returned bytes (`events`) and writes that had to wait (`write_blocked`);
 //! per server, accepted, refused at `--max-conns`, closed by reason.
 //!
-//! **Memory** (`async_buf.rs`). Reads go through the thread's scratch
+//! **Memory** (skq-net's [`Bufs`]). Reads go through the thread's scratch
 //! buffer; an idle connection holds its task (the future, reported as
 //! `memory.idle_conn_bytes`) and at most `conn::KEEP_CAPACITY` bytes each
 //! of input and output, as skq-net's `Conn`. Larger buffers come from and
@@ -40,63 +42,34 @@
 //! in steady state.
 //!
 //! **Who touches what.** A connection's buffers belong to its task; the
-//! shared state ([`AsyncShared`]) is atomics and the read-only settings.
+//! shared state ([`AsyncShared`]) is atomics, the counters and the
+//! read-only settings ([`Settings`]).
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use skq_net::async_driver::{self, AsyncRt, AsyncShared, Bufs, ConnHandler};
 use skq_net::conn::REQUESTS_PER_EVENT;
-use skq_net::stats::{Counters, WorkerCounters};
-use skq_net::{Class, Close, Notice, Notices};
+use skq_net::stats::WorkerCounters;
+use skq_net::{AsyncRuntime, Class, Close, ServerHandle};
 use skq_proto::wire;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::AsyncWrite;
 
-use crate::async_buf::Bufs;
+use crate::rpc::Classify;
+use crate::server::RpcConfig;
 use crate::service::{Deliver, ServiceMode};
 
 /// Most unserved bytes a connection may buffer (a whole frame of the
 /// largest size must fit, as [`crate::rpc::RpcProtocol`]'s read limit).
 const READ_LIMIT: usize = wire::MAX_FRAME + 64 * 1024;
 
-/// What an async runtime provides the handler.
-pub trait AsyncRt: Clone + Send + Sync + 'static {
-    /// A connection.
-    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
-    /// A listening socket.
-    type Listener: Send + Sync + 'static;
-
-    /// The next connection (with `TCP_NODELAY` set).
-    fn accept(l: &Self::Listener) -> impl Future<Output = io::Result<Self::Stream>> + Send;
-    /// Spawns a task; false (the task dropped unrun) when the runtime
-    /// cannot (skq-async: no file descriptor left for the task's eventfd).
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> bool;
-    /// The index of the worker the caller runs on (0 off the workers).
-    fn worker() -> usize;
-    /// Yields to the runtime once.
-    fn yield_now() -> impl Future<Output = ()> + Send;
-    /// Sleeps for `d`.
-    fn sleep(d: Duration) -> impl Future<Output = ()> + Send;
-    /// `f`, or `None` once `d` has passed.
-    fn timeout<F: Future + Send>(
-        d: Duration,
-        f: F,
-    ) -> impl Future<Output = Option<F::Output>> + Send;
-    /// Sets the calling task's priority class for its next wake-up (where
-    /// the runtime has classes).
-    fn set_class(class: Class);
-}
-
-/// What every connection task of one server shares.
-pub struct AsyncShared {
-    /// The skq-net counters (same stats JSON as the drivers).
-    pub counters: Counters,
-    /// What the server has to tell the operator.
-    pub notices: Notices,
+/// The RPC handler's settings, shared by its connections
+/// ([`AsyncShared::app`]).
+pub struct Settings {
     /// How service is delivered.
     pub service: ServiceMode,
     /// `skq_rt::checkpoint` every this many ns of service (0: never).
@@ -107,20 +80,26 @@ pub struct AsyncShared {
     pub classify: bool,
     /// Close connections idle this long.
     pub idle_timeout: Option<Duration>,
-    /// Most connections served at once.
-    pub max_conns: usize,
-    /// Connections being served now.
-    pub open: AtomicUsize,
-    /// Bytes an idle connection's task holds (its future).
-    pub idle_conn_bytes: AtomicUsize,
 }
 
-impl AsyncShared {
-    /// The counters of the worker the caller runs on.
-    pub fn worker_counters<R: AsyncRt>(&self) -> &WorkerCounters {
-        let w = R::worker().min(self.counters.workers.len() - 1);
-        &self.counters.workers[w]
-    }
+/// Starts the RPC handler for `cfg` (an `async-` mode, validated) on
+/// `runtime`, the one the mode names; `max_service_ns` and `checkpoint_ns`
+/// as the sans-I/O protocol's.
+pub(crate) fn start(
+    cfg: &RpcConfig,
+    runtime: AsyncRuntime,
+    max_service_ns: u64,
+    checkpoint_ns: u64,
+) -> io::Result<ServerHandle> {
+    let settings = Settings {
+        service: cfg.spec.service,
+        checkpoint_ns,
+        max_service_ns,
+        classify: cfg.classify == Classify::Header,
+        idle_timeout: cfg.idle_timeout,
+    };
+    let shared = AsyncShared::new(cfg.spec.workers, cfg.max_conns, settings);
+    async_driver::start_handler(&cfg.server_config(), runtime, shared, Arc::new(Rpc))
 }
 
 thread_local! {
@@ -130,7 +109,7 @@ thread_local! {
 
 /// Delivers `service_ns` on the calling thread (blocking it) and returns
 /// the nanoseconds delivered.
-fn deliver(sh: &AsyncShared, service_ns: u32) -> u32 {
+fn deliver(sh: &Settings, service_ns: u32) -> u32 {
     if !PREPARED.with(|p| p.replace(true)) {
         sh.service.prepare_thread();
     }
@@ -153,77 +132,26 @@ fn class_of(byte: u8) -> Class {
     }
 }
 
-/// What serves one accepted connection on an [`AsyncRt`]: the RPC handler
-/// ([`Rpc`]) or any skq-net protocol ([`crate::async_proto`]).
-pub trait ConnHandler: Send + Sync + 'static {
-    /// Serves `stream` until it ends; returns why it ended.
-    fn serve<R: AsyncRt>(
-        &self,
-        stream: R::Stream,
-        sh: &AsyncShared,
-    ) -> impl Future<Output = Close> + Send;
-}
-
 /// The RPC handler ([`serve_connection`]).
 pub struct Rpc;
 
 impl ConnHandler for Rpc {
+    type App = Settings;
+
     fn serve<R: AsyncRt>(
         &self,
         stream: R::Stream,
-        sh: &AsyncShared,
+        sh: &AsyncShared<Settings>,
     ) -> impl Future<Output = Close> + Send {
         serve_connection::<R>(stream, sh)
     }
 }
 
-/// Accepts connections forever, spawning one `handler` task each.
-pub async fn accept_loop<R: AsyncRt, H: ConnHandler>(
-    rt: R,
-    listener: R::Listener,
-    sh: Arc<AsyncShared>,
-    handler: Arc<H>,
-) {
-    loop {
-        let stream = match R::accept(&listener).await {
-            Ok(s) => s,
-            Err(e) => {
-                // Out of fds, or worse: back off instead of spinning.
-                sh.notices.push(Notice::AcceptFailed(e));
-                R::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        if sh.open.fetch_add(1, Ordering::Relaxed) >= sh.max_conns {
-            sh.open.fetch_sub(1, Ordering::Relaxed);
-            sh.counters.conns.rejected();
-            continue; // dropping the stream closes it
-        }
-        sh.counters.conns.accepted();
-        let task_sh = sh.clone();
-        let task_h = handler.clone();
-        let task = async move {
-            let why = task_h.serve::<R>(stream, &task_sh).await;
-            task_sh.open.fetch_sub(1, Ordering::Relaxed);
-            task_sh.counters.conns.closed(why);
-        };
-        if sh.idle_conn_bytes.load(Ordering::Relaxed) == 0 {
-            let bytes = std::mem::size_of_val(&task);
-            sh.idle_conn_bytes.store(bytes, Ordering::Relaxed);
-        }
-        if !rt.spawn(task) {
-            // The stream went with the task: closed, counted as aborted.
-            sh.open.fetch_sub(1, Ordering::Relaxed);
-            sh.counters.conns.closed(Close::Aborted);
-            sh.notices.push(Notice::AcceptFailed(io::Error::other(
-                "a connection task could not be spawned; the connection was closed",
-            )));
-        }
-    }
-}
-
 /// Serves one connection until it ends; returns why it ended.
-pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShared) -> Close {
+pub async fn serve_connection<R: AsyncRt>(
+    mut stream: R::Stream,
+    sh: &AsyncShared<Settings>,
+) -> Close {
     // `out` holds one reply at a time (a header: replies carry no payload).
     let mut b = Bufs::default();
     let mut start = 0; // bytes of `b.input` already served
@@ -242,14 +170,14 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
             let c = sh.worker_counters::<R>();
             c.record_request();
             b.out.clear();
-            if u64::from(req.service_ns) > sh.max_service_ns {
+            if u64::from(req.service_ns) > sh.app.max_service_ns {
                 req.refusal().encode(&mut b.out);
             } else {
-                if sh.classify && class_of(req.class) != class {
+                if sh.app.classify && class_of(req.class) != class {
                     class = class_of(req.class);
                     R::set_class(class);
                 }
-                let delivered = deliver(sh, req.service_ns);
+                let delivered = deliver(&sh.app, req.service_ns);
                 c.record_service(u64::from(delivered));
                 req.reply(delivered).encode(&mut b.out);
             }
@@ -268,7 +196,7 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
             return Close::Protocol;
         }
         let idle = b.input.is_empty();
-        let read = match sh.idle_timeout {
+        let read = match sh.app.idle_timeout {
             Some(d) if idle => match R::timeout(d, b.read(&mut stream)).await {
                 Some(r) => r,
                 None => return Close::Timeout,
@@ -287,7 +215,7 @@ pub async fn serve_connection<R: AsyncRt>(mut stream: R::Stream, sh: &AsyncShare
 
 /// Writes all of `buf`; a write that has to wait for socket space counts
 /// once in `write_blocked`.
-pub(crate) async fn write_all<S: AsyncWrite + Unpin>(
+async fn write_all<S: AsyncWrite + Unpin>(
     stream: &mut S,
     mut buf: &[u8],
     c: &WorkerCounters,

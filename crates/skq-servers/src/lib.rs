@@ -1,4 +1,6 @@
-//! Example servers on the skq runtime.
+//! Example servers on the skq runtime: the synthetic RPC server and SKQ's
+//! pipe benchmark. Nothing else lives here: the server layer the RPC server
+//! plugs into, its drivers and the async drivers are skq-net's.
 //!
 //! # The synthetic RPC server (`skq serve rpc`)
 //!
@@ -44,10 +46,10 @@
 //! **The async handler** ([`async_rpc`], `--mode async-MODE` and
 //! `async-tokio`): the same server written once as ordinary async code,
 //! run on skq-async (tasks scheduled by the skq mode after `async-`) or on
-//! tokio, same replies, refusals and counters ([`async_rt`] has the two
-//! runtimes).
-//! [`async_proto`] runs any skq-net `Protocol` the same way (`skq serve
-//! http --mode async-*`).
+//! tokio, same replies, refusals and counters. The two runtimes, the accept
+//! loop and the stats are skq-net's async drivers
+//! ([`skq_net::async_driver`], which also run any skq-net `Protocol` this
+//! way: `skq serve http --mode async-*`).
 //!
 //! **Process** ([`cli`]): prints exactly `listening on ADDR` once ready, stops on
 //! SIGINT/SIGTERM or after `--duration`, writes `--stats-json` (per-worker
@@ -92,10 +94,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod async_buf;
-pub mod async_proto;
 pub mod async_rpc;
-pub mod async_rt;
 pub mod cli;
 pub mod pipes;
 pub mod rpc;

@@ -13,7 +13,8 @@ pub use skq_net::{ServerHandle as RpcServerHandle, MAX_CONNS, MAX_WORKERS};
 
 /// Which driver serves the connections: `Skq` (every skq scheduling mode),
 /// the plain-Linux baselines `Epoll1to1` and `EpollShared`, or `Tokio`;
-/// `Async` for the `async-` modes (the async handler, [`crate::async_rpc`]).
+/// `Async` for the `async-` modes (the async handler, [`crate::async_rpc`],
+/// on skq-net's async drivers).
 pub type RuntimeKind = Driver;
 
 /// Largest `max_service_us`: the wire format's service field counts ns in
@@ -109,13 +110,13 @@ impl RpcServer {
         proto.checkpoint_ns = cfg.checkpoint_us.map_or(0, |us| us.saturating_mul(1_000));
         proto.max_service_ns = cfg.max_service_us * 1_000;
         if let skq_net::Mode::Async(runtime) = cfg.spec.mode {
-            // The handler written once as async code (`async_rpc`).
-            let shared = crate::async_rt::shared(&cfg, proto.max_service_ns, proto.checkpoint_ns);
-            return crate::async_rt::start(
-                &cfg.server_config(),
+            // The handler written once as async code (`async_rpc`), on
+            // skq-net's async drivers.
+            return crate::async_rpc::start(
+                &cfg,
                 runtime,
-                shared,
-                Arc::new(crate::async_rpc::Rpc),
+                proto.max_service_ns,
+                proto.checkpoint_ns,
             );
         }
         let proto = Arc::new(proto);

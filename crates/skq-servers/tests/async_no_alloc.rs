@@ -1,41 +1,35 @@
-//! The two async loops (`--mode async-MODE` on skq-async, `async-tokio`)
-//! allocate nothing per request in steady state when requests and replies
-//! are larger than skq-net's `conn::KEEP_CAPACITY` (issues 22/23): their
-//! buffers come from, and go back to, the serving thread's `bufpool`.
+//! The async RPC handler (`--mode async-MODE` on skq-async, `async-tokio`;
+//! `async_rpc`) allocates nothing per request in steady state when
+//! requests are larger than skq-net's `conn::KEEP_CAPACITY` (issues
+//! 22/23): its buffers (skq-net's `async_driver::Bufs`) come from, and go
+//! back to, the serving thread's `bufpool`.
 //!
 //! A counting global allocator ([`skq_testkit::Counting`]) counts every
 //! thread's allocations (server workers, accept loop and this client) while
-//! two loopback connections are served in turn: the generic protocol loop
-//! (`async_proto`, what `skq serve http --mode async-*` runs) with 4 KiB
-//! requests and 6 KiB replies, and the RPC handler (`async_rpc`) with
-//! 8 KiB request payloads. The client itself allocates nothing in the
-//! measured window (fixed buffers, replies checked in place), and this file
-//! holds one test so no other test runs in the process meanwhile.
+//! two loopback connections are served in turn with 8 KiB request
+//! payloads. The client itself allocates nothing in the measured window
+//! (fixed buffers, replies checked in place), and this file holds one test
+//! so no other test runs in the process meanwhile. skq-net's
+//! `tests/async_no_alloc.rs` checks the generic protocol loop (what `skq
+//! serve http --mode async-*` runs) the same way.
 //!
 //! Before the pool, every such request cost at least one allocation (the
-//! input grown past its kept size, and for the protocol loop the reply
-//! buffer too), so the allowance of one allocation per [`PER_ALLOWED`]
-//! requests (room for a runtime's occasional bookkeeping) fails without
-//! the pool.
+//! input grown past its kept size), so the allowance of one allocation per
+//! [`PER_ALLOWED`] requests (room for a runtime's occasional bookkeeping)
+//! fails without the pool.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
-use skq_net::{Cx, Protocol, Served, ServerConfig};
 use skq_proto::wire::{self, Header, HEADER_LEN};
-use skq_servers::{Mode, RpcConfig, RpcServer, ServerSpec};
+use skq_servers::{RpcConfig, RpcServer, ServerSpec};
 use skq_testkit::{total_allocs, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
 const MODES: [&str; 2] = ["async-hybrid", "async-tokio"];
-/// Bytes of a protocol-loop request (one line, `\n` included).
-const REQUEST: usize = 4096;
-/// Bytes of a protocol-loop reply.
-const REPLY: usize = 6 * 1024;
 /// Bytes of an RPC request's payload.
 const PAYLOAD: usize = 8 * 1024;
 /// Requests per connection before counting (the pool fills).
@@ -45,42 +39,12 @@ const MEASURED: usize = 2_000;
 /// At most one allocation per this many measured requests.
 const PER_ALLOWED: usize = 20;
 
-/// Each line gets a [`REPLY`]-byte reply: its first 16 bytes, then filler.
-struct Big;
-
-impl Protocol for Big {
-    type Session = ();
-    fn open(&self, _: usize) {}
-    fn serve(&self, _: &mut (), input: &[u8], out: &mut Vec<u8>, _: &mut Cx<'_>) -> Served {
-        match input.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                let start = out.len();
-                out.extend_from_slice(&input[..16.min(i)]);
-                out.resize(start + REPLY - 1, b'.');
-                out.push(b'\n');
-                Served::Request { consumed: i + 1 }
-            }
-            None => Served::NeedInput { consumed: 0 },
-        }
-    }
-    fn read_limit(&self) -> usize {
-        64 * 1024
-    }
-}
-
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).expect("connect");
     s.set_nodelay(true).expect("nodelay");
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
     s
-}
-
-/// Writes `i` as 16 hex digits into `b` (no allocation).
-fn stamp(b: &mut [u8], i: usize) {
-    for (k, d) in b[..16].iter_mut().enumerate() {
-        *d = b"0123456789abcdef"[(i >> (4 * (15 - k))) & 15];
-    }
 }
 
 /// Serves `n` requests in turn over `conns` with `one` (which sends
@@ -93,31 +57,6 @@ fn count<F: FnMut(&mut TcpStream, usize)>(conns: &mut [TcpStream], n: usize, mut
         one(&mut conns[k], i);
     }
     total_allocs() - before
-}
-
-/// The generic protocol loop: 4 KiB requests, 6 KiB replies.
-fn protocol_loop(mode: &str) -> u64 {
-    let cfg = ServerConfig::with_mode(mode.parse::<Mode>().expect("mode"), 2);
-    let h = skq_servers::async_proto::start(&cfg, Arc::new(Big)).expect("start");
-    let mut conns = [connect(h.local_addr()), connect(h.local_addr())];
-    let mut req = vec![b'r'; REQUEST];
-    req[REQUEST - 1] = b'\n';
-    let mut expect = vec![b'.'; REPLY];
-    expect[REPLY - 1] = b'\n';
-    let mut got = vec![0u8; REPLY];
-    let mut one = |s: &mut TcpStream, i: usize| {
-        stamp(&mut req, i);
-        stamp(&mut expect, i);
-        s.write_all(&req).expect("send");
-        s.read_exact(&mut got).expect("reply");
-        assert!(got == expect, "{mode}: reply {i} differs");
-    };
-    count(&mut conns, 2 * WARMUP, &mut one);
-    let allocs = count(&mut conns, MEASURED, &mut one);
-    drop(conns);
-    let stats = h.shutdown();
-    assert_eq!(stats.requests, (2 * WARMUP + MEASURED) as u64, "{mode}");
-    allocs
 }
 
 /// The RPC handler: requests with 8 KiB payloads (replies are headers).
@@ -146,16 +85,11 @@ fn rpc_loop(mode: &str) -> u64 {
 }
 
 #[test]
-fn large_requests_and_replies_allocate_nothing_per_request_in_steady_state() {
+fn large_requests_allocate_nothing_per_request_in_steady_state() {
     let allowed = (MEASURED / PER_ALLOWED) as u64;
     for mode in MODES {
-        let p = protocol_loop(mode);
         let r = rpc_loop(mode);
-        println!("{mode}: {p} allocations (protocol loop), {r} (RPC) per {MEASURED} requests");
-        assert!(
-            p <= allowed,
-            "{mode}: protocol loop made {p} allocations in {MEASURED} requests"
-        );
+        println!("{mode}: {r} allocations (RPC) per {MEASURED} requests");
         assert!(
             r <= allowed,
             "{mode}: RPC made {r} allocations in {MEASURED} requests"

@@ -2,7 +2,8 @@
 //! only; never published).
 //!
 //! [`Counting`] is the counting global allocator of the no-allocation
-//! tests (`crates/skq-net/tests/no_alloc.rs`, `crates/skq-kv/tests/no_alloc.rs`,
+//! tests (`crates/skq-net/tests/no_alloc.rs` and `async_no_alloc.rs`,
+//! `crates/skq-kv/tests/no_alloc.rs`,
 //! `crates/skq-servers/tests/async_no_alloc.rs`). A test binary installs it
 //! with
 //!

@@ -1,6 +1,7 @@
-//! A connection's buffers in the two async loops (the RPC handler,
-//! [`crate::async_rpc`], and any protocol, [`crate::async_proto`]), held
-//! to skq-net's rule for `Conn` (see [`skq_net::bufpool`]).
+//! A connection's buffers in the async loops (any protocol's,
+//! [`super::ProtocolHandler`], and an application's own handler, such as
+//! skq-servers' async RPC handler), held to this layer's rule for `Conn`
+//! (see [`crate::bufpool`]).
 //!
 //! **Invariants (the memory bound).**
 //! * Reads go through the serving thread's scratch buffer ([`SCRATCH`]
@@ -24,13 +25,14 @@ use std::io;
 use std::pin::Pin;
 use std::task::Poll;
 
-use skq_net::bufpool;
-pub(crate) use skq_net::conn::KEEP_CAPACITY;
 use tokio::io::{AsyncRead, ReadBuf};
+
+use crate::bufpool;
+use crate::conn::KEEP_CAPACITY;
 
 /// Bytes of each runtime thread's read scratch buffer (the most one read
 /// returns).
-pub(crate) const SCRATCH: usize = 16 * 1024;
+pub const SCRATCH: usize = 16 * 1024;
 
 thread_local! {
     /// This thread's read buffer, lent for the length of one poll.
@@ -39,11 +41,11 @@ thread_local! {
 
 /// A connection's input and output buffers.
 #[derive(Default)]
-pub(crate) struct Bufs {
+pub struct Bufs {
     /// Bytes read and not yet dropped by [`Bufs::compact`].
-    pub(crate) input: Vec<u8>,
+    pub input: Vec<u8>,
     /// Replies not yet written.
-    pub(crate) out: Vec<u8>,
+    pub out: Vec<u8>,
     /// The last batch's replies outgrew [`KEEP_CAPACITY`].
     big_out: bool,
 }
@@ -51,7 +53,7 @@ pub(crate) struct Bufs {
 impl Bufs {
     /// Reads what the stream has (at most [`SCRATCH`] bytes) and appends
     /// it to the input; `Ok(0)` at end of stream.
-    pub(crate) async fn read<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> io::Result<usize> {
+    pub async fn read<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> io::Result<usize> {
         let input = &mut self.input;
         poll_fn(|cx| {
             let polled = SCRATCH_BUF.try_with(|scratch| {
@@ -77,7 +79,7 @@ impl Bufs {
     /// Drops the first `served` bytes of the input (requests answered),
     /// keeping the unserved rest; an emptied buffer grown beyond
     /// [`KEEP_CAPACITY`] goes to the thread's pool.
-    pub(crate) fn compact(&mut self, served: usize) {
+    pub fn compact(&mut self, served: usize) {
         if served >= self.input.len() {
             self.input.clear();
             release(&mut self.input);
@@ -88,7 +90,7 @@ impl Bufs {
 
     /// Before a reply is produced: when the last batch's replies outgrew
     /// [`KEEP_CAPACITY`] and none is pending, start from a pooled buffer.
-    pub(crate) fn prepare_output(&mut self) {
+    pub fn prepare_output(&mut self) {
         if self.big_out && self.out.is_empty() {
             reserve_pooled(&mut self.out, KEEP_CAPACITY + 1);
         }
@@ -96,7 +98,7 @@ impl Bufs {
 
     /// Once a batch's replies are written (the output is empty): notes
     /// whether they outgrew [`KEEP_CAPACITY`] and gives such a buffer back.
-    pub(crate) fn settle_output(&mut self) {
+    pub fn settle_output(&mut self) {
         debug_assert!(self.out.is_empty());
         self.big_out = self.out.capacity() > KEEP_CAPACITY;
         release(&mut self.out);

@@ -1,11 +1,11 @@
-//! Any skq-net [`Protocol`] served by async code on skq-async
-//! (`--mode async-MODE`) or tokio (`--mode async-tokio`): the connection
-//! loop the sans-I/O drivers run, written once as an async task over
-//! [`AsyncRt`] and started by [`crate::async_rt::start`], the same runtimes,
-//! accept loop and stats as the async RPC handler ([`crate::async_rpc`]).
-//! `skq serve http` runs its static-file protocol this way.
+//! Any [`Protocol`] served by async code on skq-async (`--mode
+//! async-MODE`) or tokio (`--mode async-tokio`): the connection loop the
+//! sans-I/O drivers run, written once as an async task over [`AsyncRt`]
+//! and started by [`super::start_handler`], the same runtimes, accept loop
+//! and stats as any other [`ConnHandler`] (skq-servers' async RPC handler
+//! among them). `skq serve http` runs its static-file protocol this way.
 //!
-//! **Behaviour, as skq-net's connection layer:**
+//! **Behaviour, as this layer's connection layer ([`crate::conn`]):**
 //! * `serve` is called with every unserved byte, one request per call, in
 //!   order; replies are written after each request when the protocol
 //!   wants `flush_each`, else once per batch of pipelined requests (at most
@@ -26,10 +26,10 @@
 //!   between requests, `send` for a write that makes no progress; a
 //!   timeout calls the protocol's `timed_out` before `close`.
 //!
-//! **Memory** (`async_buf.rs`): reads go through the thread's
+//! **Memory** ([`Bufs`], `buf.rs`): reads go through the thread's
 //! scratch buffer; buffers beyond `conn::KEEP_CAPACITY` come from the
 //! thread's `bufpool` and go back once empty, so an idle connection holds
-//! at most two buffers of that size, as skq-net's `Conn`, and large
+//! at most two buffers of that size, as this layer's `Conn`, and large
 //! requests and replies allocate nothing in steady state.
 //!
 //! **Not on this path:** the protocol's classifier (no scheduling classes
@@ -46,14 +46,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skq_net::conn::REQUESTS_PER_EVENT;
-use skq_net::protocol::FileRegion;
-use skq_net::stats::{Counters, WorkerCounters};
-use skq_net::{Close, Cx, Notices, Protocol, Resume, Served, ServerConfig, ServerHandle, Timeouts};
 use tokio::io::AsyncWrite;
 
-use crate::async_buf::{reserve_pooled, Bufs};
-use crate::async_rpc::{AsyncRt, AsyncShared, ConnHandler};
+use crate::conn::REQUESTS_PER_EVENT;
+use crate::protocol::FileRegion;
+use crate::stats::WorkerCounters;
+use crate::{Close, Cx, Protocol, Resume, Served, ServerConfig, ServerHandle, Timeouts};
+
+use super::buf::{reserve_pooled, Bufs};
+use super::{AsyncRt, AsyncShared, ConnHandler};
 
 /// Most bytes of a file region read into memory at once.
 pub const FILE_PIECE: usize = 64 * 1024;
@@ -72,7 +73,7 @@ pub struct ProtocolHandler<P> {
 /// Starts `proto` on the async runtime `cfg.mode` names (an `async-` mode;
 /// anything else is an `InvalidInput` error naming it).
 pub fn start<P: Protocol>(cfg: &ServerConfig, proto: Arc<P>) -> io::Result<ServerHandle> {
-    let skq_net::Mode::Async(runtime) = cfg.mode else {
+    let crate::Mode::Async(runtime) = cfg.mode else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("--mode {}: not an async mode", cfg.mode),
@@ -80,27 +81,18 @@ pub fn start<P: Protocol>(cfg: &ServerConfig, proto: Arc<P>) -> io::Result<Serve
     };
     cfg.validate()
         .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-    let shared = AsyncShared {
-        counters: Counters::new(cfg.workers),
-        notices: Notices::new(),
-        service: skq_net::ServiceMode::Spin,
-        checkpoint_ns: 0,
-        max_service_ns: u64::MAX,
-        classify: false,
-        idle_timeout: cfg.timeouts.idle,
-        max_conns: cfg.max_conns,
-        open: Default::default(),
-        idle_conn_bytes: Default::default(),
-    };
+    let shared = AsyncShared::new(cfg.workers, cfg.max_conns, ());
     let handler = Arc::new(ProtocolHandler {
         proto,
         timeouts: cfg.timeouts,
     });
-    crate::async_rt::start(cfg, runtime, shared, handler)
+    super::start_handler(cfg, runtime, shared, handler)
 }
 
 impl<P: Protocol> ConnHandler for ProtocolHandler<P> {
-    async fn serve<R: AsyncRt>(&self, stream: R::Stream, sh: &AsyncShared) -> Close {
+    type App = ();
+
+    async fn serve<R: AsyncRt>(&self, stream: R::Stream, sh: &AsyncShared<()>) -> Close {
         let worker = R::worker();
         if !PREPARED.with(|p| p.replace(true)) {
             self.proto.prepare_worker(worker);
@@ -123,7 +115,7 @@ impl<P: Protocol> ProtocolHandler<P> {
     async fn run<R: AsyncRt>(
         &self,
         mut stream: R::Stream,
-        sh: &AsyncShared,
+        sh: &AsyncShared<()>,
         session: &mut P::Session,
     ) -> Result<Infallible, Close> {
         let p = &*self.proto;

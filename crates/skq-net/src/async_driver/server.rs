@@ -1,22 +1,24 @@
-//! The two runtimes the async handlers run on (the RPC handler,
-//! [`crate::async_rpc`], and any skq-net protocol, [`crate::async_proto`]),
-//! and starting a server on one of them (`--mode async-MODE`).
+//! Starting a server on one of the two runtimes ([`start_handler`]): the
+//! state a server's connection tasks share ([`AsyncShared`]), what serves
+//! one connection ([`ConnHandler`]) and the accept loop ([`accept_loop`]).
 //!
-//! * [`SkqAsync`]: skq-async with the spec's skq mode and tunables (the
-//!   server layer's `core_config()`, so `steal_k`, `rtshare`,
-//!   `batch_workers`, `pollers`, ... apply as for the skq driver), `batch`
-//!   events per wait, workers pinned to skq's CPUs with `--pin`.
-//! * [`TokioRt`]: tokio's multi-thread runtime with the same worker count,
-//!   thread i pinned to the i-th allowed CPU with `--pin` (as the tokio
-//!   driver).
+//! * skq-async with the spec's skq mode and tunables (the server layer's
+//!   `core_config()`, so `steal_k`, `rtshare`, `batch_workers`, `pollers`,
+//!   ... apply as for the skq driver), `batch` events per wait, workers
+//!   pinned to skq's CPUs with `--pin`.
+//! * tokio's multi-thread runtime with the same worker count, thread i
+//!   pinned to the i-th allowed CPU with `--pin` (as the tokio driver).
 //!
-//! Either way the server is wrapped in skq-net's `ServerHandle`
-//! ([`skq_net::ServerHandle::from_running`]), so `skq serve rpc` prints the
-//! same `listening on ADDR` line and writes the same stats JSON (`driver`
-//! is `async`, `mode` the async mode; skq-async adds the scheduler's own
+//! Either way the server is wrapped in this layer's [`ServerHandle`]
+//! ([`ServerHandle::from_running`]), so `skq serve` prints the same
+//! `listening on ADDR` line and writes the same stats JSON (`driver` is
+//! `async`, `mode` the async mode; skq-async adds the scheduler's own
 //! statistics as the skq driver does).
+//!
+//! **Who touches what.** A connection's buffers belong to its task; the
+//! shared state ([`AsyncShared`]) is atomics, the per-worker counters and
+//! the handler's read-only settings ([`AsyncShared::app`]).
 
-use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -24,96 +26,110 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use skq_net::stats::{Counters, MemoryStats, SchedulerStats, ServerInfo};
-use skq_net::{AsyncRuntime, Class, Notice, Notices, Running, ServerHandle, ServerStats};
+use crate::stats::{Counters, MemoryStats, SchedulerStats, ServerInfo, WorkerCounters};
+use crate::{
+    AsyncRuntime, Close, Notice, Notices, Running, ServerConfig, ServerHandle, ServerStats,
+};
 
-use crate::async_rpc::{accept_loop, AsyncRt, AsyncShared, ConnHandler};
-use crate::server::RpcConfig;
-use skq_net::ServerConfig;
+use super::rt::{AsyncRt, SkqAsync, TokioRt, TOKIO_WORKER};
 
-/// skq-async as an [`AsyncRt`].
-#[derive(Clone)]
-pub struct SkqAsync(pub skq_async::Handle);
+/// What every connection task of one server shares: the counters and the
+/// connection limit (the accept loop's), and the handler's own settings.
+pub struct AsyncShared<A> {
+    /// The skq-net counters (same stats JSON as the drivers).
+    pub counters: Counters,
+    /// What the server has to tell the operator.
+    pub notices: Notices,
+    /// Most connections served at once.
+    pub max_conns: usize,
+    /// The handler's read-only settings ([`ConnHandler::App`]).
+    pub app: A,
+    /// Connections being served now.
+    open: AtomicUsize,
+    /// Bytes an idle connection's task holds (its future).
+    idle_conn_bytes: AtomicUsize,
+}
 
-impl AsyncRt for SkqAsync {
-    type Stream = skq_async::net::TcpStream;
-    type Listener = skq_async::net::TcpListener;
-
-    async fn accept(l: &Self::Listener) -> io::Result<Self::Stream> {
-        let (s, _) = l.accept().await?;
-        s.set_nodelay(true)?;
-        Ok(s)
+impl<A> AsyncShared<A> {
+    /// The shared state of a server with `workers` workers serving at most
+    /// `max_conns` connections at once, its handler's settings `app`.
+    pub fn new(workers: usize, max_conns: usize, app: A) -> Self {
+        AsyncShared {
+            counters: Counters::new(workers),
+            notices: Notices::new(),
+            max_conns,
+            app,
+            open: AtomicUsize::new(0),
+            idle_conn_bytes: AtomicUsize::new(0),
+        }
     }
 
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
-        // skq-async's spawn panics when the task's source cannot be made
-        // (out of file descriptors); the accept loop must survive that.
-        let h = &self.0;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.spawn(task).detach())).is_ok()
-    }
-
-    fn worker() -> usize {
-        skq_async::worker_id().unwrap_or(0)
-    }
-
-    fn yield_now() -> impl Future<Output = ()> + Send {
-        skq_async::yield_now()
-    }
-
-    fn sleep(d: Duration) -> impl Future<Output = ()> + Send {
-        skq_async::time::sleep(d)
-    }
-
-    async fn timeout<F: Future + Send>(d: Duration, f: F) -> Option<F::Output> {
-        skq_async::time::timeout(d, f).await.ok()
-    }
-
-    fn set_class(class: Class) {
-        skq_async::set_class(class);
+    /// The counters of the worker the caller runs on.
+    pub fn worker_counters<R: AsyncRt>(&self) -> &WorkerCounters {
+        let w = R::worker().min(self.counters.workers.len() - 1);
+        &self.counters.workers[w]
     }
 }
 
-thread_local! {
-    /// The index of the tokio worker on this thread.
-    static TOKIO_WORKER: Cell<usize> = const { Cell::new(0) };
+/// What serves one accepted connection on an [`AsyncRt`]: any skq-net
+/// protocol ([`super::ProtocolHandler`]) or an application's own handler
+/// (skq-servers' async RPC handler).
+pub trait ConnHandler: Send + Sync + 'static {
+    /// The handler's settings, shared by its connections
+    /// ([`AsyncShared::app`]; `()` for none).
+    type App: Send + Sync + 'static;
+
+    /// Serves `stream` until it ends; returns why it ended.
+    fn serve<R: AsyncRt>(
+        &self,
+        stream: R::Stream,
+        sh: &AsyncShared<Self::App>,
+    ) -> impl Future<Output = Close> + Send;
 }
 
-/// tokio as an [`AsyncRt`].
-#[derive(Clone)]
-pub struct TokioRt(pub tokio::runtime::Handle);
-
-impl AsyncRt for TokioRt {
-    type Stream = tokio::net::TcpStream;
-    type Listener = tokio::net::TcpListener;
-
-    async fn accept(l: &Self::Listener) -> io::Result<Self::Stream> {
-        let (s, _) = l.accept().await?;
-        s.set_nodelay(true)?;
-        Ok(s)
+/// Accepts connections forever, spawning one `handler` task each.
+pub async fn accept_loop<R: AsyncRt, H: ConnHandler>(
+    rt: R,
+    listener: R::Listener,
+    sh: Arc<AsyncShared<H::App>>,
+    handler: Arc<H>,
+) {
+    loop {
+        let stream = match R::accept(&listener).await {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of fds, or worse: back off instead of spinning.
+                sh.notices.push(Notice::AcceptFailed(e));
+                R::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if sh.open.fetch_add(1, Ordering::Relaxed) >= sh.max_conns {
+            sh.open.fetch_sub(1, Ordering::Relaxed);
+            sh.counters.conns.rejected();
+            continue; // dropping the stream closes it
+        }
+        sh.counters.conns.accepted();
+        let task_sh = sh.clone();
+        let task_h = handler.clone();
+        let task = async move {
+            let why = task_h.serve::<R>(stream, &task_sh).await;
+            task_sh.open.fetch_sub(1, Ordering::Relaxed);
+            task_sh.counters.conns.closed(why);
+        };
+        if sh.idle_conn_bytes.load(Ordering::Relaxed) == 0 {
+            let bytes = std::mem::size_of_val(&task);
+            sh.idle_conn_bytes.store(bytes, Ordering::Relaxed);
+        }
+        if !rt.spawn(task) {
+            // The stream went with the task: closed, counted as aborted.
+            sh.open.fetch_sub(1, Ordering::Relaxed);
+            sh.counters.conns.closed(Close::Aborted);
+            sh.notices.push(Notice::AcceptFailed(io::Error::other(
+                "a connection task could not be spawned; the connection was closed",
+            )));
+        }
     }
-
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
-        drop(self.0.spawn(task));
-        true
-    }
-
-    fn worker() -> usize {
-        TOKIO_WORKER.with(|w| w.get())
-    }
-
-    fn yield_now() -> impl Future<Output = ()> + Send {
-        tokio::task::yield_now()
-    }
-
-    fn sleep(d: Duration) -> impl Future<Output = ()> + Send {
-        tokio::time::sleep(d)
-    }
-
-    async fn timeout<F: Future + Send>(d: Duration, f: F) -> Option<F::Output> {
-        tokio::time::timeout(d, f).await.ok()
-    }
-
-    fn set_class(_: Class) {}
 }
 
 /// The runtime a server runs on.
@@ -122,16 +138,16 @@ enum Rt {
     Tokio(tokio::runtime::Runtime),
 }
 
-/// A running async RPC server.
-struct AsyncServer {
+/// A running async server.
+struct AsyncServer<A> {
     rt: Option<Rt>,
-    shared: Arc<AsyncShared>,
+    shared: Arc<AsyncShared<A>>,
     info: ServerInfo,
     local_addr: SocketAddr,
     started_ns: u64,
 }
 
-impl AsyncServer {
+impl<A> AsyncServer<A> {
     fn snapshot(&self) -> ServerStats {
         let sched = match &self.rt {
             Some(Rt::Skq(rt)) => {
@@ -160,7 +176,7 @@ impl AsyncServer {
     }
 }
 
-impl Running for AsyncServer {
+impl<A: Send + Sync + 'static> Running for AsyncServer<A> {
     fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -187,10 +203,10 @@ impl Running for AsyncServer {
 
 /// Starts a server for `server_cfg` (an `async-` mode, validated) on
 /// `runtime`, each connection served by `handler` with `shared`'s settings.
-pub fn start<H: ConnHandler>(
+pub fn start_handler<H: ConnHandler>(
     server_cfg: &ServerConfig,
     runtime: AsyncRuntime,
-    shared: AsyncShared,
+    shared: AsyncShared<H::App>,
     handler: Arc<H>,
 ) -> io::Result<ServerHandle> {
     let cfg = server_cfg;
@@ -268,20 +284,4 @@ pub fn start<H: ConnHandler>(
         started_ns: skq_sys::cpu::monotonic_ns(),
     };
     Ok(ServerHandle::from_running(Box::new(server), notices))
-}
-
-/// The shared state of a server for `cfg`'s settings.
-pub(crate) fn shared(cfg: &RpcConfig, max_service_ns: u64, checkpoint_ns: u64) -> AsyncShared {
-    AsyncShared {
-        counters: Counters::new(cfg.spec.workers),
-        notices: Notices::new(),
-        service: cfg.spec.service,
-        checkpoint_ns,
-        max_service_ns,
-        classify: cfg.classify == crate::rpc::Classify::Header,
-        idle_timeout: cfg.idle_timeout,
-        max_conns: cfg.max_conns,
-        open: AtomicUsize::new(0),
-        idle_conn_bytes: AtomicUsize::new(0),
-    }
 }
