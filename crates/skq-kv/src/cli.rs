@@ -195,13 +195,11 @@ impl KvArgs {
             },
             max_conns: self.max_conns,
             pin: spec.pin,
-            priority: self.priority.clone(),
+            priority: crate::priority::Rules::parse(&self.priority)?,
             batch_workers: self.batch_workers.clone().unwrap_or_default().0,
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
         };
-        #[cfg(feature = "runtime")]
-        crate::priority::Rules::parse(&self.priority)?;
         let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
         anyhow::ensure!(
             !prioritized || spec.mode.has_core(),

@@ -110,8 +110,10 @@ pub struct ServerConfig {
     /// Pin worker threads to CPUs (skq modes: the runtime's CPU for the worker; tpc:
     /// worker `w` on the w-th allowed CPU, wrapping).
     pub pin: bool,
-    /// Priority rules (`--priority`, see `priority.rs`); empty = none.
-    pub priority: Vec<String>,
+    /// Priority rules (`--priority`, parsed once by the CLI; see
+    /// `priority.rs`); empty = none.
+    #[cfg(feature = "runtime")]
+    pub priority: crate::priority::Rules,
     /// Priority diffusion: workers that take batch-class requests.
     pub batch_workers: Vec<usize>,
     /// Close a connection that has waited this long for its next command with nothing

@@ -165,6 +165,11 @@ impl Rules {
         Ok(Rules { rules })
     }
 
+    /// How many rules there are.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
     /// Whether there are no rules (no classification at all).
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()

@@ -51,7 +51,7 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
     let net = net_config(&cfg)
         .and_then(|n| n.validate().map(|()| n).map_err(|e| e.to_string()))
         .map_err(|e| anyhow::anyhow!("--mode {}: {e}", cfg.mode))?;
-    let rules = crate::priority::Rules::parse(&cfg.priority)?;
+    let rules = cfg.priority.clone();
     let store = SharedStore::new(cfg.limit_bytes, cfg.limits.max_item_size);
     let workers = cfg.workers;
     let ctx = Arc::new(Ctx::new(cfg));

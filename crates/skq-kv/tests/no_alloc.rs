@@ -139,7 +139,7 @@ impl Rig {
             limits,
             max_conns: 16,
             pin: false,
-            priority: Vec::new(),
+            priority: Default::default(),
             batch_workers: Vec::new(),
             idle_timeout: None,
         };

@@ -22,7 +22,7 @@ pub fn config(arch: Arch, workers: usize) -> ServerConfig {
         limits: Limits::default(),
         max_conns: 256,
         pin: false,
-        priority: Vec::new(),
+        priority: Default::default(),
         batch_workers: Vec::new(),
         idle_timeout: None,
     }
