@@ -247,9 +247,9 @@ pub fn capacity(
         cfg.warmup = Duration::from_millis(300);
         cfg.drain = Duration::from_millis(500);
         cfg.seed = opts.seed;
-        cfg.rt_priority = opts.rt;
-        cfg.spin_us = opts.spin_us;
-        cfg.cpus = gen_cpu.into_iter().collect();
+        cfg.keeping.rt_priority = opts.rt;
+        cfg.keeping.spin_us = opts.spin_us;
+        cfg.keeping.cpus = gen_cpu.into_iter().collect();
         let (r, cost) = crate::engine::run_with_cost(&cfg)?;
         let per = |ns: u64| ns as f64 / 1e3 / cost.sent_total.max(1) as f64;
         let step = CapacityStep {

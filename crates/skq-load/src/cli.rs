@@ -342,19 +342,19 @@ impl LoadArgs {
         };
         cfg.service_mode_label = self.output.service_mode_label.clone();
         cfg.seed = self.seed;
-        cfg.max_lateness_us = self.timing.max_lateness_us;
-        cfg.spin_us = self.timing.spin_us;
-        cfg.hdr_log = self.output.hdr_log.clone();
-        cfg.trace_late = self.timing.trace_late.clone().or_else(|| {
+        cfg.keeping.max_lateness_us = self.timing.max_lateness_us;
+        cfg.keeping.spin_us = self.timing.spin_us;
+        cfg.output.hdr_log = self.output.hdr_log.clone();
+        cfg.output.trace_late = self.timing.trace_late.clone().or_else(|| {
             std::env::var_os("SKQ_LOAD_TRACE_DIR").map(|d| {
                 std::path::PathBuf::from(d).join(format!("late-{}.txt", std::process::id()))
             })
         });
-        cfg.rt_priority = self.timing.rt_priority;
-        cfg.cpus = self.timing.cpus.clone();
+        cfg.keeping.rt_priority = self.timing.rt_priority;
+        cfg.keeping.cpus = self.timing.cpus.clone();
         cfg.rate_profile = self.shape.rate_profile.clone().map(std::sync::Arc::new);
         cfg.interval = self.shape.interval_ms.map(Duration::from_millis);
-        cfg.progress = !self.output.quiet;
+        cfg.output.progress = !self.output.quiet;
         cfg.validate().map_err(anyhow::Error::msg)?;
         // Refused with every protocol, as before the settings were grouped.
         crate::config::check_db_dilate(self.other.db_dilate).map_err(anyhow::Error::msg)?;
@@ -725,7 +725,7 @@ mod tests {
         };
         assert_eq!(kv.get_ratio, 0.0, "sphinx-wo is update-only");
         assert_eq!(kv.keyspace, 500);
-        assert!(!c.progress);
+        assert!(!c.output.progress);
     }
 
     #[test]
@@ -734,7 +734,7 @@ mod tests {
             .unwrap()
             .to_config()
             .unwrap();
-        assert_eq!(c.cpus, vec![0, 1]);
+        assert_eq!(c.keeping.cpus, vec![0, 1]);
         let e = parse("--rate 1000 --cpus 99999")
             .unwrap()
             .to_config()

@@ -127,6 +127,51 @@ pub struct Batch {
     pub service_us: f64,
 }
 
+/// How the generator keeps its schedule, and the bound its lateness check
+/// holds it to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Keeping {
+    /// Send-lateness p99 above which the lateness check fails (µs).
+    pub max_lateness_us: f64,
+    /// Spin (instead of sleeping) this long before each send (µs); `None`:
+    /// [`SPIN_DEDICATED_US`] when a generator thread has a CPU of its own,
+    /// else [`SPIN_SHARED_US`] (see `worker.rs` for why).
+    pub spin_us: Option<u64>,
+    /// Run generator threads at this `SCHED_FIFO` priority (needs root or
+    /// CAP_SYS_NICE); keeps a busy machine from delaying sends.
+    pub rt_priority: Option<i32>,
+    /// Pin generator thread `t` to `cpus[t % cpus.len()]` (empty = no pinning).
+    pub cpus: Vec<u32>,
+    /// Test hook: deliberately stall the sender.
+    pub stall: Option<Stall>,
+}
+
+impl Default for Keeping {
+    fn default() -> Self {
+        Keeping {
+            max_lateness_us: 50.0,
+            spin_us: None,
+            rt_priority: None,
+            cpus: Vec::new(),
+            stall: None,
+        }
+    }
+}
+
+/// What a run writes or keeps beside its result.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    /// HdrHistogram interval log of the regular latency (1 s intervals).
+    pub hdr_log: Option<PathBuf>,
+    /// Show a progress bar (only drawn on a terminal).
+    pub progress: bool,
+    /// Write a trace of every send later than 50 µs, with what the thread
+    /// did before it, to this file (`.T` appended per thread with several).
+    pub trace_late: Option<PathBuf>,
+    /// Keep a record of every regular request (for `--validate`'s replay).
+    pub keep_requests: bool,
+}
+
 /// Everything that defines one measured load point.
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
@@ -162,28 +207,11 @@ pub struct LoadConfig {
     pub service_mode_label: String,
     /// Random seed.
     pub seed: u64,
-    /// Send-lateness p99 above which the lateness check fails (µs).
-    pub max_lateness_us: f64,
-    /// Spin (instead of sleeping) this long before each send (µs); `None`:
-    /// [`SPIN_DEDICATED_US`] when a generator thread has a CPU of its own,
-    /// else [`SPIN_SHARED_US`] (see `worker.rs` for why).
-    pub spin_us: Option<u64>,
-    /// HdrHistogram interval log of the regular latency (1 s intervals).
-    pub hdr_log: Option<PathBuf>,
-    /// Show a progress bar (only drawn on a terminal).
-    pub progress: bool,
-    /// Write a trace of every send later than 50 µs, with what the thread
-    /// did before it, to this file (`.T` appended per thread with several).
-    pub trace_late: Option<PathBuf>,
-    /// Test hook: deliberately stall the sender.
-    pub stall: Option<Stall>,
-    /// Run generator threads at this `SCHED_FIFO` priority (needs root or
-    /// CAP_SYS_NICE); keeps a busy machine from delaying sends.
-    pub rt_priority: Option<i32>,
-    /// Keep a record of every regular request (for `--validate`'s replay).
-    pub keep_requests: bool,
-    /// Pin generator thread `t` to `cpus[t % cpus.len()]` (empty = no pinning).
-    pub cpus: Vec<u32>,
+    /// How the generator keeps its schedule and judges whether it did
+    /// (`skq load --help`: schedule keeping).
+    pub keeping: Keeping,
+    /// What a run writes or keeps beside its result.
+    pub output: Output,
     /// Offered rate changing over the run (`--rate-profile`), if any.
     pub rate_profile: Option<std::sync::Arc<crate::profile::RateProfile>>,
     /// Length of the per-interval series (`--interval-ms`); with a rate
@@ -224,15 +252,8 @@ impl LoadConfig {
             },
             service_mode_label: "unknown".into(),
             seed: 1,
-            max_lateness_us: 50.0,
-            spin_us: None,
-            hdr_log: None,
-            progress: false,
-            stall: None,
-            trace_late: None,
-            rt_priority: None,
-            keep_requests: false,
-            cpus: Vec::new(),
+            keeping: Keeping::default(),
+            output: Output::default(),
             rate_profile: None,
             interval: None,
         }
@@ -282,12 +303,17 @@ impl LoadConfig {
                 return Err("--batch-rate needs --protocol rpc (its class byte)".into());
             }
         }
-        if let Some(p) = self.rt_priority {
+        if let Some(p) = self.keeping.rt_priority {
             if !(1..=99).contains(&p) {
                 return Err(format!("--rt-priority must be 1..=99, got {p}"));
             }
         }
-        if let Some(bad) = self.cpus.iter().find(|&&c| c >= skq_sys::cpu::MAX_CPUS) {
+        if let Some(bad) = self
+            .keeping
+            .cpus
+            .iter()
+            .find(|&&c| c >= skq_sys::cpu::MAX_CPUS)
+        {
             return Err(format!("--cpus: CPU {bad} is out of range"));
         }
         if !(self.service.scale.is_finite() && self.service.scale > 0.0) {

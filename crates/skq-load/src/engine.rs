@@ -192,24 +192,26 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             warm_end: 0,
             end: 0,
             drain_end: 0,
-            spin_ns: cfg.spin_us.map(|us| us * 1000),
+            spin_ns: cfg.keeping.spin_us.map(|us| us * 1000),
             service: cfg.service,
             kv,
             zippy: zippy.as_ref(),
             sample_p,
             series_p,
             interval_ns: interval_ns(cfg),
-            stall: cfg.stall.map(|s| (s.every, s.pause)),
+            stall: cfg.keeping.stall.map(|s| (s.every, s.pause)),
             seed: cfg.seed.wrapping_mul(31).wrapping_add(t as u64),
-            rt_priority: cfg.rt_priority,
-            keep_requests: cfg.keep_requests,
-            cpu: (!cfg.cpus.is_empty()).then(|| cfg.cpus[t % cfg.cpus.len()]),
-            exclusive_cpu: if cfg.cpus.is_empty() {
+            rt_priority: cfg.keeping.rt_priority,
+            keep_requests: cfg.output.keep_requests,
+            cpu: (!cfg.keeping.cpus.is_empty())
+                .then(|| cfg.keeping.cpus[t % cfg.keeping.cpus.len()]),
+            exclusive_cpu: if cfg.keeping.cpus.is_empty() {
                 cfg.threads == 1
             } else {
-                cfg.threads <= cfg.cpus.len()
+                cfg.threads <= cfg.keeping.cpus.len()
             },
             trace_late: cfg
+                .output
                 .trace_late
                 .as_ref()
                 .map(|p| crate::engine::per_thread_path(p, t, cfg.threads)),
@@ -304,12 +306,14 @@ pub(crate) fn per_thread_path(
 fn interval_ns(cfg: &LoadConfig) -> Option<u64> {
     cfg.interval
         .map(|d| d.as_nanos().max(1) as u64)
-        .or_else(|| (cfg.rate_profile.is_some() || cfg.hdr_log.is_some()).then_some(1_000_000_000))
+        .or_else(|| {
+            (cfg.rate_profile.is_some() || cfg.output.hdr_log.is_some()).then_some(1_000_000_000)
+        })
 }
 
 fn progress_bar(cfg: &LoadConfig, total_ns: u64) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
-    if !cfg.progress || !std::io::stderr().is_terminal() {
+    if !cfg.output.progress || !std::io::stderr().is_terminal() {
         return None;
     }
     let b = indicatif::ProgressBar::new(total_ns / 1_000_000);
@@ -410,7 +414,7 @@ fn assemble(
         series_spacing: (expected / SERIES_SAMPLES).max(1.0),
         latency_count: lat[0].count(),
         lateness_p99_us,
-        max_lateness_us: cfg.max_lateness_us,
+        max_lateness_us: cfg.keeping.max_lateness_us,
         errors: errors.total(),
     });
     if cfg.protocol.kind() == Protocol::Memcached && received > 0 && misses > 0 {
@@ -429,7 +433,7 @@ fn assemble(
             .push(format!("info: --cpus refused ({e}); ran unpinned"));
     }
     let series_points = interval_points(cfg, &intervals, &intervals_sent, &mut checks.notes);
-    if let Some(path) = &cfg.hdr_log {
+    if let Some(path) = &cfg.output.hdr_log {
         write_hdr_log(path, &intervals, window_start)
             .with_context(|| format!("--hdr-log {}", path.display()))?;
     }

@@ -52,7 +52,7 @@ pub mod stats;
 pub mod validate;
 pub mod worker;
 
-pub use config::{Batch, Client, LoadConfig, ProtocolConfig, Stall};
+pub use config::{Batch, Client, Keeping, LoadConfig, Output, ProtocolConfig, Stall};
 pub use engine::run;
 pub use protocol::Protocol;
 pub use schedule::ScheduleKind;

@@ -123,8 +123,8 @@ fn validate_point(
     cfg.drain = Duration::from_secs(3);
     cfg.service_mode_label = "emulate (reference server)".into();
     cfg.seed = seed;
-    cfg.rt_priority = rt;
-    cfg.keep_requests = true;
+    cfg.keeping.rt_priority = rt;
+    cfg.output.keep_requests = true;
     let (result, cost) = crate::engine::run_with_cost(&cfg)?;
     let replay = replay_fcfs(&cost.requests);
     let lambda = result.sent as f64 / result.meta.duration_s;

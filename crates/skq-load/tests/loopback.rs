@@ -131,7 +131,7 @@ fn clean_run_answers_everything_once_and_reports_roles_apart() {
 fn a_stalled_sender_fails_the_lateness_check() {
     let server = RefServer::start(RefMode::Echo).unwrap();
     let mut cfg = short(server.addr(), 2000.0, 4);
-    cfg.stall = Some(Stall {
+    cfg.keeping.stall = Some(Stall {
         every: 20,
         pause: Duration::from_millis(30),
     });
@@ -296,7 +296,7 @@ fn trace_schedule_and_hdr_log() {
     let log = dir.join("lat.hlog");
     let mut cfg = short(server.addr(), 1000.0, 4);
     cfg.schedule = ScheduleKind::Trace(trace);
-    cfg.hdr_log = Some(log.clone());
+    cfg.output.hdr_log = Some(log.clone());
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     assert_eq!(
@@ -377,7 +377,7 @@ fn a_seed_fixes_the_requests_whatever_the_timing() {
     let mut cfg = short(server.addr(), 1000.0, 4);
     cfg.schedule = ScheduleKind::Poisson;
     cfg.service = ServiceSpec::new(Workload::Exponential, 1000.0);
-    cfg.keep_requests = true;
+    cfg.output.keep_requests = true;
     cfg.seed = 77;
     let key = |c: &skq_load::engine::RunCost| {
         let mut v: Vec<(u64, u32)> = c.requests.iter().map(|r| (r.sched, r.service_ns)).collect();
@@ -401,14 +401,14 @@ fn pinned_generator_threads_run_or_say_why_not() {
     let allowed = skq_sys::cpu::allowed_cpus().unwrap();
     let mut cfg = short(server.addr(), 1000.0, 4);
     cfg.threads = 2;
-    cfg.cpus = vec![allowed[0]];
+    cfg.keeping.cpus = vec![allowed[0]];
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     assert!(!r.checks.notes.iter().any(|n| n.contains("--cpus")));
     // A CPU this process may not use: the run still completes, unpinned, and
     // says so instead of failing silently or aborting.
     let outside = (0..1000).find(|c| !allowed.contains(c)).unwrap();
-    cfg.cpus = vec![outside];
+    cfg.keeping.cpus = vec![outside];
     let r = skq_load::run(&cfg).unwrap();
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
     assert!(
@@ -429,7 +429,7 @@ fn a_generator_behind_schedule_still_draws_a_poisson_schedule() {
     cfg.schedule = ScheduleKind::Poisson;
     cfg.duration = Duration::from_millis(800);
     cfg.seed = 7;
-    cfg.stall = Some(Stall {
+    cfg.keeping.stall = Some(Stall {
         every: 200,
         pause: Duration::from_millis(3),
     });

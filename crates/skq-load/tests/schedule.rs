@@ -30,7 +30,7 @@ fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
         cfg.drain = Duration::from_secs(3);
         cfg.service = ServiceSpec::new(Workload::Fixed, 0.0);
         cfg.schedule = ScheduleKind::Poisson;
-        cfg.cpus = gen_cpu.into_iter().collect();
+        cfg.keeping.cpus = gen_cpu.into_iter().collect();
         let r = skq_load::run(&cfg).unwrap();
         assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
         assert_eq!(r.received, r.sent, "every measured request answered once");
