@@ -497,7 +497,7 @@ mod tests {
         for (bad, why) in [
             ("kv-epoll", "write it as `kv-epoll-shared`"),
             ("kv-fastest", "unknown mode `fastest`"),
-            ("kv-async-hybrid", "the cache serves on"),
+            ("kv-async-hybrid", "the cache has no async handler"),
         ] {
             let e = ConfigEntry {
                 mode: Some(bad.into()),

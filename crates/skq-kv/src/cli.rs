@@ -127,8 +127,9 @@ impl KvArgs {
         }
         let mode = match self.arch {
             Arch::Tpc => KvMode::Tpc,
-            Arch::Shared => match self.mode.parse::<skq_net::Mode>() {
-                Ok(m) => KvMode::Shared(m),
+            Arch::Shared => match self.mode.parse::<KvMode>() {
+                Ok(m @ KvMode::Shared(_)) => m,
+                Ok(KvMode::Tpc) => anyhow::bail!("--mode tpc: thread-per-core is --arch tpc"),
                 Err(e) => anyhow::bail!("--mode {}: {e}", self.mode),
             },
         };

@@ -33,7 +33,8 @@ pub enum KvMode {
     /// Thread-per-core partitions (`--arch tpc`).
     Tpc,
     /// One store shared by all workers, served by a driver of skq-net: an
-    /// skq policy, `epoll-1to1`, `epoll-shared` or `tokio`.
+    /// skq policy, `epoll-1to1`, `epoll-shared`, `tokio` or
+    /// `tokio-spawn-blocking` (not an `async-` mode).
     #[cfg(feature = "runtime")]
     Shared(skq_net::Mode),
 }
@@ -78,9 +79,9 @@ impl std::str::FromStr for KvMode {
             "tpc" => Ok(KvMode::Tpc),
             #[cfg(feature = "runtime")]
             _ => match s.parse::<skq_net::Mode>()? {
-                skq_net::Mode::TokioSpawnBlocking | skq_net::Mode::Async(_) => Err(format!(
-                    "mode `{s}`: the cache serves on an skq policy, epoll-1to1, \
-                     epoll-shared or tokio"
+                skq_net::Mode::Async(_) => Err(format!(
+                    "mode `{s}`: the cache has no async handler; it serves on an skq \
+                     policy, epoll-1to1, epoll-shared, tokio or tokio-spawn-blocking"
                 )),
                 m => Ok(KvMode::Shared(m)),
             },

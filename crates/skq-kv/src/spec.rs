@@ -59,6 +59,7 @@ mod tests {
             "epoll-1to1",
             "epoll-shared",
             "tokio",
+            "tokio-spawn-blocking",
         ] {
             let spec = KvSpec {
                 mode: m.parse().unwrap(),
@@ -72,7 +73,7 @@ mod tests {
             "epoll".parse::<KvMode>().unwrap().to_string(),
             "epoll-shared"
         );
-        for bad in ["async-hybrid", "tokio-spawn-blocking", "fastest"] {
+        for bad in ["async-hybrid", "async-tokio", "fastest"] {
             assert!(bad.parse::<KvMode>().is_err(), "{bad}");
         }
         let e = KvSpec::parse_arg(r#"{"mode":"fastest","workers":2}"#).unwrap_err();
