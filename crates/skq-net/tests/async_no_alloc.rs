@@ -19,12 +19,11 @@
 //! runtime's occasional bookkeeping) fails without the pool.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::Duration;
 
 use skq_net::{Cx, Mode, Protocol, Served, ServerConfig};
-use skq_testkit::{total_allocs, Counting};
+use skq_testkit::{allocs_over_requests, client, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -64,14 +63,6 @@ impl Protocol for Big {
     }
 }
 
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).expect("connect");
-    s.set_nodelay(true).expect("nodelay");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    s
-}
-
 /// Writes `i` as 16 hex digits into `b` (no allocation).
 fn stamp(b: &mut [u8], i: usize) {
     for (k, d) in b[..16].iter_mut().enumerate() {
@@ -79,23 +70,11 @@ fn stamp(b: &mut [u8], i: usize) {
     }
 }
 
-/// Serves `n` requests in turn over `conns` with `one` (which sends
-/// request `i` on a connection and checks its reply); returns every
-/// thread's allocations meanwhile.
-fn count<F: FnMut(&mut TcpStream, usize)>(conns: &mut [TcpStream], n: usize, mut one: F) -> u64 {
-    let before = total_allocs();
-    for i in 0..n {
-        let k = i % conns.len();
-        one(&mut conns[k], i);
-    }
-    total_allocs() - before
-}
-
 /// The generic protocol loop: 4 KiB requests, 6 KiB replies.
 fn protocol_loop(mode: &str) -> u64 {
     let cfg = ServerConfig::with_mode(mode.parse::<Mode>().expect("mode"), 2);
     let h = skq_net::async_driver::start(&cfg, Arc::new(Big)).expect("start");
-    let mut conns = [connect(h.local_addr()), connect(h.local_addr())];
+    let mut conns = [client(h.local_addr()), client(h.local_addr())];
     let mut req = vec![b'r'; REQUEST];
     req[REQUEST - 1] = b'\n';
     let mut expect = vec![b'.'; REPLY];
@@ -108,8 +87,8 @@ fn protocol_loop(mode: &str) -> u64 {
         s.read_exact(&mut got).expect("reply");
         assert!(got == expect, "{mode}: reply {i} differs");
     };
-    count(&mut conns, 2 * WARMUP, &mut one);
-    let allocs = count(&mut conns, MEASURED, &mut one);
+    allocs_over_requests(&mut conns, 2 * WARMUP, &mut one);
+    let allocs = allocs_over_requests(&mut conns, MEASURED, &mut one);
     drop(conns);
     let stats = h.shutdown();
     assert_eq!(stats.requests, (2 * WARMUP + MEASURED) as u64, "{mode}");

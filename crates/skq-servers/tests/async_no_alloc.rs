@@ -19,12 +19,11 @@
 //! fails without the pool.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::net::TcpStream;
 
 use skq_proto::wire::{self, Header, HEADER_LEN};
 use skq_servers::{RpcConfig, RpcServer, ServerSpec};
-use skq_testkit::{total_allocs, Counting};
+use skq_testkit::{allocs_over_requests, client, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -39,31 +38,11 @@ const MEASURED: usize = 2_000;
 /// At most one allocation per this many measured requests.
 const PER_ALLOWED: usize = 20;
 
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).expect("connect");
-    s.set_nodelay(true).expect("nodelay");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    s
-}
-
-/// Serves `n` requests in turn over `conns` with `one` (which sends
-/// request `i` on a connection and checks its reply); returns every
-/// thread's allocations meanwhile.
-fn count<F: FnMut(&mut TcpStream, usize)>(conns: &mut [TcpStream], n: usize, mut one: F) -> u64 {
-    let before = total_allocs();
-    for i in 0..n {
-        let k = i % conns.len();
-        one(&mut conns[k], i);
-    }
-    total_allocs() - before
-}
-
 /// The RPC handler: requests with 8 KiB payloads (replies are headers).
 fn rpc_loop(mode: &str) -> u64 {
     let spec = ServerSpec::new(mode.parse().expect("mode"), 2);
     let server = RpcServer::start(RpcConfig::new(spec)).expect("start");
-    let mut conns = [connect(server.local_addr()), connect(server.local_addr())];
+    let mut conns = [client(server.local_addr()), client(server.local_addr())];
     let mut req = vec![0u8; HEADER_LEN + PAYLOAD];
     let mut got = [0u8; HEADER_LEN];
     let mut one = |s: &mut TcpStream, i: usize| {
@@ -76,8 +55,8 @@ fn rpc_loop(mode: &str) -> u64 {
         let r = wire::decode_reply(&got).expect("valid").expect("whole");
         assert_eq!((r.id, r.refused), (i as u64, false), "{mode}");
     };
-    count(&mut conns, 2 * WARMUP, &mut one);
-    let allocs = count(&mut conns, MEASURED, &mut one);
+    allocs_over_requests(&mut conns, 2 * WARMUP, &mut one);
+    let allocs = allocs_over_requests(&mut conns, MEASURED, &mut one);
     drop(conns);
     let stats = server.shutdown();
     assert_eq!(stats.requests, (2 * WARMUP + MEASURED) as u64, "{mode}");

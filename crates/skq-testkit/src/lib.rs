@@ -13,7 +13,10 @@
 //! ```
 //!
 //! and reads [`thread_allocs`] (allocations made by the calling thread) or
-//! [`total_allocs`] (by every thread of the process).
+//! [`total_allocs`] (by every thread of the process). The loopback
+//! no-allocation tests (the async loops of skq-net and skq-servers) connect
+//! with [`client`] and count a window of requests with
+//! [`allocs_over_requests`].
 //!
 //! **Invariants.** Every call is forwarded unchanged to the system
 //! allocator. Allocations, zeroed allocations and reallocations count one
@@ -27,7 +30,9 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The counting global allocator (see the crate docs).
 pub struct Counting;
@@ -52,6 +57,32 @@ pub fn thread_allocs() -> u64 {
 /// so far.
 pub fn total_allocs() -> u64 {
     TOTAL_ALLOCS.load(Ordering::Relaxed)
+}
+
+/// A loopback client connection for the no-allocation tests: no Nagle
+/// delay, a 30 s read timeout (a lost reply fails the test, not hangs it).
+pub fn client(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).expect("connect");
+    s.set_nodelay(true).expect("nodelay");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    s
+}
+
+/// Serves `n` requests in turn over `conns` with `one` (which sends
+/// request `i` on a connection and checks its reply) and returns the
+/// allocations every thread made meanwhile ([`total_allocs`]).
+pub fn allocs_over_requests<F: FnMut(&mut TcpStream, usize)>(
+    conns: &mut [TcpStream],
+    n: usize,
+    mut one: F,
+) -> u64 {
+    let before = total_allocs();
+    for i in 0..n {
+        let k = i % conns.len();
+        one(&mut conns[k], i);
+    }
+    total_allocs() - before
 }
 
 // SAFETY: every method forwards its arguments unchanged to the system
