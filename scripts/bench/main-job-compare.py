@@ -2,7 +2,8 @@
 """Compares runs of the main job (`skq bench`, built-in default) from their
 summary.json files: per workload, hybrid's max load at SLO against
 epoll-shared's and against the M/G/8 bound, and both servers' CPU per reply
-over the curve; plus how many points each run measured again (the count of
+over the curve; how many configurations failed a self-check; plus how many
+points each run measured again (the count of
 "measuring again" lines kept beside the summary as remeasured.txt, if any).
 
 Usage: python3 scripts/bench/main-job-compare.py RUN_DIR [RUN_DIR ...]
@@ -35,6 +36,8 @@ def main(dirs):
                 f"{w}: hybrid x epoll-shared {ratio}, x bound {bound}, CPU/reply "
                 f"{us(h['cpu_s_per_request'])} vs {us(e['cpu_s_per_request'])} us"
             )
+        failed = sum(1 for c in s["curves"] if c["self_check"].get("status") == "fail")
+        parts.append(f"self-check failed: {failed} of {len(s['curves'])} configurations")
         rem = os.path.join(d, "remeasured.txt")
         again = open(rem).read().strip() if os.path.exists(rem) else "?"
         print(f"{os.path.basename(d.rstrip('/'))} | " + "; ".join(parts) + f" | measured again: {again}")
