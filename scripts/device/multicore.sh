@@ -5,10 +5,19 @@
 #
 #   here:   bash scripts/device/multicore.sh --pack     # fills .dev/
 #   there:  bash scripts/device/multicore.sh [--runs N] [--out DIR]
+#                [--config FILE] [--workers N,N,...] [--workloads W,...]
+#                [--pipes N,N,...]
 #
 # --pack strips target/release/skq into .dev/skq and copies the shared
 # libraries it links that a bare machine may lack (librocksdb and its
 # compression libraries) into .dev/lib.
+#
+# --config picks the sweep (default multicore-spin.toml); --workers runs it
+# once per worker count in each run (default: the file's count);
+# --workloads replaces the file's workloads; --pipes
+# runs `skq pipes` (spun service, hybrid and cpu against epoll-1to1 and
+# epoll-shared) at these worker counts once, after the sweeps, into
+# DIR/pipes.json.
 #
 # A run prints the machine (CPUs, kernel, whether `ip netns` works: without
 # it emulated RSS is off and loopback packets are processed on the sending
@@ -38,10 +47,18 @@ fi
 
 RUNS=2
 DIR=${OUT:-results/multicore}
+CFG=crates/skq-bench/examples/multicore-spin.toml
+WORKERS=
+WORKLOADS=
+PIPES=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
     --out) DIR=${2:?--out needs a folder}; shift 2 ;;
+    --config) CFG=${2:?--config needs a file}; shift 2 ;;
+    --workers) WORKERS=${2:?--workers needs counts such as 4,8}; shift 2 ;;
+    --workloads) WORKLOADS=${2:?--workloads needs names such as bimodal-1}; shift 2 ;;
+    --pipes) PIPES=${2:?--pipes needs counts such as 4,8,16}; shift 2 ;;
     *) echo "multicore.sh: unknown option '$1' (see the header of this script)" >&2; exit 2 ;;
   esac
 done
@@ -51,8 +68,8 @@ if [[ -x .dev/skq ]]; then
   SKQ=.dev/skq
   export LD_LIBRARY_PATH=$PWD/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+[[ -f "$CFG" ]] || { echo "multicore.sh: no sweep file '$CFG'" >&2; exit 2; }
 mkdir -p "$DIR"
-CFG=crates/skq-bench/examples/multicore-spin.toml
 RSS=()
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -70,16 +87,29 @@ RSS=()
 grep -q unavailable "$DIR/env.txt" && RSS=(--rss off)
 
 FAILED=0
+SWEEPS=0
 for k in $(seq "$RUNS"); do
-  out=$(mktemp -d)/run$k
-  mkdir -p "$out"
-  echo "[multicore] run $k at $(date -u +%T) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
-  "$SKQ" bench --config "$CFG" "${RSS[@]}" --out "$out" --strict > "$out/bench.log" 2>&1
-  rc=$?
-  echo "[multicore] run $k: skq bench exit $rc"
-  [[ $rc -ne 0 ]] && FAILED=$((FAILED + 1))
-  sed -n '/^config /,/^disturbed decisive points/p' "$out/summary.txt" 2>/dev/null || tail -20 "$out/bench.log"
-  rm -rf "$out/hdr" "$out/logs" "$out/points" "$out/report.html" "$out/summary.csv"
-  tar -C "$(dirname "$out")" -czf "$DIR/run$k.tar.gz" "run$k"
+  for w in ${WORKERS//,/ } ""; do
+    # One pass with the file's own worker count when --workers is not given.
+    [[ -n "$WORKERS" && -z "$w" ]] && continue
+    [[ -z "$WORKERS" && -n "$w" ]] && continue
+    name=run$k${w:+-w$w}
+    out=$(mktemp -d)/$name
+    mkdir -p "$out"
+    echo "[multicore] $name at $(date -u +%T) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    "$SKQ" bench --config "$CFG" "${RSS[@]}" ${w:+--workers "$w"} ${WORKLOADS:+--workloads "$WORKLOADS"} --out "$out" --strict > "$out/bench.log" 2>&1
+    rc=$?
+    SWEEPS=$((SWEEPS + 1))
+    echo "[multicore] $name: skq bench exit $rc"
+    [[ $rc -ne 0 ]] && FAILED=$((FAILED + 1))
+    sed -n '/^config /,/^disturbed decisive points/p' "$out/summary.txt" 2>/dev/null || tail -20 "$out/bench.log"
+    rm -rf "$out/hdr" "$out/logs" "$out/points" "$out/report.html" "$out/summary.csv"
+    tar -C "$(dirname "$out")" -czf "$DIR/$name.tar.gz" "$name"
+  done
 done
-echo "[multicore] $FAILED of $RUNS runs had a decisive point that failed a self-check"
+echo "[multicore] $FAILED of $SWEEPS sweeps had a decisive point that failed a self-check"
+if [[ -n "$PIPES" ]]; then
+  echo "[multicore] pipes at $PIPES workers, $(date -u +%T) UTC"
+  "$SKQ" pipes --modes epoll-1to1,epoll-shared,cpu,hybrid --workers "$PIPES" \
+    --emulated-workers 0 --json "$DIR/pipes.json" 2>&1 | tee "$DIR/pipes.txt"
+fi
