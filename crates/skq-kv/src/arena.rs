@@ -1,16 +1,24 @@
 //! Log-structured item arena: fixed-size segments, append-only, evicted whole and FIFO.
 //!
 //! Invariants:
-//! - at most `max_segments` segments are allocated, so item data never exceeds
+//! - at most `max_segments` segments are held, so item data in the arena never exceeds
 //!   `max_segments * SEGMENT_SIZE` bytes (the `-m` limit given to this arena);
-//! - records are only appended to the newest segment; an older segment is never written;
+//! - records are only appended to the newest segment, behind its fill mark; the bytes of
+//!   a record's key and value are never written again (a touch rewrites its header only);
 //! - a [`Loc`] stays valid until its segment is evicted; [`Arena::evict_oldest`] hands the
-//!   evicted segment back so the caller can drop every index entry that points into it.
+//!   evicted segment back so the caller can drop every index entry that points into it;
+//! - a [`ValueRef`] ([`Arena::value_ref`]) shares its record's segment: a reply can send
+//!   a value straight from the store, on any thread, without copying it. An evicted
+//!   segment that a `ValueRef` still holds is freed when the last one drops; only a
+//!   segment nobody else holds is reused for the next rotation.
 //!
 //! Record layout (little endian): `klen u8 | flags u32 | exp_at u32 | cas u64 | vlen u32 |
 //! key | value` — [`HEADER`] bytes of metadata per item.
 
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Segment size: 2 MiB, as in the Sphinx paper.
 pub const SEGMENT_SIZE: usize = 2 << 20;
@@ -48,6 +56,112 @@ pub struct Record<'a> {
     pub value: &'a [u8],
 }
 
+/// The memory of one segment: [`SEGMENT_SIZE`] bytes, written by the arena that owns it
+/// (behind the fill mark, or a record's header) and read by anyone holding a
+/// [`ValueRef`] into it.
+struct SegBuf {
+    ptr: NonNull<u8>,
+}
+
+// SAFETY: the buffer is plain bytes. The arena (one owner, `&mut self` for every write)
+// writes only bytes no reader can see: those behind the fill mark, and header bytes,
+// which no `ValueRef` covers. Readers on other threads see only the value bytes of
+// records appended before their `ValueRef` was made, and the `Arc` clone that made it
+// (behind the partition's lock or a ring's release/acquire) orders those writes before
+// the reads.
+unsafe impl Send for SegBuf {}
+// SAFETY: as above.
+unsafe impl Sync for SegBuf {}
+
+impl SegBuf {
+    fn layout() -> Layout {
+        Layout::array::<u8>(SEGMENT_SIZE).expect("a segment's layout")
+    }
+
+    fn new() -> SegBuf {
+        // Uninitialised, as a reserved Vec was: only written bytes are ever read.
+        // SAFETY: the layout's size is non-zero.
+        let raw = unsafe { alloc(Self::layout()) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| handle_alloc_error(Self::layout()));
+        SegBuf { ptr }
+    }
+
+    /// The bytes `[off, off + len)`.
+    ///
+    /// # Safety
+    /// They must have been written, and no write to them may happen while the slice
+    /// lives (the arena never rewrites a record's key or value).
+    unsafe fn slice(&self, off: usize, len: usize) -> &[u8] {
+        assert!(off + len <= SEGMENT_SIZE, "a slice inside the segment");
+        // SAFETY: inside the allocation (checked above); the caller vouches for the rest.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), len) }
+    }
+
+    /// Copies `data` to `off`.
+    ///
+    /// # Safety
+    /// No slice of these bytes may be alive (the arena writes behind its fill mark, or
+    /// into a header).
+    unsafe fn write(&self, off: usize, data: &[u8]) {
+        assert!(
+            off + data.len() <= SEGMENT_SIZE,
+            "a write inside the segment"
+        );
+        // SAFETY: inside the allocation (checked above), and `data` cannot overlap bytes
+        // nobody may be reading; the caller vouches for the rest.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len())
+        }
+    }
+}
+
+impl Drop for SegBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), Self::layout()) }
+    }
+}
+
+/// A record's value, shared with the segment that holds it: cloning it or sending it to
+/// another thread copies no bytes, and it stays readable after its record is replaced,
+/// deleted or evicted (the segment is freed when the last reference drops).
+#[derive(Clone)]
+pub struct ValueRef {
+    seg: Arc<SegBuf>,
+    off: u32,
+    len: u32,
+}
+
+impl ValueRef {
+    /// The value's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `Arena::value_ref` made this for a record's value, written before it
+        // and never written again; a segment shared with a `ValueRef` is not reused.
+        unsafe { self.seg.slice(self.off as usize, self.len as usize) }
+    }
+
+    /// The value's length.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the value is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether `self` and `other` share a segment.
+    pub fn same_segment(&self, other: &ValueRef) -> bool {
+        Arc::ptr_eq(&self.seg, &other.seg)
+    }
+}
+
+impl std::fmt::Debug for ValueRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ValueRef({} bytes at {})", self.len, self.off)
+    }
+}
+
 /// Total bytes a record with this key and value occupies.
 pub fn record_len(key: usize, value: usize) -> usize {
     HEADER + key + value
@@ -55,15 +169,26 @@ pub fn record_len(key: usize, value: usize) -> usize {
 
 struct Segment {
     seq: u32,
-    buf: Vec<u8>,
+    buf: Arc<SegBuf>,
+    /// Fill mark: bytes appended so far.
+    len: usize,
+}
+
+impl Segment {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the bytes behind the fill mark were written; while `&self` lives the
+        // arena (their only writer) writes none of them.
+        unsafe { self.buf.slice(0, self.len) }
+    }
 }
 
 /// The segments of one partition.
 pub struct Arena {
     segments: VecDeque<Segment>,
     max_segments: usize,
-    /// Retired segment buffers, reused to avoid page faults on every rotation.
-    spare: Option<Vec<u8>>,
+    /// A retired segment buffer nobody else holds, reused to avoid page faults on
+    /// every rotation.
+    spare: Option<Arc<SegBuf>>,
     next_seq: u32,
 }
 
@@ -88,7 +213,7 @@ impl Arena {
     fn head_fits(&self, len: usize) -> bool {
         self.segments
             .back()
-            .is_some_and(|s| s.buf.len() + len <= SEGMENT_SIZE)
+            .is_some_and(|s| s.len + len <= SEGMENT_SIZE)
     }
 
     /// Whether appending `len` bytes needs a new segment and the arena is already full,
@@ -104,8 +229,8 @@ impl Arena {
             return;
         };
         let mut off = 0;
-        while off < seg.buf.len() {
-            let rec = decode(&seg.buf[off..]);
+        while off < seg.len {
+            let rec = decode(&seg.bytes()[off..]);
             f(
                 Loc {
                     seg: seg.seq,
@@ -115,9 +240,12 @@ impl Arena {
             );
             off += record_len(rec.key.len(), rec.value.len());
         }
+        // A buffer a reply still holds is left to it: freed when the reply is written.
+        // `get_mut` (not a count) also orders that reply's last reads before our writes.
         let mut buf = seg.buf;
-        buf.clear();
-        self.spare = Some(buf);
+        if Arc::get_mut(&mut buf).is_some() {
+            self.spare = Some(buf);
+        }
     }
 
     /// Appends a record whose value is the concatenation of `parts`. The caller must have
@@ -127,13 +255,11 @@ impl Arena {
         let len = record_len(key.len(), vlen);
         assert!(!self.needs_eviction(len), "arena full: evict first");
         if !self.head_fits(len) {
-            let buf = self
-                .spare
-                .take()
-                .unwrap_or_else(|| Vec::with_capacity(SEGMENT_SIZE));
+            let buf = self.spare.take().unwrap_or_else(|| Arc::new(SegBuf::new()));
             self.segments.push_back(Segment {
                 seq: self.next_seq,
                 buf,
+                len: 0,
             });
             self.next_seq = self.next_seq.wrapping_add(1);
         }
@@ -141,41 +267,58 @@ impl Arena {
             .segments
             .back_mut()
             .expect("a segment was just ensured");
-        let off = seg.buf.len() as u32;
-        let b = &mut seg.buf;
-        b.push(key.len() as u8);
-        b.extend_from_slice(&meta.flags.to_le_bytes());
-        b.extend_from_slice(&meta.exp_at.to_le_bytes());
-        b.extend_from_slice(&meta.cas.to_le_bytes());
-        b.extend_from_slice(&(vlen as u32).to_le_bytes());
-        b.extend_from_slice(key);
-        for p in parts {
-            b.extend_from_slice(p);
+        let off = seg.len;
+        let mut header = [0u8; HEADER];
+        header[0] = key.len() as u8;
+        header[1..5].copy_from_slice(&meta.flags.to_le_bytes());
+        header[5..9].copy_from_slice(&meta.exp_at.to_le_bytes());
+        header[9..17].copy_from_slice(&meta.cas.to_le_bytes());
+        header[17..21].copy_from_slice(&(vlen as u32).to_le_bytes());
+        let mut at = off;
+        for piece in [&header[..], key].into_iter().chain(parts.iter().copied()) {
+            // SAFETY: behind the fill mark, which no slice or `ValueRef` reaches.
+            unsafe { seg.buf.write(at, piece) };
+            at += piece.len();
         }
-        Loc { seg: seg.seq, off }
+        seg.len = at;
+        Loc {
+            seg: seg.seq,
+            off: off as u32,
+        }
+    }
+
+    fn segment(&self, loc: Loc) -> &Segment {
+        let first = self
+            .segments
+            .front()
+            .expect("a live location implies a segment")
+            .seq;
+        &self.segments[loc.seg.wrapping_sub(first) as usize]
     }
 
     /// Reads the record at `loc`.
     pub fn get(&self, loc: Loc) -> Record<'_> {
-        let first = self
-            .segments
-            .front()
-            .expect("a live location implies a segment")
-            .seq;
-        let idx = loc.seg.wrapping_sub(first) as usize;
-        decode(&self.segments[idx].buf[loc.off as usize..])
+        decode(&self.segment(loc).bytes()[loc.off as usize..])
+    }
+
+    /// The value of the record at `loc`, shared with its segment (no copy).
+    pub fn value_ref(&self, loc: Loc) -> ValueRef {
+        let seg = self.segment(loc);
+        let rec = decode(&seg.bytes()[loc.off as usize..]);
+        let off = loc.off as usize + HEADER + rec.key.len();
+        ValueRef {
+            seg: Arc::clone(&seg.buf),
+            off: off as u32,
+            len: rec.value.len() as u32,
+        }
     }
 
     /// Rewrites the expiry of the record at `loc` in place (touch).
     pub fn set_exp(&mut self, loc: Loc, exp_at: u32) {
-        let first = self
-            .segments
-            .front()
-            .expect("a live location implies a segment")
-            .seq;
-        let idx = loc.seg.wrapping_sub(first) as usize;
-        let at = loc.off as usize + 5;
-        self.segments[idx].buf[at..at + 4].copy_from_slice(&exp_at.to_le_bytes());
+        let seg = self.segment(loc);
+        // SAFETY: a header's bytes, which no `ValueRef` covers, and `&mut self` rules
+        // out any slice of the arena's own.
+        unsafe { seg.buf.write(loc.off as usize + 5, &exp_at.to_le_bytes()) };
     }
 }
 

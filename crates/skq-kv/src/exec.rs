@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::meta::{base64_encode, MetaFlags, MetaTok};
 use crate::protocol::{Command, StoreMode};
+use crate::reply::ValueSink;
 use crate::stats::Counters;
 use crate::store::{exp_at, ArithOutcome, Partition, StoreOutcome};
 
@@ -36,7 +37,9 @@ pub fn flush_delay(time: i64, now: Now) -> u32 {
     exp_at(time, now.rel, now.started_unix).saturating_sub(now.rel)
 }
 
-/// Writes the `VALUE` block for one key of a get/gets/gat/gats (nothing on a miss).
+/// Writes the `VALUE` block for one key of a get/gets/gat/gats (nothing on a miss). A
+/// value of [`ZERO_COPY_MIN`](crate::reply::ZERO_COPY_MIN) bytes or more is referenced in
+/// the store, not copied, when `out` is a [`crate::reply::Reply`].
 pub fn get_one(
     part: &mut Partition,
     key: &[u8],
@@ -44,17 +47,14 @@ pub fn get_one(
     touch: Option<i64>,
     now: Now,
     c: &Counters,
-    out: &mut Vec<u8>,
+    out: &mut impl ValueSink,
 ) {
     c.cmd_get.fetch_add(1, Relaxed);
-    let rec = match touch {
-        Some(e) => {
-            c.cmd_touch.fetch_add(1, Relaxed);
-            part.get_and_touch(key, exp_at(e, now.rel, now.started_unix), now.rel)
-        }
-        None => part.get(key, now.rel),
-    };
-    let Some(r) = rec else {
+    let touch_at = touch.map(|e| {
+        c.cmd_touch.fetch_add(1, Relaxed);
+        exp_at(e, now.rel, now.started_unix)
+    });
+    let Some(loc) = part.locate(key, touch_at, now.rel) else {
         c.get_misses.fetch_add(1, Relaxed);
         if touch.is_some() {
             c.touch_misses.fetch_add(1, Relaxed);
@@ -65,32 +65,47 @@ pub fn get_one(
     if touch.is_some() {
         c.touch_hits.fetch_add(1, Relaxed);
     }
-    out.extend_from_slice(b"VALUE ");
-    out.extend_from_slice(key);
-    let _ = write!(out, " {} {}", r.meta.flags, r.value.len());
+    let r = part.record(loc);
+    let referenced = out.references(r.value.len());
+    let b = out.bytes_mut();
+    b.extend_from_slice(b"VALUE ");
+    b.extend_from_slice(key);
+    let _ = write!(b, " {} {}", r.meta.flags, r.value.len());
     if cas {
-        let _ = write!(out, " {}", r.meta.cas);
+        let _ = write!(b, " {}", r.meta.cas);
     }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(r.value);
-    out.extend_from_slice(b"\r\n");
+    b.extend_from_slice(b"\r\n");
+    if referenced {
+        out.push_value(part.value_ref(loc));
+    } else {
+        b.extend_from_slice(r.value);
+    }
+    out.bytes_mut().extend_from_slice(b"\r\n");
 }
 
 /// Most bytes of a VALUE line besides its key: `VALUE `, the flags, the length and the
 /// CAS (up to 20 digits each), the spaces and both `\r\n`.
 pub const VALUE_LINE_OVERHEAD: usize = 80;
 
-/// An upper bound of the bytes [`get_one`] writes for `key` (0 on a miss). Reads nothing
-/// but the index entry and the record's length; touches and counts nothing.
+/// An upper bound of the bytes [`get_one`] writes for `key` into a byte buffer (0 on a
+/// miss). Reads nothing but the index entry and the record's length; touches and counts
+/// nothing.
 pub fn get_reply_bound(part: &mut Partition, key: &[u8], now: Now) -> usize {
     part.get(key, now.rel)
         .map_or(0, |r| key.len() + r.value.len() + VALUE_LINE_OVERHEAD)
 }
 
-/// [`get_one`] if its VALUE block fits: when `out` would grow past `limit` bytes (and
-/// `force` is false) nothing is written, touched or counted and the bytes the block needs
-/// come back as the error, so the caller can answer this key later. `force` answers the
-/// key whatever its size (a caller's guarantee of progress).
+/// [`get_reply_bound`] for a sink: what answering `key` adds to `out`'s charge at most.
+fn get_charge_bound(part: &mut Partition, key: &[u8], now: Now, out: &impl ValueSink) -> usize {
+    part.get(key, now.rel).map_or(0, |r| {
+        key.len() + out.value_charge(r.value.len()) + VALUE_LINE_OVERHEAD
+    })
+}
+
+/// [`get_one`] if its VALUE block fits: when `out`'s [`ValueSink::charge`] would grow past
+/// `limit` bytes (and `force` is false) nothing is written, touched or counted and the
+/// bytes the block needs come back as the error, so the caller can answer this key
+/// later. `force` answers the key whatever its size (a caller's guarantee of progress).
 #[allow(clippy::too_many_arguments)]
 pub fn get_one_within(
     part: &mut Partition,
@@ -99,13 +114,13 @@ pub fn get_one_within(
     touch: Option<i64>,
     now: Now,
     c: &Counters,
-    out: &mut Vec<u8>,
+    out: &mut impl ValueSink,
     limit: usize,
     force: bool,
 ) -> Result<(), usize> {
     if !force {
-        let need = get_reply_bound(part, key, now);
-        if out.len() + need > limit {
+        let need = get_charge_bound(part, key, now, out);
+        if out.charge() + need > limit {
             return Err(need);
         }
     }

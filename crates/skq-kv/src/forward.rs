@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use crate::exec::{apply, flush_delay, get_one_within, get_reply_bound};
 use crate::protocol::Command;
+use crate::reply::Reply;
 use crate::session::{Dispatch, Handler, Session};
 use crate::store::Partition;
 use crate::tpc::{owner, Shared};
@@ -70,13 +71,13 @@ pub(crate) enum Msg {
     Reply {
         conn: u64,
         seq: u64,
-        data: Vec<u8>,
+        data: Reply,
         retry: Option<(Command, usize)>,
     },
 }
 
 /// A reply for a connection of this worker: `(conn, seq, data, retry)`.
-pub(crate) type Completion = (u64, u64, Vec<u8>, Option<(Command, usize)>);
+pub(crate) type Completion = (u64, u64, Reply, Option<(Command, usize)>);
 
 /// The room to promise a forwarded reply needing `need` bytes (0: unknown, a
 /// retrieval), or `None` if it must wait for output to drain. `first` lets it run
@@ -183,7 +184,7 @@ impl Core {
                 touch,
                 budget,
             } => {
-                let mut out = Vec::new();
+                let mut out = Reply::new();
                 let mut retry = None;
                 for i in 0..keys.len() {
                     let k = &keys[i];
@@ -236,7 +237,7 @@ impl Core {
                     };
                     if flags.value && need > budget {
                         let retry = Some((cmd, need));
-                        let data = Vec::new();
+                        let data = Reply::new();
                         self.send(
                             from,
                             Msg::Reply {
@@ -253,7 +254,7 @@ impl Core {
                 apply(&mut self.part, &cmd, now, c, &mut out);
                 crate::recycle::give(cmd);
                 if let Some(seq) = seq {
-                    let (data, retry) = (out, None);
+                    let (data, retry) = (Reply::from_bytes(out), None);
                     self.send(
                         from,
                         Msg::Reply {
@@ -273,7 +274,7 @@ impl Core {
             } => {
                 self.part.flush_all(delay, now.rel);
                 if let Some(seq) = seq {
-                    let (data, retry) = (Vec::new(), None);
+                    let (data, retry) = (Reply::new(), None);
                     self.send(
                         from,
                         Msg::Reply {
@@ -359,8 +360,8 @@ impl Core {
             // splitting the list, whose buffers are then recycled.
             let room = s.room();
             let mut force = s.pending_bytes() == 0;
-            let out = s.reply_buf();
-            let limit = out.len() + room;
+            let out = s.reply_out();
+            let limit = out.charge() + room;
             for (i, k) in keys.iter().enumerate() {
                 if get_one_within(&mut self.part, k, cas, touch, now, c, out, limit, force).is_err()
                 {
@@ -398,8 +399,8 @@ impl Core {
             if o == self.me {
                 let room = s.room();
                 let mut force = s.pending_bytes() == 0;
-                let out = s.reply_buf();
-                let limit = out.len() + room;
+                let out = s.reply_out();
+                let limit = out.charge() + room;
                 let mut done = ks.len();
                 for (i, k) in ks.iter().enumerate() {
                     if get_one_within(&mut self.part, k, cas, touch, now, c, out, limit, force)

@@ -32,11 +32,11 @@ impl Handler for Mem {
         };
         match &cmd {
             Command::Get { keys, cas, touch } => {
-                let out = s.reply_buf();
+                let out = s.reply_out();
                 for k in keys {
                     get_one(&mut self.part, k, *cas, *touch, now, &self.counters, out);
                 }
-                out.extend_from_slice(b"END\r\n");
+                out.bytes_mut().extend_from_slice(b"END\r\n");
             }
             Command::FlushAll { delay, .. } => {
                 self.part

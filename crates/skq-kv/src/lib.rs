@@ -51,6 +51,7 @@ pub mod murmur3;
 pub mod priority;
 pub mod protocol;
 pub mod recycle;
+pub mod reply;
 pub mod ring;
 pub mod running;
 pub mod server;

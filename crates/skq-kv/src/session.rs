@@ -18,6 +18,12 @@
 //! asks. A part may be filled in several pieces ([`Session::complete`] with a retry): the
 //! bytes of the front part go out as they arrive.
 //!
+//! Zero-copy values: output and parts are [`Reply`]s, so a `get` reply references values
+//! of [`crate::reply::ZERO_COPY_MIN`] bytes or more in the store's segments instead of
+//! copying them, and [`Session::flush`] gathers them into one `writev`. A referenced value
+//! counts against the ceiling as [`crate::reply::value_charge`] says (at least an eighth
+//! of the segment it keeps alive), until the whole output holding it is written.
+//!
 //! Memory: an idle session holds no buffer. A driver lends it the worker's read buffer
 //! for one readiness event ([`Session::borrow_read_buffer`]) and takes it back when every
 //! byte read has been parsed ([`Session::settle`]); only a session left holding part of a
@@ -28,6 +34,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 
 use crate::protocol::{CloseReason, Command, Limits, Parser, Step};
+use crate::reply::Reply;
 
 /// Stop parsing while this many reply parts are queued.
 pub const MAX_PARTS: usize = 4096;
@@ -56,7 +63,7 @@ pub trait Handler {
 }
 
 struct Part {
-    data: Vec<u8>,
+    data: Reply,
     ready: bool,
     /// Output room promised to whoever fills this part (counted in `promised`).
     reserved: usize,
@@ -65,7 +72,7 @@ struct Part {
 }
 
 impl Part {
-    fn ready(data: Vec<u8>) -> Part {
+    fn ready(data: Reply) -> Part {
         Part {
             data,
             ready: true,
@@ -83,7 +90,8 @@ pub struct Session {
     rpos: usize,
     rend: usize,
     parser: Parser,
-    out: Vec<u8>,
+    /// Output; `written` of its bytes are sent.
+    out: Reply,
     written: usize,
     parts: VecDeque<Part>,
     /// Sequence number of `parts.front()`.
@@ -123,7 +131,7 @@ impl Session {
             rpos: 0,
             rend: 0,
             parser: Parser::new(limits),
-            out: Vec::new(),
+            out: Reply::new(),
             written: 0,
             parts: VecDeque::new(),
             base_seq: 0,
@@ -147,11 +155,16 @@ impl Session {
     /// so replies can be built in place; otherwise to the last part if ready, or a new
     /// ready part.
     pub fn reply_buf(&mut self) -> &mut Vec<u8> {
+        self.reply_out().bytes_mut()
+    }
+
+    /// [`Self::reply_buf`] as a [`Reply`], for replies that reference store values.
+    pub fn reply_out(&mut self) -> &mut Reply {
         if self.parts.is_empty() {
             return &mut self.out;
         }
         if !self.parts.back().is_some_and(|p| p.ready) {
-            self.parts.push_back(Part::ready(Vec::new()));
+            self.parts.push_back(Part::ready(Reply::new()));
         }
         &mut self.parts.back_mut().expect("just ensured").data
     }
@@ -162,7 +175,7 @@ impl Session {
         self.parts
             .back()
             .filter(|p| p.ready)
-            .map_or(0, |p| p.data.len())
+            .map_or(0, |p| p.data.charge())
     }
 
     /// Reserves a reply slot filled later by [`complete`](Self::complete), promising it
@@ -171,7 +184,7 @@ impl Session {
         // The ready tail stops being the tail: count its bytes.
         self.held += self.tail_len();
         self.parts.push_back(Part {
-            data: Vec::new(),
+            data: Reply::new(),
             ready: false,
             reserved: room,
             retry: None,
@@ -184,7 +197,7 @@ impl Session {
     /// With `retry` the slot stays open: the command still to run and the bytes its next
     /// reply needs wait in it until [`take_retry`](Self::take_retry) hands them out.
     /// Unknown sequence numbers are ignored.
-    pub fn complete(&mut self, seq: u64, data: Vec<u8>, retry: Option<(Command, usize)>) {
+    pub fn complete(&mut self, seq: u64, mut data: Reply, retry: Option<(Command, usize)>) {
         let Some(idx) = seq.checked_sub(self.base_seq) else {
             return;
         };
@@ -196,17 +209,13 @@ impl Session {
             return;
         }
         self.promised -= std::mem::take(&mut p.reserved);
-        self.held += data.len();
-        if p.data.is_empty() {
-            p.data = data;
-        } else {
-            p.data.extend_from_slice(&data);
-        }
+        self.held += data.charge();
+        p.data.append(&mut data);
         p.ready = retry.is_none();
         p.retry = retry;
         if p.ready && idx as usize == last {
             // It became the ready tail, whose bytes `held` does not count.
-            self.held -= p.data.len();
+            self.held -= p.data.charge();
         }
         self.release();
     }
@@ -218,18 +227,13 @@ impl Session {
             let is_tail = front_ready && self.parts.len() == 1;
             let p = self.parts.front_mut().expect("front exists");
             if !is_tail {
-                self.held -= p.data.len();
+                self.held -= p.data.charge();
             }
             if self.out.len() == self.written {
                 self.out.clear();
                 self.written = 0;
             }
-            if self.out.is_empty() {
-                std::mem::swap(&mut self.out, &mut p.data);
-            } else {
-                self.out.extend_from_slice(&p.data);
-                p.data = Vec::new();
-            }
+            self.out.append(&mut p.data);
             if !p.ready {
                 break;
             }
@@ -276,8 +280,10 @@ impl Session {
 
     /// This connection's pending output: unsent bytes, bytes held in parts, and room
     /// promised to open parts.
+    /// Values referenced in the store count as [`crate::reply::value_charge`] says, and
+    /// until the whole output they are part of is written.
     pub fn pending_bytes(&self) -> usize {
-        self.out.len() - self.written + self.held + self.tail_len() + self.promised
+        self.out.charge() - self.written + self.held + self.tail_len() + self.promised
     }
 
     /// Output room left under the connection's ceiling.
@@ -385,7 +391,7 @@ impl Session {
     pub fn flush(&mut self, w: &mut impl Write) -> io::Result<usize> {
         let mut total = 0;
         while self.written < self.out.len() {
-            match w.write(&self.out[self.written..]) {
+            match self.out.write_from(w, self.written) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.written += n;
@@ -400,7 +406,7 @@ impl Session {
             self.out.clear();
             self.written = 0;
             if self.out.capacity() > KEEP_OUTPUT {
-                self.out = Vec::new();
+                self.out = Reply::new();
             }
         }
         Ok(total)
@@ -446,7 +452,7 @@ impl Session {
 
     /// Takes everything written so far (tests and in-memory drivers).
     pub fn take_output(&mut self) -> Vec<u8> {
-        let out = self.out.split_off(self.written);
+        let out = self.out.to_vec_from(self.written);
         self.out.clear();
         self.written = 0;
         out

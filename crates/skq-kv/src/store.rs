@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::arena::{record_len, Arena, Loc, Meta, Record, HEADER, SEGMENT_SIZE};
+use crate::arena::{record_len, Arena, Loc, Meta, Record, ValueRef, HEADER, SEGMENT_SIZE};
 use crate::protocol::{item_size, Limits, StoreMode, REALTIME_MAXDELTA};
 
 /// Outcome of a storage command.
@@ -312,6 +312,26 @@ impl Partition {
     pub fn get(&mut self, key: &[u8], now: u32) -> Option<Record<'_>> {
         let loc = self.find(key, now)?;
         Some(self.arena.get(loc))
+    }
+
+    /// Where the live item `key` is, with a new expiry set first when `touch` says so
+    /// (`gat`); read it with [`Self::record`] and [`Self::value_ref`].
+    pub fn locate(&mut self, key: &[u8], touch: Option<u32>, now: u32) -> Option<Loc> {
+        let loc = self.find(key, now)?;
+        if let Some(exp_at) = touch {
+            self.arena.set_exp(loc, exp_at);
+        }
+        Some(loc)
+    }
+
+    /// The record at `loc` (from [`Self::locate`], before any write to this partition).
+    pub fn record(&self, loc: Loc) -> Record<'_> {
+        self.arena.get(loc)
+    }
+
+    /// The value at `loc`, shared with the store instead of copied (see [`ValueRef`]).
+    pub fn value_ref(&self, loc: Loc) -> ValueRef {
+        self.arena.value_ref(loc)
     }
 
     /// `gat`: sets a new expiry on a live item and reads it.

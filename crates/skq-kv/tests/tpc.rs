@@ -207,3 +207,82 @@ fn slow_reader_does_not_block_others() {
         srv.stop();
     }
 }
+
+/// Issue 26: large values are sent straight from the store's segments (zero-copy). A
+/// reply that waits unread keeps the segments its values live in, also when new writes
+/// evict them and the store reuses its memory: every value the reply carries is the one
+/// stored when the `get` ran. 2 workers (local and forwarded gets), 64 KiB values, a
+/// `get` line asking 32 MiB (more than both sockets' buffers hold, so the server keeps
+/// referenced values pending), then writes of other keys enough to evict every segment
+/// twice over.
+#[test]
+fn unread_zero_copy_replies_survive_the_eviction_of_their_segments() {
+    const LEN: usize = 64 << 10;
+    const KEYS: usize = 32;
+    let value = |generation: usize, k: usize| -> Vec<u8> {
+        (0..LEN)
+            .map(|j| b'a' + ((j * 13 + k * 7 + generation * 5) % 26) as u8)
+            .collect()
+    };
+    let mut cfg = config(Arch::Tpc, 2);
+    cfg.limit_bytes = 8 << 20;
+    let srv = skq_kv::server::start(cfg).unwrap();
+    let mut writer = Client::connect(srv.addr);
+    let store = |c: &mut Client, generation: usize| {
+        for k in 0..KEYS {
+            let mut req = format!("set g{generation}k{k} 0 0 {LEN}\r\n").into_bytes();
+            req.extend_from_slice(&value(generation, k));
+            req.extend_from_slice(b"\r\n");
+            c.expect(&req, b"STORED\r\n");
+        }
+    };
+    store(&mut writer, 0);
+    // 512 gets of generation 0's keys (32 MiB, more than the kernel's socket buffers
+    // take: tcp_wmem and tcp_rmem allow 4 and 6 MiB by default), none read yet.
+    let mut reader = Client::connect(srv.addr);
+    let asked: Vec<usize> = (0..512).map(|i| (i * 5) % KEYS).collect();
+    let line: String = asked.iter().map(|k| format!(" g0k{k}")).collect();
+    reader.send(format!("get{line}\r\n").as_bytes());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Eight generations of other keys: 16 MiB through an 8 MiB store.
+    for generation in 1..=8 {
+        store(&mut writer, generation);
+    }
+    let got = reader.read_until(b"END\r\n");
+    // Each VALUE block is generation 0's value of a key asked for, in the order asked
+    // (keys evicted before their turn came are misses and leave no block).
+    let mut at = 0;
+    let mut next_asked = 0;
+    let mut blocks = 0;
+    while got[at..] != *b"END\r\n" {
+        let eol = at + got[at..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let head = std::str::from_utf8(&got[at..eol]).unwrap();
+        let k: usize = head
+            .strip_prefix("VALUE g0k")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a VALUE line, got {head:?}"));
+        assert_eq!(head, format!("VALUE g0k{k} 0 {LEN}"));
+        let found = asked[next_asked..].iter().position(|&a| a == k);
+        next_asked += found.expect("keys come in the order asked") + 1;
+        let data = &got[eol + 2..eol + 2 + LEN];
+        assert!(
+            data == &value(0, k)[..],
+            "block {blocks} (key {k}) carries the value stored"
+        );
+        at = eol + 2 + LEN + 2;
+        blocks += 1;
+    }
+    assert!(
+        blocks >= 8,
+        "some values were pending while the store turned over: {blocks}"
+    );
+    // The newest generation reads back whole.
+    for k in 0..KEYS {
+        writer.send(format!("get g8k{k}\r\n").as_bytes());
+        let r = writer.read_until(b"END\r\n");
+        let head = format!("VALUE g8k{k} 0 {LEN}\r\n");
+        assert!(r.starts_with(head.as_bytes()), "key g8k{k}");
+        assert!(r[head.len()..head.len() + LEN] == value(8, k)[..]);
+    }
+}
