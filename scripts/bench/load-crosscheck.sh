@@ -84,7 +84,7 @@ echo "== skq load (one epoll thread)"
 # skq load exits 3 when one of its self-checks fails; that is reported below, not fatal here.
 rc=0; "$SKQ" load "${common[@]}" --max-lateness-us "$LATE_US" --quiet --json "$OUT/skq.json" || rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "load-crosscheck: skq load failed ($rc)" >&2; exit 2; }
-echo "== simple client (blocking sender, one poll receiver, kernel receive stamps)"
+echo "== simple client (non-blocking sender, one poll receiver reading only while the sender lends it the CPU, kernel receive stamps)"
 "$SIMPLE" "${common[@]}" --spin-us "$SPIN_US" --json "$OUT/simple.json" \
     || { echo "load-crosscheck: simple client failed" >&2; exit 2; }
 

@@ -4,6 +4,9 @@
 //! as one line and, with `--json FILE`, written as JSON (`SimpleResult`).
 //! Run as root (or with CAP_SYS_NICE) so the receivers get `SCHED_FIFO`
 //! (`--recv-rt-priority`, see `skq_load::simple`); the line says whether they did.
+//! Receivers read only while the senders lend them the CPU, stopping
+//! `--guard-us` (default 30) before a send; `--lend off` lets them read
+//! whenever a reply is ready, as before (to compare).
 //!
 //! cargo run --release -p skq-load --example simple_client -- \
 //!     --addr 127.0.0.1:7878 --rate 8000 --connections 64 --json /tmp/s.json
@@ -13,9 +16,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Parser};
 use skq_load::protocol::memcached::KvSpec;
-use skq_load::simple::{self, RpcService, SimpleConfig, SimpleProtocol};
+use skq_load::simple::{self, RecvSharing, RpcService, SimpleConfig, SimpleProtocol};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -40,6 +44,13 @@ struct Args {
     /// SCHED_FIFO priority of the receivers, 0 = normal class.
     #[arg(long, default_value_t = 1)]
     recv_rt_priority: i32,
+    /// Receivers read only while the senders lend them the CPU (on/off).
+    #[arg(long, default_value = "on", action = ArgAction::Set,
+          value_parser = BoolishValueParser::new())]
+    lend: bool,
+    /// With --lend on: stop reading this many µs before a send.
+    #[arg(long, default_value_t = 30)]
+    guard_us: u64,
     /// Measured seconds.
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
@@ -126,6 +137,13 @@ fn main() -> anyhow::Result<()> {
     cfg.threads = a.threads;
     cfg.receivers = a.receivers;
     cfg.recv_rt_priority = (a.recv_rt_priority != 0).then_some(a.recv_rt_priority);
+    cfg.sharing = if a.lend {
+        RecvSharing::Lend {
+            guard: Duration::from_micros(a.guard_us),
+        }
+    } else {
+        RecvSharing::Free
+    };
     cfg.duration = secs("duration", a.duration)?;
     cfg.warmup = secs("warmup", a.warmup)?;
     cfg.drain = secs("drain", a.drain)?;
@@ -138,7 +156,8 @@ fn main() -> anyhow::Result<()> {
         "simple client: sent {} received {} errors {:?} | latency p50 {:.1} p99 {:.1} p99.9 {:.1} µs \
          (from send: p99 {:.1}) | lateness p50 {:.1} p99 {:.1} µs | send call p99 {:.1} µs | \
          kernel stamps {} of {} (shared {}, before send {}), receiver delay p99 {:.1} µs, \
-         receivers realtime {}, clock step {:.3} µs | cpu {:.2} s",
+         receivers realtime {}, lend guard {}, reads held back {}, clock step {:.3} µs | \
+         cpu {:.2} s",
         r.sent,
         r.received,
         r.errors,
@@ -155,6 +174,9 @@ fn main() -> anyhow::Result<()> {
         r.stamps.before_send,
         r.recv_delay.p99_us,
         r.receivers_realtime,
+        r.lend_guard_us
+            .map_or_else(|| "off".to_string(), |g| format!("{g:.0} µs")),
+        r.recv_yields,
         r.realtime_step_us,
         cpu
     );

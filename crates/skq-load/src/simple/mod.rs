@@ -1,8 +1,9 @@
 //! A deliberately simple second open-loop client, to cross-check `skq load`
 //! (issue 27, item 4). It shares no I/O, timing or matching code with the
 //! generator ([`crate::worker`], [`crate::engine`]) and is built the other
-//! way round: blocking sends from a sender thread, `poll(2)` and kernel
-//! receive timestamps in a separate receiver thread, one clock
+//! way round: timed sends from a sender thread, `poll(2)` and kernel
+//! receive timestamps in a separate receiver thread that reads only while
+//! the sender lends it the CPU, one clock
 //! (`CLOCK_REALTIME`) throughout. It reuses only pure code without I/O or
 //! clock: the encoders/parsers of [`crate::protocol`] and the per-connection
 //! arrival law of [`crate::schedule`] (so that, for one seed, both clients
@@ -10,7 +11,7 @@
 //! not of two random samples).
 //!
 //! **Design.**
-//! * `connections` TCP connections, blocking, with `SO_TIMESTAMPNS` on.
+//! * `connections` TCP connections, non-blocking, with `SO_TIMESTAMPNS` on.
 //!   Each has one *pending* FIFO (`Mutex<VecDeque<Sent>>`) shared by exactly
 //!   two threads: the sender that owns the connection and its receiver.
 //! * **Arrivals**: connection `i` follows `ConnSchedule::new(Poisson, rate,
@@ -26,8 +27,14 @@
 //!   now and then; a spinning thread keeps its CPU. The cost: above ~500
 //!   req/s per sender it spins nearly all the time, so its CPU time is no
 //!   cost per request. The send: read the clock (the *actual send time*),
-//!   push `Sent` on the FIFO, one blocking `write_all`, read the clock again
-//!   (the *send call* time, reported).
+//!   push `Sent` on the FIFO, write the request without blocking, read the
+//!   clock again (the *send call* time, reported). A write never waits for
+//!   a full socket (that would hold up every later send): if no byte fits,
+//!   the request is skipped (its entry taken back) and counted `send_full`
+//!   and `missing`; if only part of it fits, the connection is failed
+//!   (counted `send_full` and `connection_failures`, the request missing),
+//!   since finishing it would block. On loopback a full socket means the
+//!   server has stopped reading; expected 0.
 //! * **Receivers** (`receivers`, default 1): receiver `r` watches
 //!   connections `r, r+R, …` with `poll(2)` and reads every ready one with
 //!   `recvmsg(MSG_DONTWAIT)` until it would block. The reply time is the
@@ -39,11 +46,36 @@
 //!   newest stamp; so every reply completed by one read gets that read's
 //!   stamp, which is an upper bound of its arrival (never earlier than it,
 //!   never later than the user-space read time). Such replies are counted
-//!   (`shared_stamp`). A prompt receiver keeps them rare, so receivers run
-//!   `SCHED_FIFO` (`recv_rt_priority`, default 1, when the process may): a
-//!   receiver blocks in `poll` between replies and runs a few µs per wake,
-//!   and without the priority it can wait for the spinning sender's time
-//!   slice (EEVDF's base slice, 1.5 ms on 2 CPUs) before it reads.
+//!   (`shared_stamp`).
+//! * **Cooperation** ([`RecvSharing::Lend`], the default, guard 30 µs): a
+//!   receiver reads only while the senders that may share its CPU *lend*
+//!   it, i.e. while each waits for a send more than the guard away; it
+//!   leaves unread data in the socket and parks (a futex, through
+//!   `std::thread::park`) when the window closes, and the sender that next
+//!   lends wakes it. The protocol, its handshake and its guarantee are in
+//!   `lend.rs`. Delaying a read does not move a reply's time, which the
+//!   kernel stamped on arrival; what it can do is let a second reply on the
+//!   same connection arrive before the first is read, so both share the
+//!   later stamp (counted in `shared_stamp`; the first is over-stated by at
+//!   most the time the read was held back). `recv_yields` counts the
+//!   reads held back. A sender that is behind its schedule lends nothing,
+//!   so its receivers wait until it catches up. [`RecvSharing::Free`] reads
+//!   whenever `poll` reports data (the design measured on 2026-11-25, whose
+//!   receiver preempted the sender for every reply).
+//! * **Priority.** Receivers run `SCHED_FIFO` (`recv_rt_priority`, default
+//!   1, when the process may): a receiver blocks between replies and runs a
+//!   few µs per wake, and without the priority it can wait for the spinning
+//!   sender's time slice (EEVDF's base slice, 1.5 ms on 2 CPUs) before it
+//!   reads, so replies queue up and share stamps. With cooperation the
+//!   priority is safe for the schedule: the real-time receiver takes the
+//!   sender's CPU only while it is lent, stops within one `recvmsg` of the
+//!   window closing, and with a closed window parks instead of returning to
+//!   `poll` (which would report the unread data at once and spin), so it
+//!   cannot starve the sender; the guard pays for that last read and the
+//!   switch back. A wake inside the guard (a reply arriving while the
+//!   receiver blocks in `poll`) still costs the sender one switch there and
+//!   back. Without cooperation the priority lets every reply preempt the
+//!   sender, as measured.
 //!
 //! **Time.** One clock for everything: the kernel stamps receives on
 //! `CLOCK_REALTIME`, so the schedule, the sleeps, the spins and the send
@@ -70,12 +102,15 @@
 //! **Bounds.** Requests scheduled during the warm-up are matched and
 //! error-checked but not recorded. Sends stop at `warmup + duration`;
 //! receivers leave when their FIFOs are empty after the last sender is done,
-//! or `drain` after it at the latest; writes time out after `drain`. (So an
+//! or `drain` after it at the latest. (So an
 //! extra reply that arrives after a connection's last outstanding request
 //! was answered at the end goes unseen.)
 
+mod lend;
 mod recv;
 mod send;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
@@ -115,6 +150,26 @@ pub enum SimpleProtocol {
     Http(String),
 }
 
+/// How a receiver shares its CPU with the senders (module docs,
+/// *Cooperation*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvSharing {
+    /// Read whenever `poll` reports data, preempting a sender that is due.
+    Free,
+    /// Read only while every sender that may run on the receiver's CPU
+    /// waits for a send more than `guard` away; park otherwise.
+    Lend {
+        /// Time left to the next send below which the receiver stops reading.
+        guard: Duration,
+    },
+}
+
+impl RecvSharing {
+    /// The default guard: one `recvmsg` with its parsing, and a switch back
+    /// to the sender, with room to spare (not yet measured).
+    pub const DEFAULT_GUARD: Duration = Duration::from_micros(30);
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct SimpleConfig {
@@ -147,11 +202,14 @@ pub struct SimpleConfig {
     /// refused by the kernel, they run in the normal class and the result
     /// says so.
     pub recv_rt_priority: Option<i32>,
+    /// Whether receivers read only while the senders lend them the CPU.
+    pub sharing: RecvSharing,
 }
 
 impl SimpleConfig {
-    /// Defaults: 8 connections, 1 sender, 1 receiver at `SCHED_FIFO` 1,
-    /// 5 s + 1 s warm-up, 2 s drain, 2 ms spin, RPC with zero service.
+    /// Defaults: 8 connections, 1 sender, 1 receiver at `SCHED_FIFO` 1
+    /// reading while the sender lends (guard 30 µs), 5 s + 1 s warm-up,
+    /// 2 s drain, 2 ms spin, RPC with zero service.
     pub fn new(addr: SocketAddr, rate: f64) -> SimpleConfig {
         SimpleConfig {
             addr,
@@ -167,6 +225,9 @@ impl SimpleConfig {
             seed: 1,
             cpus: Vec::new(),
             recv_rt_priority: Some(1),
+            sharing: RecvSharing::Lend {
+                guard: RecvSharing::DEFAULT_GUARD,
+            },
         }
     }
 }
@@ -196,10 +257,15 @@ pub struct SimpleErrors {
     /// RPC replies answering a request older than one answered before on
     /// the same connection (still answers).
     pub out_of_order: u64,
-    /// Connections that failed (write error or timeout, read error, EOF,
-    /// unparsable reply); a request whose write failed also counts missing,
-    /// and later sends drawn for a failed connection are skipped.
+    /// Connections that failed (write error, a request only partly
+    /// written, read error, EOF, unparsable reply); a request whose write
+    /// failed also counts missing, and later sends drawn for a failed
+    /// connection are skipped.
     pub connection_failures: u64,
+    /// Sends that found their socket full (the server not reading): skipped
+    /// when no byte fitted (also counted missing), failing the connection
+    /// when part of the request did (module docs, *Senders*). Expected 0.
+    pub send_full: u64,
 }
 
 /// Where the reply times of the measured window came from.
@@ -265,6 +331,12 @@ pub struct SimpleResult {
     pub realtime_step_us: f64,
     /// Whether every receiver got its `SCHED_FIFO` priority.
     pub receivers_realtime: bool,
+    /// The lend guard, µs, when receivers cooperate ([`RecvSharing::Lend`]);
+    /// `None` when they read freely.
+    pub lend_guard_us: Option<f64>,
+    /// Times a receiver left ready data unread because its senders' window
+    /// closed (0 without cooperation).
+    pub recv_yields: u64,
     /// CPU time of every thread (senders spin, see the module docs).
     pub thread_cpu: Vec<ThreadCpu>,
 }
@@ -293,6 +365,8 @@ struct Shared {
     drain_deadline: AtomicU64,
     /// Scheduled times at or after this are recorded (realtime ns).
     measure_from: u64,
+    /// The senders' lend windows (`None`: receivers read freely).
+    lending: Option<lend::Lending>,
 }
 
 /// What a thread hands back when it is joined.
@@ -306,6 +380,7 @@ struct Part {
     errors: SimpleErrors,
     stamps: Stamps,
     realtime: bool,
+    recv_yields: u64,
     latency: Histogram<u64>,
     raw: Histogram<u64>,
     lateness: Histogram<u64>,
@@ -329,6 +404,7 @@ impl Part {
             errors: SimpleErrors::default(),
             stamps: Stamps::default(),
             realtime: true,
+            recv_yields: 0,
             latency: h(),
             raw: h(),
             lateness: h(),
@@ -344,15 +420,18 @@ impl Part {
         self.received += p.received;
         self.received_total += p.received_total;
         let (e, f) = (&mut self.errors, p.errors);
+        e.missing += f.missing;
         e.bad_reply += f.bad_reply;
         e.out_of_order += f.out_of_order;
         e.connection_failures += f.connection_failures;
+        e.send_full += f.send_full;
         let (s, t) = (&mut self.stamps, p.stamps);
         s.kernel += t.kernel;
         s.user += t.user;
         s.shared += t.shared;
         s.before_send += t.before_send;
         self.realtime &= p.realtime;
+        self.recv_yields += p.recv_yields;
         for (a, b) in [
             (&mut self.latency, &p.latency),
             (&mut self.raw, &p.raw),
@@ -402,6 +481,14 @@ fn check(cfg: &SimpleConfig) -> anyhow::Result<()> {
             bail!("--recv-rt-priority {p} must be between 1 and 99 (0: off)");
         }
     }
+    if let RecvSharing::Lend { guard } = cfg.sharing {
+        if guard >= Duration::from_secs(1) {
+            bail!(
+                "--guard-us {} must be below 1000000 (a guard of a second or more lends nothing)",
+                guard.as_micros()
+            );
+        }
+    }
     if cfg.duration.is_zero() {
         bail!("--duration must be positive");
     }
@@ -421,7 +508,9 @@ pub fn run(cfg: &SimpleConfig) -> anyhow::Result<SimpleResult> {
         let s = TcpStream::connect(cfg.addr)
             .with_context(|| format!("--addr {}: cannot connect", cfg.addr))?;
         s.set_nodelay(true)?;
-        s.set_write_timeout(Some(cfg.drain.max(Duration::from_millis(100))))?;
+        // The sender's writes never wait; the receiver reads with
+        // MSG_DONTWAIT and `poll`, which ignore the flag.
+        s.set_nonblocking(true)?;
         net::enable_rx_timestamps(s.as_raw_fd())
             .context("SO_TIMESTAMPNS: the kernel refused receive timestamps")?;
         conns.push(Conn {
@@ -442,6 +531,14 @@ pub fn run(cfg: &SimpleConfig) -> anyhow::Result<SimpleResult> {
         senders_left: AtomicUsize::new(cfg.threads),
         drain_deadline: AtomicU64::new(0),
         measure_from,
+        lending: match cfg.sharing {
+            RecvSharing::Free => None,
+            RecvSharing::Lend { guard } => Some(lend::Lending::new(
+                guard,
+                cfg.threads,
+                lend::partners(cfg.threads, cfg.receivers, &cfg.cpus),
+            )),
+        },
     });
     let pin = |k: usize| (!cfg.cpus.is_empty()).then(|| cfg.cpus[k % cfg.cpus.len()]);
     let mut handles = Vec::new();
@@ -477,11 +574,12 @@ pub fn run(cfg: &SimpleConfig) -> anyhow::Result<SimpleResult> {
         });
     }
     let step = cpu::monotonic_minus_realtime_ns() - offset_before;
-    total.errors.missing = shared
+    // Left in the FIFOs, beside the skipped sends the senders counted.
+    total.errors.missing += shared
         .conns
         .iter()
         .map(|c| c.pending.lock().expect("no thread panicked").len() as u64)
-        .sum();
+        .sum::<u64>();
     Ok(SimpleResult {
         target_rps: cfg.rate,
         achieved_rps: total.sent as f64 / cfg.duration.as_secs_f64(),
@@ -498,6 +596,11 @@ pub fn run(cfg: &SimpleConfig) -> anyhow::Result<SimpleResult> {
         recv_delay: percentiles(&total.recv_delay),
         realtime_step_us: step.unsigned_abs() as f64 / 1e3,
         receivers_realtime: cfg.recv_rt_priority.is_some() && total.realtime,
+        lend_guard_us: match cfg.sharing {
+            RecvSharing::Free => None,
+            RecvSharing::Lend { guard } => Some(guard.as_nanos() as f64 / 1e3),
+        },
+        recv_yields: total.recv_yields,
         thread_cpu,
     })
 }

@@ -1,21 +1,42 @@
 //! A receiver thread of the simple client: `poll(2)` over its connections,
 //! `recvmsg` until each would block, every reply timed by its read's kernel
-//! receive stamp and matched against its connection's FIFO. Invariant: only
+//! receive stamp and matched against its connection's FIFO. With
+//! cooperation it reads only while its senders lend it the CPU: it checks
+//! their windows before `poll` and before every `recvmsg`, and when they
+//! close it leaves the rest unread and parks (`lend.rs`). Invariants: only
 //! this thread removes entries from the FIFOs of its connections, so the
-//! front it parsed against is still the front when it pops it.
+//! front it parsed against is still the front when it pops it (the sender
+//! takes back only an entry it pushed itself and wrote nothing of); with a
+//! closed window it never calls `poll`, so unread data cannot make it spin.
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use skq_sys::poll::PollSet;
 use skq_sys::{cpu, net};
 
+use super::lend::{Lend, Lending};
 use super::{Conn, Part, Shared};
 use crate::protocol::{Answers, Codec, Parsed};
 
 /// How long one `poll` waits at most, so the end of the run is noticed.
 const POLL_MS: i32 = 10;
+/// How long one park waits at most while the window is closed (likewise).
+const PARK: Duration = Duration::from_millis(POLL_MS as u64);
+
+/// How far [`read_all`] got with one connection.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drained {
+    /// Reading would block: everything that had arrived was taken.
+    Empty,
+    /// The senders' window closed first: data may be left unread.
+    Yielded,
+    /// Closed, failed or unparsable.
+    Gone,
+}
 
 /// Per-connection receive state.
 struct Rx {
@@ -63,34 +84,54 @@ pub(super) fn receive(
             }
         })
         .collect();
+    let lending = sh.lending.as_ref().map(|l| {
+        l.register(r);
+        (l, r)
+    });
     let mut chunk = vec![0u8; 64 * 1024];
+    // Where the next round starts, so that a window closing mid-round does
+    // not always leave the same connections for last.
+    let mut first = 0;
     loop {
+        if let Some((l, r)) = lending {
+            if l.wait(r, PARK, &cpu::realtime_ns) == Lend::Closed {
+                if finished(sh, &set, &rx) {
+                    break;
+                }
+                continue;
+            }
+        }
         if set.wait(POLL_MS).is_err() {
             // Only EFAULT/EINVAL/ENOMEM: nothing more can be read.
             part.errors.connection_failures += set.live() as u64;
             break;
         }
-        for (k, x) in rx.iter_mut().enumerate() {
+        let n = rx.len();
+        let mut next = (first + 1) % n;
+        for k in (first..n).chain(0..first) {
             let ready = set.ready(k);
             if !(ready.readable || ready.failed) {
                 continue;
             }
-            if !read_all(sh, x, codec.as_ref(), &mut chunk, &mut part) {
-                x.open = false;
-                set.remove(k);
-                sh.conns[x.conn].dead.store(true, Ordering::Relaxed);
-                part.errors.connection_failures += 1;
+            let x = &mut rx[k];
+            match read_all(sh, x, codec.as_ref(), &mut chunk, &mut part, lending) {
+                Drained::Empty => {}
+                Drained::Yielded => {
+                    // `poll` reports the rest again once the window reopens.
+                    part.recv_yields += 1;
+                    next = k;
+                    break;
+                }
+                Drained::Gone => {
+                    x.open = false;
+                    set.remove(k);
+                    sh.conns[x.conn].dead.store(true, Ordering::Relaxed);
+                    part.errors.connection_failures += 1;
+                }
             }
         }
-        let deadline = sh.drain_deadline.load(Ordering::Acquire);
-        if set.live() == 0
-            || (deadline != 0
-                && (cpu::realtime_ns() >= deadline
-                    || rx.iter().filter(|x| x.open).all(|x| {
-                        let c = &sh.conns[x.conn];
-                        c.pending.lock().expect("no thread panicked").is_empty()
-                    })))
-        {
+        first = next;
+        if finished(sh, &set, &rx) {
             break;
         }
     }
@@ -101,13 +142,38 @@ pub(super) fn receive(
     part
 }
 
-/// Reads connection `x` until it would block and matches what came;
-/// `false` when it is closed, failed or unparsable.
-fn read_all(sh: &Shared, x: &mut Rx, codec: &dyn Codec, chunk: &mut [u8], part: &mut Part) -> bool {
+/// Whether the receiver is done: nothing left to watch, or the last sender
+/// is done and the drain time is over or every open FIFO is empty.
+fn finished(sh: &Shared, set: &PollSet, rx: &[Rx]) -> bool {
+    let deadline = sh.drain_deadline.load(Ordering::Acquire);
+    set.live() == 0
+        || (deadline != 0
+            && (cpu::realtime_ns() >= deadline
+                || rx.iter().filter(|x| x.open).all(|x| {
+                    let c = &sh.conns[x.conn];
+                    c.pending.lock().expect("no thread panicked").is_empty()
+                })))
+}
+
+/// Reads connection `x` until it would block, or until the window of
+/// `lending`'s receiver closes, and matches what came.
+fn read_all(
+    sh: &Shared,
+    x: &mut Rx,
+    codec: &dyn Codec,
+    chunk: &mut [u8],
+    part: &mut Part,
+    lending: Option<(&Lending, usize)>,
+) -> Drained {
     let conn = &sh.conns[x.conn];
     loop {
+        if let Some((l, r)) = lending {
+            if l.open(r, cpu::realtime_ns()) == Lend::Closed {
+                return Drained::Yielded;
+            }
+        }
         match net::recv_timestamped_nowait(conn.stream.as_raw_fd(), chunk) {
-            Ok((0, _)) => return false,
+            Ok((0, _)) => return Drained::Gone,
             Ok((n, stamp)) => {
                 let now = cpu::realtime_ns();
                 x.buf.extend_from_slice(&chunk[..n]);
@@ -117,12 +183,12 @@ fn read_all(sh: &Shared, x: &mut Rx, codec: &dyn Codec, chunk: &mut [u8], part: 
                     now,
                 };
                 if !take_replies(sh, conn, codec, x, t, part) {
-                    return false;
+                    return Drained::Gone;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Drained::Empty,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
+            Err(_) => return Drained::Gone,
         }
     }
 }

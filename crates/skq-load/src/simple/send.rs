@@ -1,11 +1,16 @@
 //! The sender thread of the simple client: its connections' Poisson
 //! schedules merged in time order, an absolute-time sleep and a short spin
-//! before each send, one blocking write. Invariant: a request's `Sent` entry
-//! is in its connection's FIFO before its first byte is written.
+//! before each send, one non-blocking write. While it sleeps and spins it
+//! lends the CPU to its receivers (`lend.rs`), and takes it back before it
+//! sends. Invariants: a request's `Sent` entry is in its connection's FIFO
+//! before its first byte is written; an entry whose request wrote no byte
+//! is taken back (the sender alone pushes, so it is still the back unless
+//! a stray reply consumed it).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::Write;
+use std::io::{self, Write};
+use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 
 use rand::rngs::SmallRng;
@@ -13,6 +18,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use skq_sys::cpu;
 
+use super::lend;
 use super::{codec, Part, RpcService, Sent, Shared, SimpleConfig, SimpleProtocol};
 use crate::protocol::Request;
 use crate::schedule::{ConnSchedule, ScheduleKind};
@@ -65,6 +71,7 @@ pub(super) fn send(
         }
         _ => None,
     };
+    let lending = sh.lending.as_ref();
     let mut out = Vec::new();
     while let Some(Reverse((offset, k))) = due.pop() {
         let scheduled = start + offset;
@@ -85,11 +92,17 @@ pub(super) fn send(
         out.clear();
         codec.encode(&req, &mut out);
         let conn = &sh.conns[mine[k]];
+        // The request is built: nothing is left to do before `scheduled`.
+        if let Some(l) = lending {
+            l.lend(t, scheduled, &cpu::realtime_ns);
+        }
         cpu::sleep_then_spin_until_realtime(scheduled, spin);
+        if let Some(l) = lending {
+            l.take(t);
+        }
         if conn.dead.load(Ordering::Relaxed) {
             continue;
         }
-        next_seq[k] += 1;
         let sent = cpu::realtime_ns();
         conn.pending
             .lock()
@@ -99,12 +112,32 @@ pub(super) fn send(
                 scheduled,
                 sent,
             });
-        if (&conn.stream).write_all(&out).is_err() {
-            conn.dead.store(true, Ordering::Relaxed);
-            part.errors.connection_failures += 1;
-            continue;
+        match write_now(&conn.stream, &out) {
+            Written::Whole => {}
+            Written::Full => {
+                // Not sent: take the entry back; the id goes to the next request.
+                let mut pending = conn.pending.lock().expect("no thread panicked");
+                if pending
+                    .back()
+                    .is_some_and(|s| s.req.seq == req.seq && s.scheduled == scheduled)
+                {
+                    pending.pop_back();
+                }
+                part.errors.send_full += 1;
+                part.errors.missing += 1;
+                continue;
+            }
+            w @ (Written::Partial | Written::Failed) => {
+                // A part-written request cannot be finished without
+                // blocking, and the stream is unusable after it.
+                part.errors.send_full += (w == Written::Partial) as u64;
+                conn.dead.store(true, Ordering::Relaxed);
+                part.errors.connection_failures += 1;
+                continue;
+            }
         }
         let done = cpu::realtime_ns();
+        next_seq[k] += 1;
         part.sent_total += 1;
         if scheduled >= sh.measure_from {
             part.sent += 1;
@@ -114,10 +147,49 @@ pub(super) fn send(
                 .saturating_record(done.saturating_sub(sent).max(1));
         }
     }
+    if let Some(l) = lending {
+        l.lend(t, lend::DONE, &cpu::realtime_ns);
+    }
     if sh.senders_left.fetch_sub(1, Ordering::AcqRel) == 1 {
         let deadline = cpu::realtime_ns() + cfg.drain.as_nanos() as u64;
         sh.drain_deadline.store(deadline, Ordering::Release);
     }
     part.cpu = cpu::thread_cpu_ns();
     part
+}
+
+/// How far one non-blocking write of a request got.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Written {
+    /// All of it.
+    Whole,
+    /// Nothing: the socket was full.
+    Full,
+    /// Some of it, then the socket was full.
+    Partial,
+    /// The connection failed.
+    Failed,
+}
+
+/// Writes `buf` on the non-blocking `stream` as far as it goes without
+/// waiting.
+fn write_now(mut stream: &TcpStream, buf: &[u8]) -> Written {
+    let mut done = 0;
+    while done < buf.len() {
+        match stream.write(&buf[done..]) {
+            Ok(0) => return Written::Failed,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return if done == 0 {
+                    Written::Full
+                } else {
+                    Written::Partial
+                };
+            }
+            Err(_) => return Written::Failed,
+        }
+    }
+    Written::Whole
 }
