@@ -156,6 +156,12 @@ impl ValueRef {
     }
 }
 
+impl AsRef<[u8]> for ValueRef {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 impl std::fmt::Debug for ValueRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ValueRef({} bytes at {})", self.len, self.off)

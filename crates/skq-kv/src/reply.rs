@@ -13,8 +13,10 @@
 //! the store evicts it. So a reference counts against the connection's output ceiling as
 //! at least [`PIN_CHARGE`] bytes ([`Reply::charge`]), and a connection whose pending output
 //! stays under the ceiling `C` holds at most `C / PIN_CHARGE` segments beyond the store's
-//! own memory (8 segments, 16 MiB, at the default 2 MiB ceiling), and only while its
-//! client leaves replies unread after those segments were evicted.
+//! own memory, plus the one value a paused retrieval always answers (9 segments, 18 MiB,
+//! at the default 2 MiB ceiling), and only while its client leaves replies unread after
+//! those segments were evicted. Both architectures: the shared one hands the values to
+//! skq-net's connection as shared regions (`skq_net::Cx::send_shared`).
 
 use std::io::{self, IoSlice, Write};
 

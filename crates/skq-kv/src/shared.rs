@@ -13,12 +13,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use skq_net::{Close, Cx, Protocol, Served, Server};
 
+use crate::arena::ValueRef;
 use crate::config::{KvMode, ServerConfig};
 use crate::ctx::Ctx;
 use crate::exec::{apply, flush_delay, get_one_within};
 use crate::murmur3::murmur3_x86_32;
 use crate::protocol::{Command, Parser, Step};
 use crate::recycle;
+use crate::reply::{value_charge, ValueSink, ZERO_COPY_MIN};
 use crate::running::{Running, Workers};
 use crate::store::{PartStats, Partition};
 
@@ -147,19 +149,51 @@ pub struct KvSession {
     get: Option<PendingGet>,
 }
 
-/// Answers the keys of `g` still due while `out` stays under the connection's output
-/// ceiling (the first key of a call whatever its size, so each call makes progress), then
-/// `END`. Returns whether the retrieval is complete.
+/// Where the shared architecture writes a `get` reply: the connection's output buffer,
+/// with each value of [`ZERO_COPY_MIN`] bytes or more handed to the connection as a
+/// shared region ([`Cx::send_shared`]) instead of copied, so it goes from the store's
+/// segment to the socket.
+struct ConnSink<'o, 'c, 'x> {
+    out: &'o mut Vec<u8>,
+    cx: &'c mut Cx<'x>,
+}
+
+impl ValueSink for ConnSink<'_, '_, '_> {
+    fn bytes_mut(&mut self) -> &mut Vec<u8> {
+        self.out
+    }
+    fn push_value(&mut self, v: ValueRef) {
+        let charge = value_charge(v.len());
+        self.cx
+            .send_shared(self.out.len(), bytes::Bytes::from_owner(v), charge);
+    }
+    fn references(&self, len: usize) -> bool {
+        len >= ZERO_COPY_MIN
+    }
+    fn charge(&self) -> usize {
+        self.out.len() + self.cx.shared_charge()
+    }
+    fn value_charge(&self, len: usize) -> usize {
+        value_charge(len)
+    }
+}
+
+/// Answers the keys of `g` still due while the connection's output (its buffer and its
+/// shared regions) stays under its output ceiling (the first key of a call whatever its
+/// size, so each call makes progress), then `END`. Returns whether the retrieval is
+/// complete.
 pub fn continue_get(
     ctx: &Ctx,
     store: &SharedStore,
-    worker: usize,
+    cx: &mut Cx<'_>,
     g: &mut PendingGet,
     out: &mut Vec<u8>,
 ) -> bool {
+    let worker = cx.worker();
     let c = &ctx.counters[worker];
     let now = ctx.now();
     let limit = ctx.cfg.limits.max_conn_output;
+    let mut out = ConnSink { out, cx };
     let mut force = true;
     while let Some(k) = g.keys.get(g.next) {
         let fit = get_one_within(
@@ -169,7 +203,7 @@ pub fn continue_get(
             g.touch,
             now,
             c,
-            out,
+            &mut out,
             limit,
             force,
         );
@@ -179,7 +213,7 @@ pub fn continue_get(
         force = false;
         g.next += 1;
     }
-    out.extend_from_slice(b"END\r\n");
+    out.out.extend_from_slice(b"END\r\n");
     true
 }
 
@@ -189,11 +223,11 @@ pub fn continue_get(
 pub fn execute(
     ctx: &Ctx,
     store: &SharedStore,
-    worker: usize,
+    cx: &mut Cx<'_>,
     cmd: Command,
     out: &mut Vec<u8>,
 ) -> Option<PendingGet> {
-    let c = &ctx.counters[worker];
+    let c = &ctx.counters[cx.worker()];
     let now = ctx.now();
     match cmd {
         Command::Get { keys, cas, touch } => {
@@ -203,7 +237,7 @@ pub fn execute(
                 cas,
                 touch,
             };
-            if !continue_get(ctx, store, worker, &mut g, out) {
+            if !continue_get(ctx, store, cx, &mut g, out) {
                 return Some(g);
             }
             recycle::give_keys(g.keys);
@@ -263,7 +297,7 @@ impl Protocol for KvProtocol {
         let c = &self.ctx.counters[w];
         if let Some(mut g) = session.get.take() {
             let before = out.len();
-            if continue_get(&self.ctx, &self.store, w, &mut g, out) {
+            if continue_get(&self.ctx, &self.store, cx, &mut g, out) {
                 recycle::give_keys(g.keys);
             } else {
                 session.get = Some(g);
@@ -301,7 +335,7 @@ impl Protocol for KvProtocol {
                 }
                 Step::Command(cmd) => {
                     let before = out.len();
-                    session.get = execute(&self.ctx, &self.store, w, cmd, out);
+                    session.get = execute(&self.ctx, &self.store, cx, cmd, out);
                     c.bytes_written
                         .fetch_add((out.len() - before) as u64, Ordering::Relaxed);
                     break Served::Request { consumed };

@@ -214,9 +214,19 @@ fn slow_reader_does_not_block_others() {
 /// stored when the `get` ran. 2 workers (local and forwarded gets), 64 KiB values, a
 /// `get` line asking 32 MiB (more than both sockets' buffers hold, so the server keeps
 /// referenced values pending), then writes of other keys enough to evict every segment
-/// twice over.
+/// twice over. Both architectures (the shared one hands its values to skq-net's
+/// connection as shared regions).
 #[test]
 fn unread_zero_copy_replies_survive_the_eviction_of_their_segments() {
+    zero_copy_under_eviction(Arch::Tpc);
+}
+
+#[test]
+fn unread_zero_copy_replies_survive_eviction_on_the_shared_architecture() {
+    zero_copy_under_eviction(Arch::Shared);
+}
+
+fn zero_copy_under_eviction(arch: Arch) {
     const LEN: usize = 64 << 10;
     const KEYS: usize = 32;
     let value = |generation: usize, k: usize| -> Vec<u8> {
@@ -224,7 +234,7 @@ fn unread_zero_copy_replies_survive_the_eviction_of_their_segments() {
             .map(|j| b'a' + ((j * 13 + k * 7 + generation * 5) % 26) as u8)
             .collect()
     };
-    let mut cfg = config(Arch::Tpc, 2);
+    let mut cfg = config(arch, 2);
     cfg.limit_bytes = 8 << 20;
     let srv = skq_kv::server::start(cfg).unwrap();
     let mut writer = Client::connect(srv.addr);

@@ -45,13 +45,21 @@
 //!   [`REQUESTS_PER_EVENT`], so one event sends at most 1 MiB of a file
 //!   before the connection yields its worker ([`Outcome::More`]). A file
 //!   shorter than its region is an I/O error: the connection closes.
+//! * a reply may reference shared bytes in place ([`Cx::send_shared`]: a
+//!   store's value, say): the connection keeps them beside its buffer, each
+//!   at the byte of the buffer it precedes, and writes buffer pieces and
+//!   shared bytes in order with one `writev` of up to 32 pieces
+//!   ([`Conn::pending_slices`]), so they are never copied into user memory.
+//!   They count against the output ceiling with the charge the protocol
+//!   gave them ([`Conn::pending_charge`]) until written.
 
-use std::io;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
 
 use crate::bufpool;
 use crate::classify::{Class, ClassTracker};
 use crate::config::{ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT};
-use crate::protocol::{Close, Cx, FileRegion, Protocol, Resume, Served};
+use crate::protocol::{Close, Cx, FileRegion, Protocol, Resume, Served, SharedRegion};
 
 mod file;
 pub use file::{Transport, FILE_PIECE, SENDFILE_MAX};
@@ -59,6 +67,8 @@ pub use file::{Transport, FILE_PIECE, SENDFILE_MAX};
 /// Most requests served per readiness event before the connection yields
 /// its worker (and asks for redelivery).
 pub const REQUESTS_PER_EVENT: usize = 32;
+/// Most pieces one gathered write of buffered bytes and shared regions takes.
+const GATHER: usize = 32;
 /// The default output ceiling ([`Limits::max_output`]): replies are written
 /// out once this many bytes are pending, even when the protocol batches its
 /// flushes, and nothing more is served until they are.
@@ -150,6 +160,13 @@ pub struct Conn<S> {
     big_out: bool,
     /// The file region that ends the last reply, not yet sent.
     file: Option<FileRegion>,
+    /// Shared regions ([`Cx::send_shared`]) not yet written, in order; each
+    /// goes before `output[at]`, and `at >= out_start`.
+    shared: VecDeque<SharedRegion>,
+    /// Bytes of the front shared region already written.
+    shared_sent: usize,
+    /// Sum of the pending shared regions' charges.
+    shared_charge: usize,
     eof: bool,
     limits: Limits,
     /// A reply is being produced in pieces ([`Protocol::resume`]).
@@ -184,6 +201,9 @@ impl<S> Conn<S> {
             out_start: 0,
             big_out: false,
             file: None,
+            shared: VecDeque::new(),
+            shared_sent: 0,
+            shared_charge: 0,
             eof: false,
             limits,
             resuming: false,
@@ -337,9 +357,51 @@ impl<S> Conn<S> {
         self.eof
     }
 
-    /// Encoded replies not yet written.
+    /// Encoded replies not yet written, up to the first shared region
+    /// ([`Self::pending_slices`] gives them all).
     pub fn pending_output(&self) -> &[u8] {
-        &self.output[self.out_start..]
+        let end = self.shared.front().map_or(self.output.len(), |r| r.at);
+        &self.output[self.out_start..end]
+    }
+
+    /// Whether buffered bytes or shared regions wait to be written (a file
+    /// region, which goes after them, aside).
+    pub fn has_pending_bytes(&self) -> bool {
+        self.out_start < self.output.len() || !self.shared.is_empty()
+    }
+
+    /// What the pending output counts against the output ceiling: its
+    /// buffered bytes and the shared regions' charges.
+    pub fn pending_charge(&self) -> usize {
+        self.output.len() - self.out_start + self.shared_charge
+    }
+
+    /// The pending output in order, buffered bytes and shared regions, as
+    /// up to `iov.len()` slices for one gathered write; returns how many.
+    pub fn pending_slices<'a>(&'a self, iov: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        let mut from = self.out_start;
+        let mut skip = self.shared_sent;
+        for r in &self.shared {
+            if n + 2 > iov.len() {
+                return n;
+            }
+            if r.at > from {
+                iov[n] = IoSlice::new(&self.output[from..r.at]);
+                n += 1;
+            }
+            if r.bytes.len() > skip {
+                iov[n] = IoSlice::new(&r.bytes[skip..]);
+                n += 1;
+            }
+            skip = 0;
+            from = r.at;
+        }
+        if from < self.output.len() && n < iov.len() {
+            iov[n] = IoSlice::new(&self.output[from..]);
+            n += 1;
+        }
+        n
     }
 
     /// Bytes of buffer memory the connection holds now (input and output).
@@ -347,9 +409,10 @@ impl<S> Conn<S> {
         self.input.capacity() + self.output.capacity()
     }
 
-    /// Whether replies wait to be written (buffered bytes or a file region).
+    /// Whether replies wait to be written (buffered bytes, shared regions or
+    /// a file region).
     pub fn wants_write(&self) -> bool {
-        self.out_start < self.output.len() || self.file.is_some()
+        self.out_start < self.output.len() || !self.shared.is_empty() || self.file.is_some()
     }
 
     /// Whether a reply's file region waits to be sent.
@@ -362,12 +425,46 @@ impl<S> Conn<S> {
         self.file.as_ref().map_or(0, |f| f.len)
     }
 
-    /// Marks `n` bytes of [`Self::pending_output`] as written.
-    pub fn consume_output(&mut self, n: usize) {
+    /// Marks `n` bytes of the pending output ([`Self::pending_slices`], in
+    /// order) as written.
+    pub fn consume_output(&mut self, mut n: usize) {
         self.progress |= n > 0;
-        self.out_start += n;
+        while n > 0 {
+            match self.shared.front() {
+                Some(r) if r.at == self.out_start => {
+                    let take = n.min(r.bytes.len() - self.shared_sent);
+                    self.shared_sent += take;
+                    n -= take;
+                    if self.shared_sent == r.bytes.len() {
+                        self.shared_charge -= r.charge;
+                        self.shared.pop_front();
+                        self.shared_sent = 0;
+                    }
+                }
+                front => {
+                    let end = front.map_or(self.output.len(), |r| r.at);
+                    let take = n.min(end - self.out_start);
+                    debug_assert!(take > 0, "consumed more than was pending");
+                    if take == 0 {
+                        break;
+                    }
+                    self.out_start += take;
+                    n -= take;
+                }
+            }
+        }
+        // An empty region at the front (nothing left of it) goes too.
+        while self
+            .shared
+            .front()
+            .is_some_and(|r| r.at == self.out_start && r.bytes.len() == self.shared_sent)
+        {
+            let r = self.shared.pop_front().expect("just seen");
+            self.shared_charge -= r.charge;
+            self.shared_sent = 0;
+        }
         debug_assert!(self.out_start <= self.output.len());
-        if self.out_start == self.output.len() {
+        if self.out_start == self.output.len() && self.shared.is_empty() {
             self.output.clear();
             self.out_start = 0;
             if self.output.capacity() > KEEP_CAPACITY {
@@ -393,7 +490,26 @@ impl<S> Conn<S> {
     fn compact_output(&mut self) {
         if self.out_start > 0 {
             self.output.drain(..self.out_start);
+            for r in &mut self.shared {
+                r.at -= self.out_start;
+            }
             self.out_start = 0;
+        }
+    }
+
+    /// Before a `serve` or `resume` call: tells the protocol what the
+    /// pending shared regions count.
+    fn before_call(&self, cx: &mut Cx<'_>) {
+        cx.set_shared_charge(self.shared_charge);
+    }
+
+    /// After a `serve` or `resume` call: queues the shared regions it
+    /// produced.
+    fn after_call(&mut self, cx: &mut Cx<'_>) {
+        for r in cx.take_shared() {
+            debug_assert!(r.at >= self.out_start && r.at <= self.output.len());
+            self.shared_charge += r.charge;
+            self.shared.push_back(r);
         }
     }
 
@@ -410,12 +526,14 @@ impl<S> Conn<S> {
     pub fn serve_one<P: Protocol<Session = S>>(&mut self, proto: &P, cx: &mut Cx<'_>) -> Served {
         cx.set_class(self.classify(proto).unwrap_or(Class::Regular));
         self.prepare_output();
+        self.before_call(cx);
         let served = proto.serve(
             &mut self.session,
             &self.input[self.in_start..],
             &mut self.output,
             cx,
         );
+        self.after_call(cx);
         self.note_output();
         let (Served::Request { consumed }
         | Served::NeedInput { consumed }
@@ -454,7 +572,9 @@ impl<S> Conn<S> {
         }
         self.compact_output();
         self.prepare_output();
+        self.before_call(cx);
         let r = proto.resume(&mut self.session, &mut self.output, cx);
+        self.after_call(cx);
         self.note_output();
         if let Some(f) = cx.take_file() {
             debug_assert!(
@@ -485,7 +605,7 @@ impl<S> Conn<S> {
         T: Transport,
     {
         while self.resuming {
-            if self.pending_output().len() >= self.limits.low_water || self.file.is_some() {
+            if self.pending_charge() >= self.limits.low_water || self.file.is_some() {
                 if let Some(outcome) = self.flush_event(stream, served) {
                     return Some(outcome);
                 }
@@ -528,8 +648,15 @@ impl<S> Conn<S> {
         served: &mut usize,
     ) -> io::Result<Flushed> {
         loop {
-            while self.out_start < self.output.len() {
-                match stream.write(self.pending_output()) {
+            while self.out_start < self.output.len() || !self.shared.is_empty() {
+                let wrote = if self.shared.is_empty() {
+                    stream.write(self.pending_output())
+                } else {
+                    let mut iov = [IoSlice::new(&[]); GATHER];
+                    let n = self.pending_slices(&mut iov);
+                    stream.write_vectored(&iov[..n])
+                };
+                match wrote {
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                     Ok(n) => self.consume_output(n),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flushed::Full),
@@ -660,7 +787,7 @@ impl<S> Conn<S> {
                         }
                         if flush_each
                             || self.file.is_some()
-                            || self.pending_output().len() >= self.limits.max_output
+                            || self.pending_charge() >= self.limits.max_output
                         {
                             if let Some(outcome) = self.flush_event(stream, &mut served) {
                                 return outcome;

@@ -104,7 +104,7 @@ pub use config::{
     Driver, InvalidConfig, ServerConfig, Timeouts, DEFAULT_MAX_OUTPUT, MAX_CONNS, MAX_WORKERS,
 };
 pub use notice::{Notice, Notices};
-pub use protocol::{Close, Cx, FileRegion, Protocol, Resume, Served};
+pub use protocol::{Close, Cx, FileRegion, Protocol, Resume, Served, SharedRegion};
 pub use serve::{Lifecycle, ServeError, Serving, Started};
 pub use server::{Running, Server, ServerHandle};
 pub use spec::{

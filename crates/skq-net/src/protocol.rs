@@ -75,6 +75,17 @@ pub struct FileRegion {
     pub len: u64,
 }
 
+/// Shared bytes sent inside a reply without a copy ([`Cx::send_shared`]).
+#[derive(Debug)]
+pub struct SharedRegion {
+    /// Where in the output buffer the bytes go (before the byte at `at`).
+    pub at: usize,
+    /// The bytes.
+    pub bytes: bytes::Bytes,
+    /// What they count against the output ceiling.
+    pub charge: usize,
+}
+
 /// What a driver tells the protocol about the call, and what the protocol
 /// may ask of the driver.
 pub struct Cx<'a> {
@@ -84,6 +95,9 @@ pub struct Cx<'a> {
     refuse_batch: bool,
     resume: bool,
     file: Option<FileRegion>,
+    shared: Vec<SharedRegion>,
+    /// Charge of the connection's pending shared regions, these included.
+    shared_charge: usize,
 }
 
 impl<'a> Cx<'a> {
@@ -96,6 +110,8 @@ impl<'a> Cx<'a> {
             refuse_batch: false,
             resume: false,
             file: None,
+            shared: Vec::new(),
+            shared_charge: 0,
         }
     }
 
@@ -153,6 +169,47 @@ impl<'a> Cx<'a> {
     /// returns [`Served::NeedInput`].
     pub fn send_file(&mut self, file: File, offset: u64, len: u64) {
         self.file = Some(FileRegion { file, offset, len });
+    }
+
+    /// Says, from [`Protocol::serve`] or [`Protocol::resume`], that `bytes`
+    /// belong in the reply at byte `at` of `out` (pass `out.len()`: after
+    /// what the reply has so far; the protocol goes on appending to `out`
+    /// behind them). The connection writes them from where they are, with
+    /// the buffered bytes around them in one `writev`, instead of copying
+    /// them into its buffer; a store can hand out its values this way
+    /// (`bytes::Bytes::from_owner`). They count against the output ceiling
+    /// as `charge` bytes (at least their length) until written: a protocol
+    /// whose bytes keep a larger block alive says so here.
+    pub fn send_shared(&mut self, at: usize, bytes: bytes::Bytes, charge: usize) {
+        let charge = charge.max(bytes.len());
+        self.shared_charge += charge;
+        self.shared.push(SharedRegion { at, bytes, charge });
+    }
+
+    /// The charge of the connection's shared regions not yet written,
+    /// those of this call included: with `out.len()`, what the connection
+    /// holds against its output ceiling.
+    pub fn shared_charge(&self) -> usize {
+        self.shared_charge
+    }
+
+    /// Sets [`Cx::shared_charge`] before a call (the connection layer does).
+    pub fn set_shared_charge(&mut self, charge: usize) {
+        self.shared_charge = charge;
+    }
+
+    /// Takes the [`Cx::send_shared`] regions (the connection layer does).
+    pub fn take_shared(&mut self) -> std::vec::Drain<'_, SharedRegion> {
+        self.shared.drain(..)
+    }
+
+    /// Copies the [`Cx::send_shared`] regions into `out` at their places,
+    /// for a driver that writes one buffer (the async loops).
+    pub fn inline_shared(&mut self, out: &mut Vec<u8>) {
+        for r in self.shared.drain(..).rev() {
+            out.splice(r.at..r.at, r.bytes.iter().copied());
+        }
+        self.shared_charge = 0;
     }
 
     /// Takes the [`Cx::send_file`] region (the connection layer does).

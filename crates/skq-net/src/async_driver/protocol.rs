@@ -133,6 +133,8 @@ impl<P: Protocol> ProtocolHandler<P> {
                 let mut cx = Cx::new(R::worker(), c);
                 b.prepare_output();
                 let result = p.serve(session, &b.input[start..], &mut b.out, &mut cx);
+                // This loop writes one buffer: shared regions are copied in.
+                cx.inline_shared(&mut b.out);
                 let (file, resume) = (cx.take_file(), cx.take_resume());
                 drop(cx);
                 match result {
@@ -213,6 +215,7 @@ impl<P: Protocol> ProtocolHandler<P> {
             write_out::<R>(stream, out, c, self.timeouts.send).await?;
             let mut cx = Cx::new(R::worker(), c);
             let r = self.proto.resume(session, out, &mut cx);
+            cx.inline_shared(out);
             drop(cx);
             match r {
                 Resume::More => {}

@@ -307,3 +307,204 @@ fn a_long_file_region_yields_the_worker_after_the_event_budget() {
     assert!(s.written[5..] == data[..], "file bytes differ");
     let _ = std::fs::remove_file(path);
 }
+
+/// `s N` lines get `<` + N shared bytes + `>`, and with `r N` the reply
+/// goes on in 3 resumed pieces of the same shape; other lines are echoed.
+struct Shares;
+#[derive(Default)]
+struct ShareSession {
+    pieces_left: usize,
+    len: usize,
+}
+fn shared_bytes(len: usize, tag: u8) -> bytes::Bytes {
+    bytes::Bytes::from((0..len).map(|i| tag ^ (i % 251) as u8).collect::<Vec<u8>>())
+}
+fn share_piece(out: &mut Vec<u8>, cx: &mut Cx<'_>, len: usize, tag: u8) {
+    out.push(b'<');
+    cx.send_shared(out.len(), shared_bytes(len, tag), len);
+    out.push(b'>');
+}
+impl Protocol for Shares {
+    type Session = ShareSession;
+    fn open(&self, _: usize) -> ShareSession {
+        ShareSession::default()
+    }
+    fn serve(
+        &self,
+        s: &mut ShareSession,
+        input: &[u8],
+        out: &mut Vec<u8>,
+        cx: &mut Cx<'_>,
+    ) -> Served {
+        let Some(i) = input.iter().position(|&b| b == b'\n') else {
+            return Served::NeedInput { consumed: 0 };
+        };
+        let line = std::str::from_utf8(&input[..i]).unwrap();
+        match line.split_once(' ') {
+            Some((kind @ ("s" | "r"), n)) => {
+                let len: usize = n.parse().unwrap();
+                share_piece(out, cx, len, 0);
+                if kind == "r" {
+                    s.pieces_left = 3;
+                    s.len = len;
+                    cx.resume_later();
+                }
+            }
+            _ => out.extend_from_slice(&input[..=i]),
+        }
+        Served::Request { consumed: i + 1 }
+    }
+    /// Replies are written in batches, so the ceiling decides when.
+    fn flush_each(&self) -> bool {
+        false
+    }
+    fn resume(&self, s: &mut ShareSession, out: &mut Vec<u8>, cx: &mut Cx<'_>) -> Resume {
+        share_piece(out, cx, s.len, s.pieces_left as u8);
+        s.pieces_left -= 1;
+        if s.pieces_left == 0 {
+            Resume::Done
+        } else {
+            Resume::More
+        }
+    }
+}
+
+/// A stream taking at most `per_write` bytes per (gathered) write and
+/// `room` in all before it would block.
+struct Gather {
+    inner: Stream,
+    per_write: usize,
+    writes: usize,
+}
+impl Read for Gather {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf)
+    }
+}
+impl Transport for Gather {}
+impl Write for Gather {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[IoSlice::new(buf)])
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.writes += 1;
+        let mut budget = self.per_write.min(self.inner.room);
+        if budget == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut n = 0;
+        for b in bufs {
+            let take = b.len().min(budget);
+            self.inner.written.extend_from_slice(&b[..take]);
+            budget -= take;
+            n += take;
+            if budget == 0 {
+                break;
+            }
+        }
+        self.inner.room -= n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn expected_shares(input: &str) -> Vec<u8> {
+    let mut want = Vec::new();
+    for line in input.lines() {
+        match line.split_once(' ') {
+            Some((kind @ ("s" | "r"), n)) => {
+                let len: usize = n.parse().unwrap();
+                let pieces = if kind == "r" { 4 } else { 1 };
+                for p in 0..pieces {
+                    let tag = if p == 0 { 0 } else { (4 - p) as u8 };
+                    want.push(b'<');
+                    want.extend_from_slice(&shared_bytes(len, tag));
+                    want.push(b'>');
+                }
+            }
+            _ => {
+                want.extend_from_slice(line.as_bytes());
+                want.push(b'\n');
+            }
+        }
+    }
+    want
+}
+
+#[test]
+fn shared_regions_go_out_in_place_whatever_the_write_sizes() {
+    let input = "a\ns 5000\ns 0\nb\nr 3000\nc\ns 70000\n";
+    let want = expected_shares(input);
+    for per_write in [1, 3, 1000, 4999, 5002, 65536, usize::MAX] {
+        for room in [usize::MAX, 7000] {
+            let mut c = Conn::with_limits(ShareSession::default(), Limits::new(8192, false));
+            let mut s = Gather {
+                inner: Stream {
+                    input: input.as_bytes().to_vec(),
+                    room,
+                    written: Vec::new(),
+                },
+                per_write,
+                writes: 0,
+            };
+            let counters = WorkerCounters::default();
+            let mut rounds = 0;
+            loop {
+                let mut cx = Cx::new(0, &counters);
+                match c.serve_ready(&Shares, &mut s, &mut [0u8; 64], &mut cx, false) {
+                    Outcome::Idle if !c.wants_write() => break,
+                    Outcome::Close(why) => panic!("closed: {why:?}"),
+                    _ => {}
+                }
+                // A blocked socket drains between events.
+                s.inner.room = room;
+                rounds += 1;
+                assert!(rounds < 100_000, "no progress");
+            }
+            assert!(
+                s.inner.written == want,
+                "per_write {per_write} room {room}: {} of {} bytes",
+                s.inner.written.len(),
+                want.len()
+            );
+            assert_eq!(c.pending_charge(), 0);
+            assert!(!c.has_pending_bytes());
+        }
+    }
+}
+
+#[test]
+fn shared_regions_count_against_the_ceiling() {
+    // Every reply is 2 bytes plus 3,000 shared: with a 4,096-byte ceiling
+    // and a socket that takes nothing, the second reply reaches it and
+    // nothing more is served.
+    let mut c = Conn::with_limits(ShareSession::default(), Limits::new(4096, false));
+    let mut s = Gather {
+        inner: Stream {
+            input: "s 3000\n".repeat(10).into_bytes(),
+            room: 0,
+            written: Vec::new(),
+        },
+        per_write: usize::MAX,
+        writes: 0,
+    };
+    let counters = WorkerCounters::default();
+    let mut cx = Cx::new(0, &counters);
+    assert_eq!(
+        c.serve_ready(&Shares, &mut s, &mut [0u8; 128], &mut cx, false),
+        Outcome::Blocked
+    );
+    assert_eq!(c.pending_charge(), 2 * 3002);
+    assert_eq!(
+        c.pending_output(),
+        b"<",
+        "buffered bytes end at the first region"
+    );
+    let mut iov = [IoSlice::new(&[]); 8];
+    assert_eq!(c.pending_slices(&mut iov), 5, "<, shared, ><, shared, >");
+    s.inner.room = usize::MAX;
+    while c.serve_ready(&Shares, &mut s, &mut [0u8; 128], &mut cx, false) != Outcome::Idle {}
+    assert_eq!(s.inner.written, expected_shares(&"s 3000\n".repeat(10)));
+}

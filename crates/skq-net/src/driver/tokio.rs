@@ -243,10 +243,7 @@ async fn serve_until_closed<P: Protocol>(
                 Served::Request { .. } => {
                     served += 1;
                     pump(stream, conn, common, t, &mut served).await?;
-                    if flush_each
-                        || conn.sending_file()
-                        || conn.pending_output().len() >= max_output
-                    {
+                    if flush_each || conn.sending_file() || conn.pending_charge() >= max_output {
                         write_out(stream, conn, t.send).await?;
                     }
                     if served >= REQUESTS_PER_EVENT {
@@ -339,7 +336,7 @@ async fn pump<P: Protocol>(
 ) -> Result<(), Close> {
     let proto = &*common.proto;
     while conn.is_resuming() {
-        if conn.pending_output().len() >= conn.limits().low_water || conn.sending_file() {
+        if conn.pending_charge() >= conn.limits().low_water || conn.sending_file() {
             write_out(stream, conn, t.send).await?;
         }
         if *served >= REQUESTS_PER_EVENT {
@@ -370,14 +367,16 @@ pub(super) async fn write_out<S>(
     // hold the worker thread (the fd drivers' per-event budget).
     let mut since_yield = 0usize;
     while conn.wants_write() {
-        // Buffered bytes first; then the file region, straight from the
-        // page cache.
-        let file = conn.pending_output().is_empty();
+        // Buffered bytes (and shared regions) first; then the file region,
+        // straight from the page cache.
+        let file = !conn.has_pending_bytes();
         let wrote = if file {
             let sock = stream.as_fd();
             stream.try_io(Interest::WRITABLE, || conn.send_file_once(sock))
         } else {
-            stream.try_write(conn.pending_output())
+            let mut iov = [io::IoSlice::new(&[]); 32];
+            let n = conn.pending_slices(&mut iov);
+            stream.try_write_vectored(&iov[..n])
         };
         match wrote {
             Ok(n) if file => {

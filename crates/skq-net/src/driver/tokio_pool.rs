@@ -117,7 +117,7 @@ fn serve_buffered<P: Protocol>(conn: &mut Conn<P::Session>, common: &Common<P>) 
         if conn.is_resuming() {
             // A reply produced in pieces: the next piece once the output
             // is below the low watermark.
-            if conn.pending_output().len() >= limits.low_water || conn.sending_file() {
+            if conn.pending_charge() >= limits.low_water || conn.sending_file() {
                 return Hop::Write;
             }
             if let Some(Resume::Close(why)) = conn.resume_one(proto, &mut cx) {
@@ -128,7 +128,7 @@ fn serve_buffered<P: Protocol>(conn: &mut Conn<P::Session>, common: &Common<P>) 
                 Served::Request { .. } => {
                     if flush_each
                         || conn.sending_file()
-                        || conn.pending_output().len() >= limits.max_output
+                        || conn.pending_charge() >= limits.max_output
                     {
                         return Hop::Write;
                     }
