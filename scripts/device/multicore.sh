@@ -10,7 +10,8 @@
 #
 # --pack strips target/release/skq into .dev/skq and copies the shared
 # libraries it links that a bare machine may lack (librocksdb and its
-# compression libraries) into .dev/lib.
+# compression libraries) into .dev/lib, and memcached (with its libraries)
+# into .dev/bin for sweeps that compare against it.
 #
 # --config picks the sweep (default multicore-spin.toml); --workers runs it
 # once per worker count in each run (default: the file's count);
@@ -40,6 +41,17 @@ if [[ "${1:-}" == --pack ]]; then
       *) cp -L "$lib" .dev/lib/ ;;
     esac
   done
+  # memcached and what it links, for sweeps that compare against it.
+  if command -v memcached >/dev/null; then
+    mkdir -p .dev/bin
+    cp -L "$(command -v memcached)" .dev/bin/
+    ldd "$(command -v memcached)" | awk '/=> \// {print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libpthread.so*|libgcc_s.so*|libdl.so*|ld-linux*) ;;
+        *) cp -L "$lib" .dev/lib/ ;;
+      esac
+    done
+  fi
   grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/exclude
   du -sh .dev
   exit 0
@@ -67,6 +79,7 @@ SKQ=target/release/skq
 if [[ -x .dev/skq ]]; then
   SKQ=.dev/skq
   export LD_LIBRARY_PATH=$PWD/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [[ -d .dev/bin ]] && export PATH=$PWD/.dev/bin:$PATH
 fi
 [[ -f "$CFG" ]] || { echo "multicore.sh: no sweep file '$CFG'" >&2; exit 2; }
 mkdir -p "$DIR"
