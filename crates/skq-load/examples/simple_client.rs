@@ -154,7 +154,8 @@ fn main() -> anyhow::Result<()> {
     let cpu: f64 = r.thread_cpu.iter().map(|t| t.user_s + t.sys_s).sum();
     println!(
         "simple client: sent {} received {} errors {:?} | latency p50 {:.1} p99 {:.1} p99.9 {:.1} µs \
-         (from send: p99 {:.1}) | lateness p50 {:.1} p99 {:.1} µs | send call p99 {:.1} µs | \
+         (from send: p99 {:.1}) | lateness p50 {:.1} p99 {:.1} µs (over 50 µs: {}, {} due during the \
+         previous send) | send call p99 {:.1} µs | \
          kernel stamps {} of {} (shared {}, before send {}), receiver delay p99 {:.1} µs, \
          receivers realtime {}, lend guard {}, reads held back {}, clock step {:.3} µs | \
          cpu {:.2} s",
@@ -167,6 +168,8 @@ fn main() -> anyhow::Result<()> {
         r.raw_latency.p99_us,
         r.lateness.p50_us,
         r.lateness.p99_us,
+        r.late_sends.late,
+        r.late_sends.behind_previous_send,
         r.send_call.p99_us,
         r.stamps.kernel,
         r.received,

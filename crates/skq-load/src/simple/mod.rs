@@ -295,6 +295,22 @@ pub struct ThreadCpu {
     pub sys_s: f64,
 }
 
+/// Measured sends later than [`LATE_NS`], and how many of them were due
+/// while the same sender's previous send call was still running (a cause
+/// the client cannot avoid with one sender).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LateSends {
+    /// Measured sends more than [`LATE_NS`] after their scheduled time.
+    pub late: u64,
+    /// Of those, the ones whose scheduled time fell before the previous
+    /// send call of their sender returned.
+    pub behind_previous_send: u64,
+}
+
+/// The lateness above which [`LateSends`] counts a send (50 µs, the
+/// cross-check's bound on the lateness p99).
+pub const LATE_NS: u64 = 50_000;
+
 /// What a run measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SimpleResult {
@@ -322,6 +338,8 @@ pub struct SimpleResult {
     pub lateness: Percentiles,
     /// Duration of the blocking send call.
     pub send_call: Percentiles,
+    /// Sends later than 50 µs, and whether the previous send was the cause.
+    pub late_sends: LateSends,
     /// User-space read time − kernel receive stamp: the receiver's delay,
     /// which the latency figures do not contain.
     pub recv_delay: Percentiles,
@@ -381,6 +399,7 @@ struct Part {
     stamps: Stamps,
     realtime: bool,
     recv_yields: u64,
+    late_sends: LateSends,
     latency: Histogram<u64>,
     raw: Histogram<u64>,
     lateness: Histogram<u64>,
@@ -405,6 +424,7 @@ impl Part {
             stamps: Stamps::default(),
             realtime: true,
             recv_yields: 0,
+            late_sends: LateSends::default(),
             latency: h(),
             raw: h(),
             lateness: h(),
@@ -432,6 +452,8 @@ impl Part {
         s.before_send += t.before_send;
         self.realtime &= p.realtime;
         self.recv_yields += p.recv_yields;
+        self.late_sends.late += p.late_sends.late;
+        self.late_sends.behind_previous_send += p.late_sends.behind_previous_send;
         for (a, b) in [
             (&mut self.latency, &p.latency),
             (&mut self.raw, &p.raw),
@@ -593,6 +615,7 @@ pub fn run(cfg: &SimpleConfig) -> anyhow::Result<SimpleResult> {
         raw_latency: percentiles(&total.raw),
         lateness: percentiles(&total.lateness),
         send_call: percentiles(&total.send_call),
+        late_sends: total.late_sends,
         recv_delay: percentiles(&total.recv_delay),
         realtime_step_us: step.unsigned_abs() as f64 / 1e3,
         receivers_realtime: cfg.recv_rt_priority.is_some() && total.realtime,

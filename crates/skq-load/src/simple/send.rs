@@ -73,6 +73,8 @@ pub(super) fn send(
     };
     let lending = sh.lending.as_ref();
     let mut out = Vec::new();
+    // When this sender's last send call returned (realtime ns).
+    let mut prev_done = 0u64;
     while let Some(Reverse((offset, k))) = due.pop() {
         let scheduled = start + offset;
         if scheduled >= end {
@@ -141,11 +143,16 @@ pub(super) fn send(
         part.sent_total += 1;
         if scheduled >= sh.measure_from {
             part.sent += 1;
-            part.lateness
-                .saturating_record(sent.saturating_sub(scheduled).max(1));
+            let late = sent.saturating_sub(scheduled);
+            part.lateness.saturating_record(late.max(1));
+            if late > super::LATE_NS {
+                part.late_sends.late += 1;
+                part.late_sends.behind_previous_send += u64::from(prev_done > scheduled);
+            }
             part.send_call
                 .saturating_record(done.saturating_sub(sent).max(1));
         }
+        prev_done = done;
     }
     if let Some(l) = lending {
         l.lend(t, lend::DONE, &cpu::realtime_ns);

@@ -73,6 +73,11 @@ fn with_cooperation_every_reply_is_received_once_and_kernel_stamped() {
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["lend_guard_us"], 30.0);
     assert_eq!(json["errors"]["send_full"], 0);
+    // The late-send counters are reported, and a cause is counted only for
+    // a late send.
+    assert!(r.late_sends.behind_previous_send <= r.late_sends.late);
+    assert!(r.late_sends.late <= r.sent);
+    assert!(json["late_sends"]["behind_previous_send"].is_u64());
 }
 
 #[test]
