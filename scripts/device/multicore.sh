@@ -102,10 +102,10 @@ grep -q unavailable "$DIR/env.txt" && RSS=(--rss off)
 FAILED=0
 SWEEPS=0
 for k in $(seq "$RUNS"); do
-  for w in ${WORKERS//,/ } ""; do
-    # One pass with the file's own worker count when --workers is not given.
-    [[ -n "$WORKERS" && -z "$w" ]] && continue
-    [[ -z "$WORKERS" && -n "$w" ]] && continue
+  # One pass per --workers count, or one with the file's own count.
+  counts=${WORKERS//,/ }
+  for w in ${counts:-file}; do
+    [[ "$w" == file ]] && w=
     name=run$k${w:+-w$w}
     out=$(mktemp -d)/$name
     mkdir -p "$out"

@@ -149,11 +149,6 @@ impl ValueRef {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-
-    /// Whether `self` and `other` share a segment.
-    pub fn same_segment(&self, other: &ValueRef) -> bool {
-        Arc::ptr_eq(&self.seg, &other.seg)
-    }
 }
 
 impl AsRef<[u8]> for ValueRef {

@@ -91,8 +91,7 @@ pub const VALUE_LINE_OVERHEAD: usize = 80;
 /// miss). Reads nothing but the index entry and the record's length; touches and counts
 /// nothing.
 pub fn get_reply_bound(part: &mut Partition, key: &[u8], now: Now) -> usize {
-    part.get(key, now.rel)
-        .map_or(0, |r| key.len() + r.value.len() + VALUE_LINE_OVERHEAD)
+    get_charge_bound(part, key, now, &Vec::new())
 }
 
 /// [`get_reply_bound`] for a sink: what answering `key` adds to `out`'s charge at most.

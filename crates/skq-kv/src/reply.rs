@@ -46,10 +46,6 @@ pub trait ValueSink {
     fn bytes_mut(&mut self) -> &mut Vec<u8>;
     /// Appends a value.
     fn push_value(&mut self, v: ValueRef);
-    /// Appends a value from a slice (the sink references nothing).
-    fn push_slice(&mut self, v: &[u8]) {
-        self.bytes_mut().extend_from_slice(v);
-    }
     /// Whether values of `len` bytes are referenced rather than copied.
     fn references(&self, len: usize) -> bool;
     /// What the sink counts against the output ceiling now.
@@ -185,11 +181,6 @@ impl Reply {
         self.refs.clear();
         self.ref_len = 0;
         self.ref_charge = 0;
-    }
-
-    /// Takes the byte buffer for reuse; any values are dropped.
-    pub fn into_bytes(self) -> Vec<u8> {
-        self.bytes
     }
 
     /// Calls `f` on each piece of the reply from byte `pos` on, in order, until it

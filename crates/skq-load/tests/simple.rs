@@ -11,7 +11,13 @@
 //! * a swapped pair of replies counts once as out of order, both answered;
 //! * memcached against a tiny in-test server, with one wrong-key reply;
 //! * HTTP GETs against a tiny in-test server, each answered once;
-//! * a bad setting is refused with a line naming the flag.
+//! * a bad setting is refused with a line naming the flag;
+//! * the cooperative receiver: with it on (sender and receiver pinned to one
+//!   CPU, or two of each unpinned) and off, every request answered once and
+//!   kernel-stamped, and no read held back when off; a lend guard of a
+//!   second refused, naming the flag;
+//! * a server that never reads fills the socket: the sender skips or fails
+//!   instead of blocking, and every request is accounted for.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -22,7 +28,7 @@ use std::time::Duration;
 use skq_load::protocol::memcached::KvSpec;
 use skq_load::refserver::{EchoProtocol, RefMode, RefServer};
 use skq_load::schedule::{ConnSchedule, ScheduleKind};
-use skq_load::simple::{self, RpcService, SimpleConfig, SimpleProtocol, SimpleResult};
+use skq_load::simple::{self, RecvSharing, RpcService, SimpleConfig, SimpleProtocol, SimpleResult};
 use skq_proto::wire::{self, Header, HEADER_LEN};
 
 fn short(addr: SocketAddr, rate: f64, conns: usize) -> SimpleConfig {
@@ -341,4 +347,110 @@ fn latencies_are_at_least_the_service_time_asked() {
     assert_clean_and_kernel_stamped(&r, r.received_total);
     assert!(r.latency.p50_us >= 1000.0, "p50 {} µs", r.latency.p50_us);
     assert!(r.raw_latency.p50_us >= 1000.0, "{}", r.raw_latency.p50_us);
+}
+
+/// The last CPU this process may use (the cross-check puts both client
+/// threads on one CPU; this is the case cooperation is for).
+fn one_cpu() -> u32 {
+    *skq_sys::cpu::allowed_cpus()
+        .expect("this process's CPUs")
+        .last()
+        .expect("at least one CPU")
+}
+
+#[test]
+fn with_cooperation_every_reply_is_received_once_and_kernel_stamped() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 3000.0, 8);
+    cfg.protocol = SimpleProtocol::Rpc(RpcService::Exponential(1000));
+    cfg.cpus = vec![one_cpu()];
+    assert_eq!(
+        cfg.sharing,
+        RecvSharing::Lend {
+            guard: RecvSharing::DEFAULT_GUARD
+        },
+        "cooperation is the default"
+    );
+    let r = simple::run(&cfg).unwrap();
+    assert_clean_and_kernel_stamped(&r, server.served());
+    assert_eq!(r.lend_guard_us, Some(30.0));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["lend_guard_us"], 30.0);
+    assert_eq!(json["errors"]["send_full"], 0);
+    // The late-send counters are reported, and a cause is counted only for
+    // a late send.
+    assert!(r.late_sends.behind_previous_send <= r.late_sends.late);
+    assert!(r.late_sends.late <= r.sent);
+    assert!(json["late_sends"]["behind_previous_send"].is_u64());
+}
+
+#[test]
+fn with_cooperation_two_senders_and_two_receivers_answer_everything() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 3000.0, 6);
+    cfg.threads = 2;
+    cfg.receivers = 2;
+    // Unpinned: each receiver waits for both senders' windows.
+    cfg.sharing = RecvSharing::Lend {
+        guard: Duration::from_micros(50),
+    };
+    let r = simple::run(&cfg).unwrap();
+    assert_clean_and_kernel_stamped(&r, server.served());
+    assert_eq!(r.lend_guard_us, Some(50.0));
+}
+
+#[test]
+fn without_cooperation_no_read_is_held_back() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 3000.0, 8);
+    cfg.cpus = vec![one_cpu()];
+    cfg.sharing = RecvSharing::Free;
+    let r = simple::run(&cfg).unwrap();
+    assert_clean_and_kernel_stamped(&r, server.served());
+    assert_eq!(r.lend_guard_us, None);
+    assert_eq!(r.recv_yields, 0);
+}
+
+/// A server that accepts and never reads, holding its sockets open (the
+/// thread waits in `accept` for the rest of the test process).
+fn deaf_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            held.push(s);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_full_socket_skips_or_fails_a_send_instead_of_blocking() {
+    // 64 KiB requests at 1,000/s: 32 MiB offered, far more than loopback
+    // buffers hold for a peer that does not read.
+    let addr = deaf_server();
+    let mut cfg = short(addr, 1000.0, 1);
+    cfg.protocol = SimpleProtocol::Http(format!("/{}", "x".repeat(64 * 1024)));
+    let r = simple::run(&cfg).unwrap();
+    let e = r.errors;
+    assert!(e.send_full >= 1, "{e:?}");
+    assert!(e.connection_failures <= 1, "{e:?}");
+    assert_eq!(r.received_total, 0);
+    assert_eq!(e.bad_reply, 0);
+    // Every request drawn before the connection failed was either sent or
+    // skipped, and none was answered: all are missing.
+    assert_eq!(e.missing, r.sent_total + e.send_full, "{e:?}");
+}
+
+#[test]
+fn a_guard_of_a_second_is_refused_naming_the_flag() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 1000.0, 1);
+    cfg.sharing = RecvSharing::Lend {
+        guard: Duration::from_secs(1),
+    };
+    let e = simple::run(&cfg).unwrap_err().to_string();
+    assert!(e.contains("--guard-us 1000000"), "{e}");
 }

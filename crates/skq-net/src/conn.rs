@@ -161,7 +161,9 @@ pub struct Conn<S> {
     /// The file region that ends the last reply, not yet sent.
     file: Option<FileRegion>,
     /// Shared regions ([`Cx::send_shared`]) not yet written, in order; each
-    /// goes before `output[at]`, and `at >= out_start`.
+    /// goes before `output[at]`, `at >= out_start`, and none is empty
+    /// ([`Cx::send_shared`] drops empty ones), so a fully written front
+    /// region is popped at once.
     shared: VecDeque<SharedRegion>,
     /// Bytes of the front shared region already written.
     shared_sent: usize,
@@ -452,16 +454,6 @@ impl<S> Conn<S> {
                     n -= take;
                 }
             }
-        }
-        // An empty region at the front (nothing left of it) goes too.
-        while self
-            .shared
-            .front()
-            .is_some_and(|r| r.at == self.out_start && r.bytes.len() == self.shared_sent)
-        {
-            let r = self.shared.pop_front().expect("just seen");
-            self.shared_charge -= r.charge;
-            self.shared_sent = 0;
         }
         debug_assert!(self.out_start <= self.output.len());
         if self.out_start == self.output.len() && self.shared.is_empty() {

@@ -181,6 +181,9 @@ impl<'a> Cx<'a> {
     /// as `charge` bytes (at least their length) until written: a protocol
     /// whose bytes keep a larger block alive says so here.
     pub fn send_shared(&mut self, at: usize, bytes: bytes::Bytes, charge: usize) {
+        if bytes.is_empty() {
+            return;
+        }
         let charge = charge.max(bytes.len());
         self.shared_charge += charge;
         self.shared.push(SharedRegion { at, bytes, charge });

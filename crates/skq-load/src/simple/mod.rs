@@ -109,8 +109,6 @@
 mod lend;
 mod recv;
 mod send;
-#[cfg(test)]
-mod tests;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
