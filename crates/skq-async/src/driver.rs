@@ -156,18 +156,50 @@ pub(crate) struct IoState {
     pub(crate) write: Dir,
 }
 
-/// One direction: an event counter, changed only under the waker lock, and
-/// the waker to call at the next event.
+/// One direction: an event counter, changed only under the waker lock, the
+/// counter's value when the direction was last seen drained, and the waker
+/// to call at the next event.
 ///
 /// Why no wake-up is lost: [`Dir::poll_op`] reads the counter, tries the
 /// system call, and on `EAGAIN` stores its waker under the lock *only if
 /// the counter did not move*; an event bumps the counter and takes the
 /// waker under the same lock. So an edge arriving after the snapshot is
 /// either seen by the check (the call is retried) or finds the waker.
-#[derive(Default)]
+///
+/// Why a drained direction skips the call: `EAGAIN`, or a stream read or
+/// write that moved fewer bytes than asked, shows the socket's queue empty
+/// (or full) at that instant, and any change after it raises a new edge
+/// that bumps the counter. Until then the next call could only return
+/// `EAGAIN`, so [`Dir::poll_op`] stores its waker without making it (hyper,
+/// for one, polls a read again after every request it parses and after
+/// every reply it writes; without this each such poll was an `EAGAIN`
+/// system call, two per request). The snapshot is taken before the call,
+/// so an edge that lands during the call leaves the direction ready. After
+/// a hang-up or error event the direction is never taken for drained: a
+/// read that stops short of a queued end of stream leaves that end for the
+/// next read, and its edge has already passed.
 pub(crate) struct Dir {
     seq: AtomicU64,
+    /// `seq` when the direction was last seen drained ([`NOT_DRAINED`]:
+    /// never): the direction is known empty while the two are equal.
+    drained: AtomicU64,
+    /// A hang-up or error event was seen: every poll makes its call.
+    hung_up: AtomicBool,
     waker: Mutex<Option<Waker>>,
+}
+
+/// [`Dir::drained`] before any operation has seen the direction drained.
+const NOT_DRAINED: u64 = u64::MAX;
+
+impl Default for Dir {
+    fn default() -> Dir {
+        Dir {
+            seq: AtomicU64::new(0),
+            drained: AtomicU64::new(NOT_DRAINED),
+            hung_up: AtomicBool::new(false),
+            waker: Mutex::new(None),
+        }
+    }
 }
 
 impl Dir {
@@ -176,7 +208,27 @@ impl Dir {
     pub(crate) fn poll_op<R>(
         &self,
         cx: &mut Context<'_>,
+        op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_inner(cx, op, |_| false)
+    }
+
+    /// [`Dir::poll_op`] for a stream read or write of `want` bytes: one that
+    /// moves fewer (but some) leaves the direction drained.
+    pub(crate) fn poll_stream(
+        &self,
+        cx: &mut Context<'_>,
+        want: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        self.poll_inner(cx, op, |n| *n > 0 && *n < want)
+    }
+
+    fn poll_inner<R>(
+        &self,
+        cx: &mut Context<'_>,
         mut op: impl FnMut() -> io::Result<R>,
+        short: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
         // Cooperative budget: a task whose I/O is always ready (a fast peer,
         // a socket at end of stream) would otherwise hold its worker.
@@ -186,8 +238,16 @@ impl Dir {
         }
         loop {
             let seen = self.seq.load(Ordering::Acquire);
-            match op() {
+            let r = if self.drained.load(Ordering::Relaxed) == seen
+                && !self.hung_up.load(Ordering::Acquire)
+            {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                op()
+            };
+            match r {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.drained.store(seen, Ordering::Relaxed);
                     let mut w = lock(&self.waker);
                     if self.seq.load(Ordering::Acquire) != seen {
                         continue;
@@ -199,9 +259,21 @@ impl Dir {
                     return Poll::Pending;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(v) => {
+                    if short(&v) {
+                        self.drained.store(seen, Ordering::Relaxed);
+                    }
+                    return Poll::Ready(Ok(v));
+                }
                 r => return Poll::Ready(r),
             }
         }
+    }
+
+    /// A hang-up or error event: from now on every poll makes its call.
+    fn hang_up(&self) {
+        self.hung_up.store(true, Ordering::Release);
+        self.bump();
     }
 
     fn bump(&self) {
@@ -222,11 +294,15 @@ impl Dir {
 
 impl IoState {
     fn wake(&self, ready: Ready) {
-        let closed = ready.is_closed();
-        if ready.is_readable() || closed {
+        if ready.is_closed() {
+            self.read.hang_up();
+            self.write.hang_up();
+            return;
+        }
+        if ready.is_readable() {
             self.read.bump();
         }
-        if ready.is_writable() || closed {
+        if ready.is_writable() {
             self.write.bump();
         }
     }
@@ -498,5 +574,104 @@ impl Driver {
                 drop((r, w));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell as StdCell;
+    use std::task::Waker;
+
+    /// Runs one `poll_stream` of `want` bytes whose call would return `r`;
+    /// gives the poll's result and whether the call was made.
+    fn poll(dir: &Dir, want: usize, r: io::Result<usize>) -> (Poll<io::Result<usize>>, bool) {
+        let called = StdCell::new(false);
+        let mut r = Some(r);
+        let mut cx = Context::from_waker(Waker::noop());
+        let p = dir.poll_stream(&mut cx, want, || {
+            called.set(true);
+            r.take().expect("one call per poll")
+        });
+        (p, called.get())
+    }
+
+    fn would_block() -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    #[test]
+    fn a_short_transfer_leaves_the_direction_drained_until_the_next_event() {
+        let d = Dir::default();
+        // A full transfer says nothing about what is left: the next poll calls.
+        assert!(matches!(poll(&d, 8, Ok(8)), (Poll::Ready(Ok(8)), true)));
+        // A short one drained the queue: the next poll waits without a call.
+        assert!(matches!(poll(&d, 8, Ok(3)), (Poll::Ready(Ok(3)), true)));
+        let (p, called) = poll(&d, 8, Ok(8));
+        assert!(p.is_pending() && !called);
+        assert!(
+            lock(&d.waker).is_some(),
+            "the waker waits for the next edge"
+        );
+        // The edge takes the waker, and the next poll calls again.
+        d.bump();
+        assert!(lock(&d.waker).is_none());
+        assert!(matches!(poll(&d, 8, Ok(5)), (Poll::Ready(Ok(5)), true)));
+    }
+
+    #[test]
+    fn would_block_and_end_of_stream() {
+        let d = Dir::default();
+        let (p, called) = poll(&d, 8, would_block());
+        assert!(p.is_pending() && called);
+        // Known drained: no second call until an event.
+        let (p, called) = poll(&d, 8, Ok(1));
+        assert!(p.is_pending() && !called);
+        d.bump();
+        // End of stream (0 bytes) is not a short transfer: it stays ready.
+        assert!(matches!(poll(&d, 8, Ok(0)), (Poll::Ready(Ok(0)), true)));
+        assert!(matches!(poll(&d, 8, Ok(0)), (Poll::Ready(Ok(0)), true)));
+        // Errors pass through and do not drain.
+        let (p, _) = poll(&d, 8, Err(io::ErrorKind::ConnectionReset.into()));
+        assert!(matches!(p, Poll::Ready(Err(_))));
+        assert!(poll(&d, 8, Ok(8)).1);
+    }
+
+    #[test]
+    fn after_a_hang_up_every_poll_makes_its_call() {
+        // The peer's end of stream arrived (and its event passed) before a
+        // read that stopped short of it: the next read must still be made,
+        // no further edge will come.
+        let d = Dir::default();
+        d.hang_up();
+        assert!(matches!(poll(&d, 8, Ok(3)), (Poll::Ready(Ok(3)), true)));
+        assert!(matches!(poll(&d, 8, Ok(0)), (Poll::Ready(Ok(0)), true)));
+        let (p, called) = poll(&d, 8, would_block());
+        assert!(p.is_pending() && called);
+        assert!(poll(&d, 8, Ok(1)).1);
+    }
+
+    #[test]
+    fn an_edge_during_the_call_keeps_the_direction_ready() {
+        let d = Dir::default();
+        let mut cx = Context::from_waker(Waker::noop());
+        // The event lands while the call runs (after the snapshot).
+        let p = d.poll_stream(&mut cx, 8, || {
+            d.bump();
+            Ok(2)
+        });
+        assert!(matches!(p, Poll::Ready(Ok(2))));
+        assert!(poll(&d, 8, Ok(8)).1, "the data of that edge is read");
+        // Same for EAGAIN: the edge is seen by the check and the call retried.
+        let first = StdCell::new(true);
+        let p = d.poll_stream(&mut cx, 8, || {
+            if first.replace(false) {
+                d.bump();
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(4)
+            }
+        });
+        assert!(matches!(p, Poll::Ready(Ok(4))));
     }
 }

@@ -165,7 +165,9 @@ impl TcpStream {
 
     /// Polls a read into `buf`; `Ok(0)` at end of stream.
     pub fn poll_read_buf(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.io.read.poll_op(cx, || (&*self.reg).read(buf))
+        self.io
+            .read
+            .poll_stream(cx, buf.len(), || (&*self.reg).read(buf))
     }
 
     /// Polls a read into uninitialised memory; the first `n` bytes are
@@ -176,12 +178,14 @@ impl TcpStream {
         buf: &mut [MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
         let sock = socket2::SockRef::from(&*self.reg);
-        self.io.read.poll_op(cx, || sock.recv(buf))
+        self.io.read.poll_stream(cx, buf.len(), || sock.recv(buf))
     }
 
     /// Polls a write of `buf`.
     pub fn poll_write_buf(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.io.write.poll_op(cx, || (&*self.reg).write(buf))
+        self.io
+            .write
+            .poll_stream(cx, buf.len(), || (&*self.reg).write(buf))
     }
 
     /// Polls a vectored write.
@@ -190,9 +194,10 @@ impl TcpStream {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        let want = bufs.iter().map(|b| b.len()).sum();
         self.io
             .write
-            .poll_op(cx, || (&*self.reg).write_vectored(bufs))
+            .poll_stream(cx, want, || (&*self.reg).write_vectored(bufs))
     }
 
     /// Shuts the write half down (the peer reads end of stream).

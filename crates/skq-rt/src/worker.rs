@@ -141,10 +141,12 @@ impl Worker {
         let mut call = core.begin_wait(ctx, start, deadline, Readiness::Polled);
         let cap = events.cap;
         let mut done = Done::Begin;
+        // The first step runs at `start` (one clock read fewer per wait).
+        let mut now = start;
         // What to do next is skq-core's decision (`Scheduler::next_step`);
         // this loop only executes it with epoll, the doorbell and parkers.
         loop {
-            let step = core.next_step(ctx, &mut call, done, monotonic_ns(), &mut events.inner, cap);
+            let step = core.next_step(ctx, &mut call, done, now, &mut events.inner, cap);
             if done == Done::Rejoined {
                 skq.adopt_orphans(); // this worker's group may live again
             }
@@ -187,6 +189,7 @@ impl Worker {
                 }
                 Step::Wake => Done::Woke,
             };
+            now = monotonic_ns();
         }
     }
 
