@@ -94,6 +94,10 @@ thread_local! {
     /// Events of this worker's current batch still to dispatch after the
     /// one being dispatched.
     static BATCH_LEFT: Cell<usize> = const { Cell::new(0) };
+    /// Set while this worker dispatches the I/O event that ends its batch:
+    /// the tasks it wakes are activated with `activate_next` (the worker is
+    /// free right after and keeps them if nothing else waits for it).
+    static WAKE_NEXT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Records how many events of the worker's batch follow the one about to
@@ -128,7 +132,11 @@ impl Notify for VirtualSource {
         // Queued, coalesced or deferred, the task runs after this call; a
         // stale activation (the task's source was dropped meanwhile) has
         // nothing left to run.
-        let _ = self.activate();
+        let _ = if WAKE_NEXT.with(|n| n.get()) {
+            self.activate_next()
+        } else {
+            self.activate()
+        };
     }
 }
 
@@ -417,7 +425,13 @@ impl Driver {
                     _ => None,
                 });
                 if let Some(io) = io {
+                    // The last event of the batch: the tasks it wakes may
+                    // run next on this worker rather than wake another one
+                    // (skq-core's `activate_next`; locality policies only).
+                    let last = BATCH_LEFT.with(|b| b.get()) == 0;
+                    WAKE_NEXT.with(|n| n.set(last));
                     io.wake(ev.ready);
+                    WAKE_NEXT.with(|n| n.set(false));
                 }
             }
             _ => {}

@@ -99,7 +99,7 @@ impl Scheduler {
                 &mut ctx.rng,
                 crate::sched::Origin {
                     forced: Some(Reason::Exit),
-                    by: None,
+                    ..Default::default()
                 },
             ) {
                 Some((_, wake)) => {

@@ -47,6 +47,9 @@ pub(crate) struct Origin {
     pub(crate) forced: Option<Reason>,
     /// The worker harvesting the readiness, which may keep it (`policy.rs`).
     pub(crate) by: Option<WorkerId>,
+    /// `by` activates from inside the last event of its batch and will be
+    /// free next ([`Scheduler::activate_next`]).
+    pub(crate) next: bool,
 }
 
 /// The shared scheduling state of one instance. `Send + Sync`.
@@ -343,6 +346,47 @@ impl Scheduler {
         rng: &mut FastRng,
         by: Option<WorkerId>,
     ) -> Activation {
+        let origin = Origin {
+            by,
+            ..Origin::default()
+        };
+        self.activate_with(id, ready, cpu, now, rng, origin)
+    }
+
+    /// [`Scheduler::activate`] by worker `by` from inside the last event
+    /// of its batch (an async runtime's I/O event waking the task that
+    /// waits on it): `by` will be free as soon as that event returns, so
+    /// under the locality policies (`cpu`, `queue`, `hybrid`) it keeps the
+    /// source if nothing else waits in its queues, without a wake-up. The
+    /// source stays stealable there, and diffusion still applies. Otherwise
+    /// (another policy, or work queued at `by`) this is
+    /// [`Scheduler::activate_by`] from a busy worker.
+    pub fn activate_next(
+        &self,
+        id: SourceId,
+        ready: Ready,
+        cpu: Option<u32>,
+        now: Nanos,
+        rng: &mut FastRng,
+        by: WorkerId,
+    ) -> Activation {
+        let origin = Origin {
+            by: Some(by),
+            next: true,
+            ..Origin::default()
+        };
+        self.activate_with(id, ready, cpu, now, rng, origin)
+    }
+
+    fn activate_with(
+        &self,
+        id: SourceId,
+        ready: Ready,
+        cpu: Option<u32>,
+        now: Nanos,
+        rng: &mut FastRng,
+        origin: Origin,
+    ) -> Activation {
         let Some(s) = self.slot(id) else {
             return Activation::Stale;
         };
@@ -379,7 +423,7 @@ impl Scheduler {
             }
         }
         // IDLE -> QUEUED won: this call must push it on exactly one queue.
-        match self.route_with(id, s, cpu, now, rng, Origin { forced: None, by }) {
+        match self.route_with(id, s, cpu, now, rng, origin) {
             Some((worker, wake)) => Activation::Queued { worker, wake },
             // No live worker: leave it QUEUED-in-transit-nowhere? Never: put it
             // back to IDLE with its readiness so a later activation retries.
@@ -423,7 +467,16 @@ impl Scheduler {
         rng: &mut FastRng,
         origin: Origin,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
-        let Origin { forced, by } = origin;
+        let Origin { forced, by, next } = origin;
+        // The activating worker keeps the source (`activate_next`).
+        let mut keep = by.filter(|&b| {
+            next && matches!(
+                self.cfg.policy,
+                Policy::Cpu | Policy::Queue | Policy::Hybrid
+            ) && b < self.cfg.workers
+                && self.is_alive(b)
+                && self.queued(b) == 0
+        });
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         if !self.pinned_q.is_empty() && s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
@@ -440,7 +493,10 @@ impl Scheduler {
             // The registrar left: `leave` unpins its sources; share it.
         }
         for _ in 0..=self.cfg.workers {
-            let (w, reason) = self.choose(s, cpu, now, rng, by)?;
+            let (w, reason) = match keep.take() {
+                Some(b) => (b, None),
+                None => self.choose(s, cpu, now, rng, by)?,
+            };
             let w = self.diffuse(s, w);
             if let Some(claimed) = self.push_claim(self.qidx(w), id, high, false) {
                 // Accounting only: a plain load and store (no locked RMW on

@@ -98,7 +98,18 @@ impl VirtualSource {
     /// system call unless a worker must be woken. See the module docs for
     /// the hint, the coalescing and what the handler sees.
     pub fn activate(&self) -> Activation {
-        self.skq.activate_virtual(self.id)
+        self.skq.activate_virtual(self.id, false)
+    }
+
+    /// [`VirtualSource::activate`] from inside the last event of the
+    /// calling worker's batch, which returns right after: under the
+    /// locality policies the caller keeps the source when nothing else
+    /// waits in its queues (no wake-up, no hop to another worker; it stays
+    /// stealable). skq-core's [`skq_core::Scheduler::activate_next`]. On
+    /// any other thread, or with work queued at the caller, it is
+    /// [`VirtualSource::activate`].
+    pub fn activate_next(&self) -> Activation {
+        self.skq.activate_virtual(self.id, true)
     }
 
     /// Changes the token and flags (its class, [`Flags::HIGH_PRIORITY`],
@@ -169,14 +180,17 @@ impl Skq {
     }
 
     /// The activation of a virtual source (module docs, steps 1 and 2).
-    fn activate_virtual(&self, id: SourceId) -> Activation {
+    fn activate_virtual(&self, id: SourceId, next: bool) -> Activation {
         let hint = if self.need_cpu { current_cpu() } else { None };
         let now = monotonic_ns();
         let (act, me) = crate::elastic::with_activator(self, |me, rng| {
-            (
-                self.core.activate_by(id, VIRTUAL_READY, hint, now, rng, me),
-                me,
-            )
+            let act = match me {
+                Some(w) if next => self
+                    .core
+                    .activate_next(id, VIRTUAL_READY, hint, now, rng, w),
+                _ => self.core.activate_by(id, VIRTUAL_READY, hint, now, rng, me),
+            };
+            (act, me)
         });
         if let Activation::Queued { wake: Some(w), .. } = act {
             // `usize::MAX` names no worker: a foreign caller always wakes.

@@ -58,6 +58,58 @@ fn best_of_two_picks_the_lower_expected_completion() {
 }
 
 #[test]
+fn activate_next_keeps_the_source_on_the_activating_worker_under_locality() {
+    let now = 1_000_000u64;
+    let busy_and_idle = |s: &Scheduler| {
+        // Worker 0 runs an event and expects to take 500 µs; worker 1 is free.
+        fake_load(s, 0, now, 1, 500_000.0, 0);
+        fake_load(s, 1, now, 0, 500_000.0, 0);
+    };
+    for policy in [Policy::Hybrid, Policy::Cpu, Policy::Queue] {
+        let s = sched(policy, 2, |c| {
+            c.steal = false;
+            c.worker_cpus = vec![0, 0];
+        });
+        let mut rng = FastRng::new(3);
+        busy_and_idle(&s);
+        let id = s.register(1, Flags::NONE, None).unwrap();
+        match s.activate_next(id, Ready::READABLE, Some(0), now, &mut rng, 0) {
+            Activation::Queued {
+                worker: 0,
+                wake: None,
+            } => {}
+            other => panic!("{policy:?}: expected to stay on worker 0 unwoken, got {other:?}"),
+        }
+        // With work already queued at worker 0, the policy decides as from
+        // any busy worker (hybrid: the free rival wins by far).
+        if policy == Policy::Hybrid {
+            let id = s.register(2, Flags::NONE, None).unwrap();
+            busy_and_idle(&s);
+            s.queues[s.qidx(0)].len.store(0, Ordering::Relaxed);
+            let plain =
+                queued_on(s.activate_by(id, Ready::READABLE, Some(0), now, &mut rng, Some(0)));
+            assert_eq!(plain, 1, "activate_by from busy worker 0 balances to 1");
+            let id = s.register(3, Flags::NONE, None).unwrap();
+            busy_and_idle(&s);
+            s.queues[s.qidx(0)].len.store(1, Ordering::Relaxed);
+            let queued = queued_on(s.activate_next(id, Ready::READABLE, Some(0), now, &mut rng, 0));
+            assert_eq!(queued, 1, "worker 0 has queued work: no keeping");
+        }
+    }
+    // Policies without locality ignore it.
+    let s = sched(Policy::Best2, 2, |c| c.steal = false);
+    let mut rng = FastRng::new(4);
+    for i in 0..20 {
+        busy_and_idle(&s);
+        let id = s.register(10 + i, Flags::NONE, None).unwrap();
+        assert_eq!(
+            queued_on(s.activate_next(id, Ready::READABLE, None, now, &mut rng, 0)),
+            1
+        );
+    }
+}
+
+#[test]
 fn stall_clamp_keeps_a_stalled_worker_out_of_the_past() {
     let s = sched(Policy::Best2, 2, |_| {});
     let now = 1_000_000u64;
