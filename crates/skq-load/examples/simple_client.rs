@@ -5,7 +5,7 @@
 //! Run as root (or with CAP_SYS_NICE) so the receivers get `SCHED_FIFO`
 //! (`--recv-rt-priority`, see `skq_load::simple`); the line says whether they did.
 //! Receivers read only while the senders lend them the CPU, stopping
-//! `--guard-us` (default 30) before a send; `--lend off` lets them read
+//! `--guard-us` (default 60) before a send; `--lend off` lets them read
 //! whenever a reply is ready, as before (to compare).
 //!
 //! cargo run --release -p skq-load --example simple_client -- \
@@ -49,7 +49,7 @@ struct Args {
           value_parser = BoolishValueParser::new())]
     lend: bool,
     /// With --lend on: stop reading this many µs before a send.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 60)]
     guard_us: u64,
     /// Measured seconds.
     #[arg(long, default_value_t = 5.0)]

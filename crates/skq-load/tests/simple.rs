@@ -373,9 +373,9 @@ fn with_cooperation_every_reply_is_received_once_and_kernel_stamped() {
     );
     let r = simple::run(&cfg).unwrap();
     assert_clean_and_kernel_stamped(&r, server.served());
-    assert_eq!(r.lend_guard_us, Some(30.0));
+    assert_eq!(r.lend_guard_us, Some(60.0));
     let json = serde_json::to_value(&r).unwrap();
-    assert_eq!(json["lend_guard_us"], 30.0);
+    assert_eq!(json["lend_guard_us"], 60.0);
     assert_eq!(json["errors"]["send_full"], 0);
     // The late-send counters are reported, and a cause is counted only for
     // a late send.

@@ -138,8 +138,17 @@ pub fn monotonic_minus_realtime_ns() -> i64 {
 /// Sleeps until `CLOCK_REALTIME` reaches `deadline_ns − spin_ns`, then spins
 /// on that clock until `deadline_ns` (the realtime twin of
 /// [`sleep_then_spin_until`]).
+///
+/// No sleep at all when the spin has begun already: `clock_nanosleep` for
+/// an instant in the past still arms a timer and may deschedule the thread
+/// until it fires, and on these VMs a descheduled vCPU can halt and be
+/// woken late. (Sleeping on every send this way, the simple client's sender
+/// was more than 50 µs late on 2% of its sends at 3,200 req/s.)
 pub fn sleep_then_spin_until_realtime(deadline_ns: u64, spin_ns: u64) {
-    sleep_until_realtime(deadline_ns.saturating_sub(spin_ns));
+    let wake = deadline_ns.saturating_sub(spin_ns);
+    if realtime_ns() < wake {
+        sleep_until_realtime(wake);
+    }
     while realtime_ns() < deadline_ns {
         std::hint::spin_loop();
     }
@@ -147,8 +156,12 @@ pub fn sleep_then_spin_until_realtime(deadline_ns: u64, spin_ns: u64) {
 
 /// Sleeps until `deadline_ns − spin_ns`, then spins on the clock until
 /// `deadline_ns`: the sleep's overshoot (tens of µs) is absorbed by the spin.
+/// Like the realtime twin, it does not sleep once the spin has begun.
 pub fn sleep_then_spin_until(deadline_ns: u64, spin_ns: u64) {
-    sleep_until(deadline_ns.saturating_sub(spin_ns));
+    let wake = deadline_ns.saturating_sub(spin_ns);
+    if monotonic_ns() < wake {
+        sleep_until(wake);
+    }
     while monotonic_ns() < deadline_ns {
         std::hint::spin_loop();
     }

@@ -78,6 +78,26 @@ impl PollSet {
         }
     }
 
+    /// [`PollSet::wait`] for at most `timeout`, to the nanosecond
+    /// (`ppoll`): a caller that must not be woken after a deadline bounds
+    /// its wait by it exactly.
+    pub fn wait_for(&mut self, timeout: std::time::Duration) -> io::Result<usize> {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        match syscall!(ppoll(
+            self.fds.as_mut_ptr(),
+            self.fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null()
+        )) {
+            Ok(n) => Ok(n as usize),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
     /// What the last [`PollSet::wait`] reported for slot `i`.
     pub fn ready(&self, i: usize) -> Ready {
         let p = &self.fds[i];

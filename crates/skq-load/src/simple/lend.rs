@@ -185,6 +185,24 @@ impl Lending {
         }
     }
 
+    /// How long receiver `r` may still read from `now` (realtime ns): until
+    /// the earliest partner window comes within the guard. 0 when it may
+    /// not read now; `u64::MAX` when no partner will send again.
+    pub(super) fn open_for(&self, r: usize, now: u64) -> u64 {
+        let mut left = u64::MAX;
+        for &t in &self.partners[r] {
+            let w = self.windows[t].0.load(Ordering::SeqCst);
+            if w == DONE {
+                continue;
+            }
+            if decide(now, w, self.guard) == Lend::Closed {
+                return 0;
+            }
+            left = left.min(w - now - self.guard);
+        }
+        left
+    }
+
     /// Receiver `r` (registered) returns at once when it may read;
     /// otherwise parks until a partner lends or `timeout` passes, and says
     /// whether it may read then. Spurious wakes return [`Lend::Closed`]:
@@ -213,6 +231,24 @@ mod tests {
     use super::*;
 
     const US: u64 = 1_000;
+
+    #[test]
+    fn open_for_is_the_time_to_the_earliest_window_less_the_guard() {
+        let (now, guard) = (1_000_000 * US, 30 * US);
+        let l = Lending::new(Duration::from_nanos(guard), 2, vec![vec![0, 1], vec![]]);
+        assert_eq!(l.open_for(0, now), 0, "closed until the senders lend");
+        assert_eq!(l.open_for(1, now), u64::MAX, "no partner: never closes");
+        l.lend(0, now + 500 * US, &|| now);
+        l.lend(1, now + 200 * US, &|| now);
+        assert_eq!(l.open_for(0, now), 170 * US);
+        l.lend(1, DONE, &|| now);
+        assert_eq!(l.open_for(0, now), 470 * US);
+        assert_eq!(l.open_for(0, now + 470 * US), 0, "within the guard");
+        l.take(0);
+        assert_eq!(l.open_for(0, now), 0, "sending");
+        l.lend(0, DONE, &|| now);
+        assert_eq!(l.open_for(0, now), u64::MAX);
+    }
 
     #[test]
     fn a_send_more_than_the_guard_away_lends() {

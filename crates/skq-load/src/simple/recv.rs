@@ -3,7 +3,8 @@
 //! receive stamp and matched against its connection's FIFO. With
 //! cooperation it reads only while its senders lend it the CPU: it checks
 //! their windows before `poll` and before every `recvmsg`, and when they
-//! close it leaves the rest unread and parks (`lend.rs`). Invariants: only
+//! close it leaves the rest unread and parks (`lend.rs`); a `poll` waits no
+//! longer than the window stays open. Invariants: only
 //! this thread removes entries from the FIFOs of its connections, so the
 //! front it parsed against is still the front when it pops it (the sender
 //! takes back only an entry it pushed itself and wrote nothing of); with a
@@ -21,10 +22,9 @@ use super::lend::{Lend, Lending};
 use super::{Conn, Part, Shared};
 use crate::protocol::{Answers, Codec, Parsed};
 
-/// How long one `poll` waits at most, so the end of the run is noticed.
-const POLL_MS: i32 = 10;
-/// How long one park waits at most while the window is closed (likewise).
-const PARK: Duration = Duration::from_millis(POLL_MS as u64);
+/// How long one `poll` or one park waits at most, so the end of the run
+/// is noticed.
+const PARK: Duration = Duration::from_millis(10);
 
 /// How far [`read_all`] got with one connection.
 #[must_use]
@@ -71,6 +71,9 @@ pub(super) fn receive(
         let _ = cpu::pin_current_thread(c);
     }
     part.realtime = rt_priority.is_some_and(|p| cpu::set_realtime(p).is_ok());
+    // A `poll` bounded by the lend window must not overrun it by the
+    // default 50 µs of timer slack (real-time threads have none anyway).
+    let _ = cpu::set_timer_slack(1);
     let mut set = PollSet::new();
     let mut rx: Vec<Rx> = mine
         .iter()
@@ -101,7 +104,22 @@ pub(super) fn receive(
                 continue;
             }
         }
-        if set.wait(POLL_MS).is_err() {
+        // While lent, `poll` waits no longer than the lend: a receiver
+        // still blocked in `poll` when the window closes would be woken by
+        // the next reply (the one to the send just made, as often as not)
+        // and, being SCHED_FIFO, take the CPU from the sender in the
+        // middle of its send only to park again.
+        let limit = match lending {
+            Some((l, r)) => {
+                let left = l.open_for(r, cpu::realtime_ns());
+                if left == 0 {
+                    continue;
+                }
+                Duration::from_nanos(left).min(PARK)
+            }
+            None => PARK,
+        };
+        if set.wait_for(limit).is_err() {
             // Only EFAULT/EINVAL/ENOMEM: nothing more can be read.
             part.errors.connection_failures += set.live() as u64;
             break;
