@@ -8,6 +8,7 @@
 # while its previous send call was still running.
 #
 # Usage: bash scripts/bench/simple-client-sched.sh [RATE] [extra simple_client flags]
+#   SIMPLE=PATH runs another build of the client (a before/after comparison).
 # Build first: cargo build --release -p skq && cargo build --release -p skq-load --example simple_client
 # Measure on a quiet machine; run as root (perf, SCHED_FIFO).
 set -euo pipefail
@@ -21,7 +22,7 @@ srv=$!
 trap 'kill $srv 2>/dev/null || true' EXIT
 sleep 0.5
 echo "== simple client at $rate req/s ${*:-}"
-perf sched record -q -C 1 -o "$data" -- taskset -c 1 target/release/examples/simple_client \
+perf sched record -q -C 1 -o "$data" -- taskset -c 1 "${SIMPLE:-target/release/examples/simple_client}" \
     --addr 127.0.0.1:$port --rate "$rate" --connections 64 --workload fixed --mean-us 5 \
     --duration 4 --warmup 1 "$@" 2>&1 | grep -o "lateness p50 .* send call p99 [0-9.]* µs"
 echo "== run time per scheduling slice on CPU 1, µs (whole run, start-up and drain included)"
