@@ -355,12 +355,15 @@ impl Scheduler {
 
     /// [`Scheduler::activate`] by worker `by` from inside the last event
     /// of its batch (an async runtime's I/O event waking the task that
-    /// waits on it): `by` will be free as soon as that event returns, so
-    /// under the locality policies (`cpu`, `queue`, `hybrid`) it keeps the
-    /// source if nothing else waits in its queues, without a wake-up. The
-    /// source stays stealable there, and diffusion still applies. Otherwise
-    /// (another policy, or work queued at `by`) this is
-    /// [`Scheduler::activate_by`] from a busy worker.
+    /// waits on it): the source takes the place of that event, at the
+    /// front of `by`'s queue, under the locality policies (`cpu`, `queue`,
+    /// `hybrid`). The policy chose `by` for the event, and the task is the
+    /// rest of the event's work; queued behind the work that arrived
+    /// meanwhile, a request would wait twice, and handed to another worker
+    /// it would cost a wake-up and a hop. No wake-up is made, not even a
+    /// thief's (`by` is running and takes it next); the source stays
+    /// stealable there, and diffusion applies.
+    /// Under the other policies this is [`Scheduler::activate_by`].
     pub fn activate_next(
         &self,
         id: SourceId,
@@ -475,8 +478,8 @@ impl Scheduler {
                 Policy::Cpu | Policy::Queue | Policy::Hybrid
             ) && b < self.cfg.workers
                 && self.is_alive(b)
-                && self.queued(b) == 0
         });
+        let front = keep.is_some();
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         if !self.pinned_q.is_empty() && s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
@@ -498,7 +501,10 @@ impl Scheduler {
                 None => self.choose(s, cpu, now, rng, by)?,
             };
             let w = self.diffuse(s, w);
-            if let Some(claimed) = self.push_claim(self.qidx(w), id, high, false) {
+            // Only the kept source goes to the front, and only while its
+            // worker is the one chosen (diffusion may move it).
+            let front = front && Some(w) == by;
+            if let Some(claimed) = self.push_claim(self.qidx(w), id, high, front) {
                 // Accounting only: a plain load and store (no locked RMW on
                 // the activation path); a racing update just miscounts.
                 let last = s.last.load(Ordering::Relaxed);
@@ -514,6 +520,10 @@ impl Scheduler {
                 }
                 let wake = if self.cfg.policy == Policy::Shared {
                     self.wake_shared(by)
+                } else if front {
+                    // The kept source runs next on `w`, which is running:
+                    // no thief is woken for it.
+                    claimed.then_some(w)
                 } else {
                     self.wake_after_push(w, claimed)
                 };

@@ -80,20 +80,31 @@ fn activate_next_keeps_the_source_on_the_activating_worker_under_locality() {
             } => {}
             other => panic!("{policy:?}: expected to stay on worker 0 unwoken, got {other:?}"),
         }
-        // With work already queued at worker 0, the policy decides as from
-        // any busy worker (hybrid: the free rival wins by far).
+        // With work already queued at worker 0 the source still takes its
+        // event's place: the front of worker 0's queue.
         if policy == Policy::Hybrid {
             let id = s.register(2, Flags::NONE, None).unwrap();
             busy_and_idle(&s);
-            s.queues[s.qidx(0)].len.store(0, Ordering::Relaxed);
             let plain =
                 queued_on(s.activate_by(id, Ready::READABLE, Some(0), now, &mut rng, Some(0)));
             assert_eq!(plain, 1, "activate_by from busy worker 0 balances to 1");
-            let id = s.register(3, Flags::NONE, None).unwrap();
+            let q = s.register(3, Flags::NONE, None).unwrap();
+            assert!(
+                s.push(s.qidx(0), q, false, false),
+                "worker 0 has queued work"
+            );
+            let id = s.register(4, Flags::NONE, None).unwrap();
             busy_and_idle(&s);
-            s.queues[s.qidx(0)].len.store(1, Ordering::Relaxed);
-            let queued = queued_on(s.activate_next(id, Ready::READABLE, Some(0), now, &mut rng, 0));
-            assert_eq!(queued, 1, "worker 0 has queued work: no keeping");
+            let kept = queued_on(s.activate_next(id, Ready::READABLE, Some(0), now, &mut rng, 0));
+            assert_eq!(kept, 0);
+            let g = crate::sync::lock(&s.queues[s.qidx(0)].q);
+            let order: Vec<_> = g.regular.iter().copied().collect();
+            assert_eq!(
+                order.first(),
+                Some(&id),
+                "the kept source is first: {order:?}"
+            );
+            assert!(order.contains(&q), "the queued work stays: {order:?}");
         }
     }
     // Policies without locality ignore it.
