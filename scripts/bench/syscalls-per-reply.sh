@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # System calls per reply of `skq serve rpc`, per mode, counted by strace -c.
 #
-# One server at a time, WORKERS workers (default 1), spun service of MEAN_US
-# (default 10 µs), offered RATE req/s (default 10000) over CONNS connections
-# for SECS seconds by `skq load`. The server runs under `strace -c -f`; the
+# One server at a time, WORKERS workers (default 1), SERVICE (spin, the
+# default, or emulate) service of MEAN_US (default 10 µs; exponential with
+# emulate, fixed with spin), offered RATE req/s (default 10000) over CONNS
+# connections for SECS seconds by `skq load`. SKQ=PATH measures another
+# build (a before/after comparison; nothing is built then). The server runs under `strace -c -f`; the
 # total of its system calls is divided by the replies it sent (its
 # --stats-json request count). strace slows every call, so compare modes
 # with each other, not with an unstraced run.
@@ -14,18 +16,20 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 command -v strace >/dev/null || { echo "strace is not installed (apt-get install strace)" >&2; exit 2; }
 WORKERS=${WORKERS:-1} RATE=${RATE:-10000} SECS=${SECS:-5} CONNS=${CONNS:-16} MEAN_US=${MEAN_US:-10}
+SERVICE=${SERVICE:-spin}
+case "$SERVICE" in spin) WORKLOAD=fixed ;; emulate) WORKLOAD=exponential ;;
+    *) echo "SERVICE must be spin or emulate" >&2; exit 2 ;; esac
 modes=("$@"); [ ${#modes[@]} -gt 0 ] || modes=(epoll-1to1 epoll-shared tokio vanilla cpu hybrid)
-cargo build --release -q -p skq
-skq=target/release/skq
+if [ -n "${SKQ:-}" ]; then skq=$SKQ; else cargo build --release -q -p skq; skq=target/release/skq; fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 port=$((20000 + RANDOM % 20000))
 printf '%-14s %10s %12s %14s %s\n' mode replies syscalls "calls/reply" "top calls per reply"
 for mode in "${modes[@]}"; do
     strace -c -f -o "$tmp/$mode.strace" "$skq" serve rpc --addr "127.0.0.1:$port" --mode "$mode" \
-        --workers "$WORKERS" --service spin --stats-json "$tmp/$mode.json" > "$tmp/$mode.out" 2>/dev/null &
+        --workers "$WORKERS" --service "$SERVICE" --stats-json "$tmp/$mode.json" > "$tmp/$mode.out" 2>/dev/null &
     pid=$!
     for _ in $(seq 100); do grep -q "listening on" "$tmp/$mode.out" 2>/dev/null && break; sleep 0.1; done
-    "$skq" load --addr "127.0.0.1:$port" --protocol rpc --workload fixed --mean-us "$MEAN_US" \
+    "$skq" load --addr "127.0.0.1:$port" --protocol rpc --workload "$WORKLOAD" --mean-us "$MEAN_US" \
         --rate "$RATE" --duration "$SECS" --connections "$CONNS" --quiet > /dev/null 2>&1 || true
     # Stop the server itself (strace's child); strace then prints its table.
     kill -INT "$(pgrep -P "$pid" | head -1)"; wait "$pid" || true
@@ -40,10 +44,10 @@ for line in open(path):
         # % time, seconds, usecs/call, calls, [errors], syscall
         calls[f[-1]] = int(f[3])
 total = sum(calls.values())
-top = sorted(calls.items(), key=lambda kv: -kv[1])[:5]
+top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
 tops = " ".join(f"{k}={v / max(replies, 1):.2f}" for k, v in top)
 print(f"{mode:<14} {replies:>10} {total:>12} {total / max(replies, 1):>14.2f} {tops}")
 PY
     port=$((port + 1))
 done
-echo "($WORKERS worker(s), spun service ${MEAN_US} µs, ${RATE} req/s offered for ${SECS} s over ${CONNS} connections; $(nproc) cores seen)"
+echo "($WORKERS worker(s), $SERVICE service ${MEAN_US} µs ($WORKLOAD), ${RATE} req/s offered for ${SECS} s over ${CONNS} connections; $(nproc) cores seen)"
