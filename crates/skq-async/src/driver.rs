@@ -95,8 +95,8 @@ thread_local! {
     /// one being dispatched.
     static BATCH_LEFT: Cell<usize> = const { Cell::new(0) };
     /// Set while this worker dispatches the I/O event that ends its batch:
-    /// the tasks it wakes are activated with `activate_next` (the worker is
-    /// free right after and keeps them if nothing else waits for it).
+    /// the tasks it wakes are activated with `activate_next` (they take the
+    /// event's place at the front of this worker's queue).
     static WAKE_NEXT: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -425,8 +425,8 @@ impl Driver {
                     _ => None,
                 });
                 if let Some(io) = io {
-                    // The last event of the batch: the tasks it wakes may
-                    // run next on this worker rather than wake another one
+                    // The last event of the batch: the tasks it wakes run
+                    // next on this worker rather than wake another one
                     // (skq-core's `activate_next`; locality policies only).
                     let last = BATCH_LEFT.with(|b| b.get()) == 0;
                     WAKE_NEXT.with(|n| n.set(last));

@@ -102,12 +102,12 @@ impl VirtualSource {
     }
 
     /// [`VirtualSource::activate`] from inside the last event of the
-    /// calling worker's batch, which returns right after: under the
-    /// locality policies the caller keeps the source when nothing else
-    /// waits in its queues (no wake-up, no hop to another worker; it stays
-    /// stealable). skq-core's [`skq_core::Scheduler::activate_next`]. On
-    /// any other thread, or with work queued at the caller, it is
-    /// [`VirtualSource::activate`].
+    /// calling worker's batch, the event whose work the source continues
+    /// (an I/O event waking the task that waits on it): under the locality
+    /// policies the source takes that event's place at the front of the
+    /// caller's queue (no wake-up, no thief, no hop to another worker; it
+    /// stays stealable). skq-core's [`skq_core::Scheduler::activate_next`].
+    /// On any other thread it is [`VirtualSource::activate`].
     pub fn activate_next(&self) -> Activation {
         self.skq.activate_virtual(self.id, true)
     }
