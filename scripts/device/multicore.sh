@@ -6,7 +6,7 @@
 #   here:   bash scripts/device/multicore.sh --pack     # fills .dev/
 #   there:  bash scripts/device/multicore.sh [--runs N] [--out DIR]
 #                [--config FILE] [--workers N,N,...] [--workloads W,...]
-#                [--pipes N,N,...]
+#                [--pipes N,N,...] [--cpus LIST --name TAG]
 #
 # --pack strips target/release/skq into .dev/skq and copies the shared
 # libraries it links that a bare machine may lack (librocksdb and its
@@ -19,6 +19,12 @@
 # runs `skq pipes` (spun service, hybrid and cpu against epoll-1to1 and
 # epoll-shared) at these worker counts once, after the sweeps, into
 # DIR/pipes.json.
+#
+# --cpus confines the sweeps to a CPU list (taskset -c LIST; server on its
+# first half, generator on the rest), so several copies of this script can
+# run side by side on disjoint CPU sets, each with its own --name TAG (files
+# DIR/env-TAG.txt and DIR/TAG-runK*.tar.gz). skq bench then judges a point's
+# disturbance from the counters of those CPUs alone.
 #
 # A run prints the machine (CPUs, kernel, whether `ip netns` works: without
 # it emulated RSS is off and loopback packets are processed on the sending
@@ -63,6 +69,8 @@ CFG=crates/skq-bench/examples/multicore-spin.toml
 WORKERS=
 WORKLOADS=
 PIPES=
+CPUS=
+TAG=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
@@ -71,6 +79,8 @@ while [[ $# -gt 0 ]]; do
     --workers) WORKERS=${2:?--workers needs counts such as 4,8}; shift 2 ;;
     --workloads) WORKLOADS=${2:?--workloads needs names such as bimodal-1}; shift 2 ;;
     --pipes) PIPES=${2:?--pipes needs counts such as 4,8,16}; shift 2 ;;
+    --cpus) CPUS=${2:?--cpus needs a CPU list such as 0-3}; shift 2 ;;
+    --name) TAG=${2:?--name needs a tag}; shift 2 ;;
     *) echo "multicore.sh: unknown option '$1' (see the header of this script)" >&2; exit 2 ;;
   esac
 done
@@ -82,6 +92,12 @@ if [[ -x .dev/skq ]]; then
   [[ -d .dev/bin ]] && export PATH=$PWD/.dev/bin:$PATH
 fi
 [[ -f "$CFG" ]] || { echo "multicore.sh: no sweep file '$CFG'" >&2; exit 2; }
+PIN=()
+if [[ -n "$CPUS" ]]; then
+  [[ -n "$TAG" ]] || { echo "multicore.sh: --cpus needs --name (side-by-side runs keep apart by it)" >&2; exit 2; }
+  PIN=(taskset -c "$CPUS")
+fi
+ENV_TXT=$DIR/env${TAG:+-$TAG}.txt
 mkdir -p "$DIR"
 RSS=()
 {
@@ -89,6 +105,7 @@ RSS=()
   echo "cpus: $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-))"
   echo "kernel: $(uname -r)"
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  [[ -n "$CPUS" ]] && echo "confined to CPUs $CPUS (taskset)"
   if command -v ip >/dev/null && ip netns add skq-probe 2>/dev/null; then
     ip netns del skq-probe
     echo "netns: works (emulated RSS on, as the sweep says)"
@@ -96,8 +113,8 @@ RSS=()
     echo "netns: unavailable (emulated RSS off: --rss off)"
     RSS=(--rss off)
   fi
-} | tee "$DIR/env.txt"
-grep -q unavailable "$DIR/env.txt" && RSS=(--rss off)
+} | tee "$ENV_TXT"
+grep -q unavailable "$ENV_TXT" && RSS=(--rss off)
 
 FAILED=0
 SWEEPS=0
@@ -106,11 +123,11 @@ for k in $(seq "$RUNS"); do
   counts=${WORKERS//,/ }
   for w in ${counts:-file}; do
     [[ "$w" == file ]] && w=
-    name=run$k${w:+-w$w}
+    name=${TAG:+$TAG-}run$k${w:+-w$w}
     out=$(mktemp -d)/$name
     mkdir -p "$out"
     echo "[multicore] $name at $(date -u +%T) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    "$SKQ" bench --config "$CFG" "${RSS[@]}" ${w:+--workers "$w"} ${WORKLOADS:+--workloads "$WORKLOADS"} --out "$out" --strict > "$out/bench.log" 2>&1
+    "${PIN[@]}" "$SKQ" bench --config "$CFG" "${RSS[@]}" ${w:+--workers "$w"} ${WORKLOADS:+--workloads "$WORKLOADS"} --out "$out" --strict > "$out/bench.log" 2>&1
     rc=$?
     SWEEPS=$((SWEEPS + 1))
     echo "[multicore] $name: skq bench exit $rc"

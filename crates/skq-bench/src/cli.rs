@@ -300,7 +300,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Err(e) = interrupt::install() {
         println!("skq bench: warning: Ctrl-C is not handled ({e}); an interrupted sweep may leave its network namespace (removed at the next start)");
     }
-    let mut runner = ProcessRunner::from_current_exe(cpus.clone(), std::env::temp_dir())?;
+    // Scratch files (the server's statistics) in a folder of this process's
+    // own, so two sweeps on disjoint CPU sets of one machine keep theirs apart.
+    let scratch = std::env::temp_dir().join(format!("skq-bench.{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("creating the scratch folder {}", scratch.display()))?;
+    let _scratch_gone = RemoveOnDrop(scratch.clone());
+    let mut runner = ProcessRunner::from_current_exe(cpus.clone(), scratch)?;
     // Dropped with the runner on every way out of this function.
     let (env, rss) = RssEnv::start(&sweep.settings, &cpus)?;
     if rss.refused() {
@@ -385,4 +391,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         strict_verdict(&summaries)?;
     }
     Ok(())
+}
+
+/// Removes a scratch folder when dropped (every way out of a sweep).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

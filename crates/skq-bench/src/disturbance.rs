@@ -5,6 +5,9 @@
 //! generator's exit, the window of the server's CPU time) the runner reads
 //! the machine's CPU counters (`/proc/stat`, the aggregate `cpu` line)
 //! before and after, and takes away what the run itself used:
+//! (when the sweep may use only some of the machine's CPUs, as under
+//! `taskset -c 0-3 skq bench ...`, the per-CPU lines of those CPUs instead,
+//! so sweeps confined to disjoint CPU sets do not count each other):
 //!
 //! ```text
 //! disturbance = (Δ machine busy − Δ server CPU − Δ generator CPU) / window
@@ -77,6 +80,34 @@ impl MachineCpu {
             .lines()
             .find(|l| l.split_whitespace().next() == Some("cpu"))
             .ok_or_else(|| anyhow!("/proc/stat: no aggregate `cpu` line"))?;
+        Self::parse_line(line)
+    }
+
+    /// The sum of the `cpuN` lines of `/proc/stat` text for N in `cpus`: the
+    /// counters of the CPUs a confined sweep may use. An error when one of
+    /// them has no line (offline, or not this machine's).
+    pub fn parse_cpus(text: &str, cpus: &[usize]) -> Result<MachineCpu> {
+        let mut sum = MachineCpu::default();
+        for &c in cpus {
+            let name = format!("cpu{c}");
+            let line = text
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+                .ok_or_else(|| anyhow!("/proc/stat: no `{name}` line"))?;
+            let m = Self::parse_line(line)?;
+            sum.user += m.user;
+            sum.nice += m.nice;
+            sum.system += m.system;
+            sum.idle += m.idle;
+            sum.iowait += m.iowait;
+            sum.irq += m.irq;
+            sum.softirq += m.softirq;
+            sum.steal += m.steal;
+        }
+        Ok(sum)
+    }
+
+    fn parse_line(line: &str) -> Result<MachineCpu> {
         let v: Vec<u64> = line
             .split_whitespace()
             .skip(1)
@@ -101,10 +132,30 @@ impl MachineCpu {
         })
     }
 
-    /// The counters now.
+    /// The counters now, of the whole machine.
     pub fn read() -> Result<MachineCpu> {
         let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
         MachineCpu::parse(&text)
+    }
+
+    /// The counters now, of the CPUs in `cpus` when it is a strict subset of
+    /// the machine's (a confined sweep), else of the whole machine.
+    pub fn read_for(cpus: &[usize]) -> Result<MachineCpu> {
+        let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        let online = text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .and_then(|w| w.strip_prefix("cpu"))
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .count();
+        if cpus.is_empty() || cpus.len() >= online {
+            MachineCpu::parse(&text)
+        } else {
+            MachineCpu::parse_cpus(&text, cpus)
+        }
     }
 
     /// Ticks that count as busy: user + nice + system + steal.
@@ -220,6 +271,20 @@ mod tests {
         assert!(MachineCpu::parse("cpu 1 2 3\n").is_err());
         // This machine's own file parses.
         assert!(MachineCpu::read().is_ok());
+        assert!(MachineCpu::read_for(&[0]).is_ok());
+    }
+
+    #[test]
+    fn a_confined_sweep_counts_only_its_cpus() {
+        let m = MachineCpu::parse_cpus(AFTER, &[1]).unwrap();
+        assert_eq!((m.user, m.system, m.steal, m.softirq), (560, 285, 9, 23));
+        // Both CPUs sum to the aggregate line.
+        assert_eq!(
+            MachineCpu::parse_cpus(AFTER, &[0, 1]).unwrap(),
+            MachineCpu::parse(AFTER).unwrap()
+        );
+        // A CPU the file does not list is an error, not a zero.
+        assert!(MachineCpu::parse_cpus(AFTER, &[0, 7]).is_err());
     }
 
     #[test]

@@ -392,6 +392,7 @@ impl Runner for ProcessRunner {
             started + Duration::from_secs_f64(s.warmup_secs + s.point_secs) + GENERATOR_SLACK;
         let server_pid = server.pid();
         let sample_every = curve.elastic.interval_ms.map(Duration::from_millis);
+        let cpus = self.cpus.as_slice();
         let measure = || {
             // With per-interval series, the server's CPU time is sampled
             // every interval while the generator runs (warm-up included).
@@ -408,14 +409,14 @@ impl Runner for ProcessRunner {
                     );
                 }
                 // The machine's counters enclose the processes' readings.
-                let machine0 = MachineCpu::read().ok().map(|m| (m, Instant::now()));
+                let machine0 = MachineCpu::read_for(cpus).ok().map(|m| (m, Instant::now()));
                 let cpu0 = server.cpu_time().ok();
                 let gen0 = proc_cpu_time_with_reaped(gen.id()).ok();
                 let cs0 = server.ctx_switches().ok();
                 let waited = wait_generator(&gen, deadline);
                 let cpu1 = server.cpu_time().ok();
                 let cs1 = server.ctx_switches().ok();
-                let machine1 = MachineCpu::read().ok().map(|m| (m, Instant::now()));
+                let machine1 = MachineCpu::read_for(cpus).ok().map(|m| (m, Instant::now()));
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 let samples = sampler.and_then(|h| h.join().ok());
                 let switches = cs0.zip(cs1).map(|(a, b)| ctx_switches_between(a, b));
