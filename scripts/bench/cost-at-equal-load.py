@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Server CPU and context switches per reply at equal offered load, against
+the sweep's baseline, from skq bench runs.
+
+    python3 scripts/bench/cost-at-equal-load.py BASELINE RUN_DIR [RUN_DIR ...]
+
+A sweep's "CPU per reply" column is taken over the loads each configuration
+reached, so two configurations with different max loads are averaged over
+different rates. This pairs every point with BASELINE's point at the same
+workload, connection count, offered load and run, and prints per (workload,
+connections, mode): the ratio of server CPU per reply at each load and run,
+their median and range, and the context switches per reply (voluntary +
+involuntary) of both. Cost does not depend on the generator keeping its
+schedule the way p99 does, so points that failed a latency self-check are
+kept; a point the sweep could not measure is skipped.
+"""
+import collections
+import json
+import os
+import statistics
+import sys
+
+
+def per_reply(pt):
+    res = pt.get("result") or {}
+    got = res.get("received") or 0
+    cpu = res.get("server_cpu")
+    cs = pt.get("server_ctx_switches")
+    if not got or not cpu:
+        return None
+    us = (cpu["user_s"] + cpu["sys_s"]) * 1e6 / got
+    sw = (cs["voluntary"] + cs["involuntary"]) / got if cs else float("nan")
+    return us, sw
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    base = sys.argv[1]
+    cost = {}
+    for run, path in enumerate(sys.argv[2:]):
+        for pt in json.load(open(os.path.join(path, "points.json"))):
+            c = per_reply(pt)
+            if c is None:
+                continue
+            meta = pt["result"]["meta"]
+            key = (meta["workload"], meta["connections"], pt["config"])
+            cost[(key, pt["target_rps"], run)] = c
+    rows = collections.defaultdict(list)
+    for ((wl, conns, mode), rate, run), (us, sw) in cost.items():
+        if mode == base:
+            continue
+        b = cost.get(((wl, conns, base), rate, run))
+        if b is None:
+            continue
+        rows[(wl, conns, mode)].append((rate, run, us / b[0], sw, b[1]))
+    print(f"{'workload':<10} {'conns':>5} {'mode':<11} {'CPU × ' + base:>16} "
+          f"{'range':>11}  {'ctx sw/reply':>13} {base:>10}  ratios (rate/run)")
+    for key in sorted(rows):
+        r = sorted(rows[key])
+        ratios = [x[2] for x in r]
+        sw = statistics.median(x[3] for x in r)
+        bsw = statistics.median(x[4] for x in r)
+        each = " ".join(f"{x[2]:.2f}" for x in r)
+        print(f"{key[0]:<10} {key[1]:>5} {key[2]:<11} {statistics.median(ratios):>16.2f} "
+              f"{min(ratios):>5.2f}–{max(ratios):<5.2f}  {sw:>13.2f} {bsw:>10.2f}  {each}")
+
+
+if __name__ == "__main__":
+    main()
