@@ -82,6 +82,30 @@ pub struct ConnSetup {
 /// takes cannot be realised, so they are left out of the test.
 pub const MIN_GAP_THRESHOLD_NS: u64 = 20_000;
 
+/// Quantile of a thread's send lateness that sets the actual-gap test's
+/// threshold (see [`gap_threshold_ns`]).
+pub const GAP_THRESHOLD_QUANTILE: f64 = 0.999;
+
+/// Threshold of the actual-gap test for a thread whose send lateness is
+/// `lateness`: the larger of [`MIN_GAP_THRESHOLD_NS`] and the lateness
+/// p99.9.
+///
+/// An actual gap is the scheduled gap `s` plus `d = l₂ − l₁`, the change in
+/// lateness between the two sends, and `d ≤ l₂`. For `s` exponential, the
+/// excess of `s + d` over `T` is exponential with the same mean whenever
+/// `d ≤ T` (memorylessness), so a threshold above almost every lateness
+/// leaves the test a test of the process, not of the generator's jitter.
+/// At the lateness p99 (the threshold until 2026-11-27) 1–2% of the tested
+/// gaps break that condition, and so do gaps scheduled shorter than one
+/// send but stretched to one send's length (about 15 µs on the 2-CPU VM):
+/// with 1,700 gaps the test saw that and failed a generator that kept its
+/// schedule (against memcached at 8,000 req/s, A² over 1.341 in 6 of 8 runs,
+/// up to 4.6; at most 1.11 at the p99.9; `scripts/bench/arrivals-gaps.sh`,
+/// docs/MEASUREMENT.md).
+pub fn gap_threshold_ns(lateness: &crate::stats::Hist) -> u64 {
+    MIN_GAP_THRESHOLD_NS.max(lateness.quantile_ci(GAP_THRESHOLD_QUANTILE).1)
+}
+
 /// The gaps longer than `threshold`, less `threshold`, divided by their
 /// mean. For a Poisson process these excesses are exponential again
 /// (memorylessness), so an exponentiality test on them checks the actual
@@ -94,6 +118,35 @@ pub fn excess_gaps(gaps: &[f64], threshold: f64) -> Vec<f64> {
         .collect();
     normalise(&mut ex);
     ex
+}
+
+/// Diagnostics (`SKQ_LOAD_GAPS_DIR=DIR`): writes this thread's sampled
+/// actual and reference inter-send gaps, before the threshold, one pair per
+/// line in ns, to `DIR/gaps-PID-TID.txt`, after a line with the lateness
+/// quantiles. What `scripts/bench/arrivals-gaps.py` reads.
+fn dump_gaps(dir: &std::path::Path, out: &WorkerOut) {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let q = |p| out.lateness.quantile_ci(p).1;
+    let _ = writeln!(
+        text,
+        "# lateness_ns p50 {} p99 {} p99.9 {} max {}",
+        q(0.5),
+        q(0.99),
+        q(0.999),
+        q(1.0)
+    );
+    for (a, r) in out.gaps.iter().zip(&out.ref_gaps) {
+        let _ = writeln!(text, "{a} {r}");
+    }
+    let name = format!(
+        "gaps-{}-{}.txt",
+        std::process::id(),
+        skq_sys::signal::thread_id()
+    );
+    if let Err(e) = std::fs::write(dir.join(&name), text) {
+        eprintln!("skq load: SKQ_LOAD_GAPS_DIR: {name}: {e}");
+    }
 }
 
 /// Divides `v` by its mean (left alone when the mean is not positive).
@@ -208,8 +261,8 @@ pub struct WorkerOut {
     /// scheduled, so its `gaps` test like these; what the two disagree on is
     /// the generator's doing, what they share is the seed's.
     pub ref_gaps: Vec<f64>,
-    /// Threshold applied to `gaps`: the larger of [`MIN_GAP_THRESHOLD_NS`]
-    /// and this thread's send-lateness p99.
+    /// Threshold applied to `gaps` ([`gap_threshold_ns`]): the larger of
+    /// [`MIN_GAP_THRESHOLD_NS`] and this thread's send-lateness p99.9.
     pub gap_threshold_ns: u64,
     /// Sampled (scheduled time, latency ns) of load requests.
     pub series: Vec<(u64, u64)>,
@@ -525,8 +578,11 @@ impl<'a> Worker<'a> {
         self.out.errors.missing += missing;
         let cpu_end = cpu::thread_cpu_ns();
         self.out.cpu_ns = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
-        let threshold = MIN_GAP_THRESHOLD_NS.max(self.out.lateness.quantile_ci(0.99).1);
+        let threshold = gap_threshold_ns(&self.out.lateness);
         self.out.gap_threshold_ns = threshold;
+        if let Some(dir) = std::env::var_os("SKQ_LOAD_GAPS_DIR") {
+            dump_gaps(dir.as_ref(), &self.out);
+        }
         self.out.gaps = excess_gaps(&self.out.gaps, threshold as f64);
         self.out.ref_gaps = excess_gaps(&self.out.ref_gaps, threshold as f64);
         normalise(&mut self.out.sched_gaps);
