@@ -95,10 +95,10 @@ pub const GAP_THRESHOLD_QUANTILE: f64 = 0.999;
 /// excess of `s + d` over `T` is exponential with the same mean whenever
 /// `d ≤ T` (memorylessness), so a threshold above almost every lateness
 /// leaves the test a test of the process, not of the generator's jitter.
-/// At the lateness p99 (the threshold until 2026-11-27) 1–2% of the tested
-/// gaps break that condition, and so do gaps scheduled shorter than one
-/// send but stretched to one send's length (about 15 µs on the 2-CPU VM):
-/// with 1,700 gaps the test saw that and failed a generator that kept its
+/// At the lateness p99 (the threshold until 2026-11-27) that failed for
+/// gaps scheduled shorter than one send and stretched to one send's length
+/// (20–25 µs on the 2-CPU VM, above a p99 of about 20 µs; 22–52 of 1,700
+/// sampled gaps): with 1,700 gaps the test saw that and failed a generator that kept its
 /// schedule (against memcached at 8,000 req/s, A² over 1.341 in 6 of 8 runs,
 /// up to 4.6; at most 1.11 at the p99.9; `scripts/bench/arrivals-gaps.sh`,
 /// docs/MEASUREMENT.md).
