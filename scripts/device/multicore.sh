@@ -106,8 +106,9 @@ RSS=()
   echo "kernel: $(uname -r)"
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
   [[ -n "$CPUS" ]] && echo "confined to CPUs $CPUS (taskset)"
-  if command -v ip >/dev/null && ip netns add skq-probe 2>/dev/null; then
-    ip netns del skq-probe
+  probe=skq-probe${TAG:+-$TAG}  # side-by-side copies probe apart
+  if command -v ip >/dev/null && ip netns add "$probe" 2>/dev/null; then
+    ip netns del "$probe"
     echo "netns: works (emulated RSS on, as the sweep says)"
   else
     echo "netns: unavailable (emulated RSS off: --rss off)"
