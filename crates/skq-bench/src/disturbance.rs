@@ -132,14 +132,9 @@ impl MachineCpu {
         })
     }
 
-    /// The counters now, of the whole machine.
-    pub fn read() -> Result<MachineCpu> {
-        let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
-        MachineCpu::parse(&text)
-    }
-
     /// The counters now, of the CPUs in `cpus` when it is a strict subset of
-    /// the machine's (a confined sweep), else of the whole machine.
+    /// the machine's (a confined sweep), else (also for an empty list) of
+    /// the whole machine.
     pub fn read_for(cpus: &[usize]) -> Result<MachineCpu> {
         let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
         let online = text
@@ -270,7 +265,7 @@ mod tests {
         assert!(MachineCpu::parse("cpu 1 2 x 4 5 6 7 8\n").is_err());
         assert!(MachineCpu::parse("cpu 1 2 3\n").is_err());
         // This machine's own file parses.
-        assert!(MachineCpu::read().is_ok());
+        assert!(MachineCpu::read_for(&[]).is_ok());
         assert!(MachineCpu::read_for(&[0]).is_ok());
     }
 

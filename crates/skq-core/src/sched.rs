@@ -479,7 +479,7 @@ impl Scheduler {
             ) && b < self.cfg.workers
                 && self.is_alive(b)
         });
-        let front = keep.is_some();
+        let kept = keep.is_some();
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         if !self.pinned_q.is_empty() && s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
@@ -503,7 +503,7 @@ impl Scheduler {
             let w = self.diffuse(s, w);
             // Only the kept source goes to the front, and only while its
             // worker is the one chosen (diffusion may move it).
-            let front = front && Some(w) == by;
+            let front = kept && Some(w) == by;
             if let Some(claimed) = self.push_claim(self.qidx(w), id, high, front) {
                 // Accounting only: a plain load and store (no locked RMW on
                 // the activation path); a racing update just miscounts.
