@@ -25,7 +25,11 @@
 //!   worker leave its wait to plan a timer that another thread inserted
 //!   ahead of its planned wake-up.
 //!
-//! ## What is interim (until the new worker loop lands)
+//! * **Elastic workers**: a worker parking as surplus moves its timers to
+//!   a running worker (`time.rs`); when it rejoins, its heap reopens and its
+//!   kick, which parking unpinned, is pinned to it again.
+//!
+//! ## What is interim
 //!
 //! * Timers fire only when their worker waits (`docs/ASYNC.md`).
 //!
@@ -386,6 +390,15 @@ impl Driver {
         }
         if let Some(k) = self.kicks.get(w).and_then(|k| k.get()) {
             let _ = k.activate();
+        }
+    }
+
+    /// Worker `w` rejoined after parking as elastic surplus: parking
+    /// unpinned its kick (skq-core unpins a parked worker's `PINNED`
+    /// sources), so it is pinned to `w` again.
+    pub(crate) fn repin_kick(&self, w: usize) {
+        if let Some(k) = self.kicks.get(w).and_then(|k| k.get()) {
+            let _ = k.modify(KICK, Flags::PINNED);
         }
     }
 

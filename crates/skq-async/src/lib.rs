@@ -66,7 +66,7 @@ use std::future::Future;
 pub use hyper_rt::{HyperExecutor, HyperTimer};
 #[cfg(feature = "runtime")]
 pub use runtime::{BuildError, Builder, Handle, Runtime};
-pub use skq_core::Class;
+pub use skq_core::{Class, ElasticConfig};
 #[cfg(feature = "runtime")]
 pub use task::{checkpoint, current_class, set_class, yield_now, JoinError, JoinHandle};
 

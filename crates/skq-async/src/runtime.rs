@@ -23,8 +23,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::Instant;
 
-use skq_core::{Class, Config, ConfigError};
-use skq_rt::{Events, Skq};
+use skq_core::{Class, Config, ConfigError, ElasticConfig};
+use skq_rt::{ElasticEvent, Events, Skq};
 
 use crate::blocking::BlockingPool;
 use crate::driver::Driver;
@@ -98,6 +98,13 @@ pub struct Builder {
     pin: bool,
     batch: usize,
     max_blocking: usize,
+    elastic: Option<Elastic>,
+}
+
+/// The elastic worker count asked of the builder.
+enum Elastic {
+    Min(usize),
+    Config(ElasticConfig),
 }
 
 impl Default for Builder {
@@ -118,6 +125,7 @@ impl Builder {
             pin: false,
             batch: 32,
             max_blocking: 64,
+            elastic: None,
         }
     }
 
@@ -168,6 +176,28 @@ impl Builder {
         self
     }
 
+    /// Elastic worker count: between `min` and the worker count, decided by
+    /// skq's resource manager (QStack's dynamic detect; `docs/ELASTIC.md`)
+    /// with its default settings. Workers above the current count park
+    /// (no CPU, no wake-ups); their queued tasks and timers move to running
+    /// workers first.
+    ///
+    /// ```
+    /// let rt = skq_async::Builder::new().workers(4).min_workers(1).build().unwrap();
+    /// assert_eq!(rt.block_on(async { skq_async::spawn(async { 7 }).await.unwrap() }), 7);
+    /// ```
+    pub fn min_workers(mut self, min: usize) -> Builder {
+        self.elastic = Some(Elastic::Min(min));
+        self
+    }
+
+    /// Elastic worker count with every setting of the resource manager
+    /// (`cfg.max` must equal the worker count); see [`Builder::min_workers`].
+    pub fn elastic(mut self, cfg: ElasticConfig) -> Builder {
+        self.elastic = Some(Elastic::Config(cfg));
+        self
+    }
+
     /// Starts the workers.
     pub fn build(self) -> Result<Runtime, BuildError> {
         if !(1..=1024).contains(&self.batch) {
@@ -191,6 +221,26 @@ impl Builder {
         }
         cfg.validate()?;
         let workers = cfg.workers;
+        let elastic = match self.elastic {
+            None => None,
+            Some(Elastic::Min(min)) => Some(ElasticConfig::new(min, workers)),
+            Some(Elastic::Config(e)) => Some(e),
+        };
+        if let Some(e) = &elastic {
+            if !(1..=workers).contains(&e.min) {
+                return Err(BuildError::Invalid(format!(
+                    "--min-workers {} is out of range: allowed 1..={workers} (--workers)",
+                    e.min
+                )));
+            }
+            if e.max != workers {
+                return Err(BuildError::Invalid(format!(
+                    "elastic workers: max {} differs from the {workers} workers",
+                    e.max
+                )));
+            }
+            e.validate()?;
+        }
         let shared = Arc::new(Shared {
             driver: Driver::new(cfg)?,
             timers: Timers::new(workers),
@@ -202,6 +252,7 @@ impl Builder {
                 shared: shared.clone(),
             },
             threads: Vec::with_capacity(workers),
+            manager: None,
         };
         let (tx, rx) = mpsc::channel();
         for w in 0..workers {
@@ -219,6 +270,9 @@ impl Builder {
                 Ok(Err(e)) => return Err(e.into()), // `rt` drops: shutdown
                 Err(_) => return Err(io::Error::other("a worker thread died starting").into()),
             }
+        }
+        if let Some(e) = elastic {
+            rt.manager = Some(skq_rt::spawn_resource_manager(shared.driver.skq(), e)?);
         }
         Ok(rt)
     }
@@ -239,6 +293,8 @@ fn worker_main(
         shared: shared.clone(),
     });
     let me = worker.id();
+    let hook = shared.clone();
+    worker.on_elastic(move |e| on_elastic(&hook, me, e));
     let mut events = Events::with_capacity(shared.batch);
     loop {
         let timeout = shared.timers.plan(me, Instant::now());
@@ -259,11 +315,33 @@ fn worker_main(
     }
 }
 
+/// Worker `me` parks as elastic surplus or rejoins (`time.rs`, module doc).
+fn on_elastic(shared: &Shared, me: usize, e: ElasticEvent) {
+    match e {
+        ElasticEvent::Parking => {
+            let skq = shared.driver.skq();
+            let core = skq.core();
+            let moved = shared
+                .timers
+                .park(me, skq.active_target(), |w| core.wanted(w));
+            if let Some((to, true)) = moved {
+                shared.driver.kick(to);
+            }
+        }
+        ElasticEvent::Rejoined => {
+            shared.timers.reopen(me);
+            shared.driver.repin_kick(me);
+        }
+    }
+}
+
 /// A running executor: its workers, its blocking pool, its timers.
 /// Dropping it shuts it down (see the module doc).
 pub struct Runtime {
     handle: Handle,
     threads: Vec<thread::JoinHandle<()>>,
+    /// The resource manager's thread (elastic worker count).
+    manager: Option<thread::JoinHandle<()>>,
 }
 
 impl Runtime {
@@ -339,7 +417,7 @@ impl Runtime {
     fn shutdown_inner(&mut self) {
         let s = &self.handle.shared;
         s.driver.shutdown();
-        for t in self.threads.drain(..) {
+        for t in self.threads.drain(..).chain(self.manager.take()) {
             if t.thread().id() != thread::current().id() {
                 let _ = t.join();
             }
@@ -422,6 +500,12 @@ impl Handle {
     /// Number of workers.
     pub fn workers(&self) -> usize {
         self.shared.driver.workers()
+    }
+
+    /// Workers running now (below the worker count when some are parked as
+    /// elastic surplus).
+    pub fn live_workers(&self) -> usize {
+        self.shared.driver.skq().live_workers()
     }
 
     /// The skq instance (statistics: `skq().stats()`, configuration).

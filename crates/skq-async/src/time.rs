@@ -9,25 +9,46 @@
 //! another thread ahead of the worker's planned wake-up kicks that worker so
 //! it plans again.
 //!
+//! **Elastic workers.** A worker that parks as elastic surplus sleeps with
+//! no timeout, so its timers move first ([`Timers::park`]): under its heap's
+//! lock and the receiving heap's (taken in index order), every entry goes
+//! to the heap of a worker that is still wanted, the parked heap is closed
+//! and its *epoch* counted. A closed heap takes no insertion (a round-robin
+//! insertion skips it) until its worker rejoins ([`Timers::reopen`]). A
+//! [`Sleep`] remembers the heap and epoch it inserted at; when its entry is
+//! not in that heap and the heap's epoch has moved, the entry may have moved,
+//! and the other heaps are searched (once per such `Sleep`, only after a
+//! park). Keys carry their first heap's index, so they stay unique in any
+//! heap.
+//!
 //! Invariants: an entry is in exactly one heap until it fires (removed and
 //! woken) or its [`Sleep`] is dropped or reset (removed, not woken); a
 //! `Sleep` completes only once its deadline has passed on the monotonic
-//! clock.
+//! clock; no entry stays in the heap of a parked worker (it is moved with
+//! both heaps locked, so no entry is ever between heaps).
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 pub use std::time::Instant;
 
 use crate::driver::lock;
-use crate::runtime::{Handle, Shared};
+use crate::runtime::Handle;
 
+/// A timer's key: its deadline, then `(sequence << 8) | first heap`.
 type Key = (Instant, u64);
+
+/// Bits of a key's sequence number that name the heap it was made in
+/// (workers are at most 64).
+const HEAP_BITS: u32 = 8;
+
+/// Where a [`Sleep`]'s entry was inserted: heap, key, that heap's epoch.
+type Place = (usize, Key, u64);
 
 #[derive(Default)]
 struct HeapState {
@@ -37,6 +58,10 @@ struct HeapState {
     planned: Option<Instant>,
     /// Whether the owner is in (or about to enter) its wait.
     waiting: bool,
+    /// The owner is parked as elastic surplus: no insertion here.
+    closed: bool,
+    /// How many times this heap's entries were moved away.
+    epoch: u64,
 }
 
 /// The timer structures of every worker of a runtime.
@@ -80,6 +105,69 @@ impl Timers {
         }
     }
 
+    /// Worker `me` parks as elastic surplus: its timers move to the heap of
+    /// a worker that `wanted` says runs (the first open one from
+    /// `me % active`), and its heap closes. Returns the receiving worker
+    /// and whether it must be kicked (it waits, planned to wake after the
+    /// earliest moved deadline). `None`: no open heap of a wanted worker
+    /// (shutdown); the timers stay, the heap stays open.
+    pub(crate) fn park(
+        &self,
+        me: usize,
+        active: usize,
+        wanted: impl Fn(usize) -> bool,
+    ) -> Option<(usize, bool)> {
+        let n = self.heaps.len();
+        let start = me % active.clamp(1, n);
+        for i in 0..n {
+            let to = (start + i) % n;
+            if to == me || !wanted(to) {
+                continue;
+            }
+            let (mut src, mut dst) = self.lock_pair(me, to);
+            if dst.closed {
+                continue;
+            }
+            src.closed = true;
+            src.epoch += 1;
+            src.planned = None;
+            let moved = std::mem::take(&mut src.entries);
+            drop(src);
+            let earliest = moved.keys().next().map(|k| k.0);
+            dst.entries.extend(moved);
+            let kick = match earliest {
+                Some(d) if dst.waiting && dst.planned.is_none_or(|p| d < p) => {
+                    dst.planned = Some(d);
+                    true
+                }
+                _ => false,
+            };
+            return Some((to, kick));
+        }
+        None
+    }
+
+    /// Worker `me` rejoined: its heap takes insertions again.
+    pub(crate) fn reopen(&self, me: usize) {
+        lock(&self.heaps[me]).closed = false;
+    }
+
+    /// Locks heaps `a` and `b` (distinct) in index order; returns `a`'s
+    /// guard first.
+    fn lock_pair(
+        &self,
+        a: usize,
+        b: usize,
+    ) -> (MutexGuard<'_, HeapState>, MutexGuard<'_, HeapState>) {
+        if a < b {
+            let ga = lock(&self.heaps[a]);
+            (ga, lock(&self.heaps[b]))
+        } else {
+            let gb = lock(&self.heaps[b]);
+            (lock(&self.heaps[a]), gb)
+        }
+    }
+
     /// Drops every timer (shutdown).
     pub(crate) fn clear(&self) {
         for h in self.heaps.iter() {
@@ -88,45 +176,88 @@ impl Timers {
         }
     }
 
-    fn insert(&self, shared: &Shared, deadline: Instant, waker: Waker) -> (usize, Key) {
-        let w = shared
-            .driver
-            .current_worker()
-            .unwrap_or_else(|| self.rr.fetch_add(1, Ordering::Relaxed) % self.heaps.len());
-        let (key, kick) = {
-            let mut g = lock(&self.heaps[w]);
-            g.seq += 1;
-            let key = (deadline, g.seq);
-            g.entries.insert(key, waker);
-            let earlier = g.planned.is_none_or(|p| deadline < p);
-            let kick = g.waiting && earlier;
-            if kick {
-                g.planned = Some(deadline);
+    /// Inserts a timer into the heap of `current` (the polling worker) or,
+    /// from another thread, of a worker chosen round-robin. Returns its
+    /// place and whether that worker must be kicked to plan again.
+    fn insert(&self, current: Option<usize>, deadline: Instant, waker: Waker) -> (Place, bool) {
+        let n = self.heaps.len();
+        let first = current.unwrap_or_else(|| self.rr.fetch_add(1, Ordering::Relaxed) % n);
+        // The polling worker's own heap is open (a parked worker polls
+        // nothing); a round-robin pick may be closed: the next open one.
+        // If every heap is closed (shutdown), the first takes it.
+        let mut w = first;
+        let mut g = lock(&self.heaps[w]);
+        for i in 1..n {
+            if !g.closed {
+                break;
             }
-            (key, kick)
-        };
-        if kick {
-            shared.driver.kick(w);
+            drop(g);
+            w = (first + i) % n;
+            g = lock(&self.heaps[w]);
         }
-        (w, key)
+        if g.closed {
+            drop(g);
+            w = first;
+            g = lock(&self.heaps[w]);
+        }
+        g.seq += 1;
+        let key = (deadline, (g.seq << HEAP_BITS) | w as u64);
+        g.entries.insert(key, waker);
+        let earlier = g.planned.is_none_or(|p| deadline < p);
+        let kick = g.waiting && earlier;
+        if kick {
+            g.planned = Some(deadline);
+        }
+        ((w, key, g.epoch), kick)
+    }
+
+    /// Runs `f` on the entry of `place` if it is still in a heap (it may
+    /// have moved since: then `place` is updated to where it is now).
+    fn with_entry<R>(
+        &self,
+        place: &mut Place,
+        f: impl FnOnce(&mut BTreeMap<Key, Waker>) -> R,
+    ) -> Option<R> {
+        let (w, key, epoch) = *place;
+        let mut f = Some(f);
+        {
+            let mut g = lock(&self.heaps[w]);
+            if g.entries.contains_key(&key) {
+                return Some((f.take().expect("once"))(&mut g.entries));
+            }
+            if g.epoch == epoch {
+                return None; // never moved: it fired
+            }
+        }
+        for (i, h) in self.heaps.iter().enumerate() {
+            if i == w {
+                continue;
+            }
+            let mut g = lock(h);
+            if g.entries.contains_key(&key) {
+                *place = (i, key, g.epoch);
+                return Some((f.take().expect("once"))(&mut g.entries));
+            }
+        }
+        None
     }
 
     /// Replaces the waker of a pending entry; false if it already fired.
-    fn update(&self, w: usize, key: Key, waker: &Waker) -> bool {
-        let mut g = lock(&self.heaps[w]);
-        match g.entries.get_mut(&key) {
-            Some(old) => {
+    fn update(&self, place: &mut Place, waker: &Waker) -> bool {
+        let key = place.1;
+        self.with_entry(place, |entries| {
+            if let Some(old) = entries.get_mut(&key) {
                 if !old.will_wake(waker) {
                     *old = waker.clone();
                 }
-                true
             }
-            None => false,
-        }
+        })
+        .is_some()
     }
 
-    fn remove(&self, w: usize, key: Key) {
-        let old = lock(&self.heaps[w]).entries.remove(&key);
+    fn remove(&self, mut place: Place) {
+        let key = place.1;
+        let old = self.with_entry(&mut place, |entries| entries.remove(&key));
         drop(old);
     }
 }
@@ -137,7 +268,7 @@ impl Timers {
 pub struct Sleep {
     deadline: Instant,
     handle: Option<Handle>,
-    entry: Option<(usize, Key)>,
+    entry: Option<Place>,
 }
 
 /// Completes after `duration`.
@@ -181,8 +312,8 @@ impl Sleep {
     }
 
     fn cancel(&mut self) {
-        if let (Some((w, key)), Some(h)) = (self.entry.take(), &self.handle) {
-            h.shared.timers.remove(w, key);
+        if let (Some(place), Some(h)) = (self.entry.take(), &self.handle) {
+            h.shared.timers.remove(place);
         }
     }
 }
@@ -201,14 +332,18 @@ impl Future for Sleep {
                 .expect("skq_async::time::Sleep polled outside an skq-async runtime")
         });
         let shared = handle.shared.clone();
-        match this.entry {
-            Some((w, key)) if shared.timers.update(w, key, cx.waker()) => {}
-            _ => {
-                this.entry = Some(
-                    shared
-                        .timers
-                        .insert(&shared, this.deadline, cx.waker().clone()),
-                )
+        let pending = match &mut this.entry {
+            Some(place) => shared.timers.update(place, cx.waker()),
+            None => false,
+        };
+        if !pending {
+            let current = shared.driver.current_worker();
+            let (place, kick) = shared
+                .timers
+                .insert(current, this.deadline, cx.waker().clone());
+            this.entry = Some(place);
+            if kick {
+                shared.driver.kick(place.0);
             }
         }
         Poll::Pending
@@ -308,5 +443,104 @@ impl Interval {
     /// The period.
     pub fn period(&self) -> Duration {
         self.period
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Count>, Waker) {
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    fn len(t: &Timers, w: usize) -> usize {
+        lock(&t.heaps[w]).entries.len()
+    }
+
+    #[test]
+    fn a_parking_worker_hands_its_timers_to_a_wanted_one_and_they_still_fire() {
+        let t = Timers::new(4);
+        let now = Instant::now();
+        let (c, waker) = counter();
+        let mut places: Vec<Place> = (1..=6u64)
+            .map(|i| {
+                t.insert(Some(3), now + Duration::from_millis(i), waker.clone())
+                    .0
+            })
+            .collect();
+        // Worker 1 waits until a later deadline than the moved ones.
+        lock(&t.heaps[1]).entries.insert(
+            (now + Duration::from_secs(9), 1 << HEAP_BITS | 1),
+            waker.clone(),
+        );
+        assert_eq!(t.plan(1, now), Some(Duration::from_secs(9)));
+        // Workers 0 and 1 stay wanted, 2 and 3 park; 3 starts at 3 % 2 = 1.
+        let (to, kick) = t.park(3, 2, |w| w < 2).expect("a wanted heap is open");
+        assert_eq!((to, kick), (1, true), "1 waits past the moved deadlines");
+        assert_eq!((len(&t, 3), len(&t, 1)), (0, 7));
+        assert!(lock(&t.heaps[3]).closed);
+        // A Sleep finds its moved entry: the update succeeds, the removal
+        // removes it there, and the place follows the entry.
+        assert!(t.update(&mut places[0], &waker));
+        assert_eq!(places[0].0, 1);
+        t.remove(places.pop().expect("six places"));
+        assert_eq!(len(&t, 1), 6);
+        // Nothing was woken by the move; the owner now fires them in order.
+        assert_eq!(c.0.load(Ordering::SeqCst), 0);
+        t.fire(1, now + Duration::from_millis(5));
+        assert_eq!(c.0.load(Ordering::SeqCst), 5);
+        // A fired entry is not found again (searching every heap once).
+        assert!(!t.update(&mut places[1], &waker));
+        assert_eq!(len(&t, 1), 1);
+    }
+
+    #[test]
+    fn a_closed_heap_takes_no_insertion_until_its_worker_rejoins() {
+        let t = Timers::new(3);
+        let now = Instant::now();
+        let (_, waker) = counter();
+        assert!(t.park(1, 1, |w| w < 1).is_some());
+        assert!(t.park(2, 1, |w| w < 1).is_some());
+        // Round-robin insertions from a foreign thread all land on worker 0.
+        for _ in 0..6 {
+            let (place, _) = t.insert(None, now + Duration::from_secs(1), waker.clone());
+            assert_eq!(place.0, 0);
+        }
+        // Keys stay unique across heaps: entries made in heap 0 and moved
+        // into it never collide (the heap index is in the key).
+        t.reopen(2);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..6 {
+            let (place, _) = t.insert(None, now + Duration::from_secs(1), waker.clone());
+            assert_ne!(place.0, 1, "worker 1 is still parked");
+            assert!(seen.insert(place.1));
+        }
+        assert_eq!(len(&t, 0) + len(&t, 2), 12);
+        assert!(t.park(2, 1, |w| w < 1).is_some());
+        assert_eq!((len(&t, 0), len(&t, 2)), (12, 0));
+    }
+
+    #[test]
+    fn with_no_wanted_open_heap_the_timers_stay() {
+        let t = Timers::new(2);
+        let (_, waker) = counter();
+        let (place, _) = t.insert(Some(1), Instant::now(), waker);
+        assert!(t.park(1, 1, |_| false).is_none());
+        assert!(!lock(&t.heaps[1]).closed);
+        assert_eq!(place.0, 1);
+        assert_eq!(len(&t, 1), 1);
     }
 }

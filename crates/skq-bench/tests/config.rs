@@ -447,6 +447,34 @@ fn elastic_step_example_parses_with_its_elastic_and_profile_keys() {
 }
 
 #[test]
+fn async_elastic_step_example_parses_with_the_elastic_async_curve() {
+    let f = SweepFile::parse(include_str!("../examples/async-elastic-step.toml")).unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let got: Vec<(&str, &str, Option<usize>)> = s
+        .curves
+        .iter()
+        .map(|c| {
+            let spec = c.server.spec.as_ref().unwrap();
+            (c.name.as_str(), c.mode.as_str(), spec.sched.min_workers)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("async-hybrid elastic", "async-hybrid", Some(1)),
+            ("async-hybrid fixed 8", "async-hybrid", None),
+            ("async-tokio", "async-tokio", None),
+        ]
+    );
+    for c in &s.curves {
+        assert_eq!(c.workers, 8);
+        assert_eq!(c.elastic.interval_ms, Some(250));
+        assert_eq!(c.group(), s.curves[0].group(), "one group, one baseline");
+    }
+    assert_eq!(s.settings.baseline, "async-hybrid fixed 8");
+}
+
+#[test]
 fn elastic_keys_are_refused_where_they_do_not_apply() {
     let err = |body: &str| {
         let f = SweepFile::parse(&format!("[[config]]\n{body}\n")).unwrap();
@@ -459,6 +487,17 @@ fn elastic_keys_are_refused_where_they_do_not_apply() {
     );
     let e = err("mode = \"epoll-1to1\"\nmin_workers = 2");
     assert!(e.contains("only skq modes"), "{e}");
+    // The async handler on tokio has a fixed worker count; on skq-async
+    // the count is elastic.
+    let e = err("mode = \"async-tokio\"\nmin_workers = 2");
+    assert!(e.contains("only skq modes"), "{e}");
+    let f = SweepFile::parse("[[config]]\nmode = \"async-hybrid\"\nworkers = 4\nmin_workers = 1\n")
+        .unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    assert_eq!(
+        s.curves[0].server.spec.as_ref().unwrap().sched.min_workers,
+        Some(1)
+    );
     let e = err("mode = \"hybrid\"\nworkers = 4\nmin_workers = 5");
     assert!(e.contains("out of range 1..=workers (4)"), "{e}");
     let e = err("mode = \"hybrid\"\nelastic_period_us = 1000");

@@ -145,7 +145,12 @@ mod tests {
         let mut e = t.clone();
         e.sched.batch_workers = vec![1];
         assert!(e.validate().is_err());
+        // An elastic worker count: skq-async takes it, tokio refuses it.
         let mut e = c.clone();
+        e.sched.min_workers = Some(2);
+        e.validate().unwrap();
+        assert_eq!(e.elastic_config().map(|e| (e.min, e.max)), Some((2, 4)));
+        let mut e = t.clone();
         e.sched.min_workers = Some(2);
         assert!(e
             .validate()

@@ -230,7 +230,7 @@ pub enum InvalidConfig {
         /// The worker count, its upper bound.
         workers: usize,
     },
-    /// An elastic worker count with a driver other than skq.
+    /// An elastic worker count with a driver other than skq (or skq-async).
     #[error("--min-workers needs an skq mode; {0} has a fixed worker count")]
     MinWorkersNeedSkq(Driver),
     /// A statistics period of zero.
@@ -348,7 +348,7 @@ impl ServerConfig {
                     workers: self.workers,
                 });
             }
-            if !self.mode.is_skq() {
+            if !self.mode.has_core() {
                 return Err(InvalidConfig::MinWorkersNeedSkq(self.driver()));
             }
         }

@@ -109,7 +109,7 @@ use sys::epoll::{self, Epoll};
 use sys::eventfd::EventFd;
 pub use user_event::UserEvent;
 pub use virtual_source::{VirtualSource, VIRTUAL_READY};
-pub use worker::{Events, Worker};
+pub use worker::{ElasticEvent, Events, Worker};
 
 /// Errors creating an instance.
 #[derive(Debug, thiserror::Error)]

@@ -62,6 +62,26 @@ impl<'a> IntoIterator for &'a Events {
     }
 }
 
+/// What a worker's elastic hook ([`Worker::on_elastic`]) is told, on the
+/// worker's own thread, inside [`Worker::wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElasticEvent {
+    /// The worker left the pool as elastic surplus and is about to sleep:
+    /// its queued work and pinned sources have gone to other workers, and
+    /// no new activation chooses it. Whatever else it owns (a runtime's
+    /// timers) should move now; it sleeps until it is wanted again.
+    Parking,
+    /// The worker is back in the pool (or the instance is shutting down):
+    /// its queue is open again. Sources it had registered `PINNED` were
+    /// unpinned when it parked; the hook may pin them again
+    /// ([`crate::VirtualSource::modify`]).
+    Rejoined,
+}
+
+/// The hook a runtime built on [`Worker`] installs to follow its worker's
+/// elastic parking ([`Worker::on_elastic`]).
+type ElasticHook = Box<dyn FnMut(ElasticEvent) + Send>;
+
 /// One worker thread's handle. Not `Sync`: exactly one thread waits on it.
 /// Dropping it without [`Worker::exit`] exits it (its work is rescheduled).
 pub struct Worker {
@@ -71,6 +91,7 @@ pub struct Worker {
     wakes: Vec<WorkerId>,
     /// Whether this thread's `checkpoint()` context is installed.
     installed: bool,
+    hook: Option<ElasticHook>,
 }
 
 impl Worker {
@@ -81,7 +102,16 @@ impl Worker {
             ep_buf: Vec::with_capacity(256),
             wakes: Vec::new(),
             installed: false,
+            hook: None,
         }
+    }
+
+    /// Installs the hook told when this worker parks as elastic surplus and
+    /// when it rejoins ([`ElasticEvent`]; it replaces an earlier one). It
+    /// runs on the worker's thread inside [`Worker::wait`], with no lock of
+    /// skq's held; it may activate sources and wake workers.
+    pub fn on_elastic(&mut self, hook: impl FnMut(ElasticEvent) + Send + 'static) {
+        self.hook = Some(Box::new(hook));
     }
 
     /// This worker's index.
@@ -104,12 +134,14 @@ impl Worker {
         &mut WorkerCtx,
         &mut Vec<skq_sys::epoll::Event>,
         &mut Vec<WorkerId>,
+        &mut Option<ElasticHook>,
     ) {
         let Worker {
             skq,
             ctx,
             ep_buf,
             wakes,
+            hook,
             ..
         } = self;
         (
@@ -117,6 +149,7 @@ impl Worker {
             ctx.as_mut().expect("worker used after exit"),
             ep_buf,
             wakes,
+            hook,
         )
     }
 
@@ -133,7 +166,7 @@ impl Worker {
             crate::elastic::install(&self.skq, self.id());
         }
         let poll_mask = self.poll_mask()?;
-        let (skq, ctx, ep_buf, wakes) = self.parts();
+        let (skq, ctx, ep_buf, wakes, hook) = self.parts();
         let core = &skq.core;
         let me = ctx.id();
         let start = monotonic_ns();
@@ -149,6 +182,9 @@ impl Worker {
             let step = core.next_step(ctx, &mut call, done, now, &mut events.inner, cap);
             if done == Done::Rejoined {
                 skq.adopt_orphans(); // this worker's group may live again
+                if let Some(h) = hook {
+                    h(ElasticEvent::Rejoined);
+                }
             }
             flush_wakes(skq, ctx, wakes);
             done = match step {
@@ -182,6 +218,9 @@ impl Worker {
                 }
                 Step::Surplus => {
                     skq.adopt_orphans(); // its group may have no live worker now
+                    if let Some(h) = hook {
+                        h(ElasticEvent::Parking);
+                    }
                     while !core.wanted(me) {
                         skq.parkers[me].park(None);
                     }
@@ -220,7 +259,7 @@ impl Worker {
 
     /// Releases the previous batch now (before the next `wait`).
     pub fn release(&mut self) {
-        let (skq, ctx, _, wakes) = self.parts();
+        let (skq, ctx, _, wakes, _) = self.parts();
         skq.core.release(ctx, monotonic_ns());
         flush_wakes(skq, ctx, wakes);
     }
@@ -228,7 +267,7 @@ impl Worker {
     /// Says the handler of `ev` stopped before `EAGAIN`: the source is
     /// redelivered after release even if no new readiness arrives.
     pub fn still_ready(&mut self, ev: &Event) {
-        let (skq, ctx, _, _) = self.parts();
+        let (skq, ctx, _, _, _) = self.parts();
         skq.core.still_ready(ctx, ev.source);
     }
 

@@ -49,7 +49,7 @@ pub struct RpcArgs {
     /// tokio::task::spawn_blocking, a blocking pool of --workers threads). With
     /// the prefix `async-`, the handler written as async code: async-MODE on
     /// skq-async with skq mode MODE (async-hybrid, async-cpu, async-best2+steal,
-    /// ...; the tunables apply, except --min-workers), async-tokio on tokio's
+    /// ...; the tunables apply, --min-workers included), async-tokio on tokio's
     /// multi-thread runtime.
     #[arg(long, default_value = "hybrid")]
     pub mode: String,
@@ -102,7 +102,7 @@ pub struct RpcArgs {
     /// stealable (best tail latency), larger values save waits.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub batch: u16,
-    /// Elastic worker count (skq modes): fewest active workers. A resource
+    /// Elastic worker count (skq and async-skq modes): fewest active workers. A resource
     /// manager parks and wakes workers between this and --workers once per
     /// statistics period, following the measured load. Unset: all workers
     /// stay active.

@@ -160,10 +160,10 @@ fn async_modes_are_refused_where_they_do_not_apply() {
     cfg.spec.sched.batch_workers = vec![1];
     let e = RpcServer::start(cfg).err().expect("refused").to_string();
     assert!(e.contains("--batch-workers"), "{e}");
-    let mut cfg = config("async-hybrid", 2);
+    let mut cfg = config("async-tokio", 2);
     cfg.spec.sched.min_workers = Some(1);
     let e = RpcServer::start(cfg).err().expect("refused").to_string();
-    assert!(e.contains("--min-workers"), "{e}");
+    assert!(e.contains("--min-workers needs an skq mode"), "{e}");
     // Another server of the layer has no async handler.
     let cfg = skq_net::ServerConfig::with_mode("async-hybrid".parse().unwrap(), 2);
     let e = skq_net::Server::start(
@@ -177,6 +177,43 @@ fn async_modes_are_refused_where_they_do_not_apply() {
     .expect("refused")
     .to_string();
     assert!(e.contains("--mode async-hybrid"), "{e}");
+}
+
+/// Elastic workers on skq-async (`--min-workers 1`, 1 ms statistics
+/// periods, so the resource manager parks and wakes workers under the
+/// storm): every reply exactly once, in order, and the decisions reported.
+#[test]
+fn elastic_async_workers_lose_nothing() {
+    const CONNS: usize = 16;
+    const PER_CONN: u64 = 80;
+    let mut cfg = config("async-hybrid", 4);
+    cfg.spec.sched.min_workers = Some(1);
+    cfg.spec.sched.elastic_period_us = Some(1_000);
+    let server = RpcServer::start(cfg).expect("start");
+    // Idle, the manager shrinks to the minimum.
+    let start = std::time::Instant::now();
+    while server.stats().scheduler.expect("skq stats").live_workers > 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "an idle elastic server never parked its workers"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let load = Pipelined::new(CONNS, 6, PER_CONN, storm(2));
+    let replies = load.run(server.local_addr()).expect("clients");
+    let total = CONNS as u64 * PER_CONN;
+    assert_eq!(replies, total);
+    let stats = server.shutdown();
+    assert_eq!(stats.requests, total);
+    assert_eq!((stats.protocol_errors, stats.aborted), (0, 0));
+    let sched = stats.scheduler.expect("skq stats");
+    assert!(!sched.elastic.is_empty(), "the resource manager decided");
+    assert!(sched.elastic.iter().all(|&(_, _, a)| (1..=4).contains(&a)));
+    assert!(
+        sched.elastic.iter().any(|&(_, _, a)| a == 1),
+        "{:?}",
+        sched.elastic
+    );
 }
 
 /// Waits (bounded) until `n` connections have closed; the final stats.

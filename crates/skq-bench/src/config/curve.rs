@@ -334,7 +334,8 @@ impl Curve {
             ServiceMode::Emulate => Affinity::Split,
         });
         let prio = PrioritySpec::from_entry(e, &name, server)?;
-        let elastic = ElasticSpec::from_entry(e, &name, server, workers)?;
+        let has_core = server_mode.is_some_and(Mode::has_core);
+        let elastic = ElasticSpec::from_entry(e, &name, server, has_core, workers)?;
         let batch_workers = match e.batch_workers.as_deref() {
             None | Some("") => Vec::new(),
             Some(w) => {

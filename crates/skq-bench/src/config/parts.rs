@@ -138,13 +138,14 @@ impl ElasticSpec {
         e: &ConfigEntry,
         name: &str,
         server: ServerKind,
+        has_core: bool,
         workers: usize,
     ) -> Result<Self> {
         let ctx = |key: &str| format!("configuration `{name}`: `{key}`");
         if let Some(m) = e.min_workers {
-            if server != ServerKind::Skq {
+            if server != ServerKind::Skq || !has_core {
                 bail!(
-                    "{}: only skq modes of the RPC server have an elastic worker count",
+                    "{}: only skq modes of the RPC server (MODE or async-MODE) have an elastic worker count",
                     ctx("min_workers")
                 );
             }

@@ -162,7 +162,14 @@ impl<A> AsyncServer<A> {
                     accept_races: 0,
                     ownership_violations: 0,
                     live_workers: skq.live_workers(),
-                    elastic: Vec::new(),
+                    elastic: skq
+                        .elastic_history()
+                        .iter()
+                        .map(|d| {
+                            let ms = d.at.saturating_sub(self.started_ns) as f64 / 1e6;
+                            (ms, d.demand, d.active)
+                        })
+                        .collect(),
                     started_ns: self.started_ns,
                 })
             }
@@ -210,6 +217,9 @@ pub fn start_handler<H: ConnHandler>(
     handler: Arc<H>,
 ) -> io::Result<ServerHandle> {
     let cfg = server_cfg;
+    // Before the runtime starts: the resource manager's first decision
+    // (elastic worker count) is timed from here.
+    let started_ns = skq_sys::cpu::monotonic_ns();
     let notices = shared.notices.clone();
     let shared = Arc::new(shared);
     let std_listener = skq_sys::net::listen(cfg.addr, false)?;
@@ -224,15 +234,17 @@ pub fn start_handler<H: ConnHandler>(
             // accept loop, the listener and the workers' kicks.
             let mut core = core;
             core.capacity = (2 * cfg.max_conns + core.workers + 16).min(1 << 24);
-            let rt = skq_async::Builder::new()
+            let mut b = skq_async::Builder::new()
                 .config(core)
                 .batch(server_cfg.sched.batch)
-                .pin_workers(cfg.pin)
-                .build()
-                .map_err(|e| match e {
-                    skq_async::BuildError::Io(e) => e,
-                    other => invalid(other.to_string()),
-                })?;
+                .pin_workers(cfg.pin);
+            if let Some(e) = server_cfg.elastic_config() {
+                b = b.elastic(e);
+            }
+            let rt = b.build().map_err(|e| match e {
+                skq_async::BuildError::Io(e) => e,
+                other => invalid(other.to_string()),
+            })?;
             let listener =
                 rt.block_on(async { skq_async::net::TcpListener::from_std(std_listener) })?;
             let h = SkqAsync(rt.handle().clone());
@@ -281,7 +293,7 @@ pub fn start_handler<H: ConnHandler>(
         shared,
         info,
         local_addr,
-        started_ns: skq_sys::cpu::monotonic_ns(),
+        started_ns,
     };
     Ok(ServerHandle::from_running(Box::new(server), notices))
 }
