@@ -1,8 +1,8 @@
 //! The coupling to skq-rt: how tasks and I/O sources become skq events.
 //!
 //! Everything this crate asks of skq-rt and skq-core goes through this
-//! module, so that moving onto the new worker loop of the CPU-cost issue
-//! means rewriting this file only (`docs/ASYNC.md`, "What is interim").
+//! module (and the elastic hook in `runtime.rs`). The workers run skq-rt's
+//! `Worker::wait`, which executes skq-core's worker loop.
 //!
 //! ## The model
 //!
