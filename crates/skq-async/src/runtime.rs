@@ -308,6 +308,10 @@ fn worker_main(
         shared.timers.fire(me, Instant::now());
         let n = events.len();
         for (i, ev) in events.iter().enumerate() {
+            if i > 0 {
+                // Timers that expired while the previous event ran.
+                shared.timers.fire_due(me);
+            }
             crate::driver::set_batch_left(n - i - 1);
             shared.driver.dispatch(ev);
         }

@@ -3,7 +3,9 @@
 //! Each worker owns a timer structure (a map ordered by deadline, then by
 //! insertion). A worker's wait timeout is its earliest deadline; after
 //! each wait it fires every timer whose deadline has passed, in deadline
-//! order (ties in insertion order), before running the batch. A timer is
+//! order (ties in insertion order), before running the batch, and again
+//! between two events of the batch for the timers that expired meanwhile
+//! (a lock-free look at the heap's published earliest deadline first). A timer is
 //! inserted in the heap of the worker polling the [`Sleep`] (from a
 //! non-worker thread: a worker chosen round-robin); a timer inserted from
 //! another thread ahead of the worker's planned wake-up kicks that worker so
@@ -30,7 +32,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -64,23 +66,53 @@ struct HeapState {
     epoch: u64,
 }
 
+/// One worker's timers, and their earliest deadline published for the
+/// owner's check between two events of a batch (no lock on that path).
+struct Heap {
+    state: Mutex<HeapState>,
+    /// Earliest deadline in ns after [`Timers::base`]; `u64::MAX`: none.
+    /// Written under `state`'s lock after every change.
+    earliest: AtomicU64,
+}
+
 /// The timer structures of every worker of a runtime.
 pub(crate) struct Timers {
-    heaps: Box<[Mutex<HeapState>]>,
+    heaps: Box<[Heap]>,
     rr: AtomicUsize,
+    base: Instant,
 }
 
 impl Timers {
     pub(crate) fn new(workers: usize) -> Timers {
         Timers {
-            heaps: (0..workers).map(|_| Mutex::default()).collect(),
+            heaps: (0..workers)
+                .map(|_| Heap {
+                    state: Mutex::default(),
+                    earliest: AtomicU64::new(u64::MAX),
+                })
+                .collect(),
             rr: AtomicUsize::new(0),
+            base: Instant::now(),
         }
+    }
+
+    fn lock(&self, w: usize) -> MutexGuard<'_, HeapState> {
+        lock(&self.heaps[w].state)
+    }
+
+    fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.base).as_nanos() as u64
+    }
+
+    /// Publishes heap `w`'s earliest deadline (call with its lock held).
+    fn publish(&self, w: usize, g: &HeapState) {
+        let e = g.entries.keys().next().map_or(u64::MAX, |k| self.ns(k.0));
+        self.heaps[w].earliest.store(e, Ordering::Relaxed);
     }
 
     /// Worker `w` is about to wait: how long, at most.
     pub(crate) fn plan(&self, w: usize, now: Instant) -> Option<Duration> {
-        let mut g = lock(&self.heaps[w]);
+        let mut g = self.lock(w);
         let next = g.entries.keys().next().map(|k| k.0);
         g.planned = next;
         g.waiting = true;
@@ -89,13 +121,36 @@ impl Timers {
 
     /// Worker `w` returned from its wait: wakes its expired timers in order.
     pub(crate) fn fire(&self, w: usize, now: Instant) {
+        self.fire_expired(w, now, true);
+    }
+
+    /// Worker `w` is between two events of its batch: wakes its timers that
+    /// expired meanwhile, so a timer waits for at most one event's
+    /// processing rather than the whole batch's. Costs one relaxed load
+    /// when the worker has no timer, and a clock read when it has one.
+    pub(crate) fn fire_due(&self, w: usize) {
+        let e = self.heaps[w].earliest.load(Ordering::Relaxed);
+        if e == u64::MAX {
+            return;
+        }
+        let now = Instant::now();
+        if self.ns(now) >= e {
+            self.fire_expired(w, now, false);
+        }
+    }
+
+    fn fire_expired(&self, w: usize, now: Instant, after_wait: bool) {
         let due = {
-            let mut g = lock(&self.heaps[w]);
-            g.waiting = false;
+            let mut g = self.lock(w);
+            if after_wait {
+                g.waiting = false;
+            }
             match g.entries.keys().next() {
                 Some(k) if k.0 <= now => {
                     let rest = g.entries.split_off(&(now, u64::MAX));
-                    std::mem::replace(&mut g.entries, rest)
+                    let due = std::mem::replace(&mut g.entries, rest);
+                    self.publish(w, &g);
+                    due
                 }
                 _ => return,
             }
@@ -132,9 +187,11 @@ impl Timers {
             src.epoch += 1;
             src.planned = None;
             let moved = std::mem::take(&mut src.entries);
+            self.publish(me, &src);
             drop(src);
             let earliest = moved.keys().next().map(|k| k.0);
             dst.entries.extend(moved);
+            self.publish(to, &dst);
             let kick = match earliest {
                 Some(d) if dst.waiting && dst.planned.is_none_or(|p| d < p) => {
                     dst.planned = Some(d);
@@ -149,7 +206,7 @@ impl Timers {
 
     /// Worker `me` rejoined: its heap takes insertions again.
     pub(crate) fn reopen(&self, me: usize) {
-        lock(&self.heaps[me]).closed = false;
+        self.lock(me).closed = false;
     }
 
     /// Locks heaps `a` and `b` (distinct) in index order; returns `a`'s
@@ -160,18 +217,23 @@ impl Timers {
         b: usize,
     ) -> (MutexGuard<'_, HeapState>, MutexGuard<'_, HeapState>) {
         if a < b {
-            let ga = lock(&self.heaps[a]);
-            (ga, lock(&self.heaps[b]))
+            let ga = self.lock(a);
+            (ga, self.lock(b))
         } else {
-            let gb = lock(&self.heaps[b]);
-            (lock(&self.heaps[a]), gb)
+            let gb = self.lock(b);
+            (self.lock(a), gb)
         }
     }
 
     /// Drops every timer (shutdown).
     pub(crate) fn clear(&self) {
-        for h in self.heaps.iter() {
-            let old = std::mem::take(&mut lock(h).entries);
+        for w in 0..self.heaps.len() {
+            let old = {
+                let mut g = self.lock(w);
+                let old = std::mem::take(&mut g.entries);
+                self.publish(w, &g);
+                old
+            };
             drop(old);
         }
     }
@@ -186,23 +248,24 @@ impl Timers {
         // nothing); a round-robin pick may be closed: the next open one.
         // If every heap is closed (shutdown), the first takes it.
         let mut w = first;
-        let mut g = lock(&self.heaps[w]);
+        let mut g = self.lock(w);
         for i in 1..n {
             if !g.closed {
                 break;
             }
             drop(g);
             w = (first + i) % n;
-            g = lock(&self.heaps[w]);
+            g = self.lock(w);
         }
         if g.closed {
             drop(g);
             w = first;
-            g = lock(&self.heaps[w]);
+            g = self.lock(w);
         }
         g.seq += 1;
         let key = (deadline, (g.seq << HEAP_BITS) | w as u64);
         g.entries.insert(key, waker);
+        self.publish(w, &g);
         let earlier = g.planned.is_none_or(|p| deadline < p);
         let kick = g.waiting && earlier;
         if kick {
@@ -220,23 +283,28 @@ impl Timers {
     ) -> Option<R> {
         let (w, key, epoch) = *place;
         let mut f = Some(f);
+        let mut run = |h: usize, g: &mut HeapState| {
+            let r = (f.take().expect("once"))(&mut g.entries);
+            self.publish(h, g);
+            r
+        };
         {
-            let mut g = lock(&self.heaps[w]);
+            let mut g = self.lock(w);
             if g.entries.contains_key(&key) {
-                return Some((f.take().expect("once"))(&mut g.entries));
+                return Some(run(w, &mut g));
             }
             if g.epoch == epoch {
                 return None; // never moved: it fired
             }
         }
-        for (i, h) in self.heaps.iter().enumerate() {
+        for i in 0..self.heaps.len() {
             if i == w {
                 continue;
             }
-            let mut g = lock(h);
+            let mut g = self.lock(i);
             if g.entries.contains_key(&key) {
                 *place = (i, key, g.epoch);
-                return Some((f.take().expect("once"))(&mut g.entries));
+                return Some(run(i, &mut g));
             }
         }
         None
@@ -467,7 +535,7 @@ mod tests {
     }
 
     fn len(t: &Timers, w: usize) -> usize {
-        lock(&t.heaps[w]).entries.len()
+        t.lock(w).entries.len()
     }
 
     #[test]
@@ -482,7 +550,7 @@ mod tests {
             })
             .collect();
         // Worker 1 waits until a later deadline than the moved ones.
-        lock(&t.heaps[1]).entries.insert(
+        t.lock(1).entries.insert(
             (now + Duration::from_secs(9), 1 << HEAP_BITS | 1),
             waker.clone(),
         );
@@ -491,7 +559,7 @@ mod tests {
         let (to, kick) = t.park(3, 2, |w| w < 2).expect("a wanted heap is open");
         assert_eq!((to, kick), (1, true), "1 waits past the moved deadlines");
         assert_eq!((len(&t, 3), len(&t, 1)), (0, 7));
-        assert!(lock(&t.heaps[3]).closed);
+        assert!(t.lock(3).closed);
         // A Sleep finds its moved entry: the update succeeds, the removal
         // removes it there, and the place follows the entry.
         assert!(t.update(&mut places[0], &waker));
@@ -539,7 +607,7 @@ mod tests {
         let (_, waker) = counter();
         let (place, _) = t.insert(Some(1), Instant::now(), waker);
         assert!(t.park(1, 1, |_| false).is_none());
-        assert!(!lock(&t.heaps[1]).closed);
+        assert!(!t.lock(1).closed);
         assert_eq!(place.0, 1);
         assert_eq!(len(&t, 1), 1);
     }

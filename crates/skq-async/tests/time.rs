@@ -136,3 +136,76 @@ fn dropped_and_reset_sleeps_do_not_fire() {
         .unwrap();
     });
 }
+
+#[test]
+fn a_timer_that_expires_during_a_batch_fires_before_the_batch_ends() {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::{Context, Wake, Waker};
+
+    /// Records "timer" in the shared log when woken.
+    struct Logged(Arc<Mutex<Vec<String>>>, AtomicBool);
+    impl Wake for Logged {
+        fn wake(self: Arc<Self>) {
+            if !self.1.swap(true, Ordering::SeqCst) {
+                self.0.lock().unwrap().push("timer".into());
+            }
+        }
+    }
+
+    // One worker, batches of up to 32 events: the parent registers a 5 ms
+    // sleep on the worker's heap (polled once with a logging waker), then
+    // spawns ten tasks that each block the worker for 20 ms. They are
+    // queued while the parent runs, so the worker takes them as one batch.
+    // The sleep expires during the first of them; it must fire between two
+    // of them, not after the tenth.
+    let rt = Builder::new().workers(1).batch(32).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let keep: Arc<Mutex<Option<std::pin::Pin<Box<time::Sleep>>>>> = Arc::default();
+    let (l, k) = (log.clone(), keep.clone());
+    let blockers = rt.block_on(async move {
+        skq_async::spawn(async move {
+            let mut sleep = Box::pin(time::sleep(Duration::from_millis(5)));
+            let waker = Waker::from(Arc::new(Logged(l.clone(), AtomicBool::new(false))));
+            assert!(sleep
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+            *k.lock().unwrap() = Some(sleep);
+            (0..10)
+                .map(|i| {
+                    let l = l.clone();
+                    skq_async::spawn(async move {
+                        l.lock().unwrap().push(format!("b{i}"));
+                        std::thread::sleep(Duration::from_millis(20));
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap()
+    });
+    rt.block_on(async move {
+        for b in blockers {
+            b.await.unwrap();
+        }
+    });
+    // The timer fires by the worker's next wait at the latest.
+    for _ in 0..500 {
+        if log.lock().unwrap().iter().any(|e| e == "timer") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let log = log.lock().unwrap().clone();
+    let timer = log
+        .iter()
+        .position(|e| e == "timer")
+        .expect("the timer fired");
+    let last = log.iter().position(|e| e == "b9").expect("b9 ran");
+    assert!(
+        timer < last,
+        "the timer waited for the whole batch: {log:?}"
+    );
+    drop(keep);
+}
