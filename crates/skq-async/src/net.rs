@@ -163,6 +163,21 @@ impl TcpStream {
         self.reg.set_nodelay(on)
     }
 
+    /// Sets the priority class of this socket's readiness events (skq's
+    /// per-source class): a high-priority socket is activated first at
+    /// harvest and queued high, so the wake-up of the task waiting on it is
+    /// not held behind regular sockets' events. [`crate::set_class`] sets
+    /// the task's own class; a task serving a high-priority connection
+    /// wants both. Returns whether the class changed.
+    pub fn set_class(&self, class: crate::Class) -> io::Result<bool> {
+        self.shared.driver.skq().set_class(self.reg.id(), class)
+    }
+
+    /// The priority class of this socket's readiness events.
+    pub fn class(&self) -> crate::Class {
+        self.shared.driver.class_of(self.reg.id())
+    }
+
     /// Polls a read into `buf`; `Ok(0)` at end of stream.
     pub fn poll_read_buf(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         self.io

@@ -232,3 +232,35 @@ fn a_task_whose_io_is_always_ready_yields_to_the_others() {
     });
     peer.join().unwrap();
 }
+
+#[test]
+fn a_stream_carries_a_priority_class_for_its_readiness() {
+    use skq_async::Class;
+    let rt = Builder::new().workers(2).mode("hybrid").build().unwrap();
+    rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = skq_async::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            assert_eq!(s.class(), Class::Regular);
+            // A high-priority connection: its socket's events and the task
+            // both go high; the echo still works.
+            assert!(s.set_class(Class::High).unwrap());
+            assert!(skq_async::set_class(Class::High));
+            assert_eq!(s.class(), Class::High);
+            assert!(!s.set_class(Class::High).unwrap(), "unchanged");
+            let mut buf = [0u8; 5];
+            s.read_exact(&mut buf).await.unwrap();
+            s.write_all(&buf).await.unwrap();
+            assert_eq!(skq_async::current_class(), Some(Class::High));
+            assert!(s.set_class(Class::Regular).unwrap());
+            assert_eq!(s.class(), Class::Regular);
+        });
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"hello").await.unwrap();
+        let mut back = [0u8; 5];
+        c.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"hello");
+        server.await.unwrap();
+    });
+}

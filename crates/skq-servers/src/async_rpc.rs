@@ -25,9 +25,10 @@
 //!   that long;
 //! * after [`REQUESTS_PER_EVENT`] requests in a row the task yields to the
 //!   runtime, as the drivers' per-event budget;
-//! * with `--classify header`, the task's class follows its latest request
-//!   (skq-async: `set_class`, governing the task's next wake-up; tokio has
-//!   no task priority).
+//! * with `--classify header`, the task's class and its socket's follow its
+//!   latest request (skq-async: `set_class` and `TcpStream::set_class`,
+//!   governing the next wake-ups of both, so the socket's readiness is
+//!   activated and queued high too; tokio has no task priority).
 //!
 //! **Counters** (skq-net's, so the stats JSON has the same shape): per
 //! worker, requests (refusals included), delivered service, reads that
@@ -175,7 +176,7 @@ pub async fn serve_connection<R: AsyncRt>(
             } else {
                 if sh.app.classify && class_of(req.class) != class {
                     class = class_of(req.class);
-                    R::set_class(class);
+                    R::set_class(&stream, class);
                 }
                 let delivered = deliver(&sh.app, req.service_ns);
                 c.record_service(u64::from(delivered));

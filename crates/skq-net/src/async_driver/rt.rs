@@ -41,9 +41,11 @@ pub trait AsyncRt: Clone + Send + Sync + 'static {
         d: Duration,
         f: F,
     ) -> impl Future<Output = Option<F::Output>> + Send;
-    /// Sets the calling task's priority class for its next wake-up (where
-    /// the runtime has classes).
-    fn set_class(class: Class);
+    /// Sets the priority class of the calling task and of `stream`'s
+    /// readiness events, for their next wake-ups (where the runtime has
+    /// classes): the socket's event and the task it wakes are both queued
+    /// by the class.
+    fn set_class(stream: &Self::Stream, class: Class);
 }
 
 /// skq-async as an [`AsyncRt`].
@@ -83,8 +85,9 @@ impl AsyncRt for SkqAsync {
         skq_async::time::timeout(d, f).await.ok()
     }
 
-    fn set_class(class: Class) {
+    fn set_class(stream: &Self::Stream, class: Class) {
         skq_async::set_class(class);
+        let _ = stream.set_class(class);
     }
 }
 
@@ -128,5 +131,5 @@ impl AsyncRt for TokioRt {
         tokio::time::timeout(d, f).await.ok()
     }
 
-    fn set_class(_: Class) {}
+    fn set_class(_: &Self::Stream, _: Class) {}
 }
