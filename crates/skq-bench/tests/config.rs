@@ -622,3 +622,25 @@ fn a_curve_serializes_with_the_flat_keys_and_reads_back() {
     let back: Curve = serde_json::from_value(v).unwrap();
     assert_eq!(back, c);
 }
+
+#[test]
+fn every_example_configuration_parses() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let f = SweepFile::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let s = Sweep::from_file(&f, 2).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        assert!(!s.curves.is_empty(), "{}", path.display());
+        seen += 1;
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} examples found in {}",
+        dir.display()
+    );
+}
