@@ -12,11 +12,7 @@
 //! Two workers per runtime, nothing else running on them; prints each
 //! runtime's delays (min, median, max over the repetitions, in µs).
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// One repetition's delay from the spawn to the small task's first poll.
-type Delays = Arc<Mutex<Vec<Duration>>>;
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -29,29 +25,15 @@ fn arg(name: &str, default: u64) -> u64 {
     }
 }
 
-/// The body both runtimes run: spawn the small task with `spawn`, block
-/// the worker, then wait for the small task.
-fn reproduce(spawn: impl FnOnce(Box<dyn FnOnce() + Send>), block: Duration, delays: &Delays) {
-    let start = Instant::now();
-    let d = delays.clone();
-    spawn(Box::new(move || d.lock().unwrap().push(start.elapsed())));
-    std::thread::sleep(block); // blocks this worker, never yields
-}
-
-fn summary(name: &str, delays: &Delays) {
-    let mut v: Vec<u128> = delays
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_micros())
-        .collect();
-    v.sort_unstable();
+fn summary(name: &str, mut delays: Vec<Duration>) {
+    delays.sort_unstable();
+    let us = |d: Duration| d.as_micros();
     println!(
         "{name:12} small task started after: min {} µs, median {} µs, max {} µs ({} repetitions)",
-        v[0],
-        v[v.len() / 2],
-        v[v.len() - 1],
-        v.len()
+        us(delays[0]),
+        us(delays[delays.len() / 2]),
+        us(delays[delays.len() - 1]),
+        delays.len()
     );
 }
 
@@ -59,71 +41,60 @@ fn main() {
     let reps = arg("--reps", 20) as usize;
     let block = Duration::from_millis(arg("--block-ms", 50));
 
-    let skq_delays: Delays = Arc::default();
+    // Each repetition: a task spawns the small task, which returns how long
+    // after the spawn it started, then blocks its worker (never yielding).
     let rt = skq_async::Builder::new()
         .workers(2)
         .mode("hybrid")
         .build()
         .expect("skq-async runtime");
-    for _ in 0..reps {
-        let d = skq_delays.clone();
-        rt.block_on(async move {
-            skq_async::spawn(async move {
-                let small: Arc<Mutex<Option<skq_async::JoinHandle<()>>>> = Arc::default();
-                let s = small.clone();
-                reproduce(
-                    move |f| {
-                        let me = skq_async::worker_id();
-                        *s.lock().unwrap() = Some(skq_async::spawn(async move {
-                            f();
-                            // It ran on the other worker, never the blocked one.
-                            assert_ne!(skq_async::worker_id(), me);
-                        }));
-                    },
-                    block,
-                    &d,
-                );
-                let h = small.lock().unwrap().take().expect("spawned");
-                h.await.unwrap();
-            })
-            .await
-            .unwrap();
-        });
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let skq: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let d = rt.block_on(async move {
+                skq_async::spawn(async move {
+                    let (start, me) = (Instant::now(), skq_async::worker_id());
+                    let small = skq_async::spawn(async move {
+                        // It ran on the other worker, never the blocked one.
+                        assert_ne!(skq_async::worker_id(), me);
+                        start.elapsed()
+                    });
+                    std::thread::sleep(block);
+                    small.await.unwrap()
+                })
+                .await
+                .unwrap()
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            d
+        })
+        .collect();
     drop(rt);
 
-    let tokio_delays: Delays = Arc::default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .build()
         .expect("tokio runtime");
-    for _ in 0..reps {
-        let d = tokio_delays.clone();
-        rt.block_on(async move {
-            tokio::spawn(async move {
-                let small: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>> = Arc::default();
-                let s = small.clone();
-                reproduce(
-                    move |f| {
-                        *s.lock().unwrap() = Some(tokio::spawn(async move { f() }));
-                    },
-                    block,
-                    &d,
-                );
-                let h = small.lock().unwrap().take().expect("spawned");
-                h.await.unwrap();
-            })
-            .await
-            .unwrap();
-        });
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let tokio: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let d = rt.block_on(async move {
+                tokio::spawn(async move {
+                    let start = Instant::now();
+                    let small = tokio::spawn(async move { start.elapsed() });
+                    std::thread::sleep(block);
+                    small.await.unwrap()
+                })
+                .await
+                .unwrap()
+            });
+            std::thread::sleep(Duration::from_millis(5));
+            d
+        })
+        .collect();
     drop(rt);
 
     println!(
         "tokio #4941: a task spawns a small task, then blocks its worker for {block:?}; 2 workers"
     );
-    summary("skq-async", &skq_delays);
-    summary("tokio", &tokio_delays);
+    summary("skq-async", skq);
+    summary("tokio", tokio);
 }

@@ -31,7 +31,8 @@
 //!
 //! ## What is interim
 //!
-//! * Timers fire only when their worker waits (`docs/ASYNC.md`).
+//! * Timers fire only on their own worker, after its waits and between
+//!   the events of its batches (`docs/ASYNC.md`).
 //!
 //! ## Invariants
 //!

@@ -246,7 +246,7 @@ impl Timers {
         let first = current.unwrap_or_else(|| self.rr.fetch_add(1, Ordering::Relaxed) % n);
         // The polling worker's own heap is open (a parked worker polls
         // nothing); a round-robin pick may be closed: the next open one.
-        // If every heap is closed (shutdown), the first takes it.
+        // If every heap is closed (shutdown), the last one tried takes it.
         let mut w = first;
         let mut g = self.lock(w);
         for i in 1..n {
@@ -255,11 +255,6 @@ impl Timers {
             }
             drop(g);
             w = (first + i) % n;
-            g = self.lock(w);
-        }
-        if g.closed {
-            drop(g);
-            w = first;
             g = self.lock(w);
         }
         g.seq += 1;
@@ -274,40 +269,35 @@ impl Timers {
         ((w, key, g.epoch), kick)
     }
 
-    /// Runs `f` on the entry of `place` if it is still in a heap (it may
-    /// have moved since: then `place` is updated to where it is now).
+    /// Runs `f` on the entries of the heap holding `place`'s entry, if it
+    /// is still in one (it may have moved since: then `place` is updated to
+    /// where it is now), and publishes that heap's earliest deadline if `f`
+    /// removed something.
     fn with_entry<R>(
         &self,
         place: &mut Place,
         f: impl FnOnce(&mut BTreeMap<Key, Waker>) -> R,
     ) -> Option<R> {
-        let (w, key, epoch) = *place;
-        let mut f = Some(f);
-        let mut run = |h: usize, g: &mut HeapState| {
-            let r = (f.take().expect("once"))(&mut g.entries);
-            self.publish(h, g);
-            r
-        };
-        {
-            let mut g = self.lock(w);
-            if g.entries.contains_key(&key) {
-                return Some(run(w, &mut g));
-            }
+        let (mut w, key, epoch) = *place;
+        let mut g = self.lock(w);
+        if !g.entries.contains_key(&key) {
             if g.epoch == epoch {
                 return None; // never moved: it fired
             }
+            drop(g);
+            let (i, found) = (0..self.heaps.len()).filter(|&i| i != w).find_map(|i| {
+                let g = self.lock(i);
+                g.entries.contains_key(&key).then_some((i, g))
+            })?;
+            *place = (i, key, found.epoch);
+            (w, g) = (i, found);
         }
-        for i in 0..self.heaps.len() {
-            if i == w {
-                continue;
-            }
-            let mut g = self.lock(i);
-            if g.entries.contains_key(&key) {
-                *place = (i, key, g.epoch);
-                return Some(run(i, &mut g));
-            }
+        let before = g.entries.len();
+        let r = f(&mut g.entries);
+        if g.entries.len() != before {
+            self.publish(w, &g);
         }
-        None
+        Some(r)
     }
 
     /// Replaces the waker of a pending entry; false if it already fired.

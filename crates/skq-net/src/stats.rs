@@ -222,6 +222,34 @@ pub struct SchedulerStats {
     pub started_ns: u64,
 }
 
+impl SchedulerStats {
+    /// The scheduler's view of `skq` now, for a server started at
+    /// `started_ns`; the driver-specific counters (`accept_races`,
+    /// `ownership_violations`) are 0 for the caller to fill in.
+    pub fn of(skq: &skq_rt::Skq, started_ns: u64) -> SchedulerStats {
+        SchedulerStats {
+            per_worker: skq
+                .stats()
+                .iter()
+                .map(|w| serde_json::to_value(w).unwrap_or(serde_json::Value::Null))
+                .collect(),
+            imbalance: skq.imbalance(),
+            accept_races: 0,
+            ownership_violations: 0,
+            live_workers: skq.live_workers(),
+            elastic: skq
+                .elastic_history()
+                .iter()
+                .map(|d| {
+                    let ms = d.at.saturating_sub(started_ns) as f64 / 1e6;
+                    (ms, d.demand, d.active)
+                })
+                .collect(),
+            started_ns,
+        }
+    }
+}
+
 /// Memory a server holds for its connections (user space; the kernel's
 /// socket buffers come on top).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

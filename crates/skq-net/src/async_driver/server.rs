@@ -150,29 +150,7 @@ struct AsyncServer<A> {
 impl<A> AsyncServer<A> {
     fn snapshot(&self) -> ServerStats {
         let sched = match &self.rt {
-            Some(Rt::Skq(rt)) => {
-                let skq = rt.handle().skq();
-                Some(SchedulerStats {
-                    per_worker: skq
-                        .stats()
-                        .iter()
-                        .map(|w| serde_json::to_value(w).unwrap_or(serde_json::Value::Null))
-                        .collect(),
-                    imbalance: skq.imbalance(),
-                    accept_races: 0,
-                    ownership_violations: 0,
-                    live_workers: skq.live_workers(),
-                    elastic: skq
-                        .elastic_history()
-                        .iter()
-                        .map(|d| {
-                            let ms = d.at.saturating_sub(self.started_ns) as f64 / 1e6;
-                            (ms, d.demand, d.active)
-                        })
-                        .collect(),
-                    started_ns: self.started_ns,
-                })
-            }
+            Some(Rt::Skq(rt)) => Some(SchedulerStats::of(rt.handle().skq(), self.started_ns)),
             _ => None,
         };
         let memory = MemoryStats {

@@ -157,26 +157,9 @@ impl<P: Protocol> SkqDriver<P> {
     fn snapshot(&self) -> ServerStats {
         let s = &self.shared;
         let sched = SchedulerStats {
-            per_worker: s
-                .skq
-                .stats()
-                .iter()
-                .map(|w| serde_json::to_value(w).unwrap_or(serde_json::Value::Null))
-                .collect(),
-            imbalance: s.skq.imbalance(),
             accept_races: s.accept_races.load(Ordering::Relaxed),
             ownership_violations: s.ownership_violations.load(Ordering::Relaxed),
-            live_workers: s.skq.live_workers(),
-            started_ns: self.started_ns,
-            elastic: s
-                .skq
-                .elastic_history()
-                .iter()
-                .map(|d| {
-                    let ms = d.at.saturating_sub(self.started_ns) as f64 / 1e6;
-                    (ms, d.demand, d.active)
-                })
-                .collect(),
+            ..SchedulerStats::of(&s.skq, self.started_ns)
         };
         s.common
             .snapshot(Some(sched), s.table.memory_bytes() + s.skq.table_bytes())
