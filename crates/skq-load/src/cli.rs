@@ -192,8 +192,11 @@ pub struct TimingArgs {
     pub max_lateness_us: f64,
     /// Spin instead of sleeping for the last µs before each send. Default:
     /// 2000 when a generator thread has a CPU to itself (`--cpus`, or an
-    /// affinity of one CPU per thread), else 100. A sleeping thread lets its
-    /// virtual CPU halt, and the host wakes it up to milliseconds late.
+    /// affinity of one CPU per thread) and runs at normal priority, else 100.
+    /// A sleeping thread lets its virtual CPU halt, and the host wakes it up
+    /// to milliseconds late. With --rt-priority, a thread that spins through
+    /// most of a second is stopped by the kernel's real-time throttling
+    /// (`/proc/sys/kernel/sched_rt_runtime_us`, 50 ms a second by default).
     #[arg(long)]
     pub spin_us: Option<u64>,
     /// Diagnostics: write every send later than 50 µs, with what the
@@ -653,12 +656,18 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
     );
     let _ = writeln!(
         s,
-        "client cpu: user {:.2} s, sys {:.2} s (spinning included){}; cores seen {}",
+        "client cpu: user {:.2} s, sys {:.2} s (spinning included){}{}; cores seen {}",
         r.client_cpu.user_s,
         r.client_cpu.sys_s,
         match (r.client_busy_s, r.client_sent_total) {
             (Some(b), Some(n)) if n > 0 =>
                 format!("; generator work {:.1} us per request", b * 1e6 / n as f64),
+            _ => String::new(),
+        },
+        match (r.client_preempted, r.client_waited_s) {
+            (Some(n), Some(w)) =>
+                format!("; preempted {n} times, {:.2} ms waiting for a CPU", w * 1e3),
+            (Some(n), None) => format!("; preempted {n} times"),
             _ => String::new(),
         },
         m.cores_seen

@@ -134,8 +134,10 @@ pub struct Keeping {
     /// Send-lateness p99 above which the lateness check fails (µs).
     pub max_lateness_us: f64,
     /// Spin (instead of sleeping) this long before each send (µs); `None`:
-    /// [`SPIN_DEDICATED_US`] when a generator thread has a CPU of its own,
-    /// else [`SPIN_SHARED_US`] (see `worker.rs` for why).
+    /// [`SPIN_DEDICATED_US`] when a generator thread has a CPU of its own
+    /// and no `rt_priority`, else [`SPIN_SHARED_US`] (see `worker.rs` for
+    /// why: a real-time thread spinning through most of each second is
+    /// throttled by the kernel).
     pub spin_us: Option<u64>,
     /// Run generator threads at this `SCHED_FIFO` priority (needs root or
     /// CAP_SYS_NICE); keeps a busy machine from delaying sends.

@@ -260,6 +260,8 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     })?;
     let cpu1 = cpu::process_cpu_ns();
     let busy_ns: u64 = outs.iter().map(|o| o.busy_ns).sum();
+    let waited_ns: Option<u64> = outs.iter().map(|o| o.waited_ns).sum();
+    let preempted: u64 = outs.iter().map(|o| o.preempted).sum();
     let cost = RunCost {
         cpu_ns: outs
             .iter()
@@ -282,6 +284,8 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     )?;
     result.client_busy_s = Some(busy_ns as f64 * 1e-9);
     result.client_sent_total = Some(cost.sent_total);
+    result.client_waited_s = waited_ns.map(|w| w as f64 * 1e-9);
+    result.client_preempted = Some(preempted);
     Ok((result, cost))
 }
 
@@ -477,6 +481,8 @@ fn assemble(
         },
         client_busy_s: None,
         client_sent_total: None,
+        client_waited_s: None,
+        client_preempted: None,
         server_cpu: None,
         intervals: series_points,
         schedule_start_ns: Some(schedule_start),

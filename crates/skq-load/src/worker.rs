@@ -275,6 +275,12 @@ pub struct WorkerOut {
     pub busy_ns: u64,
     /// Spin window used (ns).
     pub spin_ns: u64,
+    /// Time this thread was runnable but waiting for its CPU over the run
+    /// (ns; `None` without schedstat): what the machine, not the generator,
+    /// made late.
+    pub waited_ns: Option<u64>,
+    /// This thread's involuntary context switches over the run.
+    pub preempted: u64,
 }
 
 struct Pend {
@@ -473,7 +479,14 @@ impl<'a> Worker<'a> {
             }
         }
         let spin = self.p.spin_ns.unwrap_or_else(|| {
-            let own = self.p.exclusive_cpu && cpu::allowed_cpus().is_ok_and(|c| c.len() == 1);
+            // A SCHED_FIFO thread that spins 2 ms before every send spins
+            // through nearly all of each second at a few thousand requests
+            // a second, and the kernel's real-time throttling then stops it
+            // for the rest (sched_rt_runtime_us: 50 ms a second): sends
+            // 38 ms late at 3,000 req/s, measured. It spins briefly instead.
+            let own = self.p.exclusive_cpu
+                && self.p.rt_priority.is_none()
+                && cpu::allowed_cpus().is_ok_and(|c| c.len() == 1);
             1000 * if own {
                 crate::config::SPIN_DEDICATED_US
             } else {
@@ -482,6 +495,7 @@ impl<'a> Worker<'a> {
         });
         self.out.spin_ns = spin;
         let cpu_start = cpu::thread_cpu_ns();
+        let waited_start = cpu::thread_waited();
         if let Some(p) = self.p.rt_priority {
             if let Err(e) = cpu::set_realtime(p) {
                 self.out.rt_refused = Some(e.to_string());
@@ -578,6 +592,9 @@ impl<'a> Worker<'a> {
         self.out.errors.missing += missing;
         let cpu_end = cpu::thread_cpu_ns();
         self.out.cpu_ns = (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1);
+        let waited_end = cpu::thread_waited();
+        self.out.waited_ns = waited_start.0.zip(waited_end.0).map(|(a, b)| b - a);
+        self.out.preempted = waited_end.1 - waited_start.1;
         let threshold = gap_threshold_ns(&self.out.lateness);
         self.out.gap_threshold_ns = threshold;
         if let Some(dir) = std::env::var_os("SKQ_LOAD_GAPS_DIR") {

@@ -193,6 +193,13 @@ pub struct PointResult {
     /// Requests the generator sent over the whole run, warm-up included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_sent_total: Option<u64>,
+    /// Time the generator threads were runnable but waiting for a CPU
+    /// (seconds, whole run, from schedstat): lateness the machine caused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_waited_s: Option<f64>,
+    /// The generator threads' involuntary context switches over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_preempted: Option<u64>,
     /// Server CPU time, when the harness measured it.
     pub server_cpu: Option<CpuTime>,
     /// Offered rate, achieved rate and latency per interval of the measured

@@ -191,6 +191,8 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         client_cpu: Default::default(),
         client_busy_s: None,
         client_sent_total: None,
+        client_waited_s: None,
+        client_preempted: None,
         server_cpu: None,
         intervals: Vec::new(),
         schedule_start_ns: None,

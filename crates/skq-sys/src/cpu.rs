@@ -218,3 +218,14 @@ pub fn thread_cpu_ns() -> (u64, u64) {
     let ru = rusage(libc::RUSAGE_THREAD);
     (timeval_ns(ru.ru_utime), timeval_ns(ru.ru_stime))
 }
+
+/// How the machine has kept the calling thread from running so far: the
+/// time it spent runnable but waiting for a CPU (ns, the second field of
+/// `/proc/thread-self/schedstat`; `None` where the kernel has no schedstat)
+/// and its involuntary context switches (preemptions).
+pub fn thread_waited() -> (Option<u64>, u64) {
+    let waited = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok());
+    (waited, rusage(libc::RUSAGE_THREAD).ru_nivcsw as u64)
+}
