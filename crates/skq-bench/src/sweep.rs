@@ -368,11 +368,14 @@ fn measure(
     let mut attempts = 1;
     while !best.result.checks.lateness_ok && attempts <= settings.retries && !progress.cancelled() {
         progress.note(&format!(
-            "{} [{}]: load {:.2}: generator {:.0} µs late at p99, measuring again",
+            "{} [{}]: load {:.2}: generator {:.0} µs late at p99{}, measuring again",
             curve.name,
             curve.group(),
             p.load,
-            best.result.checks.lateness_p99_us
+            best.result.checks.lateness_p99_us,
+            best.result
+                .generator_preemption()
+                .map_or(String::new(), |s| format!(" ({s})"))
         ));
         // The kept attempt's interval log must survive the next attempt.
         let kept_log = files.hdr_log.with_extension("hlog.kept");

@@ -664,12 +664,8 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
                 format!("; generator work {:.1} us per request", b * 1e6 / n as f64),
             _ => String::new(),
         },
-        match (r.client_preempted, r.client_waited_s) {
-            (Some(n), Some(w)) =>
-                format!("; preempted {n} times, {:.2} ms waiting for a CPU", w * 1e3),
-            (Some(n), None) => format!("; preempted {n} times"),
-            _ => String::new(),
-        },
+        r.generator_preemption()
+            .map_or(String::new(), |s| format!("; {s}")),
         m.cores_seen
     );
     for n in &c.notes {

@@ -213,6 +213,19 @@ pub struct PointResult {
     pub schedule_start_ns: Option<u64>,
 }
 
+impl PointResult {
+    /// What the machine took from the generator threads over the run, as
+    /// `"preempted N times, X ms waiting for a CPU"`; `None` where the
+    /// generator did not report it (the simulator, older results).
+    pub fn generator_preemption(&self) -> Option<String> {
+        let n = self.client_preempted?;
+        Some(match self.client_waited_s {
+            Some(w) => format!("preempted {n} times, {:.2} ms waiting for a CPU", w * 1e3),
+            None => format!("preempted {n} times"),
+        })
+    }
+}
+
 /// One interval of a point's time series. Requests belong to the interval
 /// in which they were scheduled.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
