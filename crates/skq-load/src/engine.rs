@@ -12,7 +12,7 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use skq_report::result::{CpuTime, Errors, IntervalPoint, Meta, PointResult};
+use skq_report::result::{CpuTime, Errors, IntervalPoint, MachineFloor, Meta, PointResult};
 
 use crate::checks::{self, CheckInput};
 use crate::config::{LoadConfig, ProtocolConfig};
@@ -353,6 +353,7 @@ fn assemble(
     let mut series = Vec::new();
     let mut rt_refused = None;
     let mut pin_refused = None;
+    let floor = machine_floor(&outs);
     for o in outs {
         rt_refused = rt_refused.or(o.rt_refused);
         pin_refused = pin_refused.or(o.pin_refused);
@@ -436,6 +437,15 @@ fn assemble(
             .notes
             .push(format!("info: --cpus refused ({e}); ran unpinned"));
     }
+    if let Some(f) = floor.filter(|_| !checks.lateness_ok) {
+        checks.notes.push(format!(
+            "info: the generator's CPU alone, sampled in {:.1} s of its idle spinning, gives an ideal generator a lateness p99 of {:.1} us ({:.2}% of the time lost in gaps over 20 us, longest {:.0} us): that much of the lateness is the machine's",
+            f.spun_s,
+            f.lateness_p99_us,
+            f.lost_over_20us * 100.0,
+            f.max_gap_us
+        ));
+    }
     let series_points = interval_points(cfg, &intervals, &intervals_sent, &mut checks.notes);
     if let Some(path) = &cfg.output.hdr_log {
         write_hdr_log(path, &intervals, window_start)
@@ -483,10 +493,33 @@ fn assemble(
         client_sent_total: None,
         client_waited_s: None,
         client_preempted: None,
+        client_floor: floor,
         server_cpu: None,
         intervals: series_points,
         schedule_start_ns: Some(schedule_start),
     })
+}
+
+/// Least idle spinning (ns) of a thread whose floor is reported: below it
+/// a rare gap swings the 1% point.
+const MIN_FLOOR_SPIN_NS: u64 = 200_000_000;
+
+/// The worst generator thread's timing floor, from the gaps in its idle
+/// spinning ([`WorkerOut::idle_gaps`]); `None` when no thread spun for
+/// [`MIN_FLOOR_SPIN_NS`].
+fn machine_floor(outs: &[WorkerOut]) -> Option<MachineFloor> {
+    outs.iter()
+        .filter(|o| o.idle_spin_ns >= MIN_FLOOR_SPIN_NS)
+        .map(|o| {
+            let f = crate::capacity::floor_from_gaps(None, &o.idle_gaps, o.idle_spin_ns as f64);
+            MachineFloor {
+                spun_s: f.secs,
+                lateness_p99_us: f.lateness_p99_us,
+                lost_over_20us: f.lost_over_20us,
+                max_gap_us: f.max_gap_us,
+            }
+        })
+        .max_by(|a, b| a.lateness_p99_us.total_cmp(&b.lateness_p99_us))
 }
 
 /// The per-interval series, judged per interval: an interval whose replies

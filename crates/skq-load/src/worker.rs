@@ -281,7 +281,23 @@ pub struct WorkerOut {
     pub waited_ns: Option<u64>,
     /// This thread's involuntary context switches over the run.
     pub preempted: u64,
+    /// The machine's floor, sampled while this thread spun with nothing to
+    /// do: the gaps between two consecutive idle polls longer than
+    /// [`IDLE_GAP_NS`] (ns; at most [`MAX_IDLE_GAPS`] kept), and the time
+    /// such back-to-back idle polls covered (ns). An idle poll takes well
+    /// under a µs, so a longer gap is time the CPU was taken from the thread
+    /// (preempted, an interrupt, the host); see [`crate::capacity::floor_from_gaps`].
+    pub idle_gaps: Vec<u64>,
+    /// See `idle_gaps`.
+    pub idle_spin_ns: u64,
 }
+
+/// Shortest gap between two idle polls that [`WorkerOut::idle_gaps`] keeps
+/// (ns): shorter ones are the loop itself and cannot move a µs-scale p99.
+pub const IDLE_GAP_NS: u64 = 2_000;
+/// Most idle gaps one thread keeps (8 MB); a run that fills it has its
+/// floor judged on the gaps kept, which only understates it.
+pub const MAX_IDLE_GAPS: usize = 1 << 20;
 
 struct Pend {
     req: Request,
@@ -503,6 +519,9 @@ impl<'a> Worker<'a> {
         }
         let mut sending = true;
         let mut drain_end = self.p.drain_end;
+        // When the previous poll returned, if it was idle (no events, a zero
+        // timeout) and nothing was sent since: the start of a floor sample.
+        let mut idle_since: Option<u64> = None;
         loop {
             let mut now = cpu::monotonic_ns();
             if sending {
@@ -531,9 +550,11 @@ impl<'a> Worker<'a> {
                 if !self.dirty.is_empty() {
                     self.flush_dirty();
                     now = cpu::monotonic_ns();
+                    idle_since = None;
                 }
                 if burst > 0 {
                     self.out.busy_ns += now - began;
+                    idle_since = None;
                 }
                 if self.heap.is_empty() {
                     sending = false;
@@ -557,6 +578,14 @@ impl<'a> Worker<'a> {
             self.events.clear();
             self.events.extend(self.epoll.wait(Some(timeout))?);
             let woke = cpu::monotonic_ns();
+            if timeout == 0 && self.events.is_empty() {
+                if let Some(prev) = idle_since {
+                    self.note_idle_gap(woke - prev);
+                }
+                idle_since = Some(woke);
+            } else {
+                idle_since = None;
+            }
             if let Some(t) = &mut self.trace {
                 t.note(
                     u8::from(timeout == 0),
@@ -604,6 +633,14 @@ impl<'a> Worker<'a> {
         self.out.ref_gaps = excess_gaps(&self.out.ref_gaps, threshold as f64);
         normalise(&mut self.out.sched_gaps);
         Ok(self.out)
+    }
+
+    /// Records the gap between two back-to-back idle polls.
+    fn note_idle_gap(&mut self, gap: u64) {
+        self.out.idle_spin_ns += gap;
+        if gap > IDLE_GAP_NS && self.out.idle_gaps.len() < MAX_IDLE_GAPS {
+            self.out.idle_gaps.push(gap);
+        }
     }
 
     fn measured(&self, sched: u64) -> bool {

@@ -200,6 +200,11 @@ pub struct PointResult {
     /// The generator threads' involuntary context switches over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_preempted: Option<u64>,
+    /// The machine's timing floor on the generator's CPU, sampled while the
+    /// generator spun with nothing to do (the worst thread's; absent when
+    /// no thread spun long enough to judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_floor: Option<MachineFloor>,
     /// Server CPU time, when the harness measured it.
     pub server_cpu: Option<CpuTime>,
     /// Offered rate, achieved rate and latency per interval of the measured
@@ -213,16 +218,36 @@ pub struct PointResult {
     pub schedule_start_ns: Option<u64>,
 }
 
+/// What the machine alone does to a generator's schedule, from the gaps in a
+/// thread's spinning (`skq_load::capacity::floor_from_gaps`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MachineFloor {
+    /// Seconds of spinning sampled.
+    pub spun_s: f64,
+    /// Send-lateness p99 (µs) an ideal generator would have on that CPU.
+    pub lateness_p99_us: f64,
+    /// Share of the sampled time lost in gaps over 20 µs.
+    pub lost_over_20us: f64,
+    /// Longest gap (µs).
+    pub max_gap_us: f64,
+}
+
 impl PointResult {
     /// What the machine took from the generator threads over the run, as
-    /// `"preempted N times, X ms waiting for a CPU"`; `None` where the
-    /// generator did not report it (the simulator, older results).
+    /// `"preempted N times, X ms waiting for a CPU; machine floor F us"`
+    /// (the floor: an ideal generator's lateness p99 on that CPU, when
+    /// measured); `None` where the generator did not report it (the
+    /// simulator, older results).
     pub fn generator_preemption(&self) -> Option<String> {
         let n = self.client_preempted?;
-        Some(match self.client_waited_s {
+        let mut s = match self.client_waited_s {
             Some(w) => format!("preempted {n} times, {:.2} ms waiting for a CPU", w * 1e3),
             None => format!("preempted {n} times"),
-        })
+        };
+        if let Some(f) = self.client_floor {
+            s += &format!("; machine floor {:.1} us", f.lateness_p99_us);
+        }
+        Some(s)
     }
 }
 

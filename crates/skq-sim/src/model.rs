@@ -193,6 +193,7 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         client_sent_total: None,
         client_waited_s: None,
         client_preempted: None,
+        client_floor: None,
         server_cpu: None,
         intervals: Vec::new(),
         schedule_start_ns: None,
