@@ -285,10 +285,10 @@ fn run_wrk(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     prepare_child(&mut cmd, load_cpus.as_deref());
-    let cpu0 = server.cpu_time().ok();
+    let cpu0 = server.cpu_reading().ok();
     let cs0 = server.ctx_switches().ok();
     let out = cmd.output().context("running wrk")?;
-    let cpu1 = server.cpu_time().ok();
+    let cpu1 = server.cpu_reading().ok();
     let cs1 = server.ctx_switches().ok();
     let alive = server.check_alive();
     server.stop();
@@ -308,8 +308,9 @@ fn run_wrk(
     let figures = parse_wrk(&text)?;
     let cpu = match (cpu0, cpu1) {
         (Some(a), Some(b)) if figures.requests > 0 => {
-            let s = (b.user_s + b.sys_s) - (a.user_s + a.sys_s);
-            Some(s * 1e6 / figures.requests as f64)
+            let tick_s = 1.0 / skq_sys::process::clock_ticks_per_sec();
+            let c = crate::procstat::cpu_between(a, b, tick_s);
+            Some((c.user_s + c.sys_s) * 1e6 / figures.requests as f64)
         }
         _ => None,
     };

@@ -8,7 +8,9 @@
 //!    nothing). A server that exits, or is not ready within
 //!    [`READY_TIMEOUT`], fails the point with the tail of its log;
 //! 3. starts `skq load` with the point's rate, waits out the warm-up and
-//!    reads the server's CPU time from `/proc/PID/stat`
+//!    reads the server's CPU time (`/proc/PID/stat` for the user/system
+//!    split, `/proc/PID/task/*/schedstat` for the exact total:
+//!    [`crate::procstat::cpu_between`])
 //!    and the context switches of its threads (`/proc/PID/task/*/status`,
 //!    plus those of its child processes: nginx's workers);
 //! 4. waits for the generator, reads the server's CPU time and context
@@ -410,11 +412,11 @@ impl Runner for ProcessRunner {
                 }
                 // The machine's counters enclose the processes' readings.
                 let machine0 = MachineCpu::read_for(cpus).ok().map(|m| (m, Instant::now()));
-                let cpu0 = server.cpu_time().ok();
+                let cpu0 = server.cpu_reading().ok();
                 let gen0 = proc_cpu_time_with_reaped(gen.id()).ok();
                 let cs0 = server.ctx_switches().ok();
                 let waited = wait_generator(&gen, deadline);
-                let cpu1 = server.cpu_time().ok();
+                let cpu1 = server.cpu_reading().ok();
                 let cs1 = server.ctx_switches().ok();
                 let machine1 = MachineCpu::read_for(cpus).ok().map(|m| (m, Instant::now()));
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -460,10 +462,8 @@ impl Runner for ProcessRunner {
         let mut r: PointResult = serde_json::from_str(&text)
             .with_context(|| format!("parsing the generator's result {}", files.json.display()))?;
         if let (Some(a), Some(b)) = (cpu0, cpu1) {
-            r.server_cpu = Some(CpuTime {
-                user_s: b.user_s - a.user_s,
-                sys_s: b.sys_s - a.sys_s,
-            });
+            let tick_s = 1.0 / skq_sys::process::clock_ticks_per_sec();
+            r.server_cpu = Some(crate::procstat::cpu_between(a, b, tick_s));
         }
         if let (Some((((m0, t0), (m1, t1)), g0)), Some(server_cpu)) = (machine, r.server_cpu) {
             // The generator's time from the window's start to its exit.

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use skq_report::result::{CpuTime, CtxSwitches};
+use skq_report::result::CtxSwitches;
 use skq_sys::netns::RpsNamespace;
 use skq_sys::process::{send_signal, Signal};
 
@@ -18,7 +18,7 @@ use crate::config::{Curve, ServerKind};
 use crate::interrupt;
 use crate::peers;
 use crate::process::{command_in, free_port, in_namespace, log_tail, prepare_child, STOP_GRACE};
-use crate::procstat::{tree_cpu_time, tree_ctx_switches};
+use crate::procstat::tree_ctx_switches;
 
 /// A running server under test.
 pub struct ServerProcess {
@@ -132,9 +132,10 @@ impl ServerProcess {
         self.child.id()
     }
 
-    /// CPU time so far.
-    pub fn cpu_time(&self) -> Result<CpuTime> {
-        tree_cpu_time(self.pid())
+    /// CPU time so far ([`crate::procstat::cpu_between`] takes the
+    /// difference of two readings).
+    pub fn cpu_reading(&self) -> Result<crate::procstat::CpuReading> {
+        crate::procstat::tree_cpu_reading(self.pid())
     }
 
     /// Context switches of its live threads (and live child processes') so

@@ -198,6 +198,34 @@ pub fn thread_ctx_switches(pid: u32) -> io::Result<CtxSwitchCounts> {
     Ok(total)
 }
 
+/// The scheduler's exact run time (ns) of every live thread of a live
+/// process: the sum of the first field of `/proc/PID/task/*/schedstat`.
+/// `/proc/PID/stat` reports the same time (its total is the scheduler's,
+/// split by tick sampling) but in whole clock ticks, 10 ms each; threads
+/// that have exited are in `/proc/PID/stat` and not here.
+pub fn thread_exec_ns(pid: u32) -> io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Ok(entry) = entry else { continue };
+        // A thread may exit between listing and reading: skip it.
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        let ns: u64 = text
+            .split_whitespace()
+            .next()
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "malformed {}/schedstat: {text:?}",
+                    entry.path().display()
+                ))
+            })?;
+        total += ns;
+    }
+    Ok(total)
+}
+
 /// Clock ticks per second of the times in /proc/PID/stat (usually 100).
 pub fn clock_ticks_per_sec() -> f64 {
     // SAFETY: sysconf has no preconditions.
@@ -212,6 +240,24 @@ pub fn clock_ticks_per_sec() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exact_run_time_grows_with_work_and_agrees_with_the_ticks() {
+        let pid = std::process::id();
+        let a = thread_exec_ns(pid).unwrap();
+        let t0 = std::time::Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let b = thread_exec_ns(pid).unwrap();
+        assert!(b - a >= 25_000_000, "30 ms of spinning ran {} ns", b - a);
+        // The live threads' exact time cannot exceed the process's total
+        // (which also holds exited threads) by more than the ticks' rounding.
+        let ticks = cpu_time_ns(pid).unwrap();
+        let tick = (1e9 / clock_ticks_per_sec()) as u64;
+        assert!(thread_exec_ns(pid).unwrap() <= ticks + 2 * tick);
+    }
 
     /// The tail of a real `/proc/self/task/TID/status`.
     const STATUS: &str = "Name:\tskq\nState:\tS (sleeping)\nTgid:\t4242\n\
