@@ -15,6 +15,11 @@
 //! above `stop_p99_factor × SLO`, or whose achieved rate is below
 //! `stop_rate_ratio × target`, saturates the curve: higher loads would only
 //! take time and tell nothing new, so they are recorded as skipped.
+//!
+//! Measured again: a point whose generator fell behind (`retries`, the
+//! least late attempt kept), and, once the curve is done, a point whose p99
+//! crossed the SLO below a load that met it (`crossing_attempts`, the median
+//! attempt kept: [`confirm_crossings`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -401,6 +406,130 @@ fn measure(
     Ok(best)
 }
 
+/// A curve whose p99 crosses the SLO at one load and meets it again at a
+/// higher one has a crossing that one stall of the machine can make: a
+/// single point of 1.5 s decides where the curve ends, and with it the
+/// max load at SLO (the main job's epoll-shared read 0.40 and 0.53 of its
+/// capacity that way, against 0.83 in runs without the spike;
+/// docs/results/bench-default-2026-11-27-night-README.md). So the first such
+/// crossing is measured again until it has `settings.crossing_attempts`
+/// attempts, and the attempt with the median p99 is kept (with its files
+/// and the runner's figures), with a note giving every attempt's p99. Then
+/// the next such crossing, if the curve still has one; each point at most
+/// once. The median rejects one spike in three; a crossing that holds in
+/// two of three stays. Points under the SLO are never measured again, so
+/// nothing is chosen for looking good.
+fn confirm_crossings(
+    runner: &mut dyn Runner,
+    curve: &Curve,
+    settings: &Settings,
+    points: &[PlannedPoint],
+    out_dir: &std::path::Path,
+    recs: &mut [PointRecord],
+    progress: &mut dyn Progress,
+) -> anyhow::Result<()> {
+    let mut confirmed = vec![false; recs.len()];
+    while settings.crossing_attempts > 1 && !progress.cancelled() {
+        let results: Vec<Option<&PointResult>> = recs.iter().map(|r| r.result()).collect();
+        let measured: Vec<&PointResult> = results.iter().flatten().copied().collect();
+        let Some(slo) = slo_us(curve, settings, &measured) else {
+            return Ok(());
+        };
+        let over = |r: &Option<&PointResult>| r.is_some_and(|r| r.latency.p99.value > slo);
+        let Some(i) = results.iter().position(over) else {
+            return Ok(());
+        };
+        let met_later = results[i + 1..]
+            .iter()
+            .any(|r| r.is_some_and(|r| r.latency.p99.value <= slo));
+        if !met_later || confirmed[i] {
+            return Ok(());
+        }
+        confirmed[i] = true;
+        let p = &points[i];
+        let files = PointFiles::under(out_dir, curve, p);
+        let Outcome::Measured { result, .. } = &recs[i].outcome else {
+            return Ok(());
+        };
+        progress.note(&format!(
+            "{} [{}]: load {:.2}: p99 {:.0} µs over the SLO ({:.0} µs) below a load that met it, measuring again",
+            curve.name,
+            curve.group(),
+            p.load,
+            result.latency.p99.value,
+            slo
+        ));
+        // Every attempt's interval log is kept aside until one is chosen.
+        let aside = |k: usize| files.hdr_log.with_extension(format!("hlog.attempt{k}"));
+        let _ = std::fs::rename(&files.hdr_log, aside(0));
+        let mut attempts: Vec<Attempt> = Vec::new();
+        for k in 1..settings.crossing_attempts as usize {
+            if progress.cancelled() {
+                break;
+            }
+            attempts.push(measure(runner, curve, settings, p, &files, progress)?);
+            let _ = std::fs::rename(&files.hdr_log, aside(k));
+        }
+        let first = match std::mem::replace(&mut recs[i].outcome, Outcome::Skipped) {
+            Outcome::Measured {
+                result,
+                server,
+                series,
+                server_ctx_switches,
+                disturbance,
+                ..
+            } => Attempt {
+                result: *result,
+                server,
+                series,
+                ctx_switches: server_ctx_switches,
+                disturbance,
+            },
+            _ => unreachable!("checked above"),
+        };
+        attempts.insert(0, first);
+        let p99s: Vec<f64> = attempts
+            .iter()
+            .map(|a| a.result.latency.p99.value)
+            .collect();
+        let mut order: Vec<usize> = (0..attempts.len()).collect();
+        order.sort_by(|&a, &b| p99s[a].total_cmp(&p99s[b]));
+        // The median; of two, the higher (the crossing stands unless
+        // outvoted).
+        let keep = order[attempts.len() / 2];
+        for k in 0..attempts.len() {
+            if k == keep {
+                let _ = std::fs::rename(aside(k), &files.hdr_log);
+            } else {
+                let _ = std::fs::remove_file(aside(k));
+            }
+        }
+        let mut kept = attempts.swap_remove(keep);
+        kept.result.checks.notes.push(format!(
+            "info: p99 over the SLO below a load that met it: measured {} times (p99 {} µs), kept the median",
+            p99s.len(),
+            p99s.iter()
+                .map(|v| format!("{v:.0}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        if let Ok(text) = serde_json::to_string_pretty(&kept.result) {
+            let _ = std::fs::write(&files.json, text);
+        }
+        let sat = saturated(&kept.result, p.target_rps, Some(slo), settings);
+        recs[i].outcome = Outcome::Measured {
+            result: Box::new(kept.result),
+            hdr_log: files.hdr_log.exists().then(|| files.hdr_log.clone()),
+            saturated: sat,
+            server: kept.server,
+            series: kept.series,
+            server_ctx_switches: kept.ctx_switches,
+            disturbance: kept.disturbance,
+        };
+    }
+    Ok(())
+}
+
 /// Runs the whole sweep and returns one record per planned point, in plan order.
 pub fn run(
     sweep: &Sweep,
@@ -411,6 +540,7 @@ pub fn run(
     let mut records = Vec::new();
     let rss = runner.rss_label();
     for (curve, points) in sweep.curves.iter().zip(plan(sweep)) {
+        let first = records.len();
         let mut measured: Vec<PointResult> = Vec::new();
         let mut stopped = false;
         for p in &points {
@@ -477,6 +607,23 @@ pub fn run(
                 }
             }
             progress.advance(1);
+        }
+        let recs = &mut records[first..];
+        if let Err(e) = confirm_crossings(
+            runner,
+            curve,
+            &sweep.settings,
+            &points,
+            out_dir,
+            recs,
+            progress,
+        ) {
+            // The curve keeps what it had; the failed attempt is reported.
+            progress.note(&format!(
+                "{} [{}]: measuring a crossing again failed: {e:#}",
+                curve.name,
+                curve.group()
+            ));
         }
     }
     records

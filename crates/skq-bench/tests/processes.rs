@@ -268,8 +268,10 @@ fn memcached_starts_answers_and_stops() {
         reply.contains("STORED") && reply.contains("VALUE k 0 5\r\nhello"),
         "{reply}"
     );
-    let cpu = server.cpu_time().unwrap();
-    assert!(cpu.user_s >= 0.0 && cpu.sys_s >= 0.0);
+    let cpu = server.cpu_reading().unwrap();
+    assert!(cpu.ticks.user_s >= 0.0 && cpu.ticks.sys_s >= 0.0);
+    // memcached's threads have run: the scheduler's exact time is there.
+    assert!(cpu.exec_ns.is_some_and(|ns| ns > 0), "{cpu:?}");
     // Its threads' context switches, summed: they have blocked waiting for
     // work (voluntary switches), and the counts of threads that live on
     // never go back.
@@ -484,7 +486,7 @@ fn memcached_runs_in_the_namespace_and_answers_there() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), ns.name());
     assert!(
-        server.cpu_time().is_ok(),
+        server.cpu_reading().is_ok(),
         "its pid is its own (ip netns exec execs)"
     );
     server.stop();

@@ -591,3 +591,118 @@ fn a_cancelled_sweep_records_the_rest_as_skipped() {
     assert!(records.iter().all(|r| r.rss == "off"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Plants a p99 of twice the SLO in the first `spikes` attempts at point
+/// `index` of every curve: a stall of the machine during that point.
+struct SpikeRunner {
+    inner: FakeRunner,
+    index: usize,
+    spikes: usize,
+    attempts: usize,
+}
+
+impl sweep::Runner for SpikeRunner {
+    fn run_point(
+        &mut self,
+        curve: &config::Curve,
+        s: &config::Settings,
+        p: &sweep::PlannedPoint,
+        files: &sweep::PointFiles,
+    ) -> anyhow::Result<PointResult> {
+        let mut r = self.inner.run_point(curve, s, p, files)?;
+        if p.index == self.index {
+            self.attempts += 1;
+            if self.attempts <= self.spikes {
+                let slo = sweep::slo_us(curve, s, &[&r]).unwrap();
+                r.latency.p99.value = 2.0 * slo;
+            }
+        }
+        Ok(r)
+    }
+}
+
+fn spike_sweep() -> Sweep {
+    let mut s = six_mode_sweep();
+    s.curves.retain(|c| c.mode == "hybrid");
+    s.curves.truncate(1);
+    // Every load under the SLO in the fixtures.
+    s.settings.loads = vec![0.1, 0.2, 0.3];
+    s
+}
+
+fn calls_at(runner: &SpikeRunner, load: f64) -> usize {
+    runner
+        .inner
+        .calls
+        .iter()
+        .filter(|(_, l)| (l - load).abs() < 1e-9)
+        .count()
+}
+
+#[test]
+fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_median_kept() {
+    let s = spike_sweep();
+    let dir = temp_dir("crossing");
+    let run = |spikes: usize, index: usize, s: &Sweep| {
+        let mut runner = SpikeRunner {
+            inner: FakeRunner {
+                hdr: true,
+                ..Default::default()
+            },
+            index,
+            spikes,
+            attempts: 0,
+        };
+        let records = sweep::run(s, &dir, &mut runner, &mut Quiet);
+        (runner, records)
+    };
+    // One spike in three: the median attempt meets the SLO.
+    let (runner, records) = run(1, 1, &s);
+    assert_eq!(calls_at(&runner, 0.2), 3, "{:?}", runner.inner.calls);
+    assert_eq!(runner.inner.calls.len(), 5);
+    let r = records[1].result().unwrap();
+    let slo = sweep::slo_us(&s.curves[0], &s.settings, &[r]).unwrap();
+    assert!(
+        r.latency.p99.value < slo,
+        "{} vs SLO {slo}",
+        r.latency.p99.value
+    );
+    assert!(
+        r.checks
+            .notes
+            .iter()
+            .any(|n| n.contains("measured 3 times")),
+        "{:?}",
+        r.checks.notes
+    );
+    let Outcome::Measured { hdr_log, .. } = &records[1].outcome else {
+        panic!("measured")
+    };
+    assert!(
+        hdr_log.as_ref().is_some_and(|p| p.exists()),
+        "the kept attempt's log"
+    );
+    let hdr_dir = hdr_log.as_ref().unwrap().parent().unwrap();
+    assert!(
+        std::fs::read_dir(hdr_dir).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("attempt")),
+        "the other attempts' logs are gone"
+    );
+    // A crossing that holds in every attempt stays.
+    let (runner, records) = run(10, 1, &s);
+    assert_eq!(calls_at(&runner, 0.2), 3);
+    assert!(records[1].result().unwrap().latency.p99.value > slo);
+    // A crossing at the last load has nothing above it that met the SLO.
+    let (runner, _) = run(1, 2, &s);
+    assert_eq!(runner.inner.calls.len(), 3);
+    // Switched off.
+    let mut off = spike_sweep();
+    off.settings.crossing_attempts = 1;
+    let (runner, records) = run(1, 1, &off);
+    assert_eq!(runner.inner.calls.len(), 3);
+    assert!(records[1].result().unwrap().latency.p99.value > slo);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -15,6 +15,7 @@
 //! cdf_load = 0.5        # the load fraction whose latency CDF the report plots
 //! drain_secs = 1.0      # generator waits this long for late replies (stops early when none)
 //! retries = 1          # re-measure a point whose generator fell behind (lateness check)
+//! crossing_attempts = 3 # a point over the SLO below one that met it: measured 3 times, median kept
 //! baseline = "vanilla"  # the × column's reference: the curve of this mode (or
 //!                       # name) in the same group (e.g. "memcached")
 //! out = "results/my-run" # output folder (default `results/bench-<timestamp>`)
@@ -268,6 +269,8 @@ pub struct SweepEntry {
     pub baseline: Option<String>,
     /// Re-measurements of a point whose generator fell behind.
     pub retries: Option<u32>,
+    /// See [`Settings::crossing_attempts`].
+    pub crossing_attempts: Option<u32>,
     /// Emulated RSS: off, all or a CPU list.
     pub rss: Option<RssSpec>,
     /// Flow migration period (ms) under emulated RSS.

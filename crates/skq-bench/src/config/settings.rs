@@ -36,6 +36,11 @@ pub struct Settings {
     /// up to this many times (the least late attempt is kept).
     #[serde(default)]
     pub retries: u32,
+    /// A point whose p99 crossed the SLO below a load that met it again is
+    /// measured this many times in all and the median p99's attempt kept
+    /// (1 = never measured again; see `sweep::confirm_crossings`).
+    #[serde(default = "default_crossing_attempts")]
+    pub crossing_attempts: u32,
     /// Emulated RSS asked for (what was in force is in the run's
     /// [`crate::rss::RssStatus`]).
     #[serde(default)]
@@ -70,6 +75,7 @@ impl Default for Settings {
             drain_secs: 1.0,
             baseline: default_baseline(),
             retries: 1,
+            crossing_attempts: default_crossing_attempts(),
             rss: RssSpec::Off,
             rss_migrate_ms: None,
             disturbed_above: default_disturbed_above(),
@@ -102,6 +108,7 @@ impl Settings {
             drain_secs: e.drain_secs.unwrap_or(d.drain_secs),
             baseline: e.baseline.clone().unwrap_or(d.baseline),
             retries: e.retries.unwrap_or(d.retries),
+            crossing_attempts: e.crossing_attempts.unwrap_or(d.crossing_attempts),
             rss: e.rss.clone().unwrap_or(d.rss),
             rss_migrate_ms: e.rss_migrate_ms.filter(|&ms| ms > 0),
             disturbed_above: e.disturbed_above.unwrap_or(d.disturbed_above),
@@ -122,6 +129,12 @@ impl Settings {
         }
         if s.retries > 5 {
             bail!("`retries`: {} is too many; at most 5", s.retries);
+        }
+        if !(1..=5).contains(&s.crossing_attempts) {
+            bail!(
+                "`crossing_attempts`: {} must be 1 (never measure again) to 5",
+                s.crossing_attempts
+            );
         }
         let positive = |v: f64, key: &str| -> Result<()> {
             if v.is_finite() && v > 0.0 {
@@ -196,4 +209,8 @@ impl Sweep {
             out,
         ))
     }
+}
+
+fn default_crossing_attempts() -> u32 {
+    3
 }
