@@ -467,7 +467,20 @@ fn confirm_crossings(
             if progress.cancelled() {
                 break;
             }
-            attempts.push(measure(runner, curve, settings, p, &files, progress)?);
+            match measure(runner, curve, settings, p, &files, progress) {
+                Ok(a) => attempts.push(a),
+                Err(e) => {
+                    // The point keeps its first attempt, files included.
+                    let _ = std::fs::rename(aside(0), &files.hdr_log);
+                    for k in 1..=attempts.len() {
+                        let _ = std::fs::remove_file(aside(k));
+                    }
+                    if let Ok(text) = serde_json::to_string_pretty(&**result) {
+                        let _ = std::fs::write(&files.json, text);
+                    }
+                    return Err(e);
+                }
+            }
             let _ = std::fs::rename(&files.hdr_log, aside(k));
         }
         let first = match std::mem::replace(&mut recs[i].outcome, Outcome::Skipped) {

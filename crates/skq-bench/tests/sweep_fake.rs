@@ -599,6 +599,8 @@ struct SpikeRunner {
     index: usize,
     spikes: usize,
     attempts: usize,
+    /// Attempts at `index` after this many fail (the server died).
+    fail_after: Option<usize>,
 }
 
 impl sweep::Runner for SpikeRunner {
@@ -609,6 +611,9 @@ impl sweep::Runner for SpikeRunner {
         p: &sweep::PlannedPoint,
         files: &sweep::PointFiles,
     ) -> anyhow::Result<PointResult> {
+        if p.index == self.index && self.fail_after.is_some_and(|n| self.attempts >= n) {
+            anyhow::bail!("server not ready (fixture)");
+        }
         let mut r = self.inner.run_point(curve, s, p, files)?;
         if p.index == self.index {
             self.attempts += 1;
@@ -643,7 +648,7 @@ fn calls_at(runner: &SpikeRunner, load: f64) -> usize {
 fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_median_kept() {
     let s = spike_sweep();
     let dir = temp_dir("crossing");
-    let run = |spikes: usize, index: usize, s: &Sweep| {
+    let run_failing = |spikes: usize, index: usize, s: &Sweep, fail_after: Option<usize>| {
         let mut runner = SpikeRunner {
             inner: FakeRunner {
                 hdr: true,
@@ -652,10 +657,12 @@ fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_medi
             index,
             spikes,
             attempts: 0,
+            fail_after,
         };
         let records = sweep::run(s, &dir, &mut runner, &mut Quiet);
         (runner, records)
     };
+    let run = |spikes: usize, index: usize, s: &Sweep| run_failing(spikes, index, s, None);
     // One spike in three: the median attempt meets the SLO.
     let (runner, records) = run(1, 1, &s);
     assert_eq!(calls_at(&runner, 0.2), 3, "{:?}", runner.inner.calls);
@@ -698,6 +705,17 @@ fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_medi
     // A crossing at the last load has nothing above it that met the SLO.
     let (runner, _) = run(1, 2, &s);
     assert_eq!(runner.inner.calls.len(), 3);
+    // A second attempt that fails leaves the first in place, files and all.
+    let (_, records) = run_failing(1, 1, &s, Some(1));
+    let r = records[1].result().expect("the first attempt stays");
+    assert!(r.latency.p99.value > slo);
+    let Outcome::Measured { hdr_log, .. } = &records[1].outcome else {
+        panic!("measured")
+    };
+    assert!(
+        hdr_log.as_ref().is_some_and(|p| p.exists()),
+        "its log is back"
+    );
     // Switched off.
     let mut off = spike_sweep();
     off.settings.crossing_attempts = 1;
