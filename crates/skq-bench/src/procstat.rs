@@ -48,15 +48,7 @@ pub fn parse_stat_cpu_with_reaped(stat: &str, ticks_per_s: f64) -> Result<CpuTim
 /// in their process). A child that exited between two readings takes its
 /// time with it, so deltas are a lower bound for multi-process servers.
 pub fn tree_cpu_time(pid: u32) -> Result<CpuTime> {
-    let mut total = proc_cpu_time(pid)?;
-    for child in child_pids(pid)? {
-        // A child may exit between listing and reading: skip it.
-        if let Ok(t) = proc_cpu_time(child) {
-            total.user_s += t.user_s;
-            total.sys_s += t.sys_s;
-        }
-    }
-    Ok(total)
+    Ok(tree_reading(pid, false)?.ticks)
 }
 
 /// One reading of a process tree's CPU time: the user/system split from
@@ -73,17 +65,30 @@ pub struct CpuReading {
 /// Reads a process tree's CPU time (the process and its live direct
 /// children, as [`tree_cpu_time`]).
 pub fn tree_cpu_reading(pid: u32) -> Result<CpuReading> {
-    let ticks = tree_cpu_time(pid)?;
-    let mut exec = skq_sys::process::thread_exec_ns(pid).ok();
+    tree_reading(pid, true)
+}
+
+/// The process and its live direct children, listed once; the exact time
+/// only when asked for, and `None` when any counted part lacks it.
+fn tree_reading(pid: u32, exact: bool) -> Result<CpuReading> {
+    let exec_of = |p: u32| {
+        exact
+            .then(|| skq_sys::process::thread_exec_ns(p).ok())
+            .flatten()
+    };
+    let mut r = CpuReading {
+        ticks: proc_cpu_time(pid)?,
+        exec_ns: exec_of(pid),
+    };
     for child in child_pids(pid)? {
-        if let (Some(e), Ok(c)) = (exec.as_mut(), skq_sys::process::thread_exec_ns(child)) {
-            *e += c;
+        // A child may exit between listing and reading: skip it.
+        if let Ok(t) = proc_cpu_time(child) {
+            r.ticks.user_s += t.user_s;
+            r.ticks.sys_s += t.sys_s;
+            r.exec_ns = r.exec_ns.zip(exec_of(child)).map(|(a, b)| a + b);
         }
     }
-    Ok(CpuReading {
-        ticks,
-        exec_ns: exec,
-    })
+    Ok(r)
 }
 
 /// The CPU time between two readings. `/proc/PID/stat` counts whole ticks

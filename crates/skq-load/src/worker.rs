@@ -276,8 +276,8 @@ pub struct WorkerOut {
     /// Spin window used (ns).
     pub spin_ns: u64,
     /// Time this thread was runnable but waiting for its CPU over the run
-    /// (ns; `None` without schedstat): what the machine, not the generator,
-    /// made late.
+    /// (ns; `None` without schedstat): other threads holding its CPU, and
+    /// the wake-up delay after each of its own sleeps.
     pub waited_ns: Option<u64>,
     /// This thread's involuntary context switches over the run.
     pub preempted: u64,

@@ -226,6 +226,7 @@ pub fn thread_cpu_ns() -> (u64, u64) {
 pub fn thread_waited() -> (Option<u64>, u64) {
     let waited = std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok());
+        .and_then(|s| crate::process::parse_schedstat(&s))
+        .map(|(_, wait)| wait);
     (waited, rusage(libc::RUSAGE_THREAD).ru_nivcsw as u64)
 }

@@ -198,6 +198,14 @@ pub fn thread_ctx_switches(pid: u32) -> io::Result<CtxSwitchCounts> {
     Ok(total)
 }
 
+/// The first two fields of a `schedstat` file (`/proc/PID/task/TID/` or
+/// `/proc/thread-self/`): the thread's run time and its time runnable but
+/// waiting for a CPU, both in ns; `None` if malformed.
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut f = text.split_whitespace().map(|f| f.parse().ok());
+    Some((f.next()??, f.next()??))
+}
+
 /// The scheduler's exact run time (ns) of every live thread of a live
 /// process: the sum of the first field of `/proc/PID/task/*/schedstat`.
 /// `/proc/PID/stat` reports the same time (its total is the scheduler's,
@@ -211,17 +219,13 @@ pub fn thread_exec_ns(pid: u32) -> io::Result<u64> {
         let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
             continue;
         };
-        let ns: u64 = text
-            .split_whitespace()
-            .next()
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| {
-                io::Error::other(format!(
-                    "malformed {}/schedstat: {text:?}",
-                    entry.path().display()
-                ))
-            })?;
-        total += ns;
+        let (run, _) = parse_schedstat(&text).ok_or_else(|| {
+            io::Error::other(format!(
+                "malformed {}/schedstat: {text:?}",
+                entry.path().display()
+            ))
+        })?;
+        total += run;
     }
     Ok(total)
 }
@@ -240,6 +244,13 @@ pub fn clock_ticks_per_sec() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedstat_parsing_takes_run_and_wait_and_rejects_garbage() {
+        assert_eq!(parse_schedstat("123456 789 42\n"), Some((123456, 789)));
+        assert_eq!(parse_schedstat("123456\n"), None);
+        assert_eq!(parse_schedstat("x y z"), None);
+    }
 
     #[test]
     fn exact_run_time_grows_with_work_and_agrees_with_the_ticks() {
