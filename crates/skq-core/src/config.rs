@@ -170,7 +170,7 @@ pub struct Config {
     pub cpu_topology: Vec<CpuPlace>,
     /// Runtime only: activations served from a socket's cached CPU hint
     /// before asking the kernel again (`SO_INCOMING_CPU`), 1..=4096; 1 asks
-    /// on every activation. A harvest on another CPU refreshes at once.
+    /// on every activation.
     pub hint_refresh: u32,
     /// Seed for scheduling randomness.
     pub seed: u64,

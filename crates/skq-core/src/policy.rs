@@ -26,8 +26,11 @@
 //! and CPU affinity when it is a candidate of the nearest level (it runs on
 //! the hinted CPU or as near as the chosen worker), under best of two
 //! always (an idle worker's E is the least possible), under hybrid when the
-//! local choice is asleep or the harvester's E plus the penalty is lower
-//! (a wake-up costs more than the cache misses), under shared always. Only
+//! local choice is asleep, is busy past its expected completion (E then
+//! says only "now", the harvester's own E: without this rule the tie queued
+//! the event behind work of unknown length and woke a thief to fetch it),
+//! or the harvester's E plus the penalty is lower (a wake-up costs more
+//! than the cache misses), under shared always. Only
 //! one event per harvest goes this way: the first push claims the
 //! harvester's idle bit. Vanilla and pinned sources keep their worker.
 
@@ -48,6 +51,18 @@ impl Scheduler {
         let n_cur = self.queues[self.qidx(w)].len.load(Ordering::Relaxed) as f64;
         let t_ret_clamped = t_ret.max(now as f64 - t_avg * n_ret);
         t_ret_clamped + t_avg * (n_ret + n_cur)
+    }
+
+    /// Whether worker `w` is processing a batch it was expected to have
+    /// finished by `now` (`t_ret + t_avg·n_ret ≤ now`): its
+    /// [`Scheduler::expected_completion`] then says `now` for lack of
+    /// anything better, which is no estimate.
+    pub(crate) fn overdue(&self, w: WorkerId, now: Nanos) -> bool {
+        let l = &self.workers[w].load;
+        let n_ret = l.n_ret.load(Ordering::Relaxed);
+        n_ret > 0
+            && l.t_ret.load(Ordering::Relaxed) as f64 + self.workers[w].t_avg() * n_ret as f64
+                <= now as f64
     }
 
     /// E with queue length as tie-breaker (before any t_avg is known every E
@@ -211,7 +226,15 @@ impl Scheduler {
                     // the local one (a wake-up costs more than the penalty).
                     return Some((h, Some(Reason::Balance)));
                 }
-                // An awake idle harvester is the least-loaded rival there is.
+                // An awake idle harvester is the least-loaded rival there
+                // is. Against a local worker still busy past its expected
+                // completion it wins outright: E clamps such a worker to
+                // `now`, the harvester's own E, so the tie would queue the
+                // event behind work of unknown length and wake a thief to
+                // fetch it, while the harvester could start it at once.
+                if let Some(h) = awake.filter(|&h| h != local && self.overdue(local, now)) {
+                    return Some((h, Some(Reason::Balance)));
+                }
                 let rival = match awake {
                     Some(h) => h,
                     None => self.best_of_two(rng, now)?,

@@ -624,9 +624,8 @@ impl Skq {
     }
 
     /// `getsockopt(SO_INCOMING_CPU)` calls made so far (one per
-    /// `hint_refresh` socket activations, plus one whenever a source is
-    /// harvested on another CPU than the one that last asked): divide by
-    /// replies for system calls per reply.
+    /// `hint_refresh` socket activations): divide by replies for system
+    /// calls per reply.
     pub fn incoming_cpu_calls(&self) -> u64 {
         self.incoming_cpu_calls.load(Ordering::Relaxed)
     }
@@ -643,21 +642,14 @@ impl Skq {
     ///
     /// Under the locality policies a socket's activation carries its CPU
     /// hint, `SO_INCOMING_CPU`, from the source's [`skq_core::HintCell`]: the
-    /// kernel is asked at the first activation, again after
-    /// `cfg.hint_refresh` activations (default 16), and at once when this
-    /// harvesting thread runs on another CPU than the one that asked last.
-    /// So a flow that moves is followed at most `hint_refresh − 1`
-    /// activations late, or at its first harvest from another CPU.
+    /// kernel is asked at the first activation and again after
+    /// `cfg.hint_refresh` activations (default 16), so a flow that moves is
+    /// followed at most `hint_refresh − 1` activations late.
     ///
     /// `me` is the harvesting worker: the core may give it the event when it
     /// harvests as one of several pollers (`Scheduler::activate_by`).
     fn activate_all(&self, evs: &mut [epoll::Event], me: WorkerId, rng: &mut skq_core::FastRng) {
         let now = sys::cpu::monotonic_ns();
-        let here = if self.need_cpu {
-            sys::cpu::current_cpu()
-        } else {
-            None
-        };
         let mut asked = 0u64;
         // High-priority readiness becomes activations first (QStack's
         // full-datapath priority): one pass over the harvest for sources
@@ -671,13 +663,13 @@ impl Skq {
                 if data < ORPHAN
                     && self.core.class_of(SourceId::from_u64(data)) == skq_core::Class::High
                 {
-                    self.activate_one(ev, now, here, &mut asked, me, rng);
+                    self.activate_one(ev, now, &mut asked, me, rng);
                     ev.u64 = SKIPPED;
                 }
             }
         }
         for ev in evs.iter() {
-            self.activate_one(ev, now, here, &mut asked, me, rng);
+            self.activate_one(ev, now, &mut asked, me, rng);
         }
         if asked > 0 {
             self.incoming_cpu_calls.fetch_add(asked, Ordering::Relaxed);
@@ -691,7 +683,6 @@ impl Skq {
         &self,
         ev: &epoll::Event,
         now: u64,
-        here: Option<u32>,
         asked: &mut u64,
         me: WorkerId,
         rng: &mut skq_core::FastRng,
@@ -740,10 +731,10 @@ impl Skq {
                         && src.fd.load(Ordering::Relaxed) >= 0 =>
                 {
                     let fd = src.fd.load(Ordering::Relaxed);
-                    src.hint.cached(id, here).unwrap_or_else(|| {
+                    src.hint.cached(id).unwrap_or_else(|| {
                         *asked += 1;
                         let hint = sys::socket::incoming_cpu(fd);
-                        src.hint.store(id, here, hint, self.hint_refresh);
+                        src.hint.store(id, hint, self.hint_refresh);
                         hint
                     })
                 }

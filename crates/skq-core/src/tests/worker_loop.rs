@@ -281,3 +281,47 @@ fn pollers_are_checked() {
     c.pollers = 4;
     assert!(c.validate().is_ok());
 }
+
+/// Hybrid, worker 0 on CPU 0 and worker 1 on CPU 1. Worker 0 learns
+/// t_avg = 1,000 ns from one event, then starts a second at t = 1,000 (it is
+/// expected to finish at 2,000); worker 1 blocks in the set. At `now`,
+/// worker 1 harvests a source hinting CPU 0: returns the chosen worker.
+fn hybrid_choice_beside_a_busy_local_worker(now: Nanos) -> WorkerId {
+    let mut c = Config::new(Policy::Hybrid, 2);
+    c.capacity = 16;
+    c.pollers = 0;
+    c.worker_cpus = vec![0, 1];
+    let s = Scheduler::new(c).unwrap();
+    let ids: Vec<SourceId> = (0..3)
+        .map(|t| s.register(t, Flags::NONE, None).unwrap())
+        .collect();
+    let (mut w0, mut w1) = (s.worker(0), s.worker(1));
+    let mut rng = s.activator_rng(1);
+    let mut out = Vec::new();
+    for &id in &ids[..2] {
+        let _ = s.activate(id, Ready::READABLE, Some(0), 0, &mut rng);
+    }
+    assert_eq!(s.wait(&mut w0, 0, &mut out, 1), 1);
+    assert_eq!(s.wait(&mut w0, 1_000, &mut out, 1), 1);
+    assert_eq!(out[0].source, ids[1]);
+    assert_eq!(s.queued(0), 0);
+    let mut c1 = s.begin_wait(&mut w1, 1_000, None, Readiness::Polled);
+    assert_eq!(step(&s, &mut w1, &mut c1, Done::Begin), Step::Poll(None));
+    match s.activate_by(ids[2], Ready::READABLE, Some(0), now, &mut rng, Some(1)) {
+        Activation::Queued { worker, .. } => worker,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn under_hybrid_an_idle_harvester_takes_an_event_its_overdue_local_worker_would_hold() {
+    // Within the penalty (500 ns) of its expected end the local worker keeps
+    // the event (cache locality), though worker 1 harvested it.
+    assert_eq!(hybrid_choice_beside_a_busy_local_worker(1_800), 0);
+    // Further from its end, the harvester's E plus the penalty is lower.
+    assert_eq!(hybrid_choice_beside_a_busy_local_worker(1_200), 1);
+    // Past its expected end, E says only "now" for worker 0, the harvester's
+    // own E; the idle harvester, which can start at once, takes the event.
+    // (The tie queued it behind worker 0's batch of unknown length.)
+    assert_eq!(hybrid_choice_beside_a_busy_local_worker(5_000), 1);
+}
