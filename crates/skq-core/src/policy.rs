@@ -10,9 +10,16 @@
 //!   topology tree: that CPU, an SMT sibling, the same LLC, the same node,
 //!   else spread over all live workers by a per-source salt; `cpumap.rs`)
 //! * best of two: the lower expected completion time
-//!   `E = t_ret' + t_avg·(n_ret + n_cur)` of two random live workers, where
-//!   `t_ret' = max(t_ret, now − t_avg·n_ret)` (a stalled worker is not
-//!   credited with finishing in the past);
+//!   `E = t_free + t_avg·n_cur` of two random live workers, where `t_free`
+//!   is when the worker's current batch should end: `now` for an idle
+//!   worker, `t_ret + t_avg·n_ret` while that is still ahead, and
+//!   `now + t_avg` for a worker past it. SKQ's formula clamps the last
+//!   case to `now` (a stalled worker is not credited with finishing in the
+//!   past), which ties an overdue worker with an idle one; with service
+//!   times that vary (exponential, bimodal) a worker past its average is
+//!   the likeliest to be in a long event, and the tie queued events behind
+//!   it (and woke a thief to fetch them). Expecting one more event's time
+//!   is the memoryless estimate;
 //! * hybrid: the CPU-affinity choice unless a best-of-two rival's E plus the
 //!   cache-miss penalty is still lower. The penalty is charged to the rival,
 //!   the side that would pay the cache misses (the paper's meaning).
@@ -26,11 +33,8 @@
 //! and CPU affinity when it is a candidate of the nearest level (it runs on
 //! the hinted CPU or as near as the chosen worker), under best of two
 //! always (an idle worker's E is the least possible), under hybrid when the
-//! local choice is asleep, is busy past its expected completion (E then
-//! says only "now", the harvester's own E: without this rule the tie queued
-//! the event behind work of unknown length and woke a thief to fetch it),
-//! or the harvester's E plus the penalty is lower (a wake-up costs more
-//! than the cache misses), under shared always. Only
+//! local choice is asleep or the harvester's E plus the penalty is lower
+//! (a wake-up costs more than the cache misses), under shared always. Only
 //! one event per harvest goes this way: the first push claims the
 //! harvester's idle bit. Vanilla and pinned sources keep their worker.
 
@@ -42,27 +46,26 @@ use crate::sync::Ordering;
 use crate::types::{Flags, Nanos, WorkerId};
 
 impl Scheduler {
-    /// Expected completion time of worker `w`'s queue at `now` (ns).
+    /// Expected completion time of worker `w`'s queue at `now` (ns): when
+    /// its current batch should end, plus `t_avg` per queued event. A
+    /// worker past its batch's expected end is expected to need one more
+    /// event's time (see the module documentation).
     pub fn expected_completion(&self, w: WorkerId, now: Nanos) -> f64 {
         let l = &self.workers[w].load;
         let t_avg = self.workers[w].t_avg();
         let t_ret = l.t_ret.load(Ordering::Relaxed) as f64;
         let n_ret = l.n_ret.load(Ordering::Relaxed) as f64;
         let n_cur = self.queues[self.qidx(w)].len.load(Ordering::Relaxed) as f64;
-        let t_ret_clamped = t_ret.max(now as f64 - t_avg * n_ret);
-        t_ret_clamped + t_avg * (n_ret + n_cur)
-    }
-
-    /// Whether worker `w` is processing a batch it was expected to have
-    /// finished by `now` (`t_ret + t_avg·n_ret ≤ now`): its
-    /// [`Scheduler::expected_completion`] then says `now` for lack of
-    /// anything better, which is no estimate.
-    pub(crate) fn overdue(&self, w: WorkerId, now: Nanos) -> bool {
-        let l = &self.workers[w].load;
-        let n_ret = l.n_ret.load(Ordering::Relaxed);
-        n_ret > 0
-            && l.t_ret.load(Ordering::Relaxed) as f64 + self.workers[w].t_avg() * n_ret as f64
-                <= now as f64
+        let now = now as f64;
+        let batch_end = t_ret + t_avg * n_ret;
+        let free_at = if n_ret == 0.0 {
+            now
+        } else if batch_end > now {
+            batch_end
+        } else {
+            now + t_avg
+        };
+        free_at + t_avg * n_cur
     }
 
     /// E with queue length as tie-breaker (before any t_avg is known every E
@@ -226,15 +229,7 @@ impl Scheduler {
                     // the local one (a wake-up costs more than the penalty).
                     return Some((h, Some(Reason::Balance)));
                 }
-                // An awake idle harvester is the least-loaded rival there
-                // is. Against a local worker still busy past its expected
-                // completion it wins outright: E clamps such a worker to
-                // `now`, the harvester's own E, so the tie would queue the
-                // event behind work of unknown length and wake a thief to
-                // fetch it, while the harvester could start it at once.
-                if let Some(h) = awake.filter(|&h| h != local && self.overdue(local, now)) {
-                    return Some((h, Some(Reason::Balance)));
-                }
+                // An awake idle harvester is the least-loaded rival there is.
                 let rival = match awake {
                     Some(h) => h,
                     None => self.best_of_two(rng, now)?,

@@ -125,6 +125,9 @@ impl Scheduler {
         if s.phase(id) == crate::slot::Phase::Free {
             return Err(CoreError::Stale);
         }
+        if class == Class::High {
+            self.note_flags(Flags::HIGH_PRIORITY);
+        }
         let mut cur = s.flags.load(Ordering::Relaxed);
         loop {
             let new = class.apply(Flags(cur)).0;

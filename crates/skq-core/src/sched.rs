@@ -218,6 +218,7 @@ impl Scheduler {
         if flags.contains(Flags::PINNED) && registrar.is_none() {
             return Err(CoreError::BadWorker(usize::MAX));
         }
+        self.note_flags(flags);
         let idx = match lock(&self.free).pop() {
             Some(i) => i,
             None => {
@@ -270,6 +271,7 @@ impl Scheduler {
         if flags.contains(Flags::PINNED) && s.registrar.load(Ordering::Relaxed) == NONE {
             return Err(CoreError::BadWorker(usize::MAX));
         }
+        self.note_flags(flags);
         let was = s.flags().contains(Flags::PINNED);
         s.token.store(token, Ordering::Relaxed);
         s.flags.store(flags.0, Ordering::Relaxed);

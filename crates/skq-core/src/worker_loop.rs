@@ -37,7 +37,12 @@
 //! [`WaitCall::poll_max`] events per blocking poll, so that a burst wakes
 //! several pollers rather than one). A worker about to deliver while nobody
 //! polls harvests on the way (one at a time), so readiness is never stuck
-//! behind busy workers. With [`Readiness::Pushed`] (activations come from
+//! behind busy workers where an idle worker could not reach it: with a cap
+//! on pollers, several sets, elastic workers parked or high-priority
+//! sources. Otherwise ([`Scheduler::kernel_fifo`]: one set that every idle
+//! worker polls) readiness nobody polls for stays in the kernel's list, one
+//! FIFO over all flows, for the first worker that finishes its queue, as in
+//! a stock shared-epoll server. With [`Readiness::Pushed`] (activations come from
 //! outside, as from SKQ in the kernel) there is no poller: idle workers only
 //! park.
 //!
@@ -206,6 +211,8 @@ pub(crate) struct LoopShared {
     shutdown: AtomicBool,
     /// Workers `0..target` should run (elastic); all by default.
     target: AtomicUsize,
+    /// Some source was ever registered or set high priority.
+    prioritized: AtomicBool,
 }
 
 impl Group {
@@ -268,6 +275,7 @@ impl LoopShared {
             sleepers: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             target: AtomicUsize::new(workers),
+            prioritized: AtomicBool::new(false),
         }
     }
 }
@@ -383,9 +391,11 @@ impl Scheduler {
                 // About to work while nobody blocks in the set: harvest on
                 // the way (one harvester at a time), so readiness that
                 // arrived meanwhile is scheduled while this batch runs.
-                // Skipped when this call just harvested as the poller.
+                // Skipped when this call just harvested as the poller, and
+                // when the kernel's list is the better queue (`kernel_fifo`).
                 if call.readiness == Readiness::Polled
                     && !call.harvested
+                    && !self.kernel_fifo()
                     && g.pollers.load(Ordering::Acquire) == 0
                     && !g.harvesting.swap(true, Ordering::AcqRel)
                 {
@@ -623,6 +633,49 @@ impl Scheduler {
             .iter()
             .map(|w| w.counters.sleeps_ended.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// Whether readiness nobody polls for is best left in the kernel's
+    /// list until a worker comes back to poll: one readiness set, every
+    /// idle worker polling it, no elastic worker parked, no high-priority
+    /// source. Then the set's ready list is one FIFO over every flow, and
+    /// the first worker to finish its queue takes the oldest readiness, as
+    /// in a stock shared-epoll server. A harvest on the way would instead
+    /// commit that readiness to the queues of busy workers, where it waits
+    /// behind work of unknown length while another worker may finish first:
+    /// at 0.85 load on bimodal-1 (8 emulated workers, 2 CPUs) hybrid's p99
+    /// was 11.8–14.0 ms with the harvest and 8.8–10.4 ms without it, against
+    /// 9.4–11.5 ms for epoll-shared (`docs/results/harvest-2026-11-28.txt`).
+    ///
+    /// The harvest stays where the readiness would otherwise be out of
+    /// reach: with several sets (idle workers of other groups see only
+    /// queue entries), with a cap on pollers (parked followers see nothing
+    /// in the kernel), with elastic workers parked (the resource manager
+    /// sees a backlog only in the core's queues), and once a source is
+    /// high priority (its readiness must not wait behind regular work
+    /// already queued: the harvest activates it first).
+    pub fn kernel_fifo(&self) -> bool {
+        let l = &self.lp;
+        l.groups.len() == 1
+            && l.cap == u32::MAX
+            && l.target.load(Ordering::Relaxed) >= self.cfg.workers
+            && !l.prioritized.load(Ordering::Relaxed)
+    }
+
+    /// Whether any source was registered, modified or set high priority
+    /// ([`Scheduler::kernel_fifo`]; a driver activates a high-priority
+    /// source's readiness before the rest of a harvest).
+    pub fn prioritized(&self) -> bool {
+        self.lp.prioritized.load(Ordering::Relaxed)
+    }
+
+    /// Records that a source was given `flags` (register, modify, class).
+    pub(crate) fn note_flags(&self, flags: crate::types::Flags) {
+        if flags.contains(crate::types::Flags::HIGH_PRIORITY)
+            && !self.lp.prioritized.load(Ordering::Relaxed)
+        {
+            self.lp.prioritized.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Whether a poller leaving to work should wake a follower to poll:

@@ -257,9 +257,6 @@ pub struct Skq {
     need_cpu: bool,
     /// The resource manager's decisions.
     elastic_log: Mutex<Vec<skq_core::Decision>>,
-    /// Set once any source was made high priority: from then on each
-    /// harvest activates high-priority sources first.
-    prioritized: AtomicBool,
 }
 
 impl Skq {
@@ -326,7 +323,6 @@ impl Skq {
             incoming_cpu_calls: AtomicU64::new(0),
             need_cpu,
             elastic_log: Mutex::new(Vec::new()),
-            prioritized: AtomicBool::new(false),
         }))
     }
 
@@ -367,9 +363,6 @@ impl Skq {
         flags: Flags,
         registrar: Option<WorkerId>,
     ) -> io::Result<SourceId> {
-        if flags.contains(Flags::HIGH_PRIORITY) {
-            self.prioritized.store(true, Ordering::Relaxed);
-        }
         let id = self
             .core
             .register(token, flags, registrar)
@@ -487,9 +480,6 @@ impl Skq {
         interest: Interest,
         flags: Flags,
     ) -> io::Result<()> {
-        if flags.contains(Flags::HIGH_PRIORITY) {
-            self.prioritized.store(true, Ordering::Relaxed);
-        }
         self.core
             .modify(id, token, flags)
             .map_err(io::Error::other)?;
@@ -505,9 +495,6 @@ impl Skq {
     /// the scheduler's flags word, no system call; call it from the worker
     /// processing the source. Returns whether the class changed.
     pub fn set_class(&self, id: SourceId, class: skq_core::Class) -> io::Result<bool> {
-        if class == skq_core::Class::High {
-            self.prioritized.store(true, Ordering::Relaxed);
-        }
         self.core.set_class(id, class).map_err(io::Error::other)
     }
 
@@ -586,9 +573,9 @@ impl Skq {
     }
 
     /// Whether any source was made high priority (then each harvest
-    /// activates high-priority sources first).
+    /// activates high-priority sources first; the core records it).
     pub(crate) fn prioritized(&self) -> bool {
-        self.prioritized.load(Ordering::Relaxed)
+        self.core.prioritized()
     }
 
     /// Wakes worker `w` however it sleeps. `me` is the calling worker (a
@@ -656,7 +643,7 @@ impl Skq {
         // whose class is high, marking them done, then the rest in order.
         // The class is read once per event, so each event is activated
         // exactly once even if a worker changes a class meanwhile.
-        if self.prioritized.load(Ordering::Relaxed) {
+        if self.core.prioritized() {
             for ev in evs.iter_mut() {
                 let data = ev.u64;
                 // Below every special token (nested sets, SKIPPED, SHUTDOWN, DOORBELL).

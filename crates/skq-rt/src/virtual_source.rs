@@ -116,9 +116,6 @@ impl VirtualSource {
     /// [`Flags::BATCH`]); `PINNED` needs a registration made through
     /// [`Worker::virtual_source`].
     pub fn modify(&self, token: u64, flags: Flags) -> io::Result<()> {
-        if flags.contains(Flags::HIGH_PRIORITY) {
-            self.skq.prioritized.store(true, Ordering::Relaxed);
-        }
         self.skq
             .core
             .modify(self.id, token, flags)
@@ -160,9 +157,6 @@ impl Skq {
         flags: Flags,
         registrar: Option<WorkerId>,
     ) -> io::Result<VirtualSource> {
-        if flags.contains(Flags::HIGH_PRIORITY) {
-            self.prioritized.store(true, Ordering::Relaxed);
-        }
         let id = self
             .core
             .register(token, flags, registrar)

@@ -121,15 +121,20 @@ fn activate_next_keeps_the_source_on_the_activating_worker_under_locality() {
 }
 
 #[test]
-fn stall_clamp_keeps_a_stalled_worker_out_of_the_past() {
+fn a_worker_past_its_batchs_expected_end_is_expected_to_need_one_more_event() {
     let s = sched(Policy::Best2, 2, |_| {});
     let now = 1_000_000u64;
     // Worker 0 returned 10 events at t=0 and never came back; 1 more queued.
     fake_load(&s, 0, 0, 10, 100.0, 1);
-    // Without the clamp E(0) = 0 + 100·11 = 1100, far in the past.
+    // Unclamped, E(0) = 0 + 100·11 = 1100, far in the past; SKQ's clamp
+    // says now + 100 (the queued event only), which an idle worker with one
+    // queued event ties. Expected: one more event, then the queued one.
     let e0 = s.expected_completion(0, now);
-    assert_eq!(e0, (now - 1_000) as f64 + 1_100.0);
-    assert!(e0 >= now as f64);
+    assert_eq!(e0, now as f64 + 200.0);
+    // On schedule (returned 1 event 50 ns ago): the batch's own end.
+    fake_load(&s, 0, now - 50, 1, 100.0, 1);
+    assert_eq!(s.expected_completion(0, now), now as f64 + 50.0 + 100.0);
+    fake_load(&s, 0, 0, 10, 100.0, 1);
     // An idle worker (E = now) therefore beats the stalled one.
     fake_load(&s, 1, now - 10, 0, 100.0, 0);
     let mut rng = FastRng::new(2);

@@ -1,6 +1,7 @@
 //! The worker loop's decisions, driven single-threaded (the cross-thread
 //! handshakes are loom's, in `tests/loom.rs`).
 
+use super::queued_on;
 use crate::*;
 
 /// Leader/follower (one poller per set).
@@ -320,8 +321,71 @@ fn under_hybrid_an_idle_harvester_takes_an_event_its_overdue_local_worker_would_
     assert_eq!(hybrid_choice_beside_a_busy_local_worker(1_800), 0);
     // Further from its end, the harvester's E plus the penalty is lower.
     assert_eq!(hybrid_choice_beside_a_busy_local_worker(1_200), 1);
-    // Past its expected end, E says only "now" for worker 0, the harvester's
-    // own E; the idle harvester, which can start at once, takes the event.
-    // (The tie queued it behind worker 0's batch of unknown length.)
+    // Past its expected end worker 0 is expected to need one more event
+    // (E = now + 1,000), and the idle harvester takes the event. SKQ's
+    // clamp (E = now, the harvester's own E) kept it on worker 0, queued
+    // behind a batch of unknown length.
     assert_eq!(hybrid_choice_beside_a_busy_local_worker(5_000), 1);
+}
+
+/// Whether worker 0, with one event queued and no worker blocked in a set,
+/// harvests on the way before delivering, under the configuration `tune`
+/// makes and the change `after` makes to the built scheduler.
+fn harvests_on_the_way(tune: impl Fn(&mut Config), after: impl Fn(&Scheduler)) -> bool {
+    let mut c = Config::new(Policy::Cpu, 2);
+    c.capacity = 16;
+    c.pollers = 0;
+    c.worker_cpus = vec![0, 1];
+    tune(&mut c);
+    let s = Scheduler::new(c).unwrap();
+    after(&s);
+    let id = s.register(1, Flags::NONE, None).unwrap();
+    let mut rng = s.activator_rng(1);
+    assert_eq!(
+        queued_on(s.activate(id, Ready::READABLE, Some(0), 5, &mut rng)),
+        0
+    );
+    let mut w0 = s.worker(0);
+    let mut call = s.begin_wait(&mut w0, 10, None, Readiness::Polled);
+    match step(&s, &mut w0, &mut call, Done::Begin) {
+        Step::Harvest => {
+            // The delivery follows the harvest.
+            let st = step(&s, &mut w0, &mut call, Done::Harvested);
+            assert_eq!(st, Step::Deliver(1));
+            true
+        }
+        Step::Deliver(1) => false,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn readiness_stays_in_the_one_set_every_idle_worker_polls_and_is_harvested_on_the_way_otherwise() {
+    // One set, every idle worker polling: the kernel's list is the FIFO.
+    assert!(!harvests_on_the_way(|_| {}, |_| {}));
+    // A cap on pollers (parked followers see nothing in the kernel).
+    assert!(harvests_on_the_way(|c| c.pollers = 1, |_| {}));
+    // Several sets (other groups' idle workers see only queue entries).
+    assert!(harvests_on_the_way(|c| c.poll_groups = 2, |_| {}));
+    // Elastic workers parked (the manager sees backlog in queues only).
+    assert!(harvests_on_the_way(
+        |_| {},
+        |s| {
+            let _ = s.set_target(1);
+        }
+    ));
+    // A high-priority source exists (its readiness goes first).
+    assert!(harvests_on_the_way(
+        |_| {},
+        |s| {
+            let hi = s.register(9, Flags::HIGH_PRIORITY, None).unwrap();
+            assert!(s.prioritized());
+            let _ = s.deregister(hi);
+        }
+    ));
+    let s = Scheduler::new(Config::new(Policy::Cpu, 2)).unwrap();
+    let id = s.register(1, Flags::NONE, None).unwrap();
+    assert!(!s.prioritized() && s.kernel_fifo());
+    s.set_class(id, Class::High).unwrap();
+    assert!(s.prioritized() && !s.kernel_fifo());
 }
