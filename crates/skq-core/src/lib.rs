@@ -121,4 +121,4 @@ pub use types::{
     WorkerStats,
 };
 pub use worker::WorkerCtx;
-pub use worker_loop::{Done, Readiness, Step, WaitCall, WakeVia};
+pub use worker_loop::{Done, Readiness, Step, WaitCall, WakeVia, KERNEL_FIFO_MIN_NS};

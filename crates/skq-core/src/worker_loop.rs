@@ -79,6 +79,19 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::types::{Event, Nanos, WorkerId};
 use crate::worker::{Counters, WorkerCtx};
 
+/// Shortest average event (ns, the harvesting worker's `t_avg`) for which
+/// readiness nobody polls for is left in the kernel's FIFO
+/// ([`Scheduler::kernel_fifo`]). Below it the harvest on the way stays: with
+/// µs-scale events at saturation, workers that leave readiness in the
+/// kernel fetch it one event per blocking poll, and each event costs a
+/// system call (and, when its home is busy, a push and a steal back), while
+/// the wait behind a busy worker's current event is short. `skq pipes`
+/// (2 workers, 5 µs spun, 2 runs) lost 3.6% of hybrid's events per second
+/// without this bound (0.965–0.969 → 0.929–0.933 of epoll-1to1,
+/// `docs/results/pipes-2026-11-28.txt`). 20 µs is about what a wake-up and
+/// hand-over cost on these VMs (`Config::promote_min_ns`'s suggestion).
+pub const KERNEL_FIFO_MIN_NS: f64 = 20_000.0;
+
 /// What the driver must do next (see the module table).
 #[must_use]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -395,7 +408,7 @@ impl Scheduler {
                 // when the kernel's list is the better queue (`kernel_fifo`).
                 if call.readiness == Readiness::Polled
                     && !call.harvested
-                    && !self.kernel_fifo()
+                    && !(self.kernel_fifo() && self.workers[me].t_avg() >= KERNEL_FIFO_MIN_NS)
                     && g.pollers.load(Ordering::Acquire) == 0
                     && !g.harvesting.swap(true, Ordering::AcqRel)
                 {
@@ -638,7 +651,8 @@ impl Scheduler {
     /// Whether readiness nobody polls for is best left in the kernel's
     /// list until a worker comes back to poll: one readiness set, every
     /// idle worker polling it, no elastic worker parked, no high-priority
-    /// source. Then the set's ready list is one FIFO over every flow, and
+    /// source (and, checked by the loop, events of at least
+    /// [`KERNEL_FIFO_MIN_NS`] on average). Then the set's ready list is one FIFO over every flow, and
     /// the first worker to finish its queue takes the oldest readiness, as
     /// in a stock shared-epoll server. A harvest on the way would instead
     /// commit that readiness to the queues of busy workers, where it waits

@@ -329,9 +329,10 @@ fn under_hybrid_an_idle_harvester_takes_an_event_its_overdue_local_worker_would_
 }
 
 /// Whether worker 0, with one event queued and no worker blocked in a set,
-/// harvests on the way before delivering, under the configuration `tune`
-/// makes and the change `after` makes to the built scheduler.
-fn harvests_on_the_way(tune: impl Fn(&mut Config), after: impl Fn(&Scheduler)) -> bool {
+/// harvests on the way before delivering, after an event of `event_ns`
+/// (its `t_avg`), under the configuration `tune` makes and the change
+/// `after` makes to the built scheduler.
+fn harvests_after(event_ns: u64, tune: impl Fn(&mut Config), after: impl Fn(&Scheduler)) -> bool {
     let mut c = Config::new(Policy::Cpu, 2);
     c.capacity = 16;
     c.pollers = 0;
@@ -339,14 +340,21 @@ fn harvests_on_the_way(tune: impl Fn(&mut Config), after: impl Fn(&Scheduler)) -
     tune(&mut c);
     let s = Scheduler::new(c).unwrap();
     after(&s);
-    let id = s.register(1, Flags::NONE, None).unwrap();
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    let b = s.register(2, Flags::NONE, None).unwrap();
     let mut rng = s.activator_rng(1);
+    let mut w0 = s.worker(0);
     assert_eq!(
-        queued_on(s.activate(id, Ready::READABLE, Some(0), 5, &mut rng)),
+        queued_on(s.activate(a, Ready::READABLE, Some(0), 0, &mut rng)),
         0
     );
-    let mut w0 = s.worker(0);
-    let mut call = s.begin_wait(&mut w0, 10, None, Readiness::Polled);
+    assert_eq!(s.wait(&mut w0, 0, &mut Vec::new(), 4), 1);
+    assert_eq!(
+        queued_on(s.activate(b, Ready::READABLE, Some(0), 5, &mut rng)),
+        0
+    );
+    // Releasing `a` at `event_ns` sets t_avg; then `b` is about to go.
+    let mut call = s.begin_wait(&mut w0, event_ns, None, Readiness::Polled);
     match step(&s, &mut w0, &mut call, Done::Begin) {
         Step::Harvest => {
             // The delivery follows the harvest.
@@ -359,10 +367,17 @@ fn harvests_on_the_way(tune: impl Fn(&mut Config), after: impl Fn(&Scheduler)) -
     }
 }
 
+fn harvests_on_the_way(tune: impl Fn(&mut Config), after: impl Fn(&Scheduler)) -> bool {
+    harvests_after(100_000, tune, after)
+}
+
 #[test]
 fn readiness_stays_in_the_one_set_every_idle_worker_polls_and_is_harvested_on_the_way_otherwise() {
     // One set, every idle worker polling: the kernel's list is the FIFO.
     assert!(!harvests_on_the_way(|_| {}, |_| {}));
+    // Unless events are short: then batching the harvest wins.
+    let short = KERNEL_FIFO_MIN_NS as u64 / 2;
+    assert!(harvests_after(short, |_| {}, |_| {}));
     // A cap on pollers (parked followers see nothing in the kernel).
     assert!(harvests_on_the_way(|c| c.pollers = 1, |_| {}));
     // Several sets (other groups' idle workers see only queue entries).
