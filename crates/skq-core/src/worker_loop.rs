@@ -406,10 +406,12 @@ impl Scheduler {
                 // arrived meanwhile is scheduled while this batch runs.
                 // Skipped when this call just harvested as the poller, and
                 // when the kernel's list is the better queue (`kernel_fifo`).
+                // (Checked after the pollers: at low load a poller is
+                // nearly always there and the rest is not read at all.)
                 if call.readiness == Readiness::Polled
                     && !call.harvested
-                    && !(self.kernel_fifo() && self.workers[me].t_avg() >= KERNEL_FIFO_MIN_NS)
                     && g.pollers.load(Ordering::Acquire) == 0
+                    && !(self.workers[me].t_avg() >= KERNEL_FIFO_MIN_NS && self.kernel_fifo())
                     && !g.harvesting.swap(true, Ordering::AcqRel)
                 {
                     call.harvesting = true;
@@ -652,7 +654,8 @@ impl Scheduler {
     /// list until a worker comes back to poll: one readiness set, every
     /// idle worker polling it, no elastic worker parked, no high-priority
     /// source (and, checked by the loop, events of at least
-    /// [`KERNEL_FIFO_MIN_NS`] on average). Then the set's ready list is one FIFO over every flow, and
+    /// [`KERNEL_FIFO_MIN_NS`] on average). Then the set's ready list is one
+    /// FIFO over every flow, and
     /// the first worker to finish its queue takes the oldest readiness, as
     /// in a stock shared-epoll server. A harvest on the way would instead
     /// commit that readiness to the queues of busy workers, where it waits
@@ -676,9 +679,9 @@ impl Scheduler {
             && !l.prioritized.load(Ordering::Relaxed)
     }
 
-    /// Whether any source was registered, modified or set high priority
-    /// ([`Scheduler::kernel_fifo`]; a driver activates a high-priority
-    /// source's readiness before the rest of a harvest).
+    /// Whether any source was ever registered high priority, modified to
+    /// it or set to it ([`Scheduler::kernel_fifo`]; a driver then activates
+    /// high-priority readiness before the rest of a harvest).
     pub fn prioritized(&self) -> bool {
         self.lp.prioritized.load(Ordering::Relaxed)
     }

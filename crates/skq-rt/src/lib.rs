@@ -572,12 +572,6 @@ impl Skq {
         self.core.is_shut_down()
     }
 
-    /// Whether any source was made high priority (then each harvest
-    /// activates high-priority sources first; the core records it).
-    pub(crate) fn prioritized(&self) -> bool {
-        self.core.prioritized()
-    }
-
     /// Wakes worker `w` however it sleeps. `me` is the calling worker (a
     /// worker never wakes itself: it is awake and waits next), or
     /// `usize::MAX` for a thread that is no worker of this instance, which

@@ -201,7 +201,7 @@ impl Worker {
                     // With high-priority sources a blocking poll takes the
                     // whole batch, so their readiness is activated first.
                     let max = match step {
-                        Step::Poll(_) if !skq.prioritized() => call.poll_max(),
+                        Step::Poll(_) if !core.prioritized() => call.poll_max(),
                         _ => usize::MAX,
                     };
                     if let Err(e) = harvest(skq, ctx, ep_buf, timeout, max, poll_mask.as_ref()) {
