@@ -141,6 +141,14 @@ impl Scheduler {
         })
     }
 
+    /// The worker `by` that just released a source ready again
+    /// (`released`), if it is alive: it is free now, its E is its own
+    /// queue's, and keeping the source costs no wake-up.
+    #[inline]
+    fn releaser(&self, by: Option<WorkerId>, released: bool) -> Option<WorkerId> {
+        by.filter(|&r| released && r < self.cfg.workers && self.is_alive(r))
+    }
+
     /// Whether worker `w` is idle (asleep or about to be): waking it costs a
     /// wake-up.
     #[inline]
@@ -196,6 +204,7 @@ impl Scheduler {
         now: Nanos,
         rng: &mut FastRng,
         by: Option<WorkerId>,
+        released: bool,
     ) -> Option<(WorkerId, Option<Reason>)> {
         if s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
@@ -217,14 +226,20 @@ impl Scheduler {
             }
             Policy::Queue => self.local_choice(s, cpu, false, self.awake_idle(by)),
             Policy::Cpu => self.local_choice(s, cpu, true, self.awake_idle(by)),
-            Policy::Best2 => match self.awake_idle(by) {
-                Some(h) => Some((h, Some(Reason::Balance))),
-                None => Some((self.best_of_two(rng, now)?, Some(Reason::Balance))),
-            },
+            Policy::Best2 => {
+                let pick = match (self.awake_idle(by), self.releaser(by, released)) {
+                    (Some(h), _) => h,
+                    (None, Some(r)) => self.better(r, self.best_of_two(rng, now)?, now),
+                    (None, None) => self.best_of_two(rng, now)?,
+                };
+                Some((pick, Some(Reason::Balance)))
+            }
             Policy::Hybrid => {
-                let awake = self.awake_idle(by);
+                let awake = self.awake_idle(by).or(self.releaser(by, released));
                 let (local, reason) = self.local_choice(s, cpu, true, awake)?;
-                if let Some(h) = awake.filter(|&h| h != local && self.asleep(local)) {
+                if let Some(h) =
+                    awake.filter(|&h| h != local && self.asleep(local) && self.queued(h) == 0)
+                {
                     // Both idle: the awake one takes it rather than waking
                     // the local one (a wake-up costs more than the penalty).
                     return Some((h, Some(Reason::Balance)));

@@ -50,6 +50,10 @@ pub(crate) struct Origin {
     /// `by` activates from inside the last event of its batch and will be
     /// free next ([`Scheduler::activate_next`]).
     pub(crate) next: bool,
+    /// `by` just released the source (it became ready again while `by`
+    /// processed it) and is free now: it is a candidate with its true E
+    /// (`policy.rs`, "The worker already awake").
+    pub(crate) released: bool,
 }
 
 /// The shared scheduling state of one instance. `Send + Sync`.
@@ -450,19 +454,8 @@ impl Scheduler {
         }
     }
 
-    /// Chooses a worker for a source that just became QUEUED and pushes it.
-    /// Returns (queue owner, worker to wake).
-    pub(crate) fn route(
-        &self,
-        id: SourceId,
-        s: &Slot,
-        cpu: Option<u32>,
-        now: Nanos,
-        rng: &mut FastRng,
-    ) -> Option<(WorkerId, Option<WorkerId>)> {
-        self.route_with(id, s, cpu, now, rng, Origin::default())
-    }
-
+    /// Chooses a worker for a source that just became QUEUED and pushes it
+    /// (`origin` says who asks). Returns (queue owner, worker to wake).
     pub(crate) fn route_with(
         &self,
         id: SourceId,
@@ -472,7 +465,12 @@ impl Scheduler {
         rng: &mut FastRng,
         origin: Origin,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
-        let Origin { forced, by, next } = origin;
+        let Origin {
+            forced,
+            by,
+            next,
+            released,
+        } = origin;
         // The activating worker keeps the source (`activate_next`).
         let mut keep = by.filter(|&b| {
             next && matches!(
@@ -500,7 +498,7 @@ impl Scheduler {
         for _ in 0..=self.cfg.workers {
             let (w, reason) = match keep.take() {
                 Some(b) => (b, None),
-                None => self.choose(s, cpu, now, rng, by)?,
+                None => self.choose(s, cpu, now, rng, by, released)?,
             };
             let w = self.diffuse(s, w);
             // Only the kept source goes to the front, and only while its
@@ -630,7 +628,10 @@ impl Scheduler {
             self.claim_idle(u64::MAX)
         } else if claimed {
             Some(w)
-        } else if self.cfg.steal && self.workers[w].load.n_ret.load(Ordering::Relaxed) > 0 {
+        } else if self.cfg.steal
+            && self.workers[w].load.n_ret.load(Ordering::Relaxed) > 0
+            && !self.fifo_holds(w)
+        {
             crate::sync::fence(Ordering::SeqCst);
             self.wake_thief(!(1u64 << w))
         } else {

@@ -82,7 +82,12 @@ impl Scheduler {
         }
         if cur & PENDING != 0 {
             let cpu = Some(s.cpu.load(Ordering::Relaxed)).filter(|&c| c != NONE);
-            match self.route(id, s, cpu, now, &mut ctx.rng) {
+            let origin = crate::sched::Origin {
+                by: Some(ctx.id),
+                released: true,
+                ..Default::default()
+            };
+            match self.route_with(id, s, cpu, now, &mut ctx.rng, origin) {
                 Some((_, Some(v))) => ctx.wakes.push(v),
                 Some((_, None)) => {}
                 None => self.park_orphan(id, s),
@@ -220,6 +225,14 @@ impl Scheduler {
     /// `wake_after_push`): work it could steal is never left behind a busy
     /// worker while it sleeps unwoken.
     pub fn prepare_park(&self, ctx: &WorkerCtx) -> bool {
+        self.prepare_park_after(ctx, self.cfg.steal)
+    }
+
+    /// [`Scheduler::prepare_park`] after a pass that made a complete steal
+    /// attempt (`looked`) or none (stealing off, or not in this regime:
+    /// `Scheduler::fifo_holds`); only after an attempt are the push counts
+    /// compared.
+    pub(crate) fn prepare_park_after(&self, ctx: &WorkerCtx, looked: bool) -> bool {
         if ctx.has_wakes() {
             return false;
         }
@@ -252,7 +265,7 @@ impl Scheduler {
         }
         self.idle.fetch_or(bit, Ordering::AcqRel);
         drop(g);
-        if self.cfg.steal && self.queues.len() > 1 {
+        if looked && self.queues.len() > 1 {
             crate::sync::fence(Ordering::SeqCst);
             if ctx.seen_pushes != Some(self.pushes_total()) {
                 self.unpark(ctx);

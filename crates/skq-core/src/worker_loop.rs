@@ -393,7 +393,21 @@ impl Scheduler {
             out.clear();
             call.stolen = 0;
             let mut n = self.fill(ctx, out, max);
-            if n == 0 && steal {
+            // Whether this pass looked for work to steal (a complete look
+            // lets `prepare_park` check that nothing was pushed since).
+            let mut looked = false;
+            if n == 0 && steal && self.fifo_holds(me) {
+                // The kernel's list is the queue here: no stealing, and no
+                // search role held on to (a thief woken before the regime
+                // set in gives it up, or no thief would be woken again).
+                let _ = self.searching.compare_exchange(
+                    me as u64 + 1,
+                    0,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+            } else if n == 0 && steal {
+                looked = true;
                 let got = self.steal(ctx);
                 if got > 0 {
                     n = self.fill(ctx, out, max);
@@ -411,7 +425,7 @@ impl Scheduler {
                 if call.readiness == Readiness::Polled
                     && !call.harvested
                     && g.pollers.load(Ordering::Acquire) == 0
-                    && !(self.workers[me].t_avg() >= KERNEL_FIFO_MIN_NS && self.kernel_fifo())
+                    && !self.fifo_holds(me)
                     && !g.harvesting.swap(true, Ordering::AcqRel)
                 {
                     call.harvesting = true;
@@ -428,14 +442,14 @@ impl Scheduler {
             if ctx.has_wakes() {
                 return Step::Wake;
             }
-            if !self.prepare_park(ctx) {
+            if !self.prepare_park_after(ctx, looked) {
                 continue;
             }
             let mut sleep = call.deadline.map(|d| d - now);
             // The optional retry timer, only while another worker is busy:
             // parked workers' queues stay empty (a push wakes its target).
             let retry = self.cfg.steal_retry_ns;
-            if steal && retry > 0 && self.others_busy(me) {
+            if looked && retry > 0 && self.others_busy(me) {
                 sleep = Some(sleep.map_or(retry, |s| s.min(retry)));
             }
             if call.readiness == Readiness::Pushed {
@@ -677,6 +691,19 @@ impl Scheduler {
             && l.cap == u32::MAX
             && l.target.load(Ordering::Relaxed) >= self.cfg.workers
             && !l.prioritized.load(Ordering::Relaxed)
+    }
+
+    /// Whether the kernel's list is worker `w`'s queue: [`Scheduler::kernel_fifo`]
+    /// holds and `w`'s events take at least [`KERNEL_FIFO_MIN_NS`] on
+    /// average. Then `w` neither harvests on the way nor steals, and no
+    /// thief is woken for what is pushed behind it. In that regime every
+    /// idle worker blocks in the one set and takes the oldest readiness,
+    /// and a redelivery goes to the worker that released it when it is
+    /// free (`policy.rs`), so the queues behind busy workers stay nearly
+    /// empty; a thief woken for the rare entry there cost more than it
+    /// saved (`docs/results/steal-fifo-2026-11-28.txt`).
+    pub(crate) fn fifo_holds(&self, w: WorkerId) -> bool {
+        self.workers[w].t_avg() >= KERNEL_FIFO_MIN_NS && self.kernel_fifo()
     }
 
     /// Whether any source was ever registered high priority, modified to
