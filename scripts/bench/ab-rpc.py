@@ -4,7 +4,9 @@
 Each repetition starts every configuration in turn: the server (8 workers,
 emulated service) under `taskset -c $SRVCPU` (default 0; `0,1` lets it float
 as in the main job), `skq load` on CPU 1 at RATE req/s over 64 connections
-for $DUR s (default 5) after 1 s of warm-up, mean service 500 µs. Per run:
+for $DUR s (default 5) after $WARMUP s of warm-up (default 1; 0 measures
+from a fresh server's first request, as `skq bench` does), mean service
+500 µs. Per run:
 p50/p99/p99.9 (µs), server CPU per reply from the threads' schedstat run
 time, voluntary and involuntary context switches per reply (both over the
 whole load, warm-up included), the generator's lateness p99 and its
@@ -32,6 +34,7 @@ if len(sys.argv) < 5 or sys.argv[1] in ("-h", "--help"):
 rate, wl, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cfgs = [a.split("=", 1) for a in sys.argv[4:]]
 dur = os.environ.get("DUR", "5")
+warmup = os.environ.get("WARMUP", "1")
 srvcpu = os.environ.get("SRVCPU", "0")
 load_bin = os.environ.get("LOAD", cfgs[0][1].split(":")[0])
 tmp = tempfile.mkdtemp(prefix="ab-rpc-")
@@ -75,7 +78,7 @@ for r in range(reps):
         lr = subprocess.run(
             ["taskset", "-c", "1", load_bin, "load", "--addr", f"127.0.0.1:{port}", "--rate", rate,
              "--connections", "64", "--workload", wl, "--mean-us", "500", "--duration", dur,
-             "--warmup", "1", "--quiet", "--json", out],
+             "--warmup", warmup, "--quiet", "--json", out],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         b = counters(srv.pid)
         srv.send_signal(2)

@@ -396,16 +396,16 @@ impl Scheduler {
             // Whether this pass looked for work to steal (a complete look
             // lets `prepare_park` check that nothing was pushed since).
             let mut looked = false;
-            if n == 0 && steal && self.fifo_holds(me) {
-                // The kernel's list is the queue here: no stealing, and no
-                // search role held on to (a thief woken before the regime
-                // set in gives it up, or no thief would be woken again).
-                let _ = self.searching.compare_exchange(
-                    me as u64 + 1,
-                    0,
-                    Ordering::SeqCst,
-                    Ordering::SeqCst,
-                );
+            if n == 0
+                && steal
+                && self.fifo_holds(me)
+                && self.searching.load(Ordering::Relaxed) != me as u64 + 1
+            {
+                // The kernel's list is the queue here: no look at the
+                // others' queues on the way to sleep. A worker woken as the
+                // thief still steals: its waker saw an entry behind a busy
+                // worker outside this regime (one whose events are short,
+                // or not yet timed).
             } else if n == 0 && steal {
                 looked = true;
                 let got = self.steal(ctx);
@@ -695,7 +695,8 @@ impl Scheduler {
 
     /// Whether the kernel's list is worker `w`'s queue: [`Scheduler::kernel_fifo`]
     /// holds and `w`'s events take at least [`KERNEL_FIFO_MIN_NS`] on
-    /// average. Then `w` neither harvests on the way nor steals, and no
+    /// average. Then `w` neither harvests on the way nor looks for work to
+    /// steal before it sleeps (unless it was woken as the thief), and no
     /// thief is woken for what is pushed behind it. In that regime every
     /// idle worker blocks in the one set and takes the oldest readiness,
     /// and a redelivery goes to the worker that released it when it is

@@ -464,12 +464,12 @@ fn a_redelivery_stays_with_the_free_worker_that_released_it_rather_than_wait_beh
     }
 }
 
-/// With stealing on and one set every idle worker polls: worker 0 runs an
-/// event of `event_ns` on average and another source is pushed behind it
-/// while worker 1 polls (both workers have that average). Returns the
-/// wake-up the push asked for, and worker 1's next step once its poll
-/// ends.
-fn entry_behind_a_busy_worker(event_ns: u64) -> (Option<WorkerId>, Step, usize) {
+/// With stealing on and one set every idle worker polls: worker 0 runs
+/// events of `victim_ns` on average and another source is pushed behind it
+/// while worker 1, whose events take `thief_ns`, polls. Returns the
+/// wake-up the push asked for, worker 1's next step once its poll ends,
+/// and what is left queued on worker 0.
+fn entry_behind_a_busy_worker(victim_ns: u64, thief_ns: u64) -> (Option<WorkerId>, Step, usize) {
     let mut c = Config::new(Policy::Cpu, 2);
     c.capacity = 16;
     c.pollers = 0;
@@ -487,12 +487,12 @@ fn entry_behind_a_busy_worker(event_ns: u64) -> (Option<WorkerId>, Step, usize) 
         let _ = s.activate(id, Ready::READABLE, Some(cpu), 0, &mut rng);
     }
     assert_eq!(s.wait(&mut w0, 0, &mut out, 1), 1);
-    assert_eq!(s.wait(&mut w0, event_ns, &mut out, 1), 1); // busy with b
+    assert_eq!(s.wait(&mut w0, victim_ns, &mut out, 1), 1); // busy with b
     assert_eq!(s.wait(&mut w1, 0, &mut out, 1), 1);
-    assert_eq!(s.wait(&mut w1, event_ns, &mut out, 1), 0);
-    let mut call = s.begin_wait(&mut w1, event_ns, None, Readiness::Polled);
+    assert_eq!(s.wait(&mut w1, thief_ns, &mut out, 1), 0);
+    let mut call = s.begin_wait(&mut w1, thief_ns, None, Readiness::Polled);
     assert_eq!(step(&s, &mut w1, &mut call, Done::Begin), Step::Poll(None));
-    let wake = match s.activate(x, Ready::READABLE, Some(0), event_ns + 1, &mut rng) {
+    let wake = match s.activate(x, Ready::READABLE, Some(0), victim_ns + 1, &mut rng) {
         Activation::Queued { worker: 0, wake } => wake,
         other => panic!("{other:?}"),
     };
@@ -503,17 +503,24 @@ fn entry_behind_a_busy_worker(event_ns: u64) -> (Option<WorkerId>, Step, usize) 
 #[test]
 fn where_the_kernels_list_is_the_queue_no_thief_is_woken_and_an_idle_worker_polls_without_stealing()
 {
+    let long = 5 * KERNEL_FIFO_MIN_NS as u64;
+    let short = KERNEL_FIFO_MIN_NS as u64 / 4;
     // Events of 100 us: x waits for worker 0 (its next event) while worker
     // 1 polls the set again; nobody was woken to steal it.
-    let long = 5 * KERNEL_FIFO_MIN_NS as u64;
     assert_eq!(
-        entry_behind_a_busy_worker(long),
+        entry_behind_a_busy_worker(long, long),
         (None, Step::Poll(None), 1)
     );
     // Events of 5 us: the idle worker is woken as a thief and takes x.
-    let short = KERNEL_FIFO_MIN_NS as u64 / 4;
+    let stolen = (Some(1), Step::Deliver(1), 0);
+    assert_eq!(entry_behind_a_busy_worker(short, short), stolen);
+    // A victim outside the regime (short events, or none timed yet, as at
+    // start-up) gets a thief, and the thief steals though its own events
+    // are long: it was woken for this.
+    assert_eq!(entry_behind_a_busy_worker(short, long), stolen);
+    // A worker outside the regime looks on its own before it sleeps.
     assert_eq!(
-        entry_behind_a_busy_worker(short),
-        (Some(1), Step::Deliver(1), 0)
+        entry_behind_a_busy_worker(long, short),
+        (None, Step::Deliver(1), 0)
     );
 }
