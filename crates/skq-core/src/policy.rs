@@ -37,6 +37,15 @@
 //! (a wake-up costs more than the cache misses), under shared always. Only
 //! one event per harvest goes this way: the first push claims the
 //! harvester's idle bit. Vanilla and pinned sources keep their worker.
+//!
+//! **The worker that released it.** A redelivery (readiness that came while
+//! the source was processed, routed at its release) has one more candidate:
+//! the releaser, free by then and with the source's data in its cache. Under
+//! best of two it is compared with the sampled pair; under hybrid it is the
+//! awake candidate when no harvester is, kept when the local choice is
+//! asleep and the releaser's own queue is empty. Before, with the releaser
+//! not asleep and the local choice busy, the redelivery was queued behind
+//! the busy worker, which woke a thief to fetch it.
 
 use crate::config::Policy;
 use crate::rng::FastRng;

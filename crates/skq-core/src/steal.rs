@@ -18,6 +18,15 @@
 //! pusher's fence, no push it could steal is missed). So a stealable event
 //! waits for at most one wake-up and one steal attempt, unless the victim's
 //! lock was held at that moment (the thief then tries again at once).
+//!
+//! **Not where the kernel's list is the queue.** Where readiness nobody
+//! polls stays in the kernel's FIFO (`Scheduler::fifo_holds`: one set every
+//! idle worker polls, events of 20 µs or more) an idle worker polls rather
+//! than steals and a push behind such a worker wakes no thief: the first
+//! worker to free takes the oldest readiness, and a steal would only make
+//! the thief busy for an event while newer readiness waits. A worker woken
+//! as the thief (holding the search role) steals all the same, since its
+//! victim was outside that regime.
 
 use crate::sched::Scheduler;
 use crate::slot::{self, PHASE, QUEUED, STOLEN};
