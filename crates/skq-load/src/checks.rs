@@ -25,6 +25,15 @@ use skq_report::result::Checks;
 /// 5% critical value of Stephens' modified A² for the exponential with
 /// estimated mean.
 pub const AD_CRITICAL_5PCT: f64 = 1.341;
+/// How far the actual gaps' A² may exceed the scheduled times' of the same
+/// sends before the excess is the generator's. A faithful generator moves
+/// its sends by its lateness only, so the two statistics differ by noise:
+/// simulated with send times of 5–20 µs and 1–5% of sends held by up to
+/// 20–60 µs, at mean gaps of 40–312 µs (400 seeds each), the difference had
+/// p95 0.09–0.41 and p99 0.17–0.67; recorded runs that piled short gaps at
+/// the threshold gave 2.1–2.9, and a generator on a 20–40 µs timer tick 3.9
+/// and more (tests below).
+pub const AD_PAIRED_MARGIN: f64 = 0.5;
 /// Largest |achieved − target| / target accepted, percent.
 pub const RATE_TOLERANCE_PCT: f64 = 5.0;
 /// Largest lag-1 rank correlation treated as independent.
@@ -159,6 +168,19 @@ pub struct CheckInput {
     pub errors: u64,
 }
 
+/// The arrivals verdict from the actual gaps' A² and the reference's (the
+/// scheduled times of the same sends): the actual must pass the 5% test, or
+/// exceed the reference by no more than [`AD_PAIRED_MARGIN`]. Without a
+/// reference the actual alone decides. No statistic (too few gaps): passes.
+pub fn arrivals_ok(actual: Option<f64>, reference: Option<f64>) -> bool {
+    match (actual, reference) {
+        (Some(a), _) if a <= AD_CRITICAL_5PCT => true,
+        (Some(a), Some(r)) => a - r <= AD_PAIRED_MARGIN,
+        (Some(_), None) => false,
+        (None, _) => true,
+    }
+}
+
 /// Runs every check; `pass` also requires zero correctness errors.
 pub fn evaluate(inp: &CheckInput) -> Checks {
     let mut notes = Vec::new();
@@ -182,26 +204,27 @@ pub fn evaluate(inp: &CheckInput) -> Checks {
     }
     // The test asks whether the generator sent a Poisson process. With a
     // fixed seed the sample is fixed too, so a test at 5% would fail the
-    // same one point in twenty on every run and every server. The same
-    // statistic on the scheduled times of the same sends separates the two:
-    // a deviation the schedule's own sample shows as well is the seed's, not
-    // the generator's, and only the generator's fails the check.
+    // same one point in twenty on every run and every server, and a sample
+    // just under the critical value would fail about every other run. The
+    // same statistic on the scheduled times of the same sends separates the
+    // two: only what the actual gaps add to the schedule's own deviation,
+    // beyond the noise a faithful generator's lateness makes
+    // (`AD_PAIRED_MARGIN`), is the generator's doing.
     let ad_statistic = inp.poisson_gaps.as_deref().and_then(anderson_darling_exp);
     let ad_reference = inp.reference_gaps.as_deref().and_then(anderson_darling_exp);
-    let actual_bad = matches!(ad_statistic, Some(a) if a > AD_CRITICAL_5PCT);
-    let seed_bad = matches!(ad_reference, Some(r) if r > AD_CRITICAL_5PCT);
-    let ad_ok = !actual_bad || seed_bad;
+    let ad_ok = arrivals_ok(ad_statistic, ad_reference);
     let n_gaps = inp.poisson_gaps.as_ref().map_or(0, Vec::len);
-    match (actual_bad, ad_statistic, ad_reference) {
-        (true, Some(a), Some(r)) if seed_bad => notes.push(format!(
-            "info: actual inter-send gaps beyond {:.0} us gave Anderson-Darling A2 = {a:.2} > {AD_CRITICAL_5PCT} (n = {n_gaps}), and the scheduled times of the same sends {r:.2}: the seed's sample, not the generator",
+    match (ad_statistic, ad_reference) {
+        (Some(a), Some(r)) if a > AD_CRITICAL_5PCT && ad_ok => notes.push(format!(
+            "info: actual inter-send gaps beyond {:.0} us gave Anderson-Darling A2 = {a:.2} > {AD_CRITICAL_5PCT} (n = {n_gaps}), and the scheduled times of the same sends {r:.2}: within {AD_PAIRED_MARGIN} of the seed's sample, not the generator's doing",
             inp.gap_threshold_us
         )),
-        (true, Some(a), r) => notes.push(format!(
+        (Some(a), r) if !ad_ok => notes.push(format!(
             "arrivals: actual inter-send gaps beyond {:.0} us are not exponential (Anderson-Darling A2 = {a:.2} > {AD_CRITICAL_5PCT}, n = {n_gaps}{})",
             inp.gap_threshold_us,
             r.map_or(String::new(), |r| format!(
-                "; the scheduled times of the same sends give {r:.2}"
+                "; the scheduled times of the same sends give {r:.2}, {:.2} less, more than the {AD_PAIRED_MARGIN} a faithful generator's lateness explains",
+                a - r
             ))
         )),
         _ => {}
@@ -463,6 +486,97 @@ mod tests {
         assert!(anderson_darling_exp(&ex).unwrap() > AD_CRITICAL_5PCT);
     }
 
+    /// A Poisson schedule of mean 312 µs (3,200 req/s) from `schedule_seed`,
+    /// sent by a faithful generator (5 µs per send, 1% of sends held by up
+    /// to 20 µs) whose jitter comes from `jitter_seed`: the (actual,
+    /// reference) A² beyond the threshold, as the generator computes them.
+    fn paired_a2(schedule_seed: u64, jitter_seed: u64, tick: Option<f64>) -> (f64, f64) {
+        use crate::worker::{excess_gaps, gap_threshold_ns};
+        let mut rng = SmallRng::seed_from_u64(schedule_seed);
+        let mut jitter = SmallRng::seed_from_u64(jitter_seed);
+        let e = Exp::new(1.0 / 312.0).unwrap();
+        let (mut sched, mut prev) = (0.0f64, f64::NEG_INFINITY);
+        let (mut actual, mut scheduled, mut late) = (Vec::new(), Vec::new(), Hist::new());
+        for _ in 0..2000 {
+            sched += e.sample(&mut rng);
+            let held: f64 = if jitter.gen::<f64>() < 0.01 {
+                jitter.gen_range(0.0..20.0)
+            } else {
+                jitter.gen_range(0.0..1.0)
+            };
+            let at = match tick {
+                Some(t) => (sched / t).ceil() * t,
+                None => (sched + held).max(prev + 5.0),
+            };
+            late.record(((at - sched) * 1e3) as u64);
+            actual.push(at);
+            scheduled.push(sched);
+            prev = at;
+        }
+        let t = gap_threshold_ns(&late) as f64 / 1e3;
+        let a2 = |times: &[f64]| anderson_darling_exp(&excess_gaps(&gaps(times), t)).unwrap();
+        (a2(&actual), a2(&scheduled))
+    }
+
+    #[test]
+    fn a_borderline_seed_does_not_fail_a_faithful_generator_and_a_ticking_one_still_fails() {
+        // The seeds (of 400) whose own sample sits just under the critical
+        // value, as the main job's load 0.2 did (A² 1.29 on 2026-11-28).
+        let borderline: Vec<u64> = (0..400)
+            .filter(|&s| {
+                let (_, r) = paired_a2(s, 0, None);
+                (1.1..=AD_CRITICAL_5PCT).contains(&r)
+            })
+            .collect();
+        assert!(borderline.len() >= 4, "{borderline:?}");
+        // Each such schedule sent 20 times with fresh jitter: the unpaired
+        // rule (fail above the critical value unless the reference is above
+        // it too) fails a faithful generator often; the paired rule almost
+        // never.
+        let (mut unpaired, mut paired, mut runs) = (0, 0, 0);
+        for &s in &borderline {
+            for j in 1..=20 {
+                let (a, r) = paired_a2(s, j, None);
+                runs += 1;
+                unpaired += usize::from(a > AD_CRITICAL_5PCT && r <= AD_CRITICAL_5PCT);
+                paired += usize::from(!arrivals_ok(Some(a), Some(r)));
+            }
+        }
+        assert!(unpaired * 10 >= runs, "unpaired rule: {unpaired} of {runs}");
+        assert!(paired * 100 <= runs, "paired rule: {paired} of {runs}");
+        // Over all 400 schedules the paired rule fails a faithful generator
+        // no more often than the 5% test would.
+        let failed = (0..400)
+            .filter(|&s| {
+                let (a, r) = paired_a2(s, s + 1000, None);
+                !arrivals_ok(Some(a), Some(r))
+            })
+            .count();
+        assert!(failed <= 20, "{failed} of 400");
+        // A generator on a 20 µs timer tick fails on every schedule, the
+        // borderline ones included.
+        for s in borderline.iter().copied().chain(0..20) {
+            let (a, r) = paired_a2(s, 0, Some(20.0));
+            assert!(!arrivals_ok(Some(a), Some(r)), "seed {s}: {a:.2} vs {r:.2}");
+        }
+    }
+
+    #[test]
+    fn the_arrivals_verdict_charges_the_generator_only_with_what_it_adds() {
+        // Under the critical value: passes whatever the reference.
+        assert!(arrivals_ok(Some(1.2), Some(0.3)));
+        assert!(arrivals_ok(Some(1.2), None));
+        // Over it: the seed's share is excused, the generator's is not.
+        assert!(arrivals_ok(Some(1.42), Some(1.29)));
+        assert!(!arrivals_ok(Some(1.95), Some(1.29)));
+        // A bad seed no longer hides a generator that adds to it.
+        assert!(arrivals_ok(Some(1.9), Some(1.7)));
+        assert!(!arrivals_ok(Some(4.0), Some(1.7)));
+        // No reference: the actual alone; too few gaps: nothing to judge.
+        assert!(!arrivals_ok(Some(1.5), None));
+        assert!(arrivals_ok(None, Some(3.0)));
+    }
+
     /// A recorded run (`SKQ_LOAD_GAPS_DIR`): its lateness quantile `q` (ns)
     /// and its sampled (actual, reference) gaps.
     fn recorded(text: &str, q: &str) -> (f64, Vec<f64>, Vec<f64>) {
@@ -500,6 +614,8 @@ mod tests {
             };
             let (old, old_ref) = a2("p99");
             assert!(old > AD_CRITICAL_5PCT && old_ref <= AD_CRITICAL_5PCT);
+            // The pile-up is the generator's, and the paired rule says so.
+            assert!(!arrivals_ok(Some(old), Some(old_ref)), "{old} vs {old_ref}");
             let (new, new_ref) = a2("p99.9");
             assert!(new <= AD_CRITICAL_5PCT && new_ref <= AD_CRITICAL_5PCT);
         }

@@ -89,10 +89,11 @@ pub struct Checks {
     /// A² of the scheduled times of the same sends as `ad_statistic`,
     /// through the same threshold: what the seed alone gives. The gap test
     /// fails only when the actual sends exceed the critical value and these
-    /// do not.
+    /// by more than `skq_load::checks::AD_PAIRED_MARGIN`.
     #[serde(default)]
     pub ad_reference: Option<f64>,
-    /// A² below the 5% critical value (true when not applicable).
+    /// The arrivals verdict: A² below the 5% critical value or within the
+    /// paired margin of the reference (true when not applicable).
     pub ad_ok: bool,
     /// Lag-1 Spearman rank correlation of latency samples in send order.
     pub lag1_rank_corr: f64,
