@@ -17,6 +17,14 @@
 # realtime clock during its run. Exit status: 0 PASS, 1 FAIL, 2 usage or
 # run error.
 #
+# --reps K (default 1): K runs of each client, alternating (skq, simple,
+# skq, simple, ...), all with the same seed; every figure compared is the
+# median over a client's K runs, and each run's figures are printed too.
+# At a few per cent of a CPU the p99 is the host's rare stalls, and one
+# run's p99 differs from the next run's of the same client by up to 3x
+# (docs/MEASUREMENT.md); alternating spreads the host's drift over both
+# clients, and the median of K damps single runs.
+#
 # The server must already run, e.g. on CPU 0:
 #   taskset -c 0 target/release/skq serve rpc --mode epoll-1to1 --workers 1 --service spin &
 #   scripts/bench/load-crosscheck.sh --addr 127.0.0.1:7878 --rate 8000 \
@@ -35,7 +43,7 @@ usage() {
     echo "flags: --addr A --rate R [--protocol rpc|memcached|http] [--connections N]"
     echo "       [--duration S] [--warmup S] [--cpus LIST] [--workload fixed|exponential]"
     echo "       [--mean-us U] [--kv-workload MIX] [--http-path P] [--seed N]"
-    echo "       [--tol-pct P] [--tol-abs-us U] [--late-us U] [--spin-us U] [--out DIR]"
+    echo "       [--tol-pct P] [--tol-abs-us U] [--late-us U] [--spin-us U] [--reps K] [--out DIR]"
     exit 2
 }
 
@@ -43,7 +51,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SKQ=${SKQ:-$ROOT/target/release/skq}
 SIMPLE=${SIMPLE:-$ROOT/target/release/examples/simple_client}
 ADDR="" RATE="" PROTOCOL=rpc CONNS=64 DURATION=5 WARMUP=1 CPUS="" WORKLOAD=exponential
-MEAN_US=500 KV=etc HTTP_PATH=/ SEED=1 TOL_PCT=15 TOL_ABS_US=20 LATE_US=50 SPIN_US=2000 OUT=""
+MEAN_US=500 KV=etc HTTP_PATH=/ SEED=1 TOL_PCT=15 TOL_ABS_US=20 LATE_US=50 SPIN_US=2000 REPS=1 OUT=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --addr) ADDR=$2 ;;
@@ -62,6 +70,7 @@ while [ $# -gt 0 ]; do
         --tol-abs-us) TOL_ABS_US=$2 ;;
         --late-us) LATE_US=$2 ;;
         --spin-us) SPIN_US=$2 ;;
+        --reps) REPS=$2 ;;
         --out) OUT=$2 ;;
         -h|--help) usage ;;
         *) echo "load-crosscheck: unknown flag $1" >&2; usage ;;
@@ -69,6 +78,7 @@ while [ $# -gt 0 ]; do
     shift 2 || { echo "load-crosscheck: $1 needs a value" >&2; exit 2; }
 done
 [ -n "$ADDR" ] && [ -n "$RATE" ] || { echo "load-crosscheck: --addr and --rate are required" >&2; usage; }
+[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "load-crosscheck: --reps needs a whole number of at least 1" >&2; exit 2; }
 for b in "$SKQ" "$SIMPLE"; do
     [ -x "$b" ] || { echo "load-crosscheck: $b not built (see --help)" >&2; exit 2; }
 done
@@ -80,32 +90,46 @@ common=(--addr "$ADDR" --protocol "$PROTOCOL" --rate "$RATE" --connections "$CON
         --workload "$WORKLOAD" --mean-us "$MEAN_US" --kv-workload "$KV" --http-path "$HTTP_PATH")
 if [ -n "$CPUS" ]; then common+=(--cpus "$CPUS"); fi
 
-echo "== skq load (one epoll thread)"
-# skq load exits 3 when one of its self-checks fails; that is reported below, not fatal here.
-rc=0; "$SKQ" load "${common[@]}" --max-lateness-us "$LATE_US" --quiet --json "$OUT/skq.json" || rc=$?
-[ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "load-crosscheck: skq load failed ($rc)" >&2; exit 2; }
-echo "== simple client (non-blocking sender, one poll receiver reading only while the sender lends it the CPU, kernel receive stamps)"
-"$SIMPLE" "${common[@]}" --spin-us "$SPIN_US" --json "$OUT/simple.json" \
-    || { echo "load-crosscheck: simple client failed" >&2; exit 2; }
+for rep in $(seq "$REPS"); do
+    echo "== skq load (one epoll thread), run $rep of $REPS"
+    # skq load exits 3 when one of its self-checks fails; that is reported below, not fatal here.
+    rc=0; "$SKQ" load "${common[@]}" --max-lateness-us "$LATE_US" --quiet --json "$OUT/skq-$rep.json" || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "load-crosscheck: skq load failed ($rc)" >&2; exit 2; }
+    echo "== simple client (non-blocking sender, one poll receiver reading only while the sender lends it the CPU, kernel receive stamps), run $rep of $REPS"
+    "$SIMPLE" "${common[@]}" --spin-us "$SPIN_US" --json "$OUT/simple-$rep.json" \
+        || { echo "load-crosscheck: simple client failed" >&2; exit 2; }
+done
 
-python3 - "$OUT/skq.json" "$OUT/simple.json" "$TOL_PCT" "$TOL_ABS_US" "$LATE_US" <<'EOF'
-import json, sys
-a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+python3 - "$OUT" "$REPS" "$TOL_PCT" "$TOL_ABS_US" "$LATE_US" <<'EOF'
+import json, statistics, sys
+out, reps = sys.argv[1], int(sys.argv[2])
 tol_pct, tol_abs, late_us = float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-rows = [  # name, skq load, simple, compared?
-    ("latency p50 µs", a["latency"]["p50"]["value"], b["latency"]["p50_us"], True),
-    ("latency p99 µs", a["latency"]["p99"]["value"], b["latency"]["p99_us"], True),
-    ("latency p99.9 µs", a["latency"]["p999"]["value"], b["latency"]["p999_us"], False),
-    ("from send p99 µs", a["raw_latency"]["p99"]["value"], b["raw_latency"]["p99_us"], False),
-    ("lateness p50 µs", None, b["lateness"]["p50_us"], False),
-    ("lateness p99 µs", a["checks"]["lateness_p99_us"], b["lateness"]["p99_us"], True),
-    ("send call p99 µs", None, b["send_call"]["p99_us"], False),
-    ("recv delay p99 µs", None, b["recv_delay"]["p99_us"], False),
-    ("achieved req/s", a["achieved_rps"], b["achieved_rps"], False),
+A = [json.load(open(f"{out}/skq-{k}.json")) for k in range(1, reps + 1)]
+B = [json.load(open(f"{out}/simple-{k}.json")) for k in range(1, reps + 1)]
+rows = [  # name, skq load's figure, the simple client's, compared?
+    ("latency p50 µs", lambda a: a["latency"]["p50"]["value"], lambda b: b["latency"]["p50_us"], True),
+    ("latency p99 µs", lambda a: a["latency"]["p99"]["value"], lambda b: b["latency"]["p99_us"], True),
+    ("latency p99.9 µs", lambda a: a["latency"]["p999"]["value"], lambda b: b["latency"]["p999_us"], False),
+    ("from send p99 µs", lambda a: a["raw_latency"]["p99"]["value"], lambda b: b["raw_latency"]["p99_us"], False),
+    ("lateness p50 µs", None, lambda b: b["lateness"]["p50_us"], False),
+    ("lateness p99 µs", lambda a: a["checks"]["lateness_p99_us"], lambda b: b["lateness"]["p99_us"], True),
+    ("send call p99 µs", None, lambda b: b["send_call"]["p99_us"], False),
+    ("recv delay p99 µs", None, lambda b: b["recv_delay"]["p99_us"], False),
+    ("achieved req/s", lambda a: a["achieved_rps"], lambda b: b["achieved_rps"], False),
 ]
+med = statistics.median
+if reps > 1:
+    print(f"each run (skq load / simple), {reps} runs alternating:")
+    for name, fa, fb, cmp in rows:
+        if cmp:
+            pairs = "  ".join(f"{fa(a):.1f}/{fb(b):.1f}" for a, b in zip(A, B))
+            print(f"  {name:18}{pairs}")
+    print(f"medians over the {reps} runs of each client:")
 ok = True
 print(f"{'':18}{'skq load':>12}{'simple':>12}{'ratio':>8}  verdict")
-for name, x, y, cmp in rows:
+for name, fa, fb, cmp in rows:
+    x = None if fa is None else med(fa(a) for a in A)
+    y = med(fb(b) for b in B)
     xs = "-" if x is None else f"{x:.1f}"
     ratio = f"{x / y:.2f}" if x is not None and y else "-"
     verdict = ""
@@ -114,30 +138,42 @@ for name, x, y, cmp in rows:
         ok &= agree
         verdict = "PASS" if agree else "FAIL"
     print(f"{name:18}{xs:>12}{y:>12.1f}{ratio:>8}  {verdict}")
-ea, eb = a["errors"], b["errors"]
-bad_a = ea["missing"] + ea["bad_reply"] + ea["duplicate"] + ea["connection_failures"]
-bad_b = eb["missing"] + eb["bad_reply"] + eb["connection_failures"]
-print(f"errors: skq load {ea}; simple {eb}")
-print(f"skq load self-checks: {'pass' if a['checks']['pass'] else 'FAIL ' + '; '.join(a['checks']['notes'])}")
-st = b["stamps"]
-stamped = st["kernel"] == b["received"] and st["user"] == 0 and st["before_send"] == 0
-print(f"simple client reply times: {st['kernel']} of {b['received']} kernel-stamped, "
-      f"{st['user']} user-space, {st['before_send']} before their send; {st['shared']} shared a read's "
-      f"stamp (an upper bound); receiver SCHED_FIFO: {b['receivers_realtime']}; "
-      f"realtime clock step {b['realtime_step_us']:.3f} µs")
-cpu = sum(t["user_s"] + t["sys_s"] for t in b["thread_cpu"])
-print(f"client CPU: skq load {a['client_cpu']['user_s'] + a['client_cpu']['sys_s']:.2f} s; "
-      f"simple {cpu:.2f} s (its sender spins, see skq_load::simple)")
-on_time = a["checks"]["lateness_p99_us"] <= late_us and b["lateness"]["p99_us"] <= late_us
+bad_a = bad_b = 0
+for k, (a, b) in enumerate(zip(A, B), 1):
+    ea, eb = a["errors"], b["errors"]
+    bad_a += ea["missing"] + ea["bad_reply"] + ea["duplicate"] + ea["connection_failures"]
+    bad_b += eb["missing"] + eb["bad_reply"] + eb["connection_failures"]
+    tag = f" (run {k})" if reps > 1 else ""
+    print(f"errors{tag}: skq load {ea}; simple {eb}")
+    print(f"skq load self-checks{tag}: {'pass' if a['checks']['pass'] else 'FAIL ' + '; '.join(a['checks']['notes'])}")
+stamped = all(b["stamps"]["kernel"] == b["received"] and b["stamps"]["user"] == 0
+              and b["stamps"]["before_send"] == 0 for b in B)
+kernel = sum(b["stamps"]["kernel"] for b in B)
+received = sum(b["received"] for b in B)
+shared = sum(b["stamps"]["shared"] for b in B)
+user = sum(b["stamps"]["user"] for b in B)
+before = sum(b["stamps"]["before_send"] for b in B)
+step = max(b["realtime_step_us"] for b in B)
+print(f"simple client reply times: {kernel} of {received} kernel-stamped, {user} user-space, "
+      f"{before} before their send; {shared} shared a read's stamp (an upper bound); receiver "
+      f"SCHED_FIFO: {all(b['receivers_realtime'] for b in B)}; largest realtime clock step {step:.3f} µs")
+cpu_a = med(a["client_cpu"]["user_s"] + a["client_cpu"]["sys_s"] for a in A)
+cpu_b = med(sum(t["user_s"] + t["sys_s"] for t in b["thread_cpu"]) for b in B)
+print(f"client CPU per run (median): skq load {cpu_a:.2f} s; simple {cpu_b:.2f} s "
+      f"(its sender spins, see skq_load::simple)")
+late_a = med(a["checks"]["lateness_p99_us"] for a in A)
+late_b = med(b["lateness"]["p99_us"] for b in B)
+on_time = late_a <= late_us and late_b <= late_us
 if not on_time:
     print(f"a client missed its schedule (lateness p99 over {late_us:g} µs): the comparison is void")
 if not stamped:
     print("the simple client did not time every measured reply by a kernel stamp")
-if b["realtime_step_us"] > 10:
-    print("the realtime clock was stepped during the simple client's run: its figures are void")
-ok &= bad_a == 0 and bad_b == 0 and on_time and stamped and b["realtime_step_us"] <= 10
+if step > 10:
+    print("the realtime clock was stepped during a simple client run: its figures are void")
+ok &= bad_a == 0 and bad_b == 0 and on_time and stamped and step <= 10
+over = f" (medians over {reps} runs each)" if reps > 1 else ""
 print(f"tolerance: |skq - simple| <= max({tol_pct:g}% of the larger, {tol_abs:g} µs) "
-      f"on latency p50, p99 and lateness p99; both lateness p99 <= {late_us:g} µs; "
+      f"on latency p50, p99 and lateness p99{over}; both lateness p99 <= {late_us:g} µs; "
       f"every simple reply kernel-stamped; no missing or bad replies")
 print("CROSS-CHECK PASS" if ok else "CROSS-CHECK FAIL")
 sys.exit(0 if ok else 1)
