@@ -9,6 +9,8 @@
 Servers (loopback, each with T worker threads):
   memcached   Debian's /usr/bin/memcached -t T (the baseline)
   kv-tpc      skq serve kv --arch tpc --workers T
+  kv-tpc-strict  the same with --tpc-strict (every command for another
+              worker's key over the rings, never a borrowed partition)
   kv-MODE     skq serve kv --arch shared --mode MODE --workers T (cpu, hybrid, ...)
 
 Placement: with 1 thread the server is pinned to CPU 0 and the generator to
@@ -59,13 +61,15 @@ def server_cmd(server, threads, port, profiled=False):
         binary = PROF if profiled else STOCK
         cmd = [binary, "-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "1024",
                "-c", "4096", "-p", str(port), "-t", t]
-    elif server == "kv-tpc":
+    elif server in ("kv-tpc", "kv-tpc-strict"):
         cmd = [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t, "--arch", "tpc"]
+        if server == "kv-tpc-strict":
+            cmd.append("--tpc-strict")
     elif server.startswith("kv-"):
         cmd = [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t,
                "--arch", "shared", "--mode", server[len("kv-"):]]
     else:
-        sys.exit(f"unknown server {server!r}: memcached, kv-tpc or kv-MODE")
+        sys.exit(f"unknown server {server!r}: memcached, kv-tpc, kv-tpc-strict or kv-MODE")
     if threads == 1:
         cmd = ["taskset", "-c", "0"] + cmd
     return cmd

@@ -58,6 +58,12 @@ pub struct KvArgs {
     /// Pin worker threads to CPUs.
     #[arg(long)]
     pub pin: bool,
+    /// `--arch tpc` only: forward every command for a key owned by another worker over
+    /// the rings, even when that worker sleeps (thread-per-core as the Sphinx paper runs
+    /// it). Without it, a command for a sleeping worker's partition runs on that
+    /// partition in the worker that read it: no message, no wake-up.
+    #[arg(long)]
+    pub tpc_strict: bool,
     /// A priority rule, `CLASS:COND[&COND...]` (repeatable; first match wins;
     /// unmatched requests are regular). CLASS: high, regular or batch. COND:
     /// cmd=NAME[|NAME...], prefix=KEYPREFIX (first key), multikey (a get of
@@ -200,7 +206,13 @@ impl KvArgs {
             batch_workers: self.batch_workers.clone().unwrap_or_default().0,
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
+            tpc_strict: self.tpc_strict,
         };
+        anyhow::ensure!(
+            !self.tpc_strict || spec.mode == KvMode::Tpc,
+            "--tpc-strict applies to thread-per-core only: add --arch tpc (this server is {})",
+            spec.mode
+        );
         let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
         anyhow::ensure!(
             !prioritized || spec.mode.has_core(),

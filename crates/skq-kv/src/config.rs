@@ -121,6 +121,12 @@ pub struct ServerConfig {
     /// pending (memcached's `-o idle_timeout`; counted as `idle_kicks`). `None` (the
     /// default, as in memcached): never.
     pub idle_timeout: Option<Duration>,
+    /// Thread-per-core only: forward every command for a key owned by another worker
+    /// over the rings, even when that worker sleeps (the architecture as the Sphinx paper
+    /// runs it). `false` (the default): a command for the partition of a sleeping worker
+    /// runs on that partition in the worker that read it, with no message and no
+    /// wake-up (see `tpc.rs`, "Borrowing a sleeping worker's partition").
+    pub tpc_strict: bool,
 }
 
 impl ServerConfig {

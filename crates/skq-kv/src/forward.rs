@@ -100,13 +100,27 @@ fn cmd_budget(s: &Session, cmd: &Command) -> Option<usize> {
     }
 }
 
+/// Stores partition `w`'s figures for `stats` (read by every worker).
+fn publish(shared: &Shared, w: usize, part: &Partition) {
+    let s = part.stats();
+    let p = &shared.published[w];
+    p.curr_items.store(s.curr_items, Relaxed);
+    p.total_items.store(s.total_items, Relaxed);
+    p.bytes.store(s.bytes, Relaxed);
+    p.evictions.store(s.evictions, Relaxed);
+    p.allocated.store(s.allocated, Relaxed);
+    p.overhead_bits
+        .store(part.overhead_per_item().to_bits(), Relaxed);
+}
+
 /// The part of a worker command handling needs (split from the connection table so a
 /// session and the partition can be borrowed together).
 pub(crate) struct Core {
     pub(crate) me: usize,
     pub(crate) n: usize,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) part: Partition,
+    /// This worker's partition, held while it is awake ([`crate::tpc`], "Borrowing").
+    pub(crate) part: crate::tpc::Owned,
     /// Replies that found their ring full, per destination.
     pub(crate) overflow: Vec<VecDeque<Msg>>,
     /// Token of the connection being handled.
@@ -157,15 +171,22 @@ impl Core {
     }
 
     pub(crate) fn publish(&self) {
-        let s = self.part.stats();
-        let p = &self.shared.published[self.me];
-        p.curr_items.store(s.curr_items, Relaxed);
-        p.total_items.store(s.total_items, Relaxed);
-        p.bytes.store(s.bytes, Relaxed);
-        p.evictions.store(s.evictions, Relaxed);
-        p.allocated.store(s.allocated, Relaxed);
-        p.overhead_bits
-            .store(self.part.overhead_per_item().to_bits(), Relaxed);
+        publish(&self.shared, self.me, &self.part);
+    }
+
+    /// Partition `o` (not this worker's) for one command run here, if its owner sleeps
+    /// and nothing this worker sent it is still waiting in the ring or the overflow
+    /// queue towards it (so what came earlier has run). `None`: forward as usual.
+    fn borrow<'a>(
+        shared: &'a Shared,
+        me: usize,
+        overflow: &[VecDeque<Msg>],
+        o: usize,
+    ) -> Option<parking_lot::MutexGuard<'a, Partition>> {
+        if shared.strict || !overflow[o].is_empty() || !shared.rings.queue(me, o).is_empty() {
+            return None;
+        }
+        shared.parts[o].try_lock()
     }
 
     /// Executes a request from another worker and sends the reply back; a reply for one
@@ -339,6 +360,31 @@ impl Core {
     }
 }
 
+/// Answers the keys of one run of a retrieval from `part` while their replies fit in
+/// the connection's room (the first one whatever the room when nothing is pending);
+/// returns how many were answered.
+fn run_here(
+    part: &mut Partition,
+    s: &mut Session,
+    ks: &[Vec<u8>],
+    cas: bool,
+    touch: Option<i64>,
+    now: crate::exec::Now,
+    c: &crate::stats::Counters,
+) -> usize {
+    let room = s.room();
+    let mut force = s.pending_bytes() == 0;
+    let out = s.reply_out();
+    let limit = out.charge() + room;
+    for (i, k) in ks.iter().enumerate() {
+        if get_one_within(part, k, cas, touch, now, c, out, limit, force).is_err() {
+            return i;
+        }
+        force = false;
+    }
+    ks.len()
+}
+
 impl Core {
     /// A retrieval: runs of consecutive keys with the same owner, local ones answered
     /// here while they fit, the others forwarded with a budget. When a run can go no
@@ -395,22 +441,17 @@ impl Core {
                 cas,
                 touch,
             };
+        let shared = self.shared.clone();
         while let Some((o, mut ks)) = runs.next() {
-            if o == self.me {
-                let room = s.room();
-                let mut force = s.pending_bytes() == 0;
-                let out = s.reply_out();
-                let limit = out.charge() + room;
-                let mut done = ks.len();
-                for (i, k) in ks.iter().enumerate() {
-                    if get_one_within(&mut self.part, k, cas, touch, now, c, out, limit, force)
-                        .is_err()
-                    {
-                        done = i;
-                        break;
-                    }
-                    force = false;
-                }
+            let done = if o == self.me {
+                Some(run_here(&mut self.part, s, &ks, cas, touch, now, c))
+            } else if let Some(mut p) = Self::borrow(&shared, self.me, &self.overflow, o) {
+                c.skq_borrowed.fetch_add(1, Relaxed);
+                Some(run_here(&mut p, s, &ks, cas, touch, now, c))
+            } else {
+                None
+            };
+            if let Some(done) = done {
                 if done < ks.len() {
                     return Dispatch::Deferred(rest(ks.split_off(done), runs));
                 }
@@ -479,8 +520,19 @@ impl Handler for Core {
                     return Dispatch::Done;
                 }
                 let o = owner(cmd.key().expect("remaining commands carry one key"), self.n);
+                let borrowed = if o == self.me {
+                    None
+                } else {
+                    Self::borrow(&shared, self.me, &self.overflow, o)
+                };
                 if o == self.me {
                     apply(&mut self.part, &cmd, now, c, s.reply_buf());
+                    crate::recycle::give(cmd);
+                } else if let Some(mut p) = borrowed {
+                    c.skq_borrowed.fetch_add(1, Relaxed);
+                    apply(&mut p, &cmd, now, c, s.reply_buf());
+                    publish(&shared, o, &p);
+                    drop(p);
                     crate::recycle::give(cmd);
                 } else if self.room(o) == 0 {
                     c.skq_ring_full.fetch_add(1, Relaxed);

@@ -90,6 +90,10 @@ counters! {
     skq_forwarded,
     /// Times a connection stopped reading because a ring to another worker was full.
     skq_ring_full,
+    /// Commands (or runs of a multi-key get) for another worker's partition run by the
+    /// worker that read them, on that partition, while its owner slept (thread-per-core
+    /// without `--tpc-strict`).
+    skq_borrowed,
 }
 
 /// One counter block per worker.

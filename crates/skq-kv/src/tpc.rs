@@ -24,6 +24,30 @@
 //!   ([`Session::is_quiet`]) and were stamped longer than the timeout ago, counting each
 //!   as `idle_kicks`; while it has connections it never sleeps past the next sweep. Only
 //!   the owning worker touches a connection, so the sweep needs no lock.
+//!
+//! ## Borrowing a sleeping worker's partition
+//!
+//! A forwarded request costs two wake-ups when both workers are idle, as they are at
+//! light load: the owner's, to run it, and the requester's, to take the reply back
+//! (`docs/KV-PROFILE.md`: at 2 workers, 1.3 voluntary context switches and 0.66 doorbell
+//! writes per reply against memcached's 0.86 and none). So, unless `--tpc-strict`, each
+//! partition sits behind a lock that its owner holds whenever it is awake and lets go
+//! only for the blocking wait that follows a successful [`Doorbell::prepare_sleep`]. A
+//! worker with a command for a partition not its own first tries that lock; when it gets
+//! it (the owner sleeps), it runs the command there itself, as it would a local one, and
+//! the owner is neither sent a message nor woken. When the owner is awake the lock is
+//! taken, and the command goes over the ring as before; a busy owner then drains it
+//! without a doorbell. So ownership changes hands only between the owner's sleeps, and a
+//! partition is never touched by two threads at once.
+//!
+//! Per-connection order holds: a worker borrows partition `o` only while its own ring
+//! towards `o` and its overflow queue towards `o` are empty. The owner runs what it pops
+//! from a ring before it lets go of its lock, so every command this connection sent
+//! `o` earlier has run, and the lock's release and acquisition order that run before
+//! the borrowed one. Replies still leave in request order through the reply slots.
+//! The owner re-takes its lock when its wait returns (a borrower holds it for one
+//! command, about a microsecond), and publishes its partition's `stats` figures as
+//! before; a borrower publishes them for the partition it changed.
 
 use std::collections::VecDeque;
 use std::net::{TcpListener, TcpStream};
@@ -33,6 +57,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
+use parking_lot::{ArcMutexGuard, Mutex, RawMutex};
 
 use crate::config::ServerConfig;
 use crate::ctx::Ctx;
@@ -82,7 +107,14 @@ pub(crate) struct Shared {
     pub(crate) reserve: skq_sys::limits::FdReserve,
     /// When a worker last returned freed heap to the system ([`crate::trim`]).
     pub(crate) last_trim: AtomicU64,
+    /// Partition `w`, locked by worker `w` while it is awake (see the module docs).
+    pub(crate) parts: Vec<Arc<Mutex<Partition>>>,
+    /// `--tpc-strict`: never borrow a partition.
+    pub(crate) strict: bool,
 }
+
+/// A worker's hold on its own partition while it is awake.
+pub(crate) type Owned = ArcMutexGuard<RawMutex, Partition>;
 
 impl Shared {
     pub(crate) fn stats(&self) -> (Vec<PartStats>, f64) {
@@ -163,6 +195,7 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
 
 /// Like [`start`] with a chosen ring capacity (tests use tiny rings to exercise backpressure).
 pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Result<Running> {
+    crate::trim::static_mmap_threshold();
     let n = cfg.workers;
     let per_worker = cfg.limit_bytes / n;
     anyhow::ensure!(
@@ -181,6 +214,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
     }
     let cfg_max_item = cfg.limits.max_item_size;
     let idle_timeout = cfg.idle_timeout;
+    let strict = cfg.tpc_strict;
     let ctx = Arc::new(Ctx::new(cfg));
     let accepted: Arc<Vec<_>> = Arc::new(
         (0..n)
@@ -203,6 +237,14 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             .collect(),
         accepted: accepted.clone(),
         last_trim: AtomicU64::new(0),
+        parts: (0..n)
+            .map(|_| {
+                Arc::new(Mutex::new(
+                    Partition::new(per_worker).with_max_item(cfg_max_item),
+                ))
+            })
+            .collect(),
+        strict,
     });
     let mut threads = Vec::new();
     for (me, listener) in listeners.into_iter().enumerate() {
@@ -216,7 +258,8 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             me,
             n,
             shared: shared.clone(),
-            part: Partition::new(per_worker).with_max_item(cfg_max_item),
+            // Held from here on, except while the worker sleeps.
+            part: shared.parts[me].lock_arc(),
             overflow: (0..n).map(|_| VecDeque::new()).collect(),
             token: 0,
         };
@@ -307,9 +350,17 @@ impl Worker {
             };
             let timeout = self.until_sweep(timeout);
             self.trim.worked |= busy || !events.is_empty();
-            let res = self
-                .epoll
-                .wait_ns(&mut events, timeout.map(|t| t.as_nanos() as u64));
+            let timeout_ns = timeout.map(|t| t.as_nanos() as u64);
+            let res = if sleeping && !shared.strict {
+                // Asleep, the partition may be borrowed (module docs); it is
+                // taken back before anything else.
+                let epoll = &self.epoll;
+                ArcMutexGuard::unlocked(&mut self.core.part, || {
+                    epoll.wait_ns(&mut events, timeout_ns)
+                })
+            } else {
+                self.epoll.wait_ns(&mut events, timeout_ns)
+            };
             if sleeping {
                 // Reset the doorbell before draining the rings (next turn of the loop).
                 shared.bells[me].woke();

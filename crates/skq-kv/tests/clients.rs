@@ -296,9 +296,10 @@ fn differential(steps: &[Vec<u8>], mc_args: &[&str], limits: Limits) {
     for s in steps {
         reference.push(exchange(&mut c, s));
     }
-    for arch in [Arch::Shared, Arch::Tpc] {
+    for (arch, tpc_strict) in [(Arch::Shared, false), (Arch::Tpc, false), (Arch::Tpc, true)] {
         let srv = skq_kv::server::start(ServerConfig {
             limits,
+            tpc_strict,
             ..config(arch, 2)
         })
         .expect("server starts");
@@ -308,7 +309,7 @@ fn differential(steps: &[Vec<u8>], mc_args: &[&str], limits: Limits) {
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(want),
-                "{arch:?}: reply to {:?} differs from memcached's",
+                "{arch:?} (strict {tpc_strict}): reply to {:?} differs from memcached's",
                 String::from_utf8_lossy(&s[..s.len().min(120)])
             );
         }

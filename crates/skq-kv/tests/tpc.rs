@@ -4,7 +4,7 @@
 mod common;
 
 use common::{config, Client};
-use skq_kv::server::{Arch, Running};
+use skq_kv::server::{Arch, Running, ServerConfig};
 use skq_kv::tpc::owner;
 
 /// Opens connections until every worker has accepted at least one; returns one client per
@@ -33,10 +33,36 @@ fn client_per_worker(srv: &Running, workers: usize) -> Vec<Client> {
         .collect()
 }
 
+/// Thread-per-core that forwards every command for another worker's key over the rings
+/// (`--tpc-strict`), never borrowing a sleeping owner's partition.
+fn strict(workers: usize) -> ServerConfig {
+    ServerConfig {
+        tpc_strict: true,
+        ..config(Arch::Tpc, workers)
+    }
+}
+
 #[test]
 fn key_set_through_any_worker_is_read_through_every_other() {
-    let workers = 4;
-    let srv = skq_kv::server::start(config(Arch::Tpc, workers)).unwrap();
+    // Strict: every command for another worker's key crosses a ring.
+    let (forwarded, borrowed) = set_through_any_read_through_every_other(strict(4));
+    assert!(forwarded > 0, "some requests crossed workers");
+    assert_eq!(borrowed, 0, "--tpc-strict never borrows a partition");
+    // Default: one client at a time, so the owner of a key is mostly asleep when a
+    // command for it arrives, and the worker that read it runs it on the owner's
+    // partition. Whether an owner is already asleep is a race each time, so only the
+    // sum is certain; over the test's 100-odd remote commands both are expected.
+    let (forwarded, borrowed) = set_through_any_read_through_every_other(config(Arch::Tpc, 4));
+    assert!(
+        borrowed > 0,
+        "commands for sleeping owners ran where they were read (forwarded {forwarded})"
+    );
+}
+
+/// Returns the server's `skq_forwarded` and `skq_borrowed` counts at the end.
+fn set_through_any_read_through_every_other(cfg: ServerConfig) -> (u64, u64) {
+    let workers = cfg.workers;
+    let srv = skq_kv::server::start(cfg).unwrap();
     let mut clients = client_per_worker(&srv, workers);
     // Keys chosen so every owner is covered, written through every worker.
     let mut keys = Vec::new();
@@ -74,11 +100,12 @@ fn key_set_through_any_worker_is_read_through_every_other() {
             c.expect(format!("get {k}\r\n").as_bytes(), b"END\r\n");
         }
     }
-    assert!(
-        clients[0].stat("skq_forwarded") > 0,
-        "some requests crossed workers"
+    let counts = (
+        clients[0].stat("skq_forwarded"),
+        clients[0].stat("skq_borrowed"),
     );
     srv.stop();
+    counts
 }
 
 /// Many clients hammer keys owned everywhere through rings of capacity 1: commands must
@@ -133,7 +160,7 @@ fn hammer(srv: &Running, clients: usize, ops: usize) {
 #[test]
 fn tiny_rings_backpressure_exactly_once() {
     let workers = 3;
-    let srv = skq_kv::tpc::start_with_ring(config(Arch::Tpc, workers), 1).unwrap();
+    let srv = skq_kv::tpc::start_with_ring(strict(workers), 1).unwrap();
     let mut c = Client::connect(srv.addr);
     c.expect(b"set shared_counter 0 0 1\r\n0\r\n", b"STORED\r\n");
     let (clients, ops) = (6, 200);
@@ -150,6 +177,72 @@ fn tiny_rings_backpressure_exactly_once() {
     assert!(
         c.stat("skq_ring_full") > 0,
         "rings of one slot must have filled"
+    );
+    srv.stop();
+}
+
+/// The same storm with partitions borrowed from sleeping owners (the default): commands
+/// of one connection go to an owner now over the ring, now on its borrowed partition,
+/// and must still run exactly once, in order (each round's `get` reads the `set`s
+/// before it; the counter's increments all land).
+#[test]
+fn borrowed_partitions_exactly_once_and_in_order() {
+    let workers = 3;
+    let srv = skq_kv::tpc::start_with_ring(config(Arch::Tpc, workers), 1).unwrap();
+    let mut c = Client::connect(srv.addr);
+    c.expect(b"set shared_counter 0 0 1\r\n0\r\n", b"STORED\r\n");
+    let (clients, ops) = (6, 200);
+    hammer(&srv, clients, ops);
+    let total = clients * (ops / 20) * 10;
+    c.expect(
+        b"get shared_counter\r\n",
+        format!(
+            "VALUE shared_counter 0 {}\r\n{total}\r\nEND\r\n",
+            total.to_string().len()
+        )
+        .as_bytes(),
+    );
+    srv.stop();
+}
+
+/// A storm of `incr` on keys of every partition from clients on every worker, one
+/// command in flight per client, with partitions borrowed whenever an owner sleeps:
+/// no increment is lost or applied twice (a partition run by two threads at once
+/// would lose some).
+#[test]
+fn increments_on_borrowed_partitions_are_exactly_once() {
+    let workers = 3;
+    let srv = skq_kv::server::start(config(Arch::Tpc, workers)).unwrap();
+    let mut c = Client::connect(srv.addr);
+    let keys: Vec<String> = (0..12).map(|i| format!("ctr{i}")).collect();
+    for k in &keys {
+        c.expect(format!("set {k} 0 0 1\r\n0\r\n").as_bytes(), b"STORED\r\n");
+    }
+    let (clients, rounds) = (8, 300);
+    std::thread::scope(|s| {
+        for t in 0..clients {
+            let (addr, keys) = (srv.addr, &keys);
+            s.spawn(move || {
+                let mut c = Client::connect(addr);
+                for r in 0..rounds {
+                    let k = &keys[(t * 7 + r) % keys.len()];
+                    c.send(format!("incr {k} 1\r\n").as_bytes());
+                    let n = c.read_until(b"\r\n");
+                    assert!(n.iter().take(n.len() - 2).all(u8::is_ascii_digit), "{n:?}");
+                }
+            });
+        }
+    });
+    let mut sum = 0u64;
+    for k in &keys {
+        c.send(format!("get {k}\r\n").as_bytes());
+        let r = String::from_utf8(c.read_until(b"END\r\n")).unwrap();
+        sum += r.lines().nth(1).unwrap().parse::<u64>().unwrap();
+    }
+    assert_eq!(sum, (clients * rounds) as u64);
+    assert!(
+        c.stat("skq_borrowed") + c.stat("skq_forwarded") > 0,
+        "some increments were for other workers' keys"
     );
     srv.stop();
 }
