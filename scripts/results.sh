@@ -45,7 +45,7 @@ nginx       skq's web server against nginx (examples/http-vs-nginx.toml)        
 priority    SKQ §6.8 event prioritization (examples/priority-skq68.toml and -vanilla)            ~2 min
 colocation  QStack priority co-location with diffusion (examples/priority-colocation.toml)       ~1 min
 elastic     QStack elastic cores on a load step (examples/elastic-step.toml)                     ~1 min
-sphinx      Sphinx thread-per-core KV against memcached (examples/sphinx.toml)                   ~7 min
+sphinx      Sphinx thread-per-core KV against memcached (examples/sphinx.toml)                   ~9 min
 EOF
 }
 

@@ -4,8 +4,8 @@
     python3 scripts/bench/sphinx-compare.py RUN_DIR [RUN_DIR ...]
 
 Reads each run's points.json (from `skq bench --config
-crates/skq-bench/examples/sphinx.toml`), pairs every kv-tpc, kv-cpu and
-kv-hybrid point with memcached's point at the same workload, connection
+crates/skq-bench/examples/sphinx.toml`), pairs every other configuration's point (kv-tpc, kv-tpc-strict, kv-cpu,
+kv-hybrid) with memcached's point at the same workload, connection
 count, offered load and run, and prints per (workload, connections, mode):
 the p99 ratio to memcached at each load and run, their median, and in how
 many pairs the mode's p99 was lower. A pair where either point failed a

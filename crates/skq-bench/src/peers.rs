@@ -477,6 +477,7 @@ mod tests {
     fn kv_modes_map_to_skq_serve_kv_with_their_spec() {
         for (mode, inner) in [
             ("kv-tpc", "tpc"),
+            ("kv-tpc-strict", "tpc-strict"),
             ("kv-hybrid", "hybrid"),
             ("kv-best2+steal", "best2+steal"),
             ("kv-epoll-1to1", "epoll-1to1"),

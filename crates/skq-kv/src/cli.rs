@@ -10,7 +10,7 @@ use crate::server::{self, Arch, ServerConfig};
 use crate::spec::KvSpec;
 
 /// The flags a `--spec` replaces (it conflicts with each).
-const SPEC_FLAGS: [&str; 4] = ["arch", "mode", "workers", "pin"];
+const SPEC_FLAGS: [&str; 5] = ["arch", "mode", "workers", "pin", "tpc_strict"];
 
 /// Arguments of `skq serve kv`.
 #[derive(clap::Args, Debug, Clone)]
@@ -132,10 +132,16 @@ impl KvArgs {
             return Ok(KvSpec::parse_arg(spec)?);
         }
         let mode = match self.arch {
+            Arch::Tpc if self.tpc_strict => KvMode::TpcStrict,
             Arch::Tpc => KvMode::Tpc,
+            Arch::Shared if self.tpc_strict => {
+                anyhow::bail!("--tpc-strict applies to thread-per-core only: add --arch tpc")
+            }
             Arch::Shared => match self.mode.parse::<KvMode>() {
                 Ok(m @ KvMode::Shared(_)) => m,
-                Ok(KvMode::Tpc) => anyhow::bail!("--mode tpc: thread-per-core is --arch tpc"),
+                Ok(KvMode::Tpc | KvMode::TpcStrict) => {
+                    anyhow::bail!("--mode {}: thread-per-core is --arch tpc", self.mode)
+                }
                 Err(e) => anyhow::bail!("--mode {}: {e}", self.mode),
             },
         };
@@ -206,19 +212,14 @@ impl KvArgs {
             batch_workers: self.batch_workers.clone().unwrap_or_default().0,
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
-            tpc_strict: self.tpc_strict,
         };
-        anyhow::ensure!(
-            !self.tpc_strict || spec.mode == KvMode::Tpc,
-            "--tpc-strict applies to thread-per-core only: add --arch tpc (this server is {})",
-            spec.mode
-        );
         let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
         anyhow::ensure!(
             !prioritized || spec.mode.has_core(),
             "--priority and --batch-workers need --arch shared with an skq mode (not {})",
             match spec.mode {
                 KvMode::Tpc => "--arch tpc".to_string(),
+                KvMode::TpcStrict => "--arch tpc --tpc-strict".to_string(),
                 m => m.to_string(),
             }
         );
@@ -300,6 +301,18 @@ mod tests {
         assert_eq!(mode(&[]), "hybrid");
         assert_eq!(mode(&["--arch", "tpc"]), "tpc");
         assert_eq!(cfg(&["--arch", "tpc"]).unwrap().arch(), Arch::Tpc);
+        assert_eq!(mode(&["--arch", "tpc", "--tpc-strict"]), "tpc-strict");
+        assert_eq!(
+            cfg(&["--arch", "tpc", "--tpc-strict"]).unwrap().mode,
+            KvMode::TpcStrict
+        );
+        let e = cfg(&["--tpc-strict"]).unwrap_err().to_string();
+        assert!(
+            e.contains("--tpc-strict") && e.contains("--arch tpc"),
+            "{e}"
+        );
+        let e = cfg(&["--mode", "tpc-strict"]).unwrap_err().to_string();
+        assert!(e.contains("--arch tpc"), "{e}");
         assert_eq!(cfg(&[]).unwrap().idle_timeout, None, "off by default");
         assert_eq!(
             cfg(&["--idle-timeout", "30"]).unwrap().idle_timeout,

@@ -30,8 +30,13 @@ impl Arch {
 /// [`skq_net::Mode`]), and passed on as this type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvMode {
-    /// Thread-per-core partitions (`--arch tpc`).
+    /// Thread-per-core partitions (`--arch tpc`): a command for another worker's key
+    /// goes over the rings, or, when that worker sleeps, runs on its partition in the
+    /// worker that read it (`tpc.rs`, "Borrowing a sleeping worker's partition").
     Tpc,
+    /// Thread-per-core that always forwards over the rings, even to a sleeping worker
+    /// (`--arch tpc --tpc-strict`; the architecture as the Sphinx paper runs it).
+    TpcStrict,
     /// One store shared by all workers, served by a driver of skq-net: an
     /// skq policy, `epoll-1to1`, `epoll-shared`, `tokio` or
     /// `tokio-spawn-blocking` (not an `async-` mode).
@@ -43,7 +48,7 @@ impl KvMode {
     /// The architecture this mode runs.
     pub fn arch(self) -> Arch {
         match self {
-            KvMode::Tpc => Arch::Tpc,
+            KvMode::Tpc | KvMode::TpcStrict => Arch::Tpc,
             #[cfg(feature = "runtime")]
             KvMode::Shared(_) => Arch::Shared,
         }
@@ -53,7 +58,7 @@ impl KvMode {
     /// workers need one).
     pub fn has_core(self) -> bool {
         match self {
-            KvMode::Tpc => false,
+            KvMode::Tpc | KvMode::TpcStrict => false,
             #[cfg(feature = "runtime")]
             KvMode::Shared(m) => m.is_skq(),
         }
@@ -65,6 +70,7 @@ impl std::fmt::Display for KvMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             KvMode::Tpc => f.write_str("tpc"),
+            KvMode::TpcStrict => f.write_str("tpc-strict"),
             #[cfg(feature = "runtime")]
             KvMode::Shared(m) => m.fmt(f),
         }
@@ -73,10 +79,11 @@ impl std::fmt::Display for KvMode {
 
 impl std::str::FromStr for KvMode {
     type Err = String;
-    /// `tpc`, or a mode of the shared store (`hybrid`, `epoll-1to1`, ...).
+    /// `tpc`, `tpc-strict`, or a mode of the shared store (`hybrid`, `epoll-1to1`, ...).
     fn from_str(s: &str) -> Result<KvMode, String> {
         match s {
             "tpc" => Ok(KvMode::Tpc),
+            "tpc-strict" => Ok(KvMode::TpcStrict),
             #[cfg(feature = "runtime")]
             _ => match s.parse::<skq_net::Mode>()? {
                 skq_net::Mode::Async(_) => Err(format!(
@@ -87,7 +94,7 @@ impl std::str::FromStr for KvMode {
             },
             #[cfg(not(feature = "runtime"))]
             _ => Err(format!(
-                "mode `{s}`: built without the `runtime` feature, only `tpc` serves"
+                "mode `{s}`: built without the `runtime` feature, only `tpc` and `tpc-strict` serve"
             )),
         }
     }
@@ -121,12 +128,6 @@ pub struct ServerConfig {
     /// pending (memcached's `-o idle_timeout`; counted as `idle_kicks`). `None` (the
     /// default, as in memcached): never.
     pub idle_timeout: Option<Duration>,
-    /// Thread-per-core only: forward every command for a key owned by another worker
-    /// over the rings, even when that worker sleeps (the architecture as the Sphinx paper
-    /// runs it). `false` (the default): a command for the partition of a sleeping worker
-    /// runs on that partition in the worker that read it, with no message and no
-    /// wake-up (see `tpc.rs`, "Borrowing a sleeping worker's partition").
-    pub tpc_strict: bool,
 }
 
 impl ServerConfig {

@@ -9,6 +9,6 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
     match cfg.mode {
         #[cfg(feature = "runtime")]
         KvMode::Shared(_) => crate::shared::start(cfg),
-        KvMode::Tpc => crate::tpc::start(cfg),
+        KvMode::Tpc | KvMode::TpcStrict => crate::tpc::start(cfg),
     }
 }

@@ -54,6 +54,7 @@ mod tests {
     fn modes_read_back_as_printed_and_bad_fields_are_named() {
         for m in [
             "tpc",
+            "tpc-strict",
             "hybrid",
             "best2+steal",
             "epoll-1to1",

@@ -214,7 +214,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
     }
     let cfg_max_item = cfg.limits.max_item_size;
     let idle_timeout = cfg.idle_timeout;
-    let strict = cfg.tpc_strict;
+    let strict = cfg.mode == crate::config::KvMode::TpcStrict;
     let ctx = Arc::new(Ctx::new(cfg));
     let accepted: Arc<Vec<_>> = Arc::new(
         (0..n)

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{config, start, Client};
 use skq_kv::protocol::Limits;
-use skq_kv::server::{Arch, ServerConfig};
+use skq_kv::server::{Arch, KvMode, ServerConfig};
 
 /// Finds a libmemcached tool under its upstream name or Debian's `memc*` name.
 fn tool(name: &str) -> String {
@@ -296,20 +296,22 @@ fn differential(steps: &[Vec<u8>], mc_args: &[&str], limits: Limits) {
     for s in steps {
         reference.push(exchange(&mut c, s));
     }
-    for (arch, tpc_strict) in [(Arch::Shared, false), (Arch::Tpc, false), (Arch::Tpc, true)] {
-        let srv = skq_kv::server::start(ServerConfig {
+    for (arch, strict) in [(Arch::Shared, false), (Arch::Tpc, false), (Arch::Tpc, true)] {
+        let mut cfg = ServerConfig {
             limits,
-            tpc_strict,
             ..config(arch, 2)
-        })
-        .expect("server starts");
+        };
+        if strict {
+            cfg.mode = KvMode::TpcStrict;
+        }
+        let srv = skq_kv::server::start(cfg).expect("server starts");
         let mut c = Client::connect(srv.addr);
         for (s, want) in steps.iter().zip(&reference) {
             let got = exchange(&mut c, s);
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(want),
-                "{arch:?} (strict {tpc_strict}): reply to {:?} differs from memcached's",
+                "{arch:?} (strict {strict}): reply to {:?} differs from memcached's",
                 String::from_utf8_lossy(&s[..s.len().min(120)])
             );
         }

@@ -142,7 +142,6 @@ impl Rig {
             priority: Default::default(),
             batch_workers: Vec::new(),
             idle_timeout: None,
-            tpc_strict: false,
         };
         let proto = KvProtocol {
             store: SharedStore::new(cfg.limit_bytes, limits.max_item_size),

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{config, Client};
-use skq_kv::server::{Arch, Running, ServerConfig};
+use skq_kv::server::{Arch, KvMode, Running, ServerConfig};
 use skq_kv::tpc::owner;
 
 /// Opens connections until every worker has accepted at least one; returns one client per
@@ -37,7 +37,7 @@ fn client_per_worker(srv: &Running, workers: usize) -> Vec<Client> {
 /// (`--tpc-strict`), never borrowing a sleeping owner's partition.
 fn strict(workers: usize) -> ServerConfig {
     ServerConfig {
-        tpc_strict: true,
+        mode: KvMode::TpcStrict,
         ..config(Arch::Tpc, workers)
     }
 }

@@ -25,7 +25,6 @@ pub fn config(arch: Arch, workers: usize) -> ServerConfig {
         priority: Default::default(),
         batch_workers: Vec::new(),
         idle_timeout: None,
-        tpc_strict: false,
     }
 }
 
