@@ -157,14 +157,13 @@ fn hammer(srv: &Running, clients: usize, ops: usize) {
     });
 }
 
-#[test]
-fn tiny_rings_backpressure_exactly_once() {
-    let workers = 3;
-    let srv = skq_kv::tpc::start_with_ring(strict(workers), 1).unwrap();
+/// Runs [`hammer`] with 6 clients against `srv` and checks that the shared counter
+/// got every increment; returns the client that checked it.
+fn storm_counts_every_increment(srv: &Running) -> Client {
     let mut c = Client::connect(srv.addr);
     c.expect(b"set shared_counter 0 0 1\r\n0\r\n", b"STORED\r\n");
     let (clients, ops) = (6, 200);
-    hammer(&srv, clients, ops);
+    hammer(srv, clients, ops);
     let total = clients * (ops / 20) * 10;
     c.expect(
         b"get shared_counter\r\n",
@@ -174,6 +173,14 @@ fn tiny_rings_backpressure_exactly_once() {
         )
         .as_bytes(),
     );
+    c
+}
+
+#[test]
+fn tiny_rings_backpressure_exactly_once() {
+    let workers = 3;
+    let srv = skq_kv::tpc::start_with_ring(strict(workers), 1).unwrap();
+    let mut c = storm_counts_every_increment(&srv);
     assert!(
         c.stat("skq_ring_full") > 0,
         "rings of one slot must have filled"
@@ -189,19 +196,7 @@ fn tiny_rings_backpressure_exactly_once() {
 fn borrowed_partitions_exactly_once_and_in_order() {
     let workers = 3;
     let srv = skq_kv::tpc::start_with_ring(config(Arch::Tpc, workers), 1).unwrap();
-    let mut c = Client::connect(srv.addr);
-    c.expect(b"set shared_counter 0 0 1\r\n0\r\n", b"STORED\r\n");
-    let (clients, ops) = (6, 200);
-    hammer(&srv, clients, ops);
-    let total = clients * (ops / 20) * 10;
-    c.expect(
-        b"get shared_counter\r\n",
-        format!(
-            "VALUE shared_counter 0 {}\r\n{total}\r\nEND\r\n",
-            total.to_string().len()
-        )
-        .as_bytes(),
-    );
+    storm_counts_every_increment(&srv);
     srv.stop();
 }
 
@@ -250,19 +245,7 @@ fn increments_on_borrowed_partitions_are_exactly_once() {
 #[test]
 fn shared_arch_exactly_once() {
     let srv = skq_kv::server::start(config(Arch::Shared, 3)).unwrap();
-    let mut c = Client::connect(srv.addr);
-    c.expect(b"set shared_counter 0 0 1\r\n0\r\n", b"STORED\r\n");
-    let (clients, ops) = (6, 200);
-    hammer(&srv, clients, ops);
-    let total = clients * (ops / 20) * 10;
-    c.expect(
-        b"get shared_counter\r\n",
-        format!(
-            "VALUE shared_counter 0 {}\r\n{total}\r\nEND\r\n",
-            total.to_string().len()
-        )
-        .as_bytes(),
-    );
+    storm_counts_every_increment(&srv);
     srv.stop();
 }
 
