@@ -520,15 +520,10 @@ impl Handler for Core {
                     return Dispatch::Done;
                 }
                 let o = owner(cmd.key().expect("remaining commands carry one key"), self.n);
-                let borrowed = if o == self.me {
-                    None
-                } else {
-                    Self::borrow(&shared, self.me, &self.overflow, o)
-                };
                 if o == self.me {
                     apply(&mut self.part, &cmd, now, c, s.reply_buf());
                     crate::recycle::give(cmd);
-                } else if let Some(mut p) = borrowed {
+                } else if let Some(mut p) = Self::borrow(&shared, self.me, &self.overflow, o) {
                     c.skq_borrowed.fetch_add(1, Relaxed);
                     apply(&mut p, &cmd, now, c, s.reply_buf());
                     publish(&shared, o, &p);
