@@ -20,8 +20,9 @@ servers with each other, in the same run).
 
 Each point: start the server, prefill and warm it with a 0.5 s `skq load`
 pass, then read the server's CPU (sum of /proc/PID/task/*/schedstat) and its
-context switches (/proc/PID/task/*/status), and count its system calls with
-`perf stat -e raw_syscalls:sys_enter -p PID` while `skq load` offers the rate
+context switches (/proc/PID/task/*/status), and count its system calls, page
+faults and CPU migrations with `perf stat -e
+raw_syscalls:sys_enter,page-faults,cpu-migrations -p PID` while `skq load` offers the rate
 open-loop for --secs. Figures per reply = deltas / replies received. Counting
 the syscall tracepoint costs each call a little; every server pays it alike.
 
@@ -112,9 +113,9 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
         if mode == "count":
             perf_out = os.path.join(tmp, "perf.csv")
             perf = subprocess.Popen(["perf", "stat", "-x,", "-o", perf_out, "-e",
-                                     "raw_syscalls:sys_enter", "-p", str(pid), "--", "sleep",
-                                     window], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
+                                     "raw_syscalls:sys_enter,page-faults,cpu-migrations",
+                                     "-p", str(pid), "--", "sleep", window],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         elif mode == "trace":
             perf_out = os.path.join(tmp, "perf.csv")
             events = ",".join(f"syscalls:sys_enter_{c}" for c in BREAKDOWN_CALLS)
@@ -156,12 +157,14 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
         "checks_pass": d["checks"]["pass"],
     }
     if mode == "count":
-        calls = 0
+        counts = {}
         for line in open(perf_out):
             f = line.strip().split(",")
-            if len(f) > 2 and "raw_syscalls:sys_enter" in f[2] and f[0].isdigit():
-                calls = int(f[0])
-        res["syscalls"] = calls / replies
+            if len(f) > 2 and f[0].isdigit():
+                counts[f[2]] = int(f[0])
+        res["syscalls"] = counts.get("raw_syscalls:sys_enter", 0) / replies
+        res["faults"] = counts.get("page-faults", 0) / replies
+        res["migrations"] = counts.get("cpu-migrations", 0) / replies
     elif mode == "trace":
         calls = collections.Counter()
         for line in open(perf_out):
@@ -244,7 +247,8 @@ def main():
     say("")
     say("# summary: per reply, runs r1 / r2 ...; x = ratio to memcached in the same run")
     say(f"{'threads':>7} {'workload':<10} {'server':<11} {'CPU µs':>15} {'x':>11} "
-        f"{'syscalls':>11} {'vol cs':>11} {'invol cs':>11} {'p99 µs':>15} checks")
+        f"{'syscalls':>11} {'vol cs':>11} {'invol cs':>11} {'faults':>11} {'migr':>11} "
+        f"{'p99 µs':>15} checks")
     for t in threads:
         for w in workloads:
             for s in servers:
@@ -258,7 +262,7 @@ def main():
                          if base else "-")
                 say(f"{t:>7} {w:<10} {s:<11} {fmt('cpu_us', 1):>15} {ratio:>11} "
                     f"{fmt('syscalls', 2):>11} {fmt('vol_cs', 2):>11} {fmt('invol_cs', 2):>11} "
-                    f"{fmt('p99_us', 0):>15} "
+                    f"{fmt('faults', 3):>11} {fmt('migrations', 3):>11} {fmt('p99_us', 0):>15} "
                     f"{'/'.join('pass' if r['checks_pass'] else 'FAIL' for r in rs)}")
     if args.breakdown:
         say("")
