@@ -3,7 +3,7 @@
 
     python3 scripts/bench/kv-profile.py [--threads 1,2] [--workloads etc,sphinx-ro,sphinx-wo]
         [--servers memcached,kv-tpc,kv-cpu,kv-hybrid] [--rate1 10000] [--rate2 15000]
-        [--secs 4] [--runs 2] [--connections 64] [--flame DIR] [--breakdown]
+        [--secs 4] [--warm 0.5] [--runs 2] [--connections 64] [--flame DIR] [--breakdown]
         [--out docs/results/kv-profile-DATE.txt]
 
 Servers (loopback, each with T worker threads):
@@ -19,7 +19,7 @@ share both CPUs (the generator's cost is then in the server's way: compare
 servers with each other, in the same run).
 
 Each point: start the server, prefill and warm it with a 0.5 s `skq load`
-pass, then read the server's CPU (sum of /proc/PID/task/*/schedstat) and its
+pass (--warm SECS: longer, e.g. to fill skq's 64 MiB log before measuring), then read the server's CPU (sum of /proc/PID/task/*/schedstat) and its
 context switches (/proc/PID/task/*/status), and count its system calls, page
 faults and CPU migrations with `perf stat -e
 raw_syscalls:sys_enter,page-faults,cpu-migrations -p PID` while `skq load` offers the rate
@@ -34,6 +34,7 @@ DIR/kv-SERVER-Tt-WORKLOAD.svg, .txt (flat profile) and .folded (the folded
 stacks, one line per distinct stack, for grep) through
 scripts/flamegraph.py; memcached's flame graph uses the symbol-carrying build
 of scripts/build-memcached-prof.sh (same source, not stripped).
+SKQ=PATH measures another build of skq (a before/after comparison).
 Needs: bash scripts/setup.sh; cargo build --release -p skq; perf.
 """
 import argparse
@@ -50,7 +51,7 @@ import time
 from benchlib import free_port, proc_cost, stop, wait_listening
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SKQ = os.path.join(ROOT, "target/release/skq")
+SKQ = os.environ.get("SKQ") or os.path.join(ROOT, "target/release/skq")
 STOCK = "/usr/bin/memcached"
 PROF = os.path.join(ROOT, "target/memcached-prof/memcached")
 FLAME = os.path.join(ROOT, "scripts/flamegraph.py")
@@ -102,9 +103,9 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
     try:
         wait_listening(port, p)
         pid = p.pid  # taskset execs the server, so the child is the server
-        warm = subprocess.run(load_cmd(port, workload, rate, 0.5, threads, args.connections,
+        warm = subprocess.run(load_cmd(port, workload, rate, args.warm, threads, args.connections,
                                        ["--warmup", "0"]), capture_output=True, text=True,
-                              timeout=120)
+                              timeout=120 + args.warm)
         if warm.returncode not in (0, 3):
             raise RuntimeError(f"warm-up load failed: {warm.stderr[:300]}")
         tmp = tempfile.mkdtemp(prefix="kv-profile-")
@@ -205,6 +206,8 @@ def main():
     ap.add_argument("--rate1", type=float, default=10000, help="req/s with 1 server thread")
     ap.add_argument("--rate2", type=float, default=15000, help="req/s with 2 server threads")
     ap.add_argument("--secs", type=float, default=4.0)
+    ap.add_argument("--warm", type=float, default=0.5,
+                    help="seconds of the warm-up pass before each point (after the prefill)")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--flame", metavar="DIR", help="write flame graphs here")

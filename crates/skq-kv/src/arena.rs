@@ -7,6 +7,14 @@
 //!   a record's key and value are never written again (a touch rewrites its header only);
 //! - a [`Loc`] stays valid until its segment is evicted; [`Arena::evict_oldest`] hands the
 //!   evicted segment back so the caller can drop every index entry that points into it;
+//! - each segment counts its live records: every record appended is live until the
+//!   caller reports it dead ([`Arena::dead`], when no index entry points at it any more).
+//!   When a new segment is needed and the oldest one (not the newest) holds no live
+//!   record, that one is retired instead of growing the arena: nothing points into it,
+//!   so nothing is lost and it is not an eviction. A log of updates to a few keys then
+//!   stays a few segments long and reuses their memory, as memcached reuses the slot of
+//!   the value an update replaces, rather than writing fresh pages (a page fault every
+//!   ~16 records) until the `-m` limit is reached;
 //! - a [`ValueRef`] ([`Arena::value_ref`]) shares its record's segment: a reply can send
 //!   a value straight from the store, on any thread, without copying it. An evicted
 //!   segment that a `ValueRef` still holds is freed when the last one drops; only a
@@ -173,6 +181,8 @@ struct Segment {
     buf: Arc<SegBuf>,
     /// Fill mark: bytes appended so far.
     len: usize,
+    /// Records appended here and not yet reported [`Arena::dead`].
+    live: u32,
 }
 
 impl Segment {
@@ -217,11 +227,32 @@ impl Arena {
             .is_some_and(|s| s.len + len <= SEGMENT_SIZE)
     }
 
+    /// Whether the oldest segment can be retired without an eviction: it holds no live
+    /// record and is not the newest (which appends still fill).
+    fn front_is_dead(&self) -> bool {
+        self.segments.len() > 1 && self.segments.front().is_some_and(|s| s.live == 0)
+    }
+
     /// Whether appending `len` bytes needs a new segment and the arena is already full,
-    /// i.e. whether the caller must [`evict_oldest`](Self::evict_oldest) first.
+    /// i.e. whether the caller must [`evict_oldest`](Self::evict_oldest) first. A dead
+    /// oldest segment makes room by itself ([`append`](Self::append) retires it).
     pub fn needs_eviction(&self, len: usize) -> bool {
         assert!(len <= SEGMENT_SIZE, "record larger than a segment");
-        !self.head_fits(len) && self.segments.len() >= self.max_segments
+        !self.head_fits(len) && self.segments.len() >= self.max_segments && !self.front_is_dead()
+    }
+
+    /// Reports that the record at `loc` is dead: no index entry points at it any more.
+    /// Each live record must be reported at most once; a record of a segment already
+    /// evicted or retired is ignored.
+    pub fn dead(&mut self, loc: Loc) {
+        let Some(first) = self.segments.front().map(|s| s.seq) else {
+            return;
+        };
+        if let Some(seg) = self.segments.get_mut(loc.seg.wrapping_sub(first) as usize) {
+            debug_assert_eq!(seg.seq, loc.seg);
+            debug_assert!(seg.live > 0, "a record reported dead twice");
+            seg.live = seg.live.saturating_sub(1);
+        }
     }
 
     /// Removes the oldest segment and calls `f` on each of its records with its location.
@@ -256,11 +287,20 @@ impl Arena {
         let len = record_len(key.len(), vlen);
         assert!(!self.needs_eviction(len), "arena full: evict first");
         if !self.head_fits(len) {
+            if self.front_is_dead() {
+                // Nothing points into it (module docs): retire it, and reuse its memory
+                // unless a reply still holds a value in it.
+                let mut old = self.segments.pop_front().expect("checked").buf;
+                if Arc::get_mut(&mut old).is_some() && self.spare.is_none() {
+                    self.spare = Some(old);
+                }
+            }
             let buf = self.spare.take().unwrap_or_else(|| Arc::new(SegBuf::new()));
             self.segments.push_back(Segment {
                 seq: self.next_seq,
                 buf,
                 len: 0,
+                live: 0,
             });
             self.next_seq = self.next_seq.wrapping_add(1);
         }
@@ -282,6 +322,7 @@ impl Arena {
             at += piece.len();
         }
         seg.len = at;
+        seg.live += 1;
         Loc {
             seg: seg.seq,
             off: off as u32,
@@ -367,5 +408,56 @@ mod tests {
         a.set_exp(l3, 99);
         assert_eq!(a.get(l3).meta.exp_at, 99);
         assert_eq!(a.get(l3).meta.flags, 7);
+    }
+
+    const META: Meta = Meta {
+        flags: 0,
+        exp_at: 0,
+        cas: 1,
+    };
+
+    #[test]
+    fn a_dead_oldest_segment_is_retired_not_evicted() {
+        // Half a segment per record: each append opens a new segment.
+        let big = vec![b'x'; SEGMENT_SIZE / 2];
+        let mut a = Arena::new(2);
+        let l1 = a.append(META, b"k1", &[&big]);
+        let l2 = a.append(META, b"k2", &[&big]);
+        assert_ne!(l1.seg, l2.seg);
+        // Full, and its oldest segment holds a live record: an eviction is needed.
+        assert!(a.needs_eviction(big.len() + 100));
+        a.dead(l1);
+        // Now the dead oldest segment makes room by itself.
+        assert!(!a.needs_eviction(big.len() + 100));
+        let l3 = a.append(META, b"k3", &[&big]);
+        assert_eq!(a.allocated(), 2 * SEGMENT_SIZE);
+        assert_eq!(a.get(l2).key, b"k2");
+        assert_eq!(a.get(l3).key, b"k3");
+        // A dead record of a segment already gone is ignored; the newest segment is
+        // never retired, even dead.
+        a.dead(l1);
+        a.dead(l3);
+        assert!(a.needs_eviction(big.len() + 100), "l2's segment is live");
+        a.dead(l2);
+        let l4 = a.append(META, b"k4", &[&big]);
+        assert_eq!(a.get(l4).key, b"k4");
+        assert_eq!(a.get(l3).key, b"k3", "the dead newest segment was kept");
+        assert_eq!(a.allocated(), 2 * SEGMENT_SIZE);
+    }
+
+    #[test]
+    fn a_retired_segment_a_reply_still_reads_is_not_reused() {
+        let big = vec![b'y'; SEGMENT_SIZE / 2];
+        let mut a = Arena::new(4);
+        let l1 = a.append(META, b"k1", &[&big]);
+        let held = a.value_ref(l1);
+        let _l2 = a.append(META, b"k2", &[&big]);
+        a.dead(l1);
+        // The next segment retires l1's, but the reply's reference keeps its bytes.
+        let l3 = a.append(META, b"k3", &[&vec![b'z'; SEGMENT_SIZE / 2]]);
+        assert_eq!(a.get(l3).value[0], b'z');
+        assert_eq!(a.allocated(), 2 * SEGMENT_SIZE);
+        assert!(held.as_slice().iter().all(|&b| b == b'y'));
+        assert_eq!(held.len(), SEGMENT_SIZE / 2);
     }
 }

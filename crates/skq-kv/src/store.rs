@@ -273,9 +273,10 @@ impl Partition {
         }
     }
 
-    /// Removes the index entry `h → loc` if present; the counters are the caller's job.
+    /// Removes the index entry `h → loc` if present and tells the arena its record is
+    /// dead (so a segment of dead records is reused); the counters are the caller's job.
     fn remove_entry(&mut self, h: u64, loc: Loc) -> bool {
-        match self.index.get_mut(&h) {
+        let removed = match self.index.get_mut(&h) {
             Some(Slot::One(l)) if *l == loc => {
                 self.index.remove(&h);
                 true
@@ -291,7 +292,11 @@ impl Partition {
                 removed
             }
             _ => false,
+        };
+        if removed {
+            self.arena.dead(loc);
         }
+        removed
     }
 
     /// Removes the index entry `h → loc` (if present) and updates the counters.
