@@ -362,7 +362,8 @@ impl ServerConfig {
     }
 
     /// The skq core configuration: the mode's policy, the tunables applied
-    /// on top, capacity for the listener plus `max_conns` connections.
+    /// on top, capacity for the listener, one retire bell per worker (the
+    /// skq driver's) and `max_conns` connections.
     /// Worker CPUs are left to the runtime (topology spread order), which
     /// `pin` then follows. A baseline mode has none: an error naming it.
     pub fn core_config(&self) -> Result<skq_core::Config, skq_core::ConfigError> {
@@ -406,7 +407,7 @@ impl ServerConfig {
             }
             c.batch_workers |= 1u64 << w;
         }
-        c.capacity = self.max_conns + 1;
+        c.capacity = self.max_conns + 1 + self.workers;
         c.validate()?;
         Ok(c)
     }

@@ -23,7 +23,11 @@
 //!   connection's level to the scheduler (`Skq::set_class`, no system
 //!   call), which places its next activation by it.
 //! * [`SkqDriver::retire_worker`] sets a flag the worker checks between
-//!   batches (waits use a 20 ms timeout so an idle worker notices too); it
+//!   batches, then rings the worker's retire bell: an eventfd registered
+//!   `PINNED` to that worker (token [`retire_token`]), so an idle worker
+//!   wakes for it and nobody else does. Waits have no timeout: an idle
+//!   worker sleeps until readiness, a wake-up or shutdown (a 20 ms polling
+//!   timeout used to wake every idle worker 50 times a second). The worker
 //!   then calls `Worker::exit()` and the core hands its queued events to the
 //!   others.
 
@@ -33,10 +37,10 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use skq_core::{Class, Event, Flags, SourceId};
 use skq_rt::{Events, Interest, Skq, Worker};
+use skq_sys::eventfd::EventFd;
 
 use crate::config::ServerConfig;
 use crate::conn::{Conn, Limits, Outcome};
@@ -48,8 +52,20 @@ use crate::table::Table;
 
 /// Token of the listening socket (connection tokens are table slots).
 const LISTENER: u64 = u64::MAX;
-/// How often a waiting worker looks at its retire flag.
-const RETIRE_POLL: Duration = Duration::from_millis(20);
+/// Token of worker 0's retire bell; worker `w`'s is `RETIRE - w` (workers
+/// are at most 64, connection tokens are table slots far below).
+const RETIRE: u64 = u64::MAX - 1;
+
+/// The token of worker `w`'s retire bell.
+fn retire_token(w: usize) -> u64 {
+    RETIRE - w as u64
+}
+
+/// The worker whose retire bell `token` is, if it is one.
+fn retire_bell_of(token: u64, workers: usize) -> Option<usize> {
+    let w = RETIRE.checked_sub(token)?;
+    (w < workers as u64).then_some(w as usize)
+}
 
 struct Entry<S> {
     stream: TcpStream,
@@ -66,6 +82,8 @@ struct Shared<P: Protocol> {
     listener: TcpListener,
     table: Table<Entry<P::Session>>,
     retire: Box<[AtomicBool]>,
+    /// Per worker: its retire bell (an eventfd) and its registration.
+    bells: Box<[(EventFd, SourceId)]>,
     accept_races: AtomicU64,
     ownership_violations: AtomicU64,
     /// Incremented before and after each timeout sweep (odd: sweeping).
@@ -103,12 +121,26 @@ pub(crate) fn start<P: Protocol>(
         Flags::NONE,
         None,
     )?;
+    let bells = (0..cfg.workers)
+        .map(|w| {
+            let bell = EventFd::new()?;
+            let id = skq.register(
+                bell.as_raw_fd(),
+                retire_token(w),
+                Interest::READABLE,
+                Flags::PINNED,
+                Some(w),
+            )?;
+            Ok((bell, id))
+        })
+        .collect::<io::Result<Box<[_]>>>()?;
     let shared = Arc::new(Shared {
         common,
         skq,
         listener,
         table: Table::new(cfg.max_conns),
         retire: (0..cfg.workers).map(|_| AtomicBool::new(false)).collect(),
+        bells,
         accept_races: AtomicU64::new(0),
         ownership_violations: AtomicU64::new(0),
         sweeps: AtomicU64::new(0),
@@ -182,8 +214,10 @@ impl<P: Protocol> Running for SkqDriver<P> {
                 format!("retire_worker: no worker {i}"),
             )
         })?;
-        flag.store(true, Ordering::Relaxed);
-        Ok(())
+        flag.store(true, Ordering::Release);
+        // Wakes the worker if it sleeps; a busy one sees the flag (or the
+        // bell) after its batch.
+        self.shared.bells[i].0.notify()
     }
 
     fn shutdown(self: Box<Self>) -> ServerStats {
@@ -208,6 +242,9 @@ impl<P: Protocol> Running for SkqDriver<P> {
             let _ = s.skq.deregister(e.id, e.stream.as_raw_fd());
         });
         let _ = s.skq.deregister(me.listener_id, s.listener.as_raw_fd());
+        for (bell, id) in s.bells.iter() {
+            let _ = s.skq.deregister(*id, bell.as_raw_fd());
+        }
         stats
     }
 }
@@ -227,7 +264,7 @@ fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize) {
     let mut events = Events::with_capacity(shared.batch);
     let mut scratch = vec![0u8; SCRATCH];
     loop {
-        if shared.retire[w].load(Ordering::Relaxed) {
+        if shared.retire[w].load(Ordering::Acquire) {
             let report = worker.exit();
             if !report.stranded.is_empty() {
                 shared.common.notices.push(Notice::Stranded {
@@ -237,7 +274,7 @@ fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize) {
             }
             return;
         }
-        match worker.wait(&mut events, Some(RETIRE_POLL)) {
+        match worker.wait(&mut events, None) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => {
@@ -255,6 +292,11 @@ fn worker_main<P: Protocol>(shared: &Shared<P>, w: usize) {
         for ev in events.iter() {
             if ev.token == LISTENER {
                 accept_all(shared, &worker);
+            } else if let Some(b) = retire_bell_of(ev.token, shared.bells.len()) {
+                // The flag is read at the top of the loop. A bell whose
+                // worker exited first (its pin dropped) may reach another
+                // worker, which only resets it.
+                shared.bells[b].0.drain();
             } else {
                 on_connection(shared, &mut worker, ev, &mut scratch);
             }
