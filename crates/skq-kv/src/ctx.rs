@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crossbeam_utils::CachePadded;
 
@@ -20,7 +20,10 @@ pub struct Ctx {
     pub cfg: ServerConfig,
     /// One counter block per worker.
     pub counters: WorkerCounters,
-    started: Instant,
+    /// The coarse monotonic clock at the start (`monotonic_coarse_ns`): the
+    /// cache's clock counts seconds and is read per command, so it reads
+    /// the last tick's time rather than the clock hardware.
+    started_ns: u64,
     started_unix: i64,
     /// Open connections.
     pub curr_conns: AtomicUsize,
@@ -50,7 +53,7 @@ impl Ctx {
         Ctx {
             cfg,
             counters,
-            started: Instant::now(),
+            started_ns: skq_sys::cpu::monotonic_coarse_ns(),
             started_unix,
             curr_conns: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
@@ -64,14 +67,18 @@ impl Ctx {
     /// The clock as commands see it (server-relative seconds start at 1).
     pub fn now(&self) -> Now {
         Now {
-            rel: self.started.elapsed().as_secs() as u32 + 1,
+            rel: (self.elapsed_ns() / 1_000_000_000) as u32 + 1,
             started_unix: self.started_unix,
         }
     }
 
     /// Milliseconds since the server started.
     pub fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.elapsed_ns() / 1_000_000
+    }
+
+    fn elapsed_ns(&self) -> u64 {
+        skq_sys::cpu::monotonic_coarse_ns().saturating_sub(self.started_ns)
     }
 
     /// Tries to admit one more connection under `--max-conns`.
