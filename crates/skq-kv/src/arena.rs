@@ -272,9 +272,14 @@ impl Arena {
             );
             off += record_len(rec.key.len(), rec.value.len());
         }
-        // A buffer a reply still holds is left to it: freed when the reply is written.
-        // `get_mut` (not a count) also orders that reply's last reads before our writes.
-        let mut buf = seg.buf;
+        self.keep_spare(seg.buf);
+    }
+
+    /// Keeps the buffer of a segment that left the arena for the next new segment,
+    /// unless a reply still holds a value in it: that buffer is left to the reply and
+    /// freed when the reply is written. `get_mut` (not a count) also orders that
+    /// reply's last reads before our writes.
+    fn keep_spare(&mut self, mut buf: Arc<SegBuf>) {
         if Arc::get_mut(&mut buf).is_some() {
             self.spare = Some(buf);
         }
@@ -288,12 +293,9 @@ impl Arena {
         assert!(!self.needs_eviction(len), "arena full: evict first");
         if !self.head_fits(len) {
             if self.front_is_dead() {
-                // Nothing points into it (module docs): retire it, and reuse its memory
-                // unless a reply still holds a value in it.
-                let mut old = self.segments.pop_front().expect("checked").buf;
-                if Arc::get_mut(&mut old).is_some() && self.spare.is_none() {
-                    self.spare = Some(old);
-                }
+                // Nothing points into it (module docs): retire it and reuse its memory.
+                let old = self.segments.pop_front().expect("checked").buf;
+                self.keep_spare(old);
             }
             let buf = self.spare.take().unwrap_or_else(|| Arc::new(SegBuf::new()));
             self.segments.push_back(Segment {

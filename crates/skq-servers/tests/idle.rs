@@ -17,12 +17,12 @@ fn switches_of_threads(prefix: &str) -> u64 {
         if !name.starts_with(prefix) {
             continue;
         }
-        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-        for line in status.lines() {
-            if let Some(v) = line.strip_prefix("voluntary_ctxt_switches:") {
-                total += v.trim().parse::<u64>().unwrap();
-            }
-        }
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue; // the thread exited meanwhile
+        };
+        total += skq_sys::process::parse_status_ctxt_switches(&status)
+            .expect("a task's status has its context switch counts")
+            .voluntary;
     }
     total
 }

@@ -61,10 +61,17 @@ pub fn set_timer_slack(ns: u64) -> io::Result<()> {
 
 /// Monotonic clock in nanoseconds.
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Clock `id` in nanoseconds; `id` must be a clock every supported kernel has.
+#[inline]
+fn clock_ns(id: libc::clockid_t) -> u64 {
     // SAFETY: a zeroed timespec is a valid out-parameter.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: CLOCK_MONOTONIC always exists; ts is a live out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: the callers pass CLOCK_MONOTONIC (always there) or
+    // CLOCK_MONOTONIC_COARSE (since Linux 2.6.32); ts is a live out-parameter.
+    unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -73,12 +80,7 @@ pub fn monotonic_ns() -> u64 {
 /// clock hardware, several times cheaper than [`monotonic_ns`]. For clocks
 /// that count seconds or milliseconds, read per request.
 pub fn monotonic_coarse_ns() -> u64 {
-    // SAFETY: a zeroed timespec is a valid out-parameter.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: CLOCK_MONOTONIC_COARSE exists since Linux 2.6.32; ts is a live
-    // out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE)
 }
 
 /// CPU time the calling thread has run so far, in nanoseconds
