@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The generator's schedule-keeping sweep (issue 27): `skq load` against one
 # server thread on CPU 0, the generator pinned to CPU 1, 4 s + 0.5 s warm-up
-# per point; prints send-lateness p99, the verdict, latency p99, the
+# per point; prints send-lateness p99 (and without the machine's stalls,
+# with their count), the verdict, latency p99, the
 # generator's work and CPU per request, and failed checks.
 #   rpc:       skq serve rpc --mode epoll-1to1 --workers 1 --service spin (5 µs)
 #   memcached: Debian's memcached -t 1 (etc mix)
@@ -47,7 +48,10 @@ except Exception as e:
 c = r["checks"]; n = r.get("client_sent_total") or 1
 cpu = r["client_cpu"]["user_s"] + r["client_cpu"]["sys_s"]
 failed = [x.split(":")[0] for x in c["notes"] if not x.startswith("info")]
+st = r.get("client_stalls") or {}
+own = st.get("own_lateness_p99_us", float("nan"))
 print(f"run={run} {proto:<9} rate={rate:>5} conns={conns:>2} lateness_p99={c['lateness_p99_us']:7.1f}us "
+      f"without_stalls={own:6.1f}us stalls={st.get('count', 0)} "
       f"pass={str(c['pass']):<5} p99={r['latency']['p99']['value']:7.0f}us "
       f"work/req={r['client_busy_s']*1e6/n:5.1f}us cpu/req={cpu*1e6/n:6.1f}us "
       f"errors={sum(r['errors'].values())} failed={','.join(failed) or '-'}")

@@ -12,7 +12,9 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2Serializer;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use skq_report::result::{CpuTime, Errors, IntervalPoint, MachineFloor, Meta, PointResult};
+use skq_report::result::{
+    CpuTime, Errors, GeneratorStalls, IntervalPoint, MachineFloor, Meta, PointResult,
+};
 
 use crate::checks::{self, CheckInput};
 use crate::config::{LoadConfig, ProtocolConfig};
@@ -341,6 +343,8 @@ fn assemble(
     let mut lat: [Hist; 4] = Default::default();
     let mut raw: [Hist; 4] = Default::default();
     let mut lateness = Hist::new();
+    let mut own_lateness = Hist::new();
+    let (mut stalls, mut stall_ns) = (0, 0);
     let mut intervals: Vec<Hist> = Vec::new();
     let mut intervals_sent: Vec<u64> = Vec::new();
     let mut errors = Errors::default();
@@ -362,6 +366,9 @@ fn assemble(
             raw[r].merge(&o.raw[r]);
         }
         lateness.merge(&o.lateness);
+        own_lateness.merge(&o.own_lateness);
+        stalls += o.stalls;
+        stall_ns += o.stall_ns;
         for (k, h) in o.intervals.iter().enumerate() {
             if intervals.len() <= k {
                 intervals.resize_with(k + 1, Hist::new);
@@ -437,6 +444,20 @@ fn assemble(
             .notes
             .push(format!("info: --cpus refused ({e}); ran unpinned"));
     }
+    let client_stalls = GeneratorStalls {
+        count: stalls,
+        lost_s: stall_ns as f64 * 1e-9,
+        own_lateness_p99_us: own_lateness.quantile_ci(0.99).1 as f64 / 1e3,
+    };
+    if !checks.lateness_ok && stalls > 0 {
+        checks.notes.push(format!(
+            "info: the machine stalled the generator's loop {} times for over {} us ({:.2} ms in all; a poll, read or write takes it 0.1-30 us); without those stalls its send lateness p99 is {:.1} us",
+            stalls,
+            crate::worker::STALL_NS / 1000,
+            client_stalls.lost_s * 1e3,
+            client_stalls.own_lateness_p99_us
+        ));
+    }
     if let Some(f) = floor.filter(|_| !checks.lateness_ok) {
         checks.notes.push(format!(
             "info: the generator's CPU alone, sampled in {:.1} s of its idle spinning, gives an ideal generator a lateness p99 of {:.1} us ({:.2}% of the time lost in gaps over 20 us, longest {:.0} us): that much of the lateness is the machine's",
@@ -494,6 +515,7 @@ fn assemble(
         client_waited_s: None,
         client_preempted: None,
         client_floor: floor,
+        client_stalls: Some(client_stalls),
         server_cpu: None,
         intervals: series_points,
         schedule_start_ns: Some(schedule_start),

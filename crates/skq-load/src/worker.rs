@@ -150,6 +150,19 @@ fn dump_gaps(dir: &std::path::Path, out: &WorkerOut) {
 }
 
 /// Divides `v` by its mean (left alone when the mean is not positive).
+/// How much of `[from, to]` the stalls in `ring` (ordered by start,
+/// disjoint) cover (ns).
+fn stalled_within(ring: &VecDeque<(u64, u64)>, from: u64, to: u64) -> u64 {
+    let mut covered = 0;
+    for &(s, e) in ring.iter().rev() {
+        if e <= from {
+            break;
+        }
+        covered += e.min(to).saturating_sub(s.max(from));
+    }
+    covered
+}
+
 fn normalise(v: &mut [f64]) {
     let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
     if mean > 0.0 {
@@ -290,7 +303,32 @@ pub struct WorkerOut {
     pub idle_gaps: Vec<u64>,
     /// See `idle_gaps`.
     pub idle_spin_ns: u64,
+    /// Steps of this thread's loop (one poll, read, write or send, or an
+    /// epoll sleep past its timeout) that took longer than [`STALL_NS`],
+    /// over the whole run: the machine's stalls (see [`STALL_NS`]).
+    pub stalls: u64,
+    /// Their total length (ns).
+    pub stall_ns: u64,
+    /// Send lateness of measured requests less the part of it that such
+    /// stalls cover: what the generator's own work made them late by.
+    pub own_lateness: Hist,
 }
+
+/// A step of the generator loop longer than this (ns) is counted as a stall
+/// of the machine, not as the generator's work: one poll, one read or write
+/// of a few hundred bytes, or encoding one request takes 0.1–30 µs on the
+/// dev VMs (`--trace-late`), while the same steps stalled for 100–650 µs
+/// several times a second when the host was busy, for writes of 32 bytes
+/// (traced 2026-11-29, `docs/MEASUREMENT.md`). A step this long exceeds
+/// the whole lateness budget by itself. The generator's own deliberate
+/// stalls (the test hook [`crate::config::Stall`]) are not counted. A
+/// generator far past its capacity can take steps this long by itself
+/// (reads of many kB); the count of stalls is reported beside it.
+pub const STALL_NS: u64 = 50_000;
+
+/// Stalls a thread remembers to subtract from the lateness of the sends they
+/// delayed (only recent ones can overlap a send's lateness).
+const STALL_RING: usize = 64;
 
 /// Shortest gap between two idle polls that [`WorkerOut::idle_gaps`] keeps
 /// (ns): shorter ones are the loop itself and cannot move a µs-scale p99.
@@ -358,6 +396,11 @@ pub struct Worker<'a> {
     dirty: Vec<u32>,
     /// Diagnostic trace of late sends (`SKQ_LOAD_TRACE`).
     trace: Option<Tracer>,
+    /// The last clock reading of the loop ([`Worker::tick`]), or when an
+    /// epoll sleep was due to end.
+    last_tick: u64,
+    /// Recent stalls (start, end), oldest first.
+    stall_ring: VecDeque<(u64, u64)>,
 }
 
 /// Diagnostic trace (`skq load --trace-late PATH`): what the thread did
@@ -470,6 +513,8 @@ impl<'a> Worker<'a> {
             last_sched: None,
             dirty: Vec::new(),
             trace,
+            last_tick: 0,
+            stall_ring: VecDeque::with_capacity(STALL_RING),
         })
     }
 
@@ -522,8 +567,9 @@ impl<'a> Worker<'a> {
         // When the previous poll returned, if it was idle (no events, a zero
         // timeout) and nothing was sent since: the start of a floor sample.
         let mut idle_since: Option<u64> = None;
+        self.last_tick = cpu::monotonic_ns();
         loop {
-            let mut now = cpu::monotonic_ns();
+            let mut now = self.tick();
             if sending {
                 let began = now;
                 let mut burst = 0;
@@ -545,11 +591,11 @@ impl<'a> Worker<'a> {
                         let next = self.p.start + c.schedule.next(Some(t - self.p.start));
                         self.heap.push(Reverse((next, ci)));
                     }
-                    now = cpu::monotonic_ns();
+                    now = self.tick();
                 }
                 if !self.dirty.is_empty() {
                     self.flush_dirty();
-                    now = cpu::monotonic_ns();
+                    now = self.tick();
                     idle_since = None;
                 }
                 if burst > 0 {
@@ -576,8 +622,10 @@ impl<'a> Worker<'a> {
             // (virtual) CPU halt, and waking it again can take milliseconds.
             let timeout = next.saturating_sub(now).saturating_sub(spin);
             self.events.clear();
+            // A sleep is no stall; only its overshoot can be.
+            self.last_tick = self.last_tick.max(now + timeout);
             self.events.extend(self.epoll.wait(Some(timeout))?);
-            let woke = cpu::monotonic_ns();
+            let woke = self.tick();
             if timeout == 0 && self.events.is_empty() {
                 if let Some(prev) = idle_since {
                     self.note_idle_gap(woke - prev);
@@ -605,7 +653,7 @@ impl<'a> Worker<'a> {
                 }
                 let (token, ev) = self.events[i];
                 self.on_event(token as usize, ev);
-                let done = cpu::monotonic_ns();
+                let done = self.tick();
                 if let Some(t) = &mut self.trace {
                     t.note(2, at, done, token, 0);
                 }
@@ -633,6 +681,28 @@ impl<'a> Worker<'a> {
         self.out.ref_gaps = excess_gaps(&self.out.ref_gaps, threshold as f64);
         normalise(&mut self.out.sched_gaps);
         Ok(self.out)
+    }
+
+    /// Reads the clock, counting the time since the previous reading as a
+    /// stall of the machine when it is longer than [`STALL_NS`].
+    fn tick(&mut self) -> u64 {
+        let now = cpu::monotonic_ns();
+        let since = self.last_tick;
+        if now > since + STALL_NS {
+            self.out.stalls += 1;
+            self.out.stall_ns += now - since;
+            if self.stall_ring.len() == STALL_RING {
+                self.stall_ring.pop_front();
+            }
+            self.stall_ring.push_back((since, now));
+        }
+        self.last_tick = self.last_tick.max(now);
+        now
+    }
+
+    /// How much of `[sched, stamp]` recent stalls cover (ns).
+    fn stalled_within(&self, sched: u64, stamp: u64) -> u64 {
+        stalled_within(&self.stall_ring, sched, stamp)
     }
 
     /// Records the gap between two back-to-back idle polls.
@@ -722,6 +792,8 @@ impl<'a> Worker<'a> {
             if self.sends >= every {
                 self.sends = 0;
                 std::thread::sleep(pause);
+                // The generator's own stall: not the machine's.
+                self.last_tick = cpu::monotonic_ns();
             }
         }
     }
@@ -731,7 +803,7 @@ impl<'a> Worker<'a> {
     fn flush_dirty(&mut self) {
         for i in 0..self.dirty.len() {
             let ci = self.dirty[i] as usize;
-            let now = cpu::monotonic_ns();
+            let now = self.tick();
             self.stamp(ci, now);
             let c = &mut self.conns[ci];
             c.dirty = false;
@@ -760,7 +832,10 @@ impl<'a> Worker<'a> {
                 t.late(sched, now);
             }
             if self.measured(sched) {
-                self.out.lateness.record(now.saturating_sub(sched));
+                let late = now.saturating_sub(sched);
+                self.out.lateness.record(late);
+                let stalled = self.stalled_within(sched, now);
+                self.out.own_lateness.record(late - stalled.min(late));
                 if role == Role::Load {
                     self.out.sent_window += 1;
                     if let Some((prev, prev_sched)) = self.last_send {
@@ -971,5 +1046,27 @@ impl<'a> Worker<'a> {
             }
             self.out.intervals[k].record(lat);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalls_cover_only_their_overlap_with_a_sends_lateness() {
+        let ring: VecDeque<(u64, u64)> = [(100, 200), (300, 400), (1_000, 1_500)].into();
+        // A send scheduled at 150 and stamped at 350: half of each of the
+        // first two stalls lies inside.
+        assert_eq!(stalled_within(&ring, 150, 350), 100);
+        // Entirely inside the last stall.
+        assert_eq!(stalled_within(&ring, 1_100, 1_200), 100);
+        // Between stalls: nothing.
+        assert_eq!(stalled_within(&ring, 200, 300), 0);
+        // After every stall.
+        assert_eq!(stalled_within(&ring, 1_500, 2_000), 0);
+        // Spanning all of them.
+        assert_eq!(stalled_within(&ring, 0, 5_000), 700);
+        assert_eq!(stalled_within(&VecDeque::new(), 0, 5_000), 0);
     }
 }

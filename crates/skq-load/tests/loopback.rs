@@ -143,6 +143,14 @@ fn a_stalled_sender_fails_the_lateness_check() {
     );
     assert!(r.checks.lateness_p99_us > 1000.0);
     assert!(!r.checks.pass);
+    // The generator's own stalls are its own: taking the machine's stalls
+    // out of the lateness leaves them in.
+    let own = r.client_stalls.expect("the generator reports its stalls");
+    assert!(
+        own.own_lateness_p99_us > 1000.0,
+        "lateness without the machine's stalls {} us",
+        own.own_lateness_p99_us
+    );
     assert!(
         r.checks.notes.iter().any(|n| n.starts_with("lateness")),
         "{:?}",

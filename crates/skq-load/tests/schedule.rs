@@ -2,12 +2,20 @@
 //! server at a few thousand requests per second. Behaviour, not a timing
 //! threshold of the test's own: it checks counts and the generator's own
 //! lateness verdict. Alone in its test binary, so no other test of this
-//! crate runs beside it. A run disturbed by the machine is tried again (up to
-//! eight tries of two seconds, so a noisy spell of a few seconds passes),
-//! while a generator that loses its schedule as a rule fails all; the
-//! failure names, per try, what the machine took from the generator thread
-//! (preemptions, time waiting for its CPU, and the floor of that CPU
-//! sampled while it idled), so a reader can tell the two apart.
+//! crate runs beside it.
+//!
+//! A try passes when the verdict passes, or when the send lateness that is
+//! left once the machine's stalls are taken out (steps of the generator's
+//! loop over `skq_load::worker::STALL_NS`, which its own polls, reads and
+//! writes never take at this rate) is within the verdict's bound: the
+//! generator's own work kept the schedule, and what it lost the machine took
+//! (on the dev VMs, single 32-byte loopback writes stalled 100-650 us several
+//! times a second in busy hours, which no generator can keep a 50 us bound
+//! through). The generator's deliberate stalls are not the machine's
+//! (`loopback.rs::a_stalled_sender_fails_the_lateness_check` checks that they
+//! stay in), so a generator that loses its schedule by its own doing fails
+//! every try. Up to eight tries of two seconds; the failure names, per try,
+//! what the machine took from the generator thread.
 
 use std::time::Duration;
 
@@ -56,7 +64,15 @@ fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
         if r.checks.lateness_ok {
             return;
         }
+        let stalls = r.client_stalls.expect("the generator reports its stalls");
+        if stalls.own_lateness_p99_us <= cfg.keeping.max_lateness_us {
+            eprintln!("the lateness check failed on the machine's stalls alone");
+            return;
+        }
         seen.push(line);
     }
-    panic!("lateness check failed in every try:\n{}", seen.join("\n"));
+    panic!(
+        "the generator's own work missed its schedule in every try:\n{}",
+        seen.join("\n")
+    );
 }

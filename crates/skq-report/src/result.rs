@@ -206,6 +206,11 @@ pub struct PointResult {
     /// no thread spun long enough to judge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_floor: Option<MachineFloor>,
+    /// The machine's stalls of the generator threads' loops over the run,
+    /// and the send lateness left without them (absent where the generator
+    /// did not report them: the simulator, older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_stalls: Option<GeneratorStalls>,
     /// Server CPU time, when the harness measured it.
     pub server_cpu: Option<CpuTime>,
     /// Offered rate, achieved rate and latency per interval of the measured
@@ -233,6 +238,21 @@ pub struct MachineFloor {
     pub max_gap_us: f64,
 }
 
+/// Steps of the generator threads' loops that took longer than
+/// `skq_load::worker::STALL_NS` (one poll, read or write; an epoll sleep
+/// past its timeout): time the machine took from the generator while it
+/// worked, which the idle-spin floor ([`MachineFloor`]) does not see.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorStalls {
+    /// Stalls over the whole run (all threads).
+    pub count: u64,
+    /// Their total length (seconds).
+    pub lost_s: f64,
+    /// Send-lateness p99 (µs) with the part the stalls cover taken out of
+    /// each send's lateness: what the generator's own work made it.
+    pub own_lateness_p99_us: f64,
+}
+
 impl PointResult {
     /// What the machine took from the generator threads over the run, as
     /// `"preempted N times, X ms waiting for a CPU; machine floor F us"`
@@ -247,6 +267,14 @@ impl PointResult {
         };
         if let Some(f) = self.client_floor {
             s += &format!("; machine floor {:.1} us", f.lateness_p99_us);
+        }
+        if let Some(st) = self.client_stalls {
+            s += &format!(
+                "; {} stalls ({:.2} ms), lateness p99 without them {:.1} us",
+                st.count,
+                st.lost_s * 1e3,
+                st.own_lateness_p99_us
+            );
         }
         Some(s)
     }

@@ -194,6 +194,7 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         client_waited_s: None,
         client_preempted: None,
         client_floor: None,
+        client_stalls: None,
         server_cpu: None,
         intervals: Vec::new(),
         schedule_start_ns: None,
