@@ -149,7 +149,6 @@ fn dump_gaps(dir: &std::path::Path, out: &WorkerOut) {
     }
 }
 
-/// Divides `v` by its mean (left alone when the mean is not positive).
 /// How much of `[from, to]` the stalls in `ring` (ordered by start,
 /// disjoint) cover (ns).
 fn stalled_within(ring: &VecDeque<(u64, u64)>, from: u64, to: u64) -> u64 {
@@ -163,6 +162,7 @@ fn stalled_within(ring: &VecDeque<(u64, u64)>, from: u64, to: u64) -> u64 {
     covered
 }
 
+/// Divides `v` by its mean (left alone when the mean is not positive).
 fn normalise(v: &mut [f64]) {
     let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
     if mean > 0.0 {
@@ -696,13 +696,10 @@ impl<'a> Worker<'a> {
             }
             self.stall_ring.push_back((since, now));
         }
-        self.last_tick = self.last_tick.max(now);
+        // An epoll sleep that an event ended early resumes the count here,
+        // not at the sleep's planned end.
+        self.last_tick = now;
         now
-    }
-
-    /// How much of `[sched, stamp]` recent stalls cover (ns).
-    fn stalled_within(&self, sched: u64, stamp: u64) -> u64 {
-        stalled_within(&self.stall_ring, sched, stamp)
     }
 
     /// Records the gap between two back-to-back idle polls.
@@ -834,7 +831,7 @@ impl<'a> Worker<'a> {
             if self.measured(sched) {
                 let late = now.saturating_sub(sched);
                 self.out.lateness.record(late);
-                let stalled = self.stalled_within(sched, now);
+                let stalled = stalled_within(&self.stall_ring, sched, now);
                 self.out.own_lateness.record(late - stalled.min(late));
                 if role == Role::Load {
                     self.out.sent_window += 1;
