@@ -10,6 +10,7 @@
 # wake-up delivered on an idle CPU, waker unknown).
 #
 # Usage: scripts/bench/epoll-wakes.sh [BINARY] [MODE] [RATE]
+#   (MODE may be an skq-async one, async-hybrid: its workers are skq-async-N)
 #   default target/release/skq hybrid 3200 (the main job's load 0.2:
 #   8 workers, emulated exponential 500 µs, 64 connections, 4 s)
 # Needs perf with tracepoint access (root). Measure on a quiet machine.
@@ -41,7 +42,7 @@ path, mode, rate = sys.argv[1:4]
 line_re = re.compile(r"\s*(.+?)\s+(\d+)\s+([\d.]+):\s+(\S+):\s*(.*)")
 workers = set()
 for l in open(path):
-    m = re.match(r"\s*(skq-\d+)\s+(\d+)", l)
+    m = re.match(r"\s*(skq-(?:async-)?\d+)\s+(\d+)", l)
     if m:
         workers.add(int(m.group(2)))
 inside, woken = {}, {}
