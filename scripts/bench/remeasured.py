@@ -1,24 +1,77 @@
 #!/usr/bin/env python3
 """Points `skq bench` measured again because the generator fell behind, and
-whose doing it was: each such line of a bench log names the generator's
-lateness p99 and the machine floor of its CPU sampled in the same run (an
-ideal generator's lateness p99 there, docs/MEASUREMENT.md "Whose lateness").
-A point whose floor is at least half its lateness is counted as the
-machine's, the rest as the generator's own.
+whose doing it was. Each such line of a bench log names the generator's
+lateness p99, and (since 2026-11-29) the machine's stalls of its loop and
+its lateness p99 without them; older logs name the machine floor of its CPU
+sampled in the same run instead (an ideal generator's lateness p99 there,
+docs/MEASUREMENT.md "Whose lateness").
+
+A point is counted as the machine's when its lateness without the stalls is
+within the check's bound (50 µs), or, in a log without stall figures, when
+the floor is at least half its lateness; the rest are the generator's own.
 
 Usage: python3 scripts/bench/remeasured.py BENCH_LOG ...
 """
-import re, sys
-for f in sys.argv[1:]:
-    rows=[]
-    for l in open(f):
-        m=re.search(r'skq bench: (\S+) \[(.*?)\]: load ([\d.]+): generator (\d+) µs late at p99 \(preempted (\d+) times, ([\d.]+) ms waiting for a CPU; machine floor ([\d.]+) us\)', l)
-        if m: rows.append((m.group(1), m.group(2), float(m.group(3)), int(m.group(4)), int(m.group(5)), float(m.group(6)), float(m.group(7))))
-    mach=[r for r in rows if r[6] >= 0.5*r[3]]
-    own=[r for r in rows if r[6] < 0.5*r[3]]
-    print(f"{f}: {len(rows)} re-measured; floor >= half the lateness (the machine's): {len(mach)}; floor < half (the generator's own): {len(own)}")
+import re
+import sys
+
+BOUND_US = 50.0
+LINE = re.compile(
+    r"skq bench: (\S+) \[(.*?)\]: load ([\d.]+): generator (\d+) µs late at p99 "
+    r"\(preempted (\d+) times, ([\d.]+) ms waiting for a CPU"
+    r"(?:; machine floor ([\d.]+) us)?"
+    r"(?:; (\d+) stalls \(([\d.]+) ms\), lateness p99 without them ([\d.]+) us)?\)"
+)
+
+
+def classify(row):
+    late, floor, without = row["late"], row["floor"], row["without"]
+    if without is not None:
+        return "machine" if without <= BOUND_US else "own"
+    if floor is not None:
+        return "machine" if floor >= 0.5 * late else "own"
+    return "own"
+
+
+def span(values):
+    v = sorted(values)
+    return f"median {v[len(v) // 2]:g} us [{v[0]:g}-{v[-1]:g}]"
+
+
+if len(sys.argv) < 2:
+    print(__doc__.strip())
+    sys.exit(2)
+for path in sys.argv[1:]:
+    rows = []
+    for line in open(path, encoding="utf-8"):
+        m = LINE.search(line)
+        if not m:
+            continue
+        opt = lambda i: float(m.group(i)) if m.group(i) is not None else None  # noqa: E731
+        rows.append({
+            "mode": m.group(1),
+            "group": m.group(2),
+            "load": float(m.group(3)),
+            "late": int(m.group(4)),
+            "floor": opt(7),
+            "without": opt(10),
+        })
+    mach = [r for r in rows if classify(r) == "machine"]
+    own = [r for r in rows if classify(r) == "own"]
+    print(f"{path}: {len(rows)} re-measured; the machine's (stalls or floor): {len(mach)}; "
+          f"the generator's own: {len(own)}")
     if own:
-        fl=sorted(r[6] for r in own); la=sorted(r[3] for r in own)
-        print(f"  generator's own: lateness p99 median {la[len(la)//2]} us [{la[0]}-{la[-1]}], floor median {fl[len(fl)//2]} us [{fl[0]}-{fl[-1]}]")
+        print(f"  generator's own: lateness p99 {span([r['late'] for r in own])}", end="")
+        w = [r["without"] for r in own if r["without"] is not None]
+        print(f", without stalls {span(w)}" if w else "")
+        groups = {}
+        for r in own:
+            conns = re.search(r"(\d+) conns", r["group"])
+            key = f"{conns.group(1)} conns" if conns else r["group"]
+            groups.setdefault(key, []).append(r["load"])
+        print("  by connections:", "; ".join(
+            f"{k}: {len(v)} (loads {', '.join(f'{x:g}' for x in sorted(v))})"
+            for k, v in sorted(groups.items())))
     if mach:
-        print("  machine's:", [(r[0], r[2], r[3], r[6]) for r in mach][:10])
+        print("  machine's:", [(r["mode"], r["load"], r["late"], r["without"] or r["floor"])
+                               for r in mach][:10])
