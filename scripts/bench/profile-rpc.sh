@@ -3,7 +3,8 @@
 # reply goes (kernel, skq's own code, libc), by cpu-clock sampling (these VMs
 # have no hardware counters). Server on CPU 0 under `perf record`, `skq load`
 # on CPU 1; 8 workers, emulated exponential service of 500 µs (the main
-# job's), RATE req/s (default 6400, load 0.4) over 64 connections for 5 s.
+# job's), RATE req/s (default 6400, load 0.4) over 64 connections for SECS
+# seconds (default 5), sampled at FREQ Hz (default 2999).
 # Prints, per mode, the share of samples per binary and the top symbols.
 # Run it on a quiet machine, one mode after the other.
 #
@@ -12,7 +13,7 @@
 set -eu  # no pipefail: `head` closes perf report's pipe early
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 if [ $# -lt 2 ]; then
-    sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'
+    sed -n 2,13p "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 command -v perf >/dev/null || { echo "perf is not installed" >&2; exit 2; }
@@ -20,16 +21,18 @@ out=$1; shift
 skq=${SKQ:-target/release/skq}
 [ -x "$skq" ] || { echo "no $skq: cargo build --release -p skq (or set SKQ)" >&2; exit 2; }
 rate=${RATE:-6400}
+secs=${SECS:-5}
+freq=${FREQ:-2999}
 mkdir -p "$out"
 for mode in "$@"; do
     port=$((20000 + RANDOM % 20000))
-    taskset -c 0 perf record -q -F 2999 -o "$out/$mode.data" "$skq" serve rpc \
+    taskset -c 0 perf record -q -F "$freq" -o "$out/$mode.data" "$skq" serve rpc \
         --addr "127.0.0.1:$port" --mode "$mode" --workers 8 --service emulate \
         >"$out/$mode.server.log" 2>&1 &
     server=$!
     for _ in $(seq 100); do grep -q listening "$out/$mode.server.log" && break; sleep 0.05; done
     taskset -c 1 "$skq" load --addr "127.0.0.1:$port" --rate "$rate" --connections 64 \
-        --workload exponential --mean-us 500 --duration 5 --quiet --json "$out/$mode.json" \
+        --workload exponential --mean-us 500 --duration "$secs" --quiet --json "$out/$mode.json" \
         >/dev/null 2>&1 || true
     kill -INT "$server"
     wait "$server" || true
