@@ -32,7 +32,7 @@ SECS=4
 REC=3
 
 point() { # mode rate
-    local mode=$1 rate=$2 port pid rec
+    local mode=$1 rate=$2 port pid gen
     port=$((20000 + RANDOM % 20000))
     taskset -c 0 "$BIN" serve rpc --addr "127.0.0.1:$port" --mode "$mode" --workers 8 \
         --service emulate > "$tmp/server.out" 2>&1 &
