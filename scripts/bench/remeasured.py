@@ -9,6 +9,9 @@ docs/MEASUREMENT.md "Whose lateness").
 A point is counted as the machine's when its lateness without the stalls is
 within the check's bound (50 µs), or, in a log without stall figures, when
 the floor is at least half its lateness; the rest are the generator's own.
+Since the read-lag check (2026-11-29 evening) the line also names the read
+lag p99; a point whose sends kept the bound but whose reads did not is
+counted apart, as read late.
 
 Usage: python3 scripts/bench/remeasured.py BENCH_LOG ...
 """
@@ -18,6 +21,7 @@ import sys
 BOUND_US = 50.0
 LINE = re.compile(
     r"skq bench: (\S+) \[(.*?)\]: load ([\d.]+): generator (\d+) µs late at p99 "
+    r"(?:sending, (?:(\d+) µs|n/a) reading )?"
     r"\(preempted (\d+) times, ([\d.]+) ms waiting for a CPU"
     r"(?:; machine floor ([\d.]+) us)?"
     r"(?:; (\d+) stalls \(([\d.]+) ms\), lateness p99 without them ([\d.]+) us)?\)"
@@ -26,6 +30,8 @@ LINE = re.compile(
 
 def classify(row):
     late, floor, without = row["late"], row["floor"], row["without"]
+    if late <= BOUND_US and (row["read"] or 0) > BOUND_US:
+        return "read"
     if without is not None:
         return "machine" if without <= BOUND_US else "own"
     if floor is not None:
@@ -48,18 +54,24 @@ for path in sys.argv[1:]:
         if not m:
             continue
         opt = lambda i: float(m.group(i)) if m.group(i) is not None else None  # noqa: E731
+        # Groups after the read lag (5) moved by one.
         rows.append({
             "mode": m.group(1),
             "group": m.group(2),
             "load": float(m.group(3)),
             "late": int(m.group(4)),
-            "floor": opt(7),
-            "without": opt(10),
+            "read": opt(5),
+            "floor": opt(8),
+            "without": opt(11),
         })
     mach = [r for r in rows if classify(r) == "machine"]
     own = [r for r in rows if classify(r) == "own"]
+    read = [r for r in rows if classify(r) == "read"]
     print(f"{path}: {len(rows)} re-measured; the machine's (stalls or floor): {len(mach)}; "
-          f"the generator's own: {len(own)}")
+          f"the generator's own: {len(own)}; read late (sends on time): {len(read)}")
+    if read:
+        print(f"  read late: read lag p99 {span([r['read'] for r in read])}; ",
+              [(r["mode"], r["group"], r["load"]) for r in read][:10])
     if own:
         print(f"  generator's own: lateness p99 {span([r['late'] for r in own])}", end="")
         w = [r["without"] for r in own if r["without"] is not None]

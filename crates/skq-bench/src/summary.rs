@@ -278,7 +278,7 @@ fn summarize_curve(
                 } else if Some(*i) == crossing {
                     // Past the knee, rate shortfall and correlated samples
                     // are expected; the generator's integrity is not.
-                    !(x.checks.ad_ok && x.checks.lateness_ok && clean)
+                    !(x.checks.ad_ok && x.checks.lateness_ok && x.checks.read_lag_ok && clean)
                 } else {
                     false
                 }

@@ -458,6 +458,8 @@ fn self_check_judges_points_under_the_slo_and_the_crossing() {
 struct LateRunner {
     inner: FakeRunner,
     late_first: usize,
+    /// The late attempts read replies late instead of sending late.
+    reading: bool,
     attempts: std::collections::HashMap<(String, usize), usize>,
 }
 
@@ -475,7 +477,12 @@ impl sweep::Runner for LateRunner {
             .or_default();
         *n += 1;
         let mut r = self.inner.run_point(curve, s, p, files)?;
-        if *n <= self.late_first {
+        if *n <= self.late_first && self.reading {
+            r.checks.read_lag_ok = false;
+            r.checks.pass = false;
+            r.checks.read_lag_p99_us = Some(5000.0 - *n as f64);
+            r.latency.p99.value *= 100.0;
+        } else if *n <= self.late_first {
             r.checks.lateness_ok = false;
             r.checks.pass = false;
             r.checks.lateness_p99_us = 900.0 - *n as f64;
@@ -499,6 +506,7 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
     let mut runner = LateRunner {
         inner: FakeRunner::default(),
         late_first: 1,
+        reading: false,
         attempts: Default::default(),
     };
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
@@ -532,6 +540,7 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
     let mut runner = LateRunner {
         inner: FakeRunner::default(),
         late_first: 10,
+        reading: false,
         attempts: Default::default(),
     };
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
@@ -548,10 +557,47 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
     let mut runner = LateRunner {
         inner: FakeRunner::default(),
         late_first: 1,
+        reading: false,
         attempts: Default::default(),
     };
     sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.inner.calls.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_generator_that_read_late_is_measured_again_and_the_least_late_attempt_kept() {
+    let mut s = six_mode_sweep();
+    s.curves.truncate(1);
+    s.settings.loads = vec![0.2];
+    let dir = temp_dir("retry-read");
+    let mut runner = LateRunner {
+        inner: FakeRunner::default(),
+        late_first: 1,
+        reading: true,
+        attempts: Default::default(),
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.inner.calls.len(), 2, "one retry");
+    let r = records[0].result().unwrap();
+    assert!(
+        r.checks.read_lag_ok && r.checks.pass,
+        "{:?}",
+        r.checks.notes
+    );
+    // Late reading every time: the attempt that read least late is kept.
+    s.settings.retries = 2;
+    let mut runner = LateRunner {
+        inner: FakeRunner::default(),
+        late_first: 10,
+        reading: true,
+        attempts: Default::default(),
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.inner.calls.len(), 3);
+    let r = records[0].result().unwrap();
+    assert!(!r.checks.read_lag_ok);
+    assert_eq!(r.checks.read_lag_p99_us, Some(4997.0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -146,7 +146,21 @@ pub struct Keeping {
     pub cpus: Vec<u32>,
     /// Test hook: deliberately stall the sender.
     pub stall: Option<Stall>,
+    /// Read-lag p99 above which the read-lag check fails (µs): the time
+    /// from the kernel's receive stamp of a read's data to the generator
+    /// reading it, which every reply's latency includes.
+    pub max_read_lag_us: f64,
+    /// Events taken per `epoll_wait` ([`DEFAULT_POLL_EVENTS`]).
+    pub poll_events: usize,
 }
+
+/// Events a generator thread takes per `epoll_wait`. With 256, a thread
+/// over hundreds of connections at 100k+ req/s read replies late by up to
+/// milliseconds while it kept its send schedule (the sends come first,
+/// and one poll's replies wait behind every send that fell due meanwhile);
+/// 32 keeps reading and sending interleaved (`docs/MEASUREMENT.md`, "Fewer
+/// events per poll").
+pub const DEFAULT_POLL_EVENTS: usize = 32;
 
 impl Default for Keeping {
     fn default() -> Self {
@@ -156,6 +170,8 @@ impl Default for Keeping {
             rt_priority: None,
             cpus: Vec::new(),
             stall: None,
+            max_read_lag_us: 50.0,
+            poll_events: DEFAULT_POLL_EVENTS,
         }
     }
 }

@@ -217,6 +217,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
                 .trace_late
                 .as_ref()
                 .map(|p| crate::engine::per_thread_path(p, t, cfg.threads)),
+            poll_events: cfg.keeping.poll_events,
         };
         workers.push(Worker::new(params, codec(cfg), setups)?);
     }
@@ -345,6 +346,8 @@ fn assemble(
     let mut lateness = Hist::new();
     let mut own_lateness = Hist::new();
     let (mut stalls, mut stall_ns) = (0, 0);
+    let mut read_lag = Hist::new();
+    let mut unstamped_reads = 0;
     let mut intervals: Vec<Hist> = Vec::new();
     let mut intervals_sent: Vec<u64> = Vec::new();
     let mut errors = Errors::default();
@@ -369,6 +372,8 @@ fn assemble(
         own_lateness.merge(&o.own_lateness);
         stalls += o.stalls;
         stall_ns += o.stall_ns;
+        read_lag.merge(&o.read_lag);
+        unstamped_reads += o.unstamped_reads;
         for (k, h) in o.intervals.iter().enumerate() {
             if intervals.len() <= k {
                 intervals.resize_with(k + 1, Hist::new);
@@ -427,11 +432,19 @@ fn assemble(
         latency_count: lat[0].count(),
         lateness_p99_us,
         max_lateness_us: cfg.keeping.max_lateness_us,
+        read_lag_p99_us: (read_lag.count() > 0).then(|| read_lag.quantile_ci(0.99).1 as f64 / 1e3),
+        max_read_lag_us: cfg.keeping.max_read_lag_us,
         errors: errors.total(),
     });
     if cfg.protocol.kind() == Protocol::Memcached && received > 0 && misses > 0 {
         checks.notes.push(format!(
             "info: {misses} of {received} gets missed in the cache (not an error)"
+        ));
+    }
+    if unstamped_reads > 0 {
+        checks.notes.push(format!(
+            "info: {unstamped_reads} of {} reads in the window carried no kernel receive stamp; the read-lag check covers the others",
+            unstamped_reads + read_lag.count()
         ));
     }
     if let Some(e) = rt_refused {

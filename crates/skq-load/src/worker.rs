@@ -177,8 +177,6 @@ const MAX_BURST: u32 = 64;
 /// reports inside the call, and the registrations are level-triggered, so
 /// one wait over hundreds of ready connections is one long step during
 /// which no send goes out; a small batch keeps each poll short.
-const POLL_EVENTS: usize = 32;
-
 /// Parameters shared by all workers of a run (absolute times in ns; the four
 /// times are set by [`Worker::set_times`]).
 pub struct WorkerParams<'a> {
@@ -222,6 +220,8 @@ pub struct WorkerParams<'a> {
     pub exclusive_cpu: bool,
     /// Write a trace of late sends to this file (diagnostics).
     pub trace_late: Option<std::path::PathBuf>,
+    /// Events taken per `epoll_wait` ([`crate::config::DEFAULT_POLL_EVENTS`]).
+    pub poll_events: usize,
 }
 
 /// One regular request, as scheduled and as answered.
@@ -318,6 +318,15 @@ pub struct WorkerOut {
     /// Send lateness of measured requests less the part of it that such
     /// stalls cover: what the generator's own work made them late by.
     pub own_lateness: Hist,
+    /// Read lag of the reads in the measured window: the time from the
+    /// kernel's receive stamp of the data a read took to the read itself.
+    /// A TCP read is stamped with its newest segment, so this is a lower
+    /// bound of how long the read's oldest reply waited in the socket; each
+    /// reply's latency includes its wait.
+    pub read_lag: Hist,
+    /// Reads whose data carried no kernel stamp (the kernel turns stamping
+    /// on from a work queue, so the first reads of a machine may have none).
+    pub unstamped_reads: u64,
 }
 
 /// A step of the generator loop longer than this (ns) is counted as a stall
@@ -407,6 +416,9 @@ pub struct Worker<'a> {
     last_tick: u64,
     /// Recent stalls (start, end), oldest first.
     stall_ring: VecDeque<(u64, u64)>,
+    /// CLOCK_MONOTONIC − CLOCK_REALTIME (ns), to put the kernel's receive
+    /// stamps on the generator's clock.
+    clock_offset: i64,
 }
 
 /// Diagnostic trace (`skq load --trace-late PATH`): what the thread did
@@ -474,11 +486,13 @@ impl<'a> Worker<'a> {
         codec: Box<dyn Codec>,
         setups: Vec<ConnSetup>,
     ) -> io::Result<Worker<'a>> {
-        let epoll = Poller::new(POLL_EVENTS)?;
+        let poll_events = p.poll_events.max(1);
+        let epoll = Poller::new(poll_events)?;
         let heap = BinaryHeap::with_capacity(setups.len());
         let mut conns = Vec::with_capacity(setups.len());
         for (i, s) in setups.into_iter().enumerate() {
             epoll.add(s.stream.as_raw_fd(), epoll::IN | epoll::RDHUP, i as u64)?;
+            net::enable_rx_timestamps(s.stream.as_raw_fd())?;
             conns.push(Conn {
                 stream: s.stream,
                 role: s.role,
@@ -508,7 +522,7 @@ impl<'a> Worker<'a> {
             conns,
             heap,
             epoll,
-            events: Vec::with_capacity(256),
+            events: Vec::with_capacity(poll_events),
             rng,
             sample_rng,
             sched_rng,
@@ -521,6 +535,7 @@ impl<'a> Worker<'a> {
             trace,
             last_tick: 0,
             stall_ring: VecDeque::with_capacity(STALL_RING),
+            clock_offset: cpu::monotonic_minus_realtime_ns(),
         })
     }
 
@@ -921,12 +936,14 @@ impl<'a> Worker<'a> {
                 c.rbuf.resize(grow * 2, 0);
             }
             let (fd, start) = (c.stream.as_raw_fd(), c.rlen);
-            match net::read(fd, &mut c.rbuf[start..]) {
-                Ok(0) => return self.fail(ci),
-                Ok(n) => {
+            match net::recv_timestamped(fd, &mut c.rbuf[start..]) {
+                Ok((0, _)) => return self.fail(ci),
+                Ok((n, stamp)) => {
                     c.rlen += n;
                     let full = c.rlen == c.rbuf.len();
-                    if !self.parse(ci) || !full {
+                    let now = cpu::monotonic_ns();
+                    self.note_read_lag(stamp, now);
+                    if !self.parse(ci, now) || !full {
                         return;
                     }
                 }
@@ -937,9 +954,24 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Consumes every whole reply in the buffer; false if the connection died.
-    fn parse(&mut self, ci: usize) -> bool {
-        let now = cpu::monotonic_ns();
+    /// Records the lag of a read at `now` whose data the kernel stamped
+    /// `stamp` (CLOCK_REALTIME), when the read falls in the measured window.
+    fn note_read_lag(&mut self, stamp: Option<u64>, now: u64) {
+        if !(now >= self.p.warm_end && now < self.p.end) {
+            return;
+        }
+        match stamp {
+            Some(s) => {
+                let arrived = (s as i64).saturating_add(self.clock_offset).max(0) as u64;
+                self.out.read_lag.record(now.saturating_sub(arrived));
+            }
+            None => self.out.unstamped_reads += 1,
+        }
+    }
+
+    /// Consumes every whole reply in the buffer, read at `now`; false if the
+    /// connection died.
+    fn parse(&mut self, ci: usize, now: u64) -> bool {
         let mut pos = 0;
         loop {
             let c = &self.conns[ci];

@@ -4,7 +4,8 @@
 //!   and the checker counting each exactly;
 //! * a clean run against the reference echo server: every request answered
 //!   exactly once, probes and the high-priority client reported apart;
-//! * a sender deliberately stalled by the test hook: the lateness check fails;
+//! * a sender deliberately stalled by the test hook: the lateness and the
+//!   read-lag checks fail;
 //! * memcached against a tiny in-test cache, including a wrong-key reply.
 
 use std::collections::HashMap;
@@ -118,6 +119,8 @@ fn clean_run_answers_everything_once_and_reports_roles_apart() {
     assert!(probe.count > 0 && high.count > 0);
     assert_eq!(r.meta.threads, 2);
     assert_eq!(r.measured_service_us, Some(0.0));
+    // Every read is timed against the kernel's receive stamp.
+    assert!(r.checks.read_lag_p99_us.is_some(), "{:?}", r.checks.notes);
     // The JSON schema round-trips.
     let json = serde_json::to_string(&r).unwrap();
     let back: skq_report::result::PointResult = serde_json::from_str(&json).unwrap();
@@ -128,7 +131,7 @@ fn clean_run_answers_everything_once_and_reports_roles_apart() {
 }
 
 #[test]
-fn a_stalled_sender_fails_the_lateness_check() {
+fn a_stalled_sender_fails_the_lateness_and_read_lag_checks() {
     let server = RefServer::start(RefMode::Echo).unwrap();
     let mut cfg = short(server.addr(), 2000.0, 4);
     cfg.keeping.stall = Some(Stall {
@@ -153,6 +156,19 @@ fn a_stalled_sender_fails_the_lateness_check() {
     );
     assert!(
         r.checks.notes.iter().any(|n| n.starts_with("lateness")),
+        "{:?}",
+        r.checks.notes
+    );
+    // The thread reads nothing while it pauses either: the reply to the
+    // send before each pause (one in 20 sends) arrives during the pause and
+    // waits in the socket until it ends, as its kernel stamp shows.
+    let lag = r.checks.read_lag_p99_us.expect("reads carry kernel stamps");
+    assert!(
+        !r.checks.read_lag_ok && lag > 1000.0,
+        "read lag p99 {lag} us"
+    );
+    assert!(
+        r.checks.notes.iter().any(|n| n.starts_with("read lag")),
         "{:?}",
         r.checks.notes
     );

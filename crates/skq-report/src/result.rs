@@ -112,10 +112,22 @@ pub struct Checks {
     pub lateness_p99_us: f64,
     /// Lateness p99 under the threshold.
     pub lateness_ok: bool,
+    /// p99 of the generator's read lag, µs: from the kernel's receive stamp
+    /// of the data a read took to the read (None: no stamped reads, or a
+    /// result from before the check existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_lag_p99_us: Option<f64>,
+    /// Read-lag p99 under its threshold (true when not measured).
+    #[serde(default = "not_measured_passes")]
+    pub read_lag_ok: bool,
     /// All checks passed and no correctness errors.
     pub pass: bool,
     /// One line per failed check.
     pub notes: Vec<String>,
+}
+
+fn not_measured_passes() -> bool {
+    true
 }
 
 /// CPU time consumed by a process over the measured run, seconds.

@@ -185,6 +185,8 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
             effective_n: 0,
             lateness_p99_us: 0.0,
             lateness_ok: true,
+            read_lag_p99_us: None,
+            read_lag_ok: true,
             pass: stranded == 0,
             notes,
         },

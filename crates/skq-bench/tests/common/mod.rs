@@ -81,6 +81,8 @@ pub fn fixture_result(curve: &Curve, settings: &Settings, p: &PlannedPoint) -> P
         effective_n: 0,
         lateness_p99_us: 20.0,
         lateness_ok: true,
+        read_lag_p99_us: Some(5.0),
+        read_lag_ok: true,
         pass: true,
         notes: Vec::new(),
     };
