@@ -190,8 +190,9 @@ pub struct TimingArgs {
     /// Send-lateness p99 (µs) above which the lateness check fails.
     #[arg(long, default_value_t = 50.0)]
     pub max_lateness_us: f64,
-    /// Read-lag p99 (µs) above which the read-lag check fails: the time from
-    /// the kernel's receive stamp of a reply to the generator reading it.
+    /// Read-lag p99 (µs) above which the read-lag check fails, unless it is
+    /// within 10% of the latency p99: the time from the kernel's receive
+    /// stamp of a reply to the generator reading it.
     #[arg(long, default_value_t = 50.0)]
     pub max_read_lag_us: f64,
     /// Diagnostics: events each generator thread takes per epoll_wait. The

@@ -146,7 +146,11 @@ pub struct Keeping {
     pub cpus: Vec<u32>,
     /// Test hook: deliberately stall the sender.
     pub stall: Option<Stall>,
-    /// Read-lag p99 above which the read-lag check fails (µs): the time
+    /// Test hook: stall before every `every`-th read (of a socket `epoll`
+    /// reported readable), so that read's data waits at least `pause`.
+    pub read_stall: Option<Stall>,
+    /// Read-lag p99 above which the read-lag check fails (µs), unless it is
+    /// within [`crate::checks::READ_LAG_SHARE`] of the latency p99: the time
     /// from the kernel's receive stamp of a read's data to the generator
     /// reading it, which every reply's latency includes.
     pub max_read_lag_us: f64,
@@ -170,6 +174,7 @@ impl Default for Keeping {
             rt_priority: None,
             cpus: Vec::new(),
             stall: None,
+            read_stall: None,
             max_read_lag_us: 50.0,
             poll_events: DEFAULT_POLL_EVENTS,
         }

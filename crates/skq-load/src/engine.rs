@@ -202,6 +202,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             series_p,
             interval_ns: interval_ns(cfg),
             stall: cfg.keeping.stall.map(|s| (s.every, s.pause)),
+            read_stall: cfg.keeping.read_stall.map(|s| (s.every, s.pause)),
             seed: cfg.seed.wrapping_mul(31).wrapping_add(t as u64),
             rt_priority: cfg.keeping.rt_priority,
             keep_requests: cfg.output.keep_requests,
@@ -434,6 +435,7 @@ fn assemble(
         max_lateness_us: cfg.keeping.max_lateness_us,
         read_lag_p99_us: (read_lag.count() > 0).then(|| read_lag.quantile_ci(0.99).1 as f64 / 1e3),
         max_read_lag_us: cfg.keeping.max_read_lag_us,
+        latency_p99_us: lat[0].quantile_ci(0.99).1 as f64 / 1e3,
         errors: errors.total(),
     });
     if cfg.protocol.kind() == Protocol::Memcached && received > 0 && misses > 0 {

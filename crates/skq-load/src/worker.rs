@@ -208,6 +208,8 @@ pub struct WorkerParams<'a> {
     pub interval_ns: Option<u64>,
     /// Fault injection: sleep this long after every `n` sends.
     pub stall: Option<(u64, std::time::Duration)>,
+    /// Fault injection: sleep this long before every `n`-th read.
+    pub read_stall: Option<(u64, std::time::Duration)>,
     /// RNG seed of this thread.
     pub seed: u64,
     /// `SCHED_FIFO` priority to run at, if any.
@@ -401,6 +403,8 @@ pub struct Worker<'a> {
     sched_rng: SmallRng,
     out: WorkerOut,
     outstanding: u64,
+    /// Reads since the last injected read stall.
+    reads: u64,
     /// Sends since the last injected stall.
     sends: u64,
     /// Actual and scheduled time of the last load send.
@@ -529,6 +533,7 @@ impl<'a> Worker<'a> {
             out: WorkerOut::default(),
             outstanding: 0,
             sends: 0,
+            reads: 0,
             last_send: None,
             last_sched: None,
             dirty: Vec::new(),
@@ -929,6 +934,15 @@ impl<'a> Worker<'a> {
     }
 
     fn read(&mut self, ci: usize) {
+        if let Some((every, pause)) = self.p.read_stall {
+            self.reads += 1;
+            if self.reads >= every {
+                self.reads = 0;
+                std::thread::sleep(pause);
+                // The generator's own stall: not the machine's.
+                self.last_tick = cpu::monotonic_ns();
+            }
+        }
         loop {
             let c = &mut self.conns[ci];
             if c.rlen == c.rbuf.len() {

@@ -12,7 +12,7 @@
 //! (on the dev VMs, single 32-byte loopback writes stalled 100-650 us several
 //! times a second in busy hours, which no generator can keep a 50 us bound
 //! through). The generator's deliberate stalls are not the machine's
-//! (`loopback.rs::a_stalled_sender_fails_the_lateness_and_read_lag_checks` checks that they
+//! (`loopback.rs::a_stalled_sender_fails_the_lateness_check` checks that they
 //! stay in), so a generator that loses its schedule by its own doing fails
 //! every try. Up to eight tries of two seconds; the failure names, per try,
 //! what the machine took from the generator thread.
