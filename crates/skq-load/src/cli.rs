@@ -202,6 +202,10 @@ pub struct TimingArgs {
     #[arg(long, default_value_t = crate::config::DEFAULT_POLL_EVENTS as u16,
           value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub poll_events: u16,
+    /// Read with plain read(2), without the kernel's receive stamps: no
+    /// read-lag check (to measure what the check costs the generator).
+    #[arg(long)]
+    pub no_read_stamps: bool,
     /// Spin instead of sleeping for the last µs before each send. Default:
     /// 2000 when a generator thread has a CPU to itself (`--cpus`, or an
     /// affinity of one CPU per thread) and runs at normal priority, else 100.
@@ -360,6 +364,7 @@ impl LoadArgs {
         cfg.keeping.max_lateness_us = self.timing.max_lateness_us;
         cfg.keeping.max_read_lag_us = self.timing.max_read_lag_us;
         cfg.keeping.poll_events = usize::from(self.timing.poll_events);
+        cfg.keeping.read_stamps = !self.timing.no_read_stamps;
         cfg.keeping.spin_us = self.timing.spin_us;
         cfg.output.hdr_log = self.output.hdr_log.clone();
         cfg.output.trace_late = self.timing.trace_late.clone().or_else(|| {

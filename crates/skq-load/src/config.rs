@@ -156,6 +156,11 @@ pub struct Keeping {
     pub max_read_lag_us: f64,
     /// Events taken per `epoll_wait` ([`DEFAULT_POLL_EVENTS`]).
     pub poll_events: usize,
+    /// Time reads against the kernel's receive stamps (`recvmsg` with
+    /// `SO_TIMESTAMPNS`) for the read-lag check; off: plain `read(2)`, no
+    /// check (to measure what the check costs, or on a kernel without
+    /// stamps).
+    pub read_stamps: bool,
 }
 
 /// Events a generator thread takes per `epoll_wait`. With 256, a thread
@@ -177,6 +182,7 @@ impl Default for Keeping {
             read_stall: None,
             max_read_lag_us: 50.0,
             poll_events: DEFAULT_POLL_EVENTS,
+            read_stamps: true,
         }
     }
 }

@@ -219,6 +219,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
                 .as_ref()
                 .map(|p| crate::engine::per_thread_path(p, t, cfg.threads)),
             poll_events: cfg.keeping.poll_events,
+            read_stamps: cfg.keeping.read_stamps,
         };
         workers.push(Worker::new(params, codec(cfg), setups)?);
     }

@@ -224,6 +224,8 @@ pub struct WorkerParams<'a> {
     pub trace_late: Option<std::path::PathBuf>,
     /// Events taken per `epoll_wait` ([`crate::config::DEFAULT_POLL_EVENTS`]).
     pub poll_events: usize,
+    /// Read with `recvmsg` and kernel receive stamps (else plain `read`).
+    pub read_stamps: bool,
 }
 
 /// One regular request, as scheduled and as answered.
@@ -393,6 +395,9 @@ pub struct Worker<'a> {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     epoll: Poller,
     events: Vec<(u64, u32)>,
+    /// The next of `events` to handle (the rest wait for the loop's next
+    /// round when a send fell due).
+    ev_next: usize,
     /// Draws requests (service times, keys); kept apart from `sample_rng` so a
     /// seed always yields the same requests, whatever the timing.
     rng: SmallRng,
@@ -496,7 +501,9 @@ impl<'a> Worker<'a> {
         let mut conns = Vec::with_capacity(setups.len());
         for (i, s) in setups.into_iter().enumerate() {
             epoll.add(s.stream.as_raw_fd(), epoll::IN | epoll::RDHUP, i as u64)?;
-            net::enable_rx_timestamps(s.stream.as_raw_fd())?;
+            if p.read_stamps {
+                net::enable_rx_timestamps(s.stream.as_raw_fd())?;
+            }
             conns.push(Conn {
                 stream: s.stream,
                 role: s.role,
@@ -527,6 +534,7 @@ impl<'a> Worker<'a> {
             heap,
             epoll,
             events: Vec::with_capacity(poll_events),
+            ev_next: 0,
             rng,
             sample_rng,
             sched_rng,
@@ -643,41 +651,55 @@ impl<'a> Worker<'a> {
                 (true, Some(&Reverse((t, _)))) => t.min(self.p.end),
                 _ => drain_end,
             };
-            // Sleep until `spin` before the next send, then poll without
-            // blocking until it is due: a thread that blocks lets its
-            // (virtual) CPU halt, and waking it again can take milliseconds.
-            let timeout = next.saturating_sub(now).saturating_sub(spin);
-            self.events.clear();
-            // A sleep is no stall; only its overshoot can be.
-            self.last_tick = self.last_tick.max(now + timeout);
-            self.events.extend(self.epoll.wait(Some(timeout))?);
-            let woke = self.tick();
-            if timeout == 0 && self.events.is_empty() {
-                if let Some(prev) = idle_since {
-                    self.note_idle_gap(woke - prev);
-                }
-                idle_since = Some(woke);
-            } else {
+            // Events the last poll returned and the loop has not handled
+            // yet are handled before polling again: polling at once would
+            // make the kernel poll their sockets again (the registrations
+            // are level-triggered) for events already in hand.
+            let woke = if self.ev_next < self.events.len() {
                 idle_since = None;
-            }
-            if let Some(t) = &mut self.trace {
-                t.note(
-                    u8::from(timeout == 0),
-                    now,
-                    woke,
-                    timeout,
-                    self.events.len(),
-                );
-            }
+                now
+            } else {
+                // Sleep until `spin` before the next send, then poll without
+                // blocking until it is due: a thread that blocks lets its
+                // (virtual) CPU halt, and waking it again can take
+                // milliseconds.
+                let timeout = next.saturating_sub(now).saturating_sub(spin);
+                self.events.clear();
+                self.ev_next = 0;
+                // A sleep is no stall; only its overshoot can be.
+                self.last_tick = self.last_tick.max(now + timeout);
+                self.events.extend(self.epoll.wait(Some(timeout))?);
+                let woke = self.tick();
+                if timeout == 0 && self.events.is_empty() {
+                    if let Some(prev) = idle_since {
+                        self.note_idle_gap(woke - prev);
+                    }
+                    idle_since = Some(woke);
+                } else {
+                    idle_since = None;
+                }
+                if let Some(t) = &mut self.trace {
+                    t.note(
+                        u8::from(timeout == 0),
+                        now,
+                        woke,
+                        timeout,
+                        self.events.len(),
+                    );
+                }
+                woke
+            };
             let mut at = woke;
-            for i in 0..self.events.len() {
-                // Sends come first: once one is due, the remaining replies
-                // wait for the next poll (the registrations are
-                // level-triggered, so it reports them again).
-                if sending && i > 0 && self.heap.peek().is_some_and(|r| r.0 .0 <= at) {
+            let first = self.ev_next;
+            while self.ev_next < self.events.len() {
+                // Sends come first: once one is due, the remaining events
+                // wait for the next round of the loop.
+                if sending && self.ev_next > first && self.heap.peek().is_some_and(|r| r.0 .0 <= at)
+                {
                     break;
                 }
-                let (token, ev) = self.events[i];
+                let (token, ev) = self.events[self.ev_next];
+                self.ev_next += 1;
                 self.on_event(token as usize, ev);
                 let done = self.tick();
                 if let Some(t) = &mut self.trace {
@@ -950,13 +972,20 @@ impl<'a> Worker<'a> {
                 c.rbuf.resize(grow * 2, 0);
             }
             let (fd, start) = (c.stream.as_raw_fd(), c.rlen);
-            match net::recv_timestamped(fd, &mut c.rbuf[start..]) {
+            let got = if self.p.read_stamps {
+                net::recv_timestamped(fd, &mut c.rbuf[start..])
+            } else {
+                net::read(fd, &mut c.rbuf[start..]).map(|n| (n, None))
+            };
+            match got {
                 Ok((0, _)) => return self.fail(ci),
                 Ok((n, stamp)) => {
                     c.rlen += n;
                     let full = c.rlen == c.rbuf.len();
                     let now = cpu::monotonic_ns();
-                    self.note_read_lag(stamp, now);
+                    if self.p.read_stamps {
+                        self.note_read_lag(stamp, now);
+                    }
                     if !self.parse(ci, now) || !full {
                         return;
                     }

@@ -204,6 +204,23 @@ fn a_generator_that_reads_late_fails_the_read_lag_check() {
     assert_eq!(r.errors.total(), 0);
 }
 
+#[test]
+fn without_read_stamps_reads_are_not_judged() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 2000.0, 4);
+    cfg.keeping.read_stamps = false;
+    // Reads held up as in the test above would fail the check if it ran.
+    cfg.keeping.read_stall = Some(Stall {
+        every: 20,
+        pause: Duration::from_millis(5),
+    });
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert_eq!(r.received, r.sent);
+    assert_eq!(r.checks.read_lag_p99_us, None);
+    assert!(r.checks.read_lag_ok);
+}
+
 /// A minimal in-order memcached: `get` and `set`; answers the get of key
 /// `wrong` with a VALUE for a different key.
 fn tiny_memcached(wrong: &'static str) -> SocketAddr {
