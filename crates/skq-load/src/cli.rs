@@ -195,10 +195,7 @@ pub struct TimingArgs {
     /// stamp of a reply to the generator reading it.
     #[arg(long, default_value_t = 50.0)]
     pub max_read_lag_us: f64,
-    /// Diagnostics: events each generator thread takes per epoll_wait. The
-    /// default keeps reading interleaved with sending; 256 reproduces the
-    /// generator that read replies milliseconds late over hundreds of
-    /// connections at 100k+ req/s.
+    /// Diagnostics: events each generator thread takes per epoll_wait.
     #[arg(long, default_value_t = crate::config::DEFAULT_POLL_EVENTS as u16,
           value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub poll_events: u16,

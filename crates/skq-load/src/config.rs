@@ -163,12 +163,13 @@ pub struct Keeping {
     pub read_stamps: bool,
 }
 
-/// Events a generator thread takes per `epoll_wait`. With 256, a thread
-/// over hundreds of connections at 100k+ req/s read replies late by up to
-/// milliseconds while it kept its send schedule (the sends come first,
-/// and one poll's replies wait behind every send that fell due meanwhile);
-/// 32 keeps reading and sending interleaved (`docs/MEASUREMENT.md`, "Fewer
-/// events per poll").
+/// Events a generator thread takes per `epoll_wait`. When the loop still
+/// dropped the events it had not handled by the time a send fell due, and
+/// polled their sockets again, 256 made a thread over hundreds of
+/// connections at 100k+ req/s read replies up to 100 ms late while its sends
+/// kept schedule; 32 cut most of that. Since the loop keeps those events
+/// and handles them first, the size matters little (`docs/MEASUREMENT.md`,
+/// "Fewer events per poll" and "Read lag").
 pub const DEFAULT_POLL_EVENTS: usize = 32;
 
 impl Default for Keeping {
