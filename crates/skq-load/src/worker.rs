@@ -173,10 +173,6 @@ fn normalise(v: &mut [f64]) {
 /// Most requests sent back to back before replies are read again.
 const MAX_BURST: u32 = 64;
 
-/// Most events one `epoll_wait` returns. The kernel polls every socket it
-/// reports inside the call, and the registrations are level-triggered, so
-/// one wait over hundreds of ready connections is one long step during
-/// which no send goes out; a small batch keeps each poll short.
 /// Parameters shared by all workers of a run (absolute times in ns; the four
 /// times are set by [`Worker::set_times`]).
 pub struct WorkerParams<'a> {
