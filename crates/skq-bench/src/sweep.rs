@@ -364,8 +364,9 @@ fn generator_delay(c: &skq_report::result::Checks) -> f64 {
 /// lateness or the read-lag check failed) it is measured again, up to
 /// `settings.retries` times, and the attempt with the lowest send lateness
 /// plus read lag is kept (with the runner's figures of that same attempt),
-/// with a note saying how many attempts it took. A late generator says nothing about the server, and
-/// one hiccup of a shared machine should not end a curve.
+/// with a note saying how many attempts it took. A late generator says
+/// nothing about the server, and one hiccup of a shared machine should not
+/// end a curve.
 fn measure(
     runner: &mut dyn Runner,
     curve: &Curve,
