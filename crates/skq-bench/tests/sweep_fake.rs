@@ -463,6 +463,27 @@ struct LateRunner {
     attempts: std::collections::HashMap<(String, usize), usize>,
 }
 
+impl LateRunner {
+    /// Late (reading late if `reading`) in its first `late_first` attempts
+    /// at each point.
+    fn new(late_first: usize, reading: bool) -> LateRunner {
+        LateRunner {
+            inner: FakeRunner::default(),
+            late_first,
+            reading,
+            attempts: Default::default(),
+        }
+    }
+}
+
+/// One curve measured at one load (0.2).
+fn one_point_sweep() -> Sweep {
+    let mut s = six_mode_sweep();
+    s.curves.truncate(1);
+    s.settings.loads = vec![0.2];
+    s
+}
+
 impl sweep::Runner for LateRunner {
     fn run_point(
         &mut self,
@@ -499,16 +520,9 @@ impl sweep::Runner for LateRunner {
 
 #[test]
 fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
-    let mut s = six_mode_sweep();
-    s.curves.truncate(1);
-    s.settings.loads = vec![0.2];
+    let mut s = one_point_sweep();
     let dir = temp_dir("retry");
-    let mut runner = LateRunner {
-        inner: FakeRunner::default(),
-        late_first: 1,
-        reading: false,
-        attempts: Default::default(),
-    };
+    let mut runner = LateRunner::new(1, false);
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.inner.calls.len(), 2, "one retry");
     let r = records[0].result().unwrap();
@@ -537,12 +551,7 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
     // Late every time: retries run out, the least late attempt is kept and
     // still fails (and here, saturates the curve).
     s.settings.retries = 2;
-    let mut runner = LateRunner {
-        inner: FakeRunner::default(),
-        late_first: 10,
-        reading: false,
-        attempts: Default::default(),
-    };
+    let mut runner = LateRunner::new(10, false);
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.inner.calls.len(), 3);
     let r = records[0].result().unwrap();
@@ -554,12 +563,7 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
     assert_eq!(records[0].ctx_switches().map(|c| c.involuntary), Some(3));
     // retries = 0: measured once.
     s.settings.retries = 0;
-    let mut runner = LateRunner {
-        inner: FakeRunner::default(),
-        late_first: 1,
-        reading: false,
-        attempts: Default::default(),
-    };
+    let mut runner = LateRunner::new(1, false);
     sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.inner.calls.len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -567,16 +571,9 @@ fn a_late_generator_is_measured_again_and_the_least_late_attempt_kept() {
 
 #[test]
 fn a_generator_that_read_late_is_measured_again_and_the_least_late_attempt_kept() {
-    let mut s = six_mode_sweep();
-    s.curves.truncate(1);
-    s.settings.loads = vec![0.2];
+    let mut s = one_point_sweep();
     let dir = temp_dir("retry-read");
-    let mut runner = LateRunner {
-        inner: FakeRunner::default(),
-        late_first: 1,
-        reading: true,
-        attempts: Default::default(),
-    };
+    let mut runner = LateRunner::new(1, true);
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.inner.calls.len(), 2, "one retry");
     let r = records[0].result().unwrap();
@@ -587,12 +584,7 @@ fn a_generator_that_read_late_is_measured_again_and_the_least_late_attempt_kept(
     );
     // Late reading every time: the attempt that read least late is kept.
     s.settings.retries = 2;
-    let mut runner = LateRunner {
-        inner: FakeRunner::default(),
-        late_first: 10,
-        reading: true,
-        attempts: Default::default(),
-    };
+    let mut runner = LateRunner::new(10, true);
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.inner.calls.len(), 3);
     let r = records[0].result().unwrap();
