@@ -754,8 +754,17 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn measured(&self, sched: u64) -> bool {
-        sched >= self.p.warm_end && sched < self.p.end
+    /// A stall the test hooks inject: the generator's own, not the
+    /// machine's, so the stall count resumes after it.
+    fn pause(&mut self, d: std::time::Duration) {
+        std::thread::sleep(d);
+        self.last_tick = cpu::monotonic_ns();
+    }
+
+    /// Whether time `t` (a scheduled send or a read) lies in the measured
+    /// window.
+    fn measured(&self, t: u64) -> bool {
+        t >= self.p.warm_end && t < self.p.end
     }
 
     /// Encodes the next request of connection `ci` into its write buffer.
@@ -832,9 +841,7 @@ impl<'a> Worker<'a> {
         if let Some((every, pause)) = self.p.stall {
             if self.sends >= every {
                 self.sends = 0;
-                std::thread::sleep(pause);
-                // The generator's own stall: not the machine's.
-                self.last_tick = cpu::monotonic_ns();
+                self.pause(pause);
             }
         }
     }
@@ -956,9 +963,7 @@ impl<'a> Worker<'a> {
             self.reads += 1;
             if self.reads >= every {
                 self.reads = 0;
-                std::thread::sleep(pause);
-                // The generator's own stall: not the machine's.
-                self.last_tick = cpu::monotonic_ns();
+                self.pause(pause);
             }
         }
         loop {
@@ -996,7 +1001,7 @@ impl<'a> Worker<'a> {
     /// Records the lag of a read at `now` whose data the kernel stamped
     /// `stamp` (CLOCK_REALTIME), when the read falls in the measured window.
     fn note_read_lag(&mut self, stamp: Option<u64>, now: u64) {
-        if !(now >= self.p.warm_end && now < self.p.end) {
+        if !self.measured(now) {
             return;
         }
         match stamp {
