@@ -7,12 +7,14 @@
 # `skq load` pass. Then, while `skq load` sends etc at RATE req/s for 3 s,
 # the script reads the server's CPU from /proc/PID/task/*/schedstat and
 # counts its futex, epoll_wait, epoll_pwait2 and tgkill calls and its
-# context switches with `perf stat`. Every figure is per reply received.
+# context switches and CPU migrations with `perf stat`. Every figure is per reply received.
 # Servers are run in the order given, RUNS times.
 #
 # Usage: scripts/bench/capi-memcached-switches.sh [--runs N] [--rate R] [SERVER ...]
 #   SERVER: stock (/usr/bin/memcached) or an skq policy for the patched
-#   build (hybrid, cpu, ...); default: stock hybrid cpu, 2 runs, 15000 req/s.
+#   build (hybrid, cpu, ...), POLICY+pin with MEMCACHED_SKQ_PIN=1 (each
+#   worker pinned to its skq worker's CPU); default: stock hybrid cpu, 2
+#   runs, 15000 req/s.
 # Needs perf, bash scripts/build-memcached-skq.sh, cargo build --release -p skq.
 # Measure on a quiet machine.
 set -euo pipefail
@@ -22,7 +24,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --runs) runs=$2; shift 2 ;;
         --rate) rate=$2; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
@@ -41,15 +43,17 @@ for run in $(seq "$runs"); do
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         if [ "$s" = stock ]; then
             env -u MEMCACHED_SKQ /usr/bin/memcached -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
+        elif [[ $s == *+pin ]]; then
+            MEMCACHED_SKQ=${s%+pin} MEMCACHED_SKQ_PIN=1 "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         else
-            MEMCACHED_SKQ=$s "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
+            MEMCACHED_SKQ=$s MEMCACHED_SKQ_PIN=0 "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         fi
         pid=$!
         sleep 0.5
         "$skq" load --addr "127.0.0.1:$port" --protocol memcached --kv-workload etc --rate 3000 \
             --duration 0.3 --warmup 0 --quiet >/dev/null 2>&1 || true
         c0=$(cpu_ns "$pid")
-        perf stat -x, -o "$tmp/stat.txt" -p "$pid" -e syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait2,syscalls:sys_enter_tgkill,context-switches &
+        perf stat -x, -o "$tmp/stat.txt" -p "$pid" -e syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait2,syscalls:sys_enter_tgkill,context-switches,cpu-migrations &
         ps=$!
         "$skq" load --addr "127.0.0.1:$port" --protocol memcached --kv-workload etc --rate "$rate" \
             --duration 3 --warmup 0 --no-prefill --json "$tmp/load.json" --quiet >/dev/null 2>&1 || true
@@ -69,7 +73,7 @@ for line in open(stat):
     if len(f) > 2 and f[0].replace(".", "").isdigit():
         counts[f[2].split(":")[-1].replace("sys_enter_", "")] = float(f[0]) / n
 checks = "pass" if d["checks"]["pass"] else "FAIL"
-print(f"{server:8} run {run}  cpu {(int(c1) - int(c0)) / n / 1000:6.2f} us  "
+print(f"{server:10} run {run}  cpu {(int(c1) - int(c0)) / n / 1000:6.2f} us  "
       + "  ".join(f"{k} {v:.3f}" for k, v in counts.items()) + f"  checks {checks}")
 PY
     done

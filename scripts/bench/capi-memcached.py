@@ -2,13 +2,16 @@
 """memcached on skq against stock memcached and skq's own cache, same run.
 
     python3 scripts/bench/capi-memcached.py [--threads 2] [--rate 15000] [--secs 3]
-        [--runs 3] [--out docs/results/capi-memcached-DATE.txt]
+        [--runs 3] [--servers stock,mc-skq-cpu,...] [--workloads etc,...]
+        [--out docs/results/capi-memcached-DATE.txt]
 
 Servers, each with --threads worker threads on loopback:
   stock          /usr/bin/memcached (Debian 1.6.18)            -- the baseline
   patched-off    the patched build without MEMCACHED_SKQ (libevent workers)
   mc-skq-cpu     the patched build, MEMCACHED_SKQ=cpu
   mc-skq-hybrid  the patched build, MEMCACHED_SKQ=hybrid
+  mc-skq-P+pin   (not in the default set) MEMCACHED_SKQ=P with MEMCACHED_SKQ_PIN=1:
+                 each worker thread pinned to its skq worker's CPU
   kv-cpu         skq serve kv --arch shared --mode cpu
   kv-hybrid      skq serve kv --arch shared --mode hybrid
 Workloads: skq load's memcached mixes etc, sphinx-ro, sphinx-wo.
@@ -59,7 +62,11 @@ def command(server, threads, port):
         return [STOCK] + mc_args, env
     if server.startswith("patched") or server.startswith("mc-skq"):
         if server.startswith("mc-skq-"):
-            env["MEMCACHED_SKQ"] = server[len("mc-skq-"):]
+            policy = server[len("mc-skq-"):]
+            if policy.endswith("+pin"):
+                policy = policy[:-len("+pin")]
+                env["MEMCACHED_SKQ_PIN"] = "1"
+            env["MEMCACHED_SKQ"] = policy
         return [MC_SKQ] + mc_args, env
     mode = server[len("kv-"):]
     return [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t,
@@ -126,6 +133,9 @@ def point(server, workload, args):
         "received": d["received"],
         "errors": errors,
         "checks_pass": d["checks"]["pass"],
+        "failed": ",".join(k[:-3] for k in ("rate_ok", "ad_ok", "independence_ok",
+                                            "lateness_ok", "read_lag_ok")
+                           if d["checks"].get(k) is False) or "-",
     }
 
 
@@ -135,9 +145,22 @@ def main():
     ap.add_argument("--rate", type=float, default=15000)
     ap.add_argument("--secs", type=float, default=3.0)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--servers", default=",".join(SERVERS),
+                    help="comma-separated; must include stock (the baseline); "
+                         "mc-skq-POLICY+pin pins memcached's workers")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--out", default=os.path.join(
         ROOT, f"docs/results/capi-memcached-{datetime.date.today().isoformat()}.txt"))
     args = ap.parse_args()
+    servers = [x for x in args.servers.split(",") if x]
+    workloads = [x for x in args.workloads.split(",") if x]
+    known = ("stock", "patched-off", "mc-skq-", "kv-")
+    bad = [x for x in servers if not x.startswith(known)]
+    if "stock" not in servers or bad:
+        sys.exit(f"--servers: must include stock; unknown: {', '.join(bad) or '-'}")
+    bad = [x for x in workloads if x not in WORKLOADS]
+    if not workloads or bad:
+        sys.exit(f"--workloads: from {', '.join(WORKLOADS)}; unknown: {', '.join(bad) or '-'}")
     for path in (SKQ, MC_SKQ, STOCK):
         if not os.path.exists(path):
             sys.exit(f"{path} missing: run bash scripts/setup.sh, bash "
@@ -150,14 +173,15 @@ def main():
 
     say(f"# capi-memcached: {datetime.datetime.now().isoformat(timespec='seconds')}")
     say(f"# command: python3 scripts/bench/capi-memcached.py --threads {args.threads} "
-        f"--rate {args.rate:g} --secs {args.secs:g} --runs {args.runs}")
+        f"--rate {args.rate:g} --secs {args.secs:g} --runs {args.runs} "
+        f"--servers {','.join(servers)} --workloads {','.join(workloads)}")
     say(f"# cores seen: os.cpu_count()={os.cpu_count()}, "
         f"affinity={len(os.sched_getaffinity(0))}; server and generator share them")
-    say(f"# servers: {', '.join(SERVERS)}; baseline: stock; workloads: {', '.join(WORKLOADS)}")
+    say(f"# servers: {', '.join(servers)}; baseline: stock; workloads: {', '.join(workloads)}")
     res = {}
     for run in range(args.runs):
-        order = SERVERS[run % len(SERVERS):] + SERVERS[:run % len(SERVERS)]
-        for w in WORKLOADS:
+        order = servers[run % len(servers):] + servers[:run % len(servers)]
+        for w in workloads:
             for s in order:
                 r = point(s, w, args)
                 res.setdefault((w, s), []).append(r)
@@ -166,9 +190,9 @@ def main():
                     for k, v in r.items()))
     say("")
     say("# summary: median of runs [min..max]; ratio = server/stock within each run")
-    for w in WORKLOADS:
+    for w in workloads:
         say(f"## {w}")
-        for s in SERVERS:
+        for s in servers:
             rs = res[(w, s)]
             base = res[(w, "stock")]
             for key in ("cpu_us_per_req", "p99_us"):

@@ -59,6 +59,10 @@ impl Drop for Server {
 }
 
 fn start(policy: &str, threads: u32) -> Server {
+    start_with(policy, threads, &[])
+}
+
+fn start_with(policy: &str, threads: u32, env: &[(&str, &str)]) -> Server {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -68,6 +72,7 @@ fn start(policy: &str, threads: u32) -> Server {
         .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "256"])
         .args(["-p", &port.to_string(), "-t", &threads.to_string()])
         .env("MEMCACHED_SKQ", policy)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -268,6 +273,69 @@ fn unknown_and_shared_policies_are_refused() {
         assert!(!o.status.success(), "{policy} accepted");
         assert!(String::from_utf8_lossy(&o.stderr).contains("MEMCACHED_SKQ"));
     }
+}
+
+/// The CPUs each `mc-worker` thread of process `pid` may run on, as
+/// /proc writes them (`Cpus_allowed_list`).
+fn worker_cpus(pid: u32) -> Vec<String> {
+    let mut lists = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() != "mc-worker" {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list in /proc status");
+        lists.push(list.trim().to_string());
+    }
+    lists.sort();
+    lists
+}
+
+/// `MEMCACHED_SKQ_PIN=1` runs each worker thread on its skq worker's CPU:
+/// one CPU each, spread over the CPUs there are, and the cache still serves
+/// every command. Unset, the threads keep the process's CPUs.
+#[test]
+fn pinned_workers_run_on_one_cpu_each_cpu() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let srv = start_with("cpu", 4, &[("MEMCACHED_SKQ_PIN", "1")]);
+    let (ok, out) = run("python3", &["-c", PY, &srv.port.to_string()]);
+    assert!(ok && out.contains("pymemcache ok"), "pinned cpu: {out}");
+    let mut pinned = worker_cpus(srv.child.id());
+    assert_eq!(pinned.len(), 4, "four mc-worker threads: {pinned:?}");
+    for list in &pinned {
+        assert!(
+            list.parse::<u32>().is_ok(),
+            "a pinned worker may run on one CPU, not {list}"
+        );
+    }
+    pinned.dedup();
+    assert_eq!(pinned.len(), cpus.min(4), "workers not spread: {pinned:?}");
+    if cpus >= 2 {
+        let free = start("cpu", 4);
+        let (ok, out) = run("python3", &["-c", PY, &free.port.to_string()]);
+        assert!(ok, "unpinned cpu: {out}");
+        for list in worker_cpus(free.child.id()) {
+            assert!(list.parse::<u32>().is_err(), "unpinned worker on {list}");
+        }
+    }
+}
+
+/// `MEMCACHED_SKQ_PIN` other than 0 or 1 is refused with a usage error.
+#[test]
+fn a_bad_pin_setting_is_refused() {
+    let o = Command::new(memcached_bin())
+        .args(["-u", "root", "-U", "0", "-p", "0"])
+        .env("MEMCACHED_SKQ", "cpu")
+        .env("MEMCACHED_SKQ_PIN", "yes")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "MEMCACHED_SKQ_PIN=yes accepted");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("MEMCACHED_SKQ_PIN: 0 or 1"));
 }
 
 /// `watch` and `lru_crawler metadump` hand a connection to a side thread
