@@ -6,7 +6,7 @@
 //! (their top points may then fail the lateness self-check), and which
 //! protocols have no recorded capacity yet.
 
-use skq_report::capacity::{CapacityFile, Machine, Verdict};
+use skq_report::capacity::{CapacityEntry, CapacityFile, Machine, Verdict};
 
 use crate::config::Sweep;
 use crate::sweep::plan;
@@ -24,7 +24,7 @@ pub fn capacity_lines(
     let mut lines = Vec::new();
     let mut unknown: Vec<(String, usize)> = Vec::new();
     // Curves above capacity, grouped by what they ask of the generator.
-    let mut above: Vec<(String, usize, usize, f64, f64, String)> = Vec::new();
+    let mut above: Vec<(String, usize, usize, f64, CapacityEntry, String)> = Vec::new();
     for (c, pts) in sweep.curves.iter().zip(plan(sweep)) {
         // The RocksDB front end has no echo server to measure against.
         if c.load.protocol == "rocksdb" {
@@ -55,7 +55,7 @@ pub fn capacity_lines(
                             a.5.push_str(&format!(", {}", c.name));
                         }
                     }
-                    None => above.push((key.0, key.1, key.2, per, e.usable_rps(), c.name.clone())),
+                    None => above.push((key.0, key.1, key.2, per, e, c.name.clone())),
                 }
             }
             Verdict::Unknown => {
@@ -66,10 +66,22 @@ pub fn capacity_lines(
             }
         }
     }
-    for (p, conns, threads, per, cap, names) in above {
-        lines.push(format!(
-            "warning: {names}: up to {per:.0} req/s per generator thread ({p} over {conns} connections, {threads} thread(s)), above the {cap:.0} req/s one thread kept within its lateness bound here (`skq load --capacity`); the top points may fail the lateness self-check"
-        ));
+    for (p, conns, threads, per, e, names) in above {
+        let cap = e.usable_rps();
+        if cap > 0.0 {
+            lines.push(format!(
+                "warning: {names}: up to {per:.0} req/s per generator thread ({p} over {conns} connections, {threads} thread(s)), above the {cap:.0} req/s one thread kept within its lateness bound here (`skq load --capacity`); the top points may fail the lateness self-check"
+            ));
+        } else {
+            // A zero capacity is a measurement taken when the machine
+            // itself missed the bound, not a generator that cannot send.
+            lines.push(format!(
+                "warning: {names}: when `skq load --capacity` measured {p} over {conns} connections here ({}), no rate kept one generator thread's lateness within {:.0} us (the machine's floor plus margin was {:.0} us then), so every point of these curves may fail the lateness self-check; on a quiet machine, `skq load --capacity --protocol {p} --capacity-conns {conns}` measures it again",
+                age(e.measured_unix_s),
+                e.bound_us,
+                e.relative_bound_us
+            ));
+        }
     }
     for (p, n) in unknown {
         lines.push(format!(
@@ -77,4 +89,18 @@ pub fn capacity_lines(
         ));
     }
     lines
+}
+
+/// How long ago `unix_s` was, in words ("3 h ago").
+fn age(unix_s: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let secs = now.saturating_sub(unix_s);
+    match secs {
+        s if s < 120 => format!("{s} s ago"),
+        s if s < 2 * 3600 => format!("{} min ago", s / 60),
+        s if s < 2 * 86400 => format!("{} h ago", s / 3600),
+        s => format!("{} days ago", s / 86400),
+    }
 }

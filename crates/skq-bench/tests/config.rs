@@ -562,6 +562,20 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
             c.name
         );
     }
+    // A capacity of 0 (measured while the machine itself missed the bound)
+    // says so and how to measure it again, rather than "above 0 req/s".
+    let lines = capacity_lines(&s, Some(&with(0.0)), &here, "test");
+    assert!(!lines.is_empty() && lines.iter().all(|l| l.starts_with("warning:")));
+    for l in &lines {
+        assert!(
+            l.contains("no rate kept one generator thread's lateness within 20 us")
+                && l.contains("floor plus margin was 30 us")
+                && l.contains("days ago")
+                && l.contains("skq load --capacity --protocol"),
+            "{l}"
+        );
+        assert!(!l.contains("above the 0 req/s"), "{l}");
+    }
     // Another machine's figures do not count.
     let elsewhere = Machine {
         hostname: "other".into(),
