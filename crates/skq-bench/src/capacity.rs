@@ -76,7 +76,7 @@ pub fn capacity_lines(
             // A zero capacity is a measurement taken when the machine
             // itself missed the bound, not a generator that cannot send.
             lines.push(format!(
-                "warning: {names}: when `skq load --capacity` measured {p} over {conns} connections here ({}), no rate kept one generator thread's lateness within {:.0} us (the machine's floor plus margin was {:.0} us then), so every point of these curves may fail the lateness self-check; on a quiet machine, `skq load --capacity --protocol {p} --capacity-conns {conns}` measures it again",
+                "warning: {names}: when `skq load --capacity` measured {p} over {conns} connections here ({}), no rate kept one generator thread's lateness and read lag within {:.0} us (the machine's floor plus margin was {:.0} us then), so every point of these curves may fail the lateness self-check; on a quiet machine, `skq load --capacity --protocol {p} --capacity-conns {conns}` measures it again",
                 age(e.measured_unix_s),
                 e.bound_us,
                 e.relative_bound_us

@@ -568,7 +568,7 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
     assert!(!lines.is_empty() && lines.iter().all(|l| l.starts_with("warning:")));
     for l in &lines {
         assert!(
-            l.contains("no rate kept one generator thread's lateness within 20 us")
+            l.contains("no rate kept one generator thread's lateness and read lag within 20 us")
                 && l.contains("floor plus margin was 30 us")
                 && l.contains("days ago")
                 && l.contains("skq load --capacity --protocol"),
