@@ -58,6 +58,7 @@ def command(server, threads, port):
                "-p", str(port), "-t", t]
     env = dict(os.environ)
     env.pop("MEMCACHED_SKQ", None)
+    env.pop("MEMCACHED_SKQ_PIN", None)
     if server == "stock":
         return [STOCK] + mc_args, env
     if server.startswith("patched") or server.startswith("mc-skq"):
