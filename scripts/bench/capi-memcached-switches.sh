@@ -43,10 +43,9 @@ for run in $(seq "$runs"); do
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         if [ "$s" = stock ]; then
             env -u MEMCACHED_SKQ /usr/bin/memcached -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
-        elif [[ $s == *+pin ]]; then
-            MEMCACHED_SKQ=${s%+pin} MEMCACHED_SKQ_PIN=1 "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         else
-            MEMCACHED_SKQ=$s MEMCACHED_SKQ_PIN=0 "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
+            pin=0; [[ $s == *+pin ]] && pin=1
+            MEMCACHED_SKQ=${s%+pin} MEMCACHED_SKQ_PIN=$pin "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         fi
         pid=$!
         sleep 0.5
