@@ -160,7 +160,29 @@ pub struct Partition {
     /// Item size limit (memcached's `-I`, counted by [`item_size`]) that append and
     /// prepend must respect; the parser enforces it for every other write.
     max_item: usize,
+    /// Where compaction goes on in the oldest segment (see [`Self::compact_step`]).
+    compact_at: Option<Loc>,
 }
+
+/// Records of the oldest segment [`Partition::compact_step`] looks at per write: the
+/// work a write adds is bounded by this (dead records cost a header read each). With
+/// records of one size, a segment of N records at most half live is done after N/32
+/// writes, which with the moves fill at most N/32 + N/2 records: compaction frees a
+/// segment while filling about half of one, so it keeps ahead of the writes.
+pub const COMPACT_BATCH: usize = 32;
+
+/// Bytes of records one [`Partition::compact_step`] moves at most (it always moves at
+/// least the record it reaches, so a large item moves in one step of its own): the
+/// copying a write adds stays about as large as the write itself.
+pub const COMPACT_BYTES: usize = 16 << 10;
+
+/// Compaction runs while the arena holds more than this many times its live bytes,
+/// plus [`COMPACT_SLACK`] segments.
+pub const COMPACT_RATIO: usize = 2;
+
+/// Segments the arena may hold beyond [`COMPACT_RATIO`] × its live bytes before
+/// compaction starts: a small cache is not compacted at all.
+pub const COMPACT_SLACK: usize = 2;
 
 impl Partition {
     /// A partition whose item data never exceeds `limit_bytes` (rounded down to whole
@@ -176,6 +198,7 @@ impl Partition {
             pending_flush: None,
             stats: PartStats::default(),
             max_item: Limits::default().max_item_size,
+            compact_at: None,
         }
     }
 
@@ -386,7 +409,7 @@ impl Partition {
                 return StoreOutcome::NotStored;
             }
         }
-        match (mode, old_rec) {
+        let outcome = match (mode, old_rec) {
             (StoreMode::Append, Some(r)) => {
                 let (old_value, meta) = (r.value.to_vec(), r.meta);
                 self.write(key, meta.flags, meta.exp_at, &[&old_value, data])
@@ -396,7 +419,9 @@ impl Partition {
                 self.write(key, meta.flags, meta.exp_at, &[data, &old_value])
             }
             _ => self.write(key, flags, exp_at, &[data]),
-        }
+        };
+        self.compact_step(now);
+        outcome
     }
 
     /// `incr`/`decr`: incr wraps at 2^64, decr stops at 0 (memcached semantics).
@@ -420,10 +445,103 @@ impl Partition {
         if text.len() < r.value.len() {
             text.resize(r.value.len(), b' ');
         }
-        match self.write(key, meta.flags, meta.exp_at, &[&text]) {
+        let outcome = self.write(key, meta.flags, meta.exp_at, &[&text]);
+        self.compact_step(now);
+        match outcome {
             StoreOutcome::Stored => ArithOutcome::Value(new),
             // A counter always fits in a segment.
             _ => unreachable!("a 20-byte value always fits"),
+        }
+    }
+
+    /// Whether the arena holds more than its target, [`COMPACT_RATIO`] × the live
+    /// bytes plus [`COMPACT_SLACK`] segments, and has room for compaction's appends
+    /// without an eviction (near the `-m` limit, eviction makes room instead); and
+    /// whether it holds more than twice that target.
+    fn wants_compaction(&self) -> (bool, bool) {
+        let held = self.arena.segment_count() * SEGMENT_SIZE;
+        let target = COMPACT_RATIO * self.stats.bytes as usize + COMPACT_SLACK * SEGMENT_SIZE;
+        let room = self.arena.segment_count() + 2 <= self.arena.max_segments();
+        (room && held > target, room && held > 2 * target)
+    }
+
+    /// One bounded step of compaction, run after each write: looks at up to
+    /// [`COMPACT_BATCH`] records of a sparse oldest segment (moving at most about
+    /// [`COMPACT_BYTES`]), moves each live one to the newest segment (same metadata:
+    /// CAS, flags and expiry do not change) and unlinks the ones that expired or were
+    /// flushed. Once every record of the segment has been looked at, none is live and
+    /// the arena retires it at its next rotation. See the arena's module docs for why.
+    ///
+    /// A segment more than half live is compacted only while the arena holds more than
+    /// twice its target: moving it frees little, but a cold segment left at the front
+    /// would keep compaction from the sparse ones behind it for good. Cold items are
+    /// then copied about once per pass of the log, not at every step.
+    fn compact_step(&mut self, now: u32) {
+        let (wanted, far_over) = self.wants_compaction();
+        if !wanted {
+            return;
+        }
+        let mut at = match self.compact_at {
+            Some(at) if self.arena.scan_oldest(at).is_some() => at,
+            _ => match self.arena.sparse_oldest(far_over) {
+                Some(start) => start,
+                None => {
+                    self.compact_at = None;
+                    return;
+                }
+            },
+        };
+        let mut moved_bytes = 0;
+        for _ in 0..COMPACT_BATCH {
+            if moved_bytes >= COMPACT_BYTES {
+                break;
+            }
+            let Some((rec, live, next)) = self.arena.scan_oldest(at) else {
+                self.compact_at = None;
+                return;
+            };
+            if live {
+                // The arena's live records are exactly those the index points at.
+                let (h, unexpired, len) = (
+                    key_hash(rec.key),
+                    self.is_live(&rec.meta, now),
+                    record_len(rec.key.len(), rec.value.len()),
+                );
+                debug_assert!(self.points_at(h, at), "a live record the index lost");
+                if !unexpired {
+                    self.unlink(h, at);
+                } else if self.arena.needs_eviction(len) {
+                    break;
+                } else {
+                    let moved = self.arena.relocate(at);
+                    self.repoint(h, at, moved);
+                    moved_bytes += len;
+                }
+            }
+            at = next;
+        }
+        self.compact_at = Some(at);
+    }
+
+    /// Whether the index entry for hash `h` includes `loc`.
+    fn points_at(&self, h: u64, loc: Loc) -> bool {
+        match self.index.get(&h) {
+            Some(Slot::One(l)) => *l == loc,
+            Some(Slot::Many(v)) => v.contains(&loc),
+            None => false,
+        }
+    }
+
+    /// Points the index entry `h → from` at `to` instead.
+    fn repoint(&mut self, h: u64, from: Loc, to: Loc) {
+        match self.index.get_mut(&h) {
+            Some(Slot::One(l)) if *l == from => *l = to,
+            Some(Slot::Many(v)) => {
+                if let Some(l) = v.iter_mut().find(|l| **l == from) {
+                    *l = to;
+                }
+            }
+            _ => debug_assert!(false, "repointing an entry the index does not hold"),
         }
     }
 
