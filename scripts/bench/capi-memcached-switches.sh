@@ -13,8 +13,9 @@
 # Usage: scripts/bench/capi-memcached-switches.sh [--runs N] [--rate R] [SERVER ...]
 #   SERVER: stock (/usr/bin/memcached) or an skq policy for the patched
 #   build (hybrid, cpu, ...), POLICY+pin with MEMCACHED_SKQ_PIN=1 (each
-#   worker pinned to its skq worker's CPU); default: stock hybrid cpu, 2
-#   runs, 15000 req/s.
+#   worker pinned to its skq worker's CPU), POLICY+groups with
+#   MEMCACHED_SKQ_POLL_GROUPS=2 (one epoll set per worker), or both
+#   (POLICY+pin+groups); default: stock hybrid cpu, 2 runs, 15000 req/s.
 # Needs perf, bash scripts/build-memcached-skq.sh, cargo build --release -p skq.
 # Measure on a quiet machine.
 set -euo pipefail
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --runs) runs=$2; shift 2 ;;
         --rate) rate=$2; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
@@ -44,8 +45,10 @@ for run in $(seq "$runs"); do
         if [ "$s" = stock ]; then
             env -u MEMCACHED_SKQ /usr/bin/memcached -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         else
-            pin=0; [[ $s == *+pin ]] && pin=1
-            MEMCACHED_SKQ=${s%+pin} MEMCACHED_SKQ_PIN=$pin "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
+            pin=0; [[ $s == *+pin* ]] && pin=1
+            groups=1; [[ $s == *+groups* ]] && groups=2
+            MEMCACHED_SKQ=${s%%+*} MEMCACHED_SKQ_PIN=$pin MEMCACHED_SKQ_POLL_GROUPS=$groups \
+                "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         fi
         pid=$!
         sleep 0.5

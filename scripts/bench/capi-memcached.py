@@ -12,6 +12,8 @@ Servers, each with --threads worker threads on loopback:
   mc-skq-hybrid  the patched build, MEMCACHED_SKQ=hybrid
   mc-skq-P+pin   (not in the default set) MEMCACHED_SKQ=P with MEMCACHED_SKQ_PIN=1:
                  each worker thread pinned to its skq worker's CPU
+  mc-skq-P+groups  (not in the default set) MEMCACHED_SKQ_POLL_GROUPS=--threads:
+                 one epoll set per worker; combines with +pin (mc-skq-P+pin+groups)
   kv-cpu         skq serve kv --arch shared --mode cpu
   kv-hybrid      skq serve kv --arch shared --mode hybrid
 Workloads: skq load's memcached mixes etc, sphinx-ro, sphinx-wo.
@@ -59,14 +61,20 @@ def command(server, threads, port):
     env = dict(os.environ)
     env.pop("MEMCACHED_SKQ", None)
     env.pop("MEMCACHED_SKQ_PIN", None)
+    env.pop("MEMCACHED_SKQ_POLL_GROUPS", None)
     if server == "stock":
         return [STOCK] + mc_args, env
     if server.startswith("patched") or server.startswith("mc-skq"):
         if server.startswith("mc-skq-"):
             policy = server[len("mc-skq-"):]
-            if policy.endswith("+pin"):
-                policy = policy[:-len("+pin")]
-                env["MEMCACHED_SKQ_PIN"] = "1"
+            policy, *extras = policy.split("+")
+            for extra in extras:
+                if extra == "pin":
+                    env["MEMCACHED_SKQ_PIN"] = "1"
+                elif extra == "groups":
+                    env["MEMCACHED_SKQ_POLL_GROUPS"] = t
+                else:
+                    sys.exit(f"{server}: unknown suffix +{extra} (+pin, +groups)")
             env["MEMCACHED_SKQ"] = policy
         return [MC_SKQ] + mc_args, env
     mode = server[len("kv-"):]
@@ -148,7 +156,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--servers", default=",".join(SERVERS),
                     help="comma-separated; must include stock (the baseline); "
-                         "mc-skq-POLICY+pin pins memcached's workers")
+                         "mc-skq-POLICY+pin pins memcached's workers, "
+                         "+groups gives each its own epoll set")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--out", default=os.path.join(
         ROOT, f"docs/results/capi-memcached-{datetime.date.today().isoformat()}.txt"))

@@ -338,6 +338,56 @@ fn a_bad_pin_setting_is_refused() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("MEMCACHED_SKQ_PIN: 0 or 1"));
 }
 
+/// Epoll sets process `pid` holds open.
+fn epoll_sets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.unwrap().path()).ok())
+        .filter(|target| target.to_string_lossy() == "anon_inode:[eventpoll]")
+        .count()
+}
+
+/// `MEMCACHED_SKQ_POLL_GROUPS=G` splits the workers into G epoll sets: with
+/// one set per worker the process holds three more than with the default
+/// one, and the cache serves every command either way.
+#[test]
+fn poll_groups_give_each_worker_its_own_epoll_set_cpu() {
+    let one = start("cpu", 4);
+    let (ok, out) = run("python3", &["-c", PY, &one.port.to_string()]);
+    assert!(ok && out.contains("pymemcache ok"), "one set: {out}");
+    let four = start_with("cpu", 4, &[("MEMCACHED_SKQ_POLL_GROUPS", "4")]);
+    let (ok, out) = run("python3", &["-c", PY, &four.port.to_string()]);
+    assert!(ok && out.contains("pymemcache ok"), "four sets: {out}");
+    assert_eq!(
+        epoll_sets(four.child.id()),
+        epoll_sets(one.child.id()) + 3,
+        "one epoll set per group"
+    );
+}
+
+/// `MEMCACHED_SKQ_POLL_GROUPS` outside 1..=-t, or not a number, is refused
+/// with a usage error.
+#[test]
+fn a_bad_poll_groups_setting_is_refused() {
+    for groups in ["0", "5", "two", ""] {
+        let o = Command::new(memcached_bin())
+            .args(["-u", "root", "-U", "0", "-p", "0", "-t", "4"])
+            .env("MEMCACHED_SKQ", "hybrid")
+            .env("MEMCACHED_SKQ_POLL_GROUPS", groups)
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success(),
+            "MEMCACHED_SKQ_POLL_GROUPS={groups:?} accepted"
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("MEMCACHED_SKQ_POLL_GROUPS: 1 to the -t"),
+            "{groups:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
 /// `watch` and `lru_crawler metadump` hand a connection to a side thread
 /// (logger, crawler) and back: the watcher gets log lines, its close is
 /// handled by its worker, and a metadump connection serves commands again.
