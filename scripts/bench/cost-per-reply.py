@@ -11,6 +11,8 @@ included: the generator's `client_sent_total` with no errors).
 
 Usage: python3 scripts/bench/cost-per-reply.py [--runs 2] [--modes hybrid,cpu,...]
        [--service emulate|spin] [--server-args '--promote-min-us 0']
+A mode written MODE+groups runs MODE with `--poll-groups WORKERS` (one epoll
+set per worker), e.g. async-hybrid+groups.
 Measure on a quiet machine (nothing else running; `uptime` load below 0.3).
 """
 import argparse
@@ -53,9 +55,13 @@ def ctx_switches(pid):
 
 def point(mode, a):
     port = free_port()
-    srv = subprocess.Popen(["taskset", "-c", "0", SKQ, "serve", "rpc", "--mode", mode,
+    base, _, suffix = mode.partition("+groups")
+    if suffix:
+        sys.exit(f"{mode}: +groups must end the mode")
+    groups = ["--poll-groups", str(a.workers)] if mode.endswith("+groups") else []
+    srv = subprocess.Popen(["taskset", "-c", "0", SKQ, "serve", "rpc", "--mode", base,
                             "--workers", str(a.workers), "--service", a.service,
-                            "--addr", f"127.0.0.1:{port}"] + a.server_args.split(),
+                            "--addr", f"127.0.0.1:{port}"] + groups + a.server_args.split(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(200):
@@ -105,12 +111,12 @@ def main():
     print(f"# {a.workers} workers, {a.service} {a.mean_us} us exponential{extra}, {a.rate:.0f} req/s over "
           f"{a.conns} conns, {a.secs} s + 1 s warm-up; server on CPU 0, generator on CPU 1; "
           f"cores seen {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
-    print(f"{'mode':<14} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
+    print(f"{'mode':<20} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
           f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6}")
     for run in range(1, a.runs + 1):
         for mode in a.modes.split(","):
             x = point(mode, a)
-            print(f"{mode:<14} {run:>3} {x['cpu_us']:>12.1f} {x['vol']:>12.2f} {x['invol']:>14.2f} "
+            print(f"{mode:<20} {run:>3} {x['cpu_us']:>12.1f} {x['vol']:>12.2f} {x['invol']:>14.2f} "
                   f"{x['p99_us']:>8.0f} {x['lateness_p99_us']:>12.1f} {str(x['checks']):>6} {x['errors']:>6}",
                   flush=True)
 
