@@ -17,6 +17,7 @@
 #   MEMCACHED_SKQ_POLL_GROUPS=2 (one epoll set per worker), or both
 #   (POLICY+pin+groups); default: stock hybrid cpu, 2 runs, 15000 req/s.
 # Needs perf, bash scripts/build-memcached-skq.sh, cargo build --release -p skq.
+# MC_SKQ=path runs another build of the patched memcached (an A/B).
 # Measure on a quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -25,13 +26,13 @@ while [ $# -gt 0 ]; do
     case $1 in
         --runs) runs=$2; shift 2 ;;
         --rate) rate=$2; shift 2 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
 servers=("$@"); [ ${#servers[@]} -gt 0 ] || servers=(stock hybrid cpu)
 skq=${SKQ:-target/release/skq}
-mc_skq=target/capi/memcached-skq/memcached
+mc_skq=${MC_SKQ:-target/capi/memcached-skq/memcached}
 [ -x "$skq" ] || { echo "no $skq: cargo build --release -p skq" >&2; exit 2; }
 [ -x "$mc_skq" ] || { echo "no $mc_skq: bash scripts/build-memcached-skq.sh" >&2; exit 2; }
 command -v perf >/dev/null || { echo "perf is not installed" >&2; exit 2; }

@@ -324,6 +324,21 @@ impl Scheduler {
         self.slot(id).map_or(Phase::Free, |s| s.phase(id))
     }
 
+    /// The worker the policy keeps `id` with (its locality home: the
+    /// registrar, the worker of its CPU hint, or vanilla's round-robin
+    /// choice), if it has one and is registered. A driver with one
+    /// readiness set per poll group moves the source's registration to its
+    /// home's set when the two differ, so the kernel wakes the home
+    /// directly.
+    pub fn home_of(&self, id: SourceId) -> Option<WorkerId> {
+        let s = self.slot(id)?;
+        if s.phase(id) == Phase::Free {
+            return None;
+        }
+        let home = s.home.load(Ordering::Relaxed);
+        (home != crate::slot::NONE).then_some(home as usize)
+    }
+
     // ---------------------------------------------------------------- activation
 
     /// Readiness arrived for `id`. `cpu` is the CPU that saw it

@@ -94,7 +94,7 @@ mod worker;
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -174,12 +174,25 @@ const KIND_SOCKET: u8 = 1;
 /// listening socket: any group's idle worker may accept).
 const ALL_SETS: u8 = u8::MAX;
 
+/// `SourceFd::id` of a free slot (`DOORBELL`'s value: no source id is in
+/// the special tokens' range).
+const NO_ID: u64 = u64::MAX;
+
 /// What the harvest needs to know of one registered source.
 struct SourceFd {
     fd: AtomicI32,
     kind: AtomicU8,
     /// The readiness set (poll group) it is registered in, or `ALL_SETS`.
     set: AtomicU8,
+    /// With several sets: held while the source's set membership changes
+    /// (registration, a move to its home's set, modify, deregister), so a
+    /// move never races a deregistration or a change of interest.
+    moving: AtomicBool,
+    /// Its epoll interest flags, for a move's `ADD`.
+    events: AtomicU32,
+    /// The id registered in this slot (`SourceId::as_u64`; `NO_ID` when free):
+    /// a move checks it, so it never moves a later registration of the slot.
+    id: AtomicU64,
     hint: skq_core::HintCell,
 }
 
@@ -189,8 +202,42 @@ impl Default for SourceFd {
             fd: AtomicI32::new(-1),
             kind: AtomicU8::new(KIND_OTHER),
             set: AtomicU8::new(0),
+            moving: AtomicBool::new(false),
+            events: AtomicU32::new(0),
+            id: AtomicU64::new(NO_ID),
             hint: skq_core::HintCell::new(),
         }
+    }
+}
+
+/// [`SourceFd::moving`] held; released on drop.
+struct SetLock<'a>(&'a AtomicBool);
+
+impl SourceFd {
+    /// Waits for the set lock (a move holds it for two `epoll_ctl` calls).
+    fn lock_set(&self) -> SetLock<'_> {
+        while self
+            .moving
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+        SetLock(&self.moving)
+    }
+
+    /// The set lock if nobody holds it.
+    fn try_lock_set(&self) -> Option<SetLock<'_>> {
+        self.moving
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(SetLock(&self.moving))
+    }
+}
+
+impl Drop for SetLock<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -254,6 +301,8 @@ pub struct Skq {
     hint_refresh: u32,
     /// `getsockopt(SO_INCOMING_CPU)` calls made so far.
     incoming_cpu_calls: AtomicU64,
+    /// Registrations moved to their home's readiness set so far.
+    set_moves: AtomicU64,
     need_cpu: bool,
     /// The resource manager's decisions.
     elastic_log: Mutex<Vec<skq_core::Decision>>,
@@ -321,6 +370,7 @@ impl Skq {
             sources: skq_core::SegVec::new(cap),
             hint_refresh,
             incoming_cpu_calls: AtomicU64::new(0),
+            set_moves: AtomicU64::new(0),
             need_cpu,
             elastic_log: Mutex::new(Vec::new()),
         }))
@@ -377,8 +427,13 @@ impl Skq {
             .sources
             .ensure(idx)
             .expect("the core checked the index");
+        // Held until the source is in its set(s): a readiness harvested
+        // meanwhile is delivered, but its move waits for the next one.
+        let _held = (self.sets.len() > 1).then(|| src.lock_set());
         src.fd.store(fd, Ordering::Relaxed);
         src.kind.store(kind, Ordering::Relaxed);
+        src.events.store(interest.epoll_flags(), Ordering::Relaxed);
+        src.id.store(id.as_u64(), Ordering::Relaxed);
         let set = self.set_for(fd, kind, id, registrar);
         src.set.store(set, Ordering::Relaxed);
         for s in self.sets_of(set) {
@@ -483,6 +538,11 @@ impl Skq {
         self.core
             .modify(id, token, flags)
             .map_err(io::Error::other)?;
+        let src = self.sources.get(id.index() as usize);
+        let _held = src.filter(|_| self.sets.len() > 1).map(|s| s.lock_set());
+        if let Some(src) = src {
+            src.events.store(interest.epoll_flags(), Ordering::Relaxed);
+        }
         for s in self.sets_of(self.set_of(id)) {
             self.sets[s].modify(fd, interest.epoll_flags(), id.as_u64())?;
         }
@@ -501,6 +561,8 @@ impl Skq {
     /// Removes a registration; call before closing `fd`. Pending and
     /// in-flight deliveries of the source are dropped.
     pub fn deregister(&self, id: SourceId, fd: RawFd) -> io::Result<()> {
+        let src = self.sources.get(id.index() as usize);
+        let held = src.filter(|_| self.sets.len() > 1).map(|s| s.lock_set());
         let mut r = Ok(());
         for s in self.sets_of(self.set_of(id)) {
             let d = self.sets[s].delete(fd);
@@ -508,11 +570,79 @@ impl Skq {
                 r = d;
             }
         }
-        if let Some(src) = self.sources.get(id.index() as usize) {
+        if let Some(src) = src {
             src.fd.store(-1, Ordering::Relaxed);
+            src.id.store(NO_ID, Ordering::Relaxed);
         }
+        drop(held);
         self.core.deregister(id).map_err(io::Error::other)?;
         r
+    }
+
+    /// Registrations moved so far to the readiness set of their home (see
+    /// [`Skq::follow_home`]); 0 with one set.
+    pub fn set_moves(&self) -> u64 {
+        self.set_moves.load(Ordering::Relaxed)
+    }
+
+    /// The readiness set (poll group) source `id` is registered in now;
+    /// `None` for a listening socket (in every set) or a stale id.
+    pub fn poll_set_of(&self, id: SourceId) -> Option<usize> {
+        let src = self.sources.get(id.index() as usize)?;
+        if src.id.load(Ordering::Relaxed) != id.as_u64() {
+            return None;
+        }
+        let set = src.set.load(Ordering::Relaxed);
+        (set != ALL_SETS).then_some(set as usize)
+    }
+
+    /// With several readiness sets: moves source `id`, just routed to
+    /// worker `to`, into `to`'s set when `to` is its home (the policy keeps
+    /// it there: its CPU hint moved, or vanilla's round-robin home differs
+    /// from where it was registered) and it lives in another set. Until
+    /// then every readiness of the flow is harvested by a worker of the old
+    /// group and handed across, a targeted wake-up each time its home
+    /// sleeps; after it, the kernel wakes the home directly. The move is
+    /// `ADD` to the new set, then `DEL` from the old (a readiness in
+    /// between may be reported by both; the slot's state machine merges
+    /// it). It is skipped when another thread holds the source's set lock
+    /// (a registration, modify or deregistration in progress; the next
+    /// activation tries again) and for a balance decision that leaves the
+    /// home where it was.
+    fn follow_home(&self, id: SourceId, to: WorkerId) {
+        let Some(src) = self.sources.get(id.index() as usize) else {
+            return;
+        };
+        let target = self.core.poll_group(to) as u8;
+        let set = src.set.load(Ordering::Relaxed);
+        if set == ALL_SETS || set == target || self.core.home_of(id) != Some(to) {
+            return;
+        }
+        let Some(_held) = src.try_lock_set() else {
+            return;
+        };
+        let fd = src.fd.load(Ordering::Relaxed);
+        let set = src.set.load(Ordering::Relaxed);
+        if fd < 0
+            || src.id.load(Ordering::Relaxed) != id.as_u64()
+            || set == ALL_SETS
+            || set == target
+        {
+            return;
+        }
+        let events = src.events.load(Ordering::Relaxed);
+        if self.sets[target as usize]
+            .add(fd, events, id.as_u64())
+            .is_err()
+        {
+            return;
+        }
+        if self.sets[set as usize].delete(fd).is_err() {
+            let _ = self.sets[target as usize].delete(fd);
+            return;
+        }
+        src.set.store(target, Ordering::Relaxed);
+        self.set_moves.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Creates an eventfd-backed user event registered with `token`
@@ -724,10 +854,15 @@ impl Skq {
         } else {
             None
         };
-        if let skq_core::Activation::Queued { wake: Some(w), .. } =
+        if let skq_core::Activation::Queued { worker, wake } =
             self.core.activate_by(id, ready, cpu, now, rng, Some(me))
         {
-            self.wake(w, me);
+            if self.sets.len() > 1 {
+                self.follow_home(id, worker);
+            }
+            if let Some(w) = wake {
+                self.wake(w, me);
+            }
         }
     }
 }

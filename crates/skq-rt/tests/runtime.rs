@@ -363,3 +363,136 @@ fn a_listener_is_accepted_from_every_poll_group() {
     assert_eq!(total, 20, "each connection accepted once");
     drop(clients);
 }
+
+#[test]
+fn a_source_moves_to_its_homes_poll_set_once() {
+    // Vanilla keeps each source with a round-robin home. Registered by worker
+    // 0, every pipe starts in worker 0's readiness set; one whose home is
+    // worker 1 is moved into worker 1's set at its first activation, once,
+    // and from then on its readiness is harvested there. Every message is
+    // still delivered once, in order, by its home.
+    let mut cfg = Config::new(skq_rt::Policy::Vanilla, 2);
+    cfg.poll_groups = 2;
+    assert!(
+        !cfg.steal,
+        "vanilla without stealing: each source stays with its home"
+    );
+    let skq = Skq::new(cfg).unwrap();
+    let pipes = 6;
+    let mut txs = Vec::new();
+    let mut ids = Vec::new();
+    let mut rxs = Vec::new();
+    for i in 0..pipes {
+        let (tx, rx) = UnixStream::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let id = skq
+            .register(
+                rx.as_raw_fd(),
+                i as u64,
+                Interest::READABLE,
+                Flags::NONE,
+                Some(0),
+            )
+            .unwrap();
+        assert_eq!(skq.poll_set_of(id), Some(0), "registered in worker 0's set");
+        txs.push(tx);
+        ids.push(id);
+        rxs.push(Mutex::new((rx, 0u32)));
+    }
+    let rxs = Arc::new(rxs);
+    // Per source: the worker that delivered its messages (u64::MAX: none yet).
+    let by: Arc<Vec<AtomicU64>> = Arc::new((0..pipes).map(|_| AtomicU64::new(u64::MAX)).collect());
+    let done = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..2)
+        .map(|w| {
+            let mut worker = skq.worker(w);
+            let (rxs, by, done, skq) = (rxs.clone(), by.clone(), done.clone(), skq.clone());
+            thread::spawn(move || {
+                let mut events = Events::with_capacity(4);
+                while !skq.is_shutdown() {
+                    let n = worker
+                        .wait(&mut events, Some(Duration::from_millis(20)))
+                        .unwrap();
+                    for ev in events.iter().take(n) {
+                        let t = ev.token as usize;
+                        let prev = by[t].swap(w as u64, Ordering::AcqRel);
+                        assert!(
+                            prev == u64::MAX || prev == w as u64,
+                            "source {t} left its home"
+                        );
+                        let mut g = rxs[t].try_lock().expect("one worker per source");
+                        let (rx, next) = &mut *g;
+                        let mut b = [0u8; 4];
+                        loop {
+                            match rx.read_exact(&mut b) {
+                                Ok(()) => {
+                                    assert_eq!(u32::from_le_bytes(b), *next, "source {t} in order");
+                                    *next += 1;
+                                    done.fetch_add(1, Ordering::AcqRel);
+                                }
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let wait_for = |n: u64| {
+        let start = Instant::now();
+        while done.load(Ordering::Acquire) < n {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "deliveries stalled"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    };
+    // Round one: one message each.
+    for tx in &mut txs {
+        tx.write_all(&0u32.to_le_bytes()).unwrap();
+    }
+    wait_for(pipes as u64);
+    let on_1 = (0..pipes)
+        .filter(|&t| by[t].load(Ordering::Acquire) == 1)
+        .count();
+    assert!(
+        on_1 > 0 && on_1 < pipes,
+        "round-robin homes on both workers"
+    );
+    for (t, id) in ids.iter().enumerate() {
+        assert_eq!(
+            skq.poll_set_of(*id),
+            Some(by[t].load(Ordering::Acquire) as usize),
+            "source {t} lives in its home's set"
+        );
+    }
+    assert_eq!(
+        skq.set_moves(),
+        on_1 as u64,
+        "one move per source away from its set"
+    );
+    // More rounds: no further moves, everything delivered once, in order.
+    for round in 1..50u32 {
+        for tx in &mut txs {
+            tx.write_all(&round.to_le_bytes()).unwrap();
+        }
+    }
+    wait_for(pipes as u64 * 50);
+    assert_eq!(
+        skq.set_moves(),
+        on_1 as u64,
+        "a source at home is not moved again"
+    );
+    for (t, id) in ids.iter().enumerate() {
+        skq.deregister(*id, rxs[t].lock().unwrap().0.as_raw_fd())
+            .unwrap();
+        assert_eq!(skq.poll_set_of(*id), None, "deregistered");
+    }
+    skq.shutdown();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(done.load(Ordering::Acquire), pipes as u64 * 50);
+}
