@@ -17,6 +17,7 @@
 # changes them little, but measure on a quiet machine all the same.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+case ${1:-} in -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 before=${1:?usage: set-moves-ab.sh BEFORE AFTER [RUNS] [RATE] [FLIP]}
 after=${2:?usage: set-moves-ab.sh BEFORE AFTER [RUNS] [RATE] [FLIP]}
 runs=${3:-3}; rate=${4:-15000}; flip=${5:-0.25}
