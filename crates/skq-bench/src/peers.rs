@@ -416,10 +416,11 @@ mod tests {
             let spec = curve.server.spec.clone().unwrap();
             assert_eq!(spec.mode.to_string(), mode);
             assert_eq!((spec.workers, spec.service), (8, ServiceMode::Emulate));
-            assert_eq!(spec.sched.steal_k, Some(2));
-            // --pollers is the skq driver's: only skq policies get it.
-            let skq = curve.server.kind == ServerKind::Skq;
-            assert_eq!(spec.sched.pollers, skq.then_some(1), "{mode}");
+            // The scheduler's tunables reach skq policies only: a baseline
+            // refuses them.
+            let core = spec.mode.has_core();
+            assert_eq!(spec.sched.steal_k, core.then_some(2), "{mode}");
+            assert_eq!(spec.sched.pollers, core.then_some(1), "{mode}");
             let c = server_command(&curve, Path::new("/bin/skq"), 4242, Path::new("/tmp")).unwrap();
             assert_eq!(
                 argv(&c),

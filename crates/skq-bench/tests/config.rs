@@ -658,3 +658,33 @@ fn every_example_configuration_parses() {
         dir.display()
     );
 }
+
+#[test]
+fn scheduler_keys_of_defaults_reach_skq_modes_only() {
+    // priority-skq68.toml sets rtshare and rtfreq in [defaults] beside a
+    // tokio and an epoll-1to1 curve: those run without them (a baseline
+    // refuses skq's tunables), the hybrid curves keep them.
+    let f = SweepFile::parse(include_str!("../examples/priority-skq68.toml")).unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let mut seen = (0, 0);
+    for c in &s.curves {
+        let spec = c.server.spec.as_ref().expect("an rpc server spec");
+        let config = skq_net::ServerConfig::from_spec(spec);
+        config
+            .validate()
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        if spec.mode.has_core() {
+            assert_eq!(
+                (spec.sched.rtshare, spec.sched.rtfreq),
+                (Some(100), Some(200)),
+                "{}",
+                c.name
+            );
+            seen.0 += 1;
+        } else {
+            assert_eq!(spec.sched.core_tunable_given(), None, "{}", c.name);
+            seen.1 += 1;
+        }
+    }
+    assert_eq!(seen, (2, 2), "two skq curves and two baselines");
+}

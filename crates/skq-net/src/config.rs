@@ -233,6 +233,15 @@ pub enum InvalidConfig {
     /// An elastic worker count with a driver other than skq (or skq-async).
     #[error("--min-workers needs an skq mode; {0} has a fixed worker count")]
     MinWorkersNeedSkq(Driver),
+    /// A tunable of skq's scheduler (`--steal-k`, `--poll-groups`, ...) with a
+    /// mode that has none: it would be ignored.
+    #[error("{flag} tunes skq's scheduler; --mode {mode} has none (a baseline without skq): leave it out or pick an skq mode")]
+    SchedNeedsSkq {
+        /// The flag given.
+        flag: &'static str,
+        /// The mode's name.
+        mode: String,
+    },
     /// A statistics period of zero.
     #[error("--elastic-period-us 0 is out of range: allowed 1..")]
     ZeroElasticPeriod,
@@ -337,6 +346,14 @@ impl ServerConfig {
         }
         if !self.mode.has_core() && !self.sched.batch_workers.is_empty() {
             return Err(InvalidConfig::BatchWorkersNeedSkq(self.driver()));
+        }
+        if !self.mode.has_core() {
+            if let Some(flag) = self.sched.core_tunable_given() {
+                return Err(InvalidConfig::SchedNeedsSkq {
+                    flag,
+                    mode: self.mode.to_string(),
+                });
+            }
         }
         if self.mode.has_core() {
             self.core_config().map_err(InvalidConfig::Core)?;
@@ -510,6 +527,38 @@ mod tests {
         );
         let c = ServerConfig::with_mode(Mode::Epoll1to1, 2);
         assert_eq!(c.mode_name(), "epoll-1to1");
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn a_scheduler_tunable_with_a_baseline_mode_is_refused() {
+        for mode in [Mode::Tokio, Mode::Epoll1to1] {
+            let mut c = ServerConfig::with_mode(mode, 2);
+            c.sched.poll_groups = Some(2);
+            let e = c.validate().unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    InvalidConfig::SchedNeedsSkq {
+                        flag: "--poll-groups",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&format!("--mode {mode}")), "{e}");
+            c.sched.poll_groups = None;
+            c.sched.rtshare = Some(50);
+            assert!(c
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("--rtshare"));
+            c.sched.rtshare = None;
+            c.validate().unwrap();
+        }
+        let mut c = ServerConfig::with_mode("hybrid".parse().unwrap(), 2);
+        c.sched.poll_groups = Some(2);
         c.validate().unwrap();
     }
 }

@@ -275,6 +275,27 @@ pub struct SchedSpec {
     pub batch_workers: Vec<usize>,
 }
 
+impl SchedSpec {
+    /// The first tunable of skq's scheduler set here, by its flag: these
+    /// mean nothing to a mode without skq (`batch` applies to the epoll
+    /// drivers too; `min_workers` and `batch_workers` have their own
+    /// errors).
+    pub fn core_tunable_given(&self) -> Option<&'static str> {
+        [
+            ("--steal-k", self.steal_k.is_some()),
+            ("--steal-retry-us", self.steal_retry_us.is_some()),
+            ("--promote-min-us", self.promote_min_us.is_some()),
+            ("--poll-groups", self.poll_groups.is_some()),
+            ("--pollers", self.pollers.is_some()),
+            ("--rtshare", self.rtshare.is_some()),
+            ("--rtfreq", self.rtfreq.is_some()),
+            ("--penalty-ns", self.penalty_ns.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+}
+
 impl Default for SchedSpec {
     fn default() -> Self {
         SchedSpec {

@@ -350,7 +350,10 @@ impl Curve {
             spec.service = service;
             spec.pin = pin;
             let s = &mut spec.sched;
-            s.steal_k = e.steal_k;
+            // The scheduler's tunables go to skq modes only: a baseline
+            // refuses them (`skq_net::InvalidConfig::SchedNeedsSkq`), and
+            // `[defaults]` may name them for a matrix that has baselines.
+            s.steal_k = e.steal_k.filter(|_| has_core);
             if server == ServerKind::Rocksdb {
                 return spec;
             }
@@ -358,14 +361,14 @@ impl Curve {
             if server == ServerKind::Http {
                 return spec;
             }
-            s.rtshare = e.rtshare;
-            s.rtfreq = e.rtfreq;
+            s.rtshare = e.rtshare.filter(|_| has_core);
+            s.rtfreq = e.rtfreq.filter(|_| has_core);
             s.batch_workers = batch_workers;
             s.min_workers = e.min_workers;
             s.elastic_period_us = e.elastic_period_us;
             if server == ServerKind::Skq {
-                s.pollers = e.pollers;
-                s.poll_groups = e.poll_groups;
+                s.pollers = e.pollers.filter(|_| has_core);
+                s.poll_groups = e.poll_groups.filter(|_| has_core);
             }
             spec
         });
