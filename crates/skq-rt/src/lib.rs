@@ -429,7 +429,7 @@ impl Skq {
             .expect("the core checked the index");
         // Held until the source is in its set(s): a readiness harvested
         // meanwhile is delivered, but its move waits for the next one.
-        let _held = (self.sets.len() > 1).then(|| src.lock_set());
+        let _held = self.set_lock(Some(src));
         src.fd.store(fd, Ordering::Relaxed);
         src.kind.store(kind, Ordering::Relaxed);
         src.events.store(interest.epoll_flags(), Ordering::Relaxed);
@@ -539,7 +539,7 @@ impl Skq {
             .modify(id, token, flags)
             .map_err(io::Error::other)?;
         let src = self.sources.get(id.index() as usize);
-        let _held = src.filter(|_| self.sets.len() > 1).map(|s| s.lock_set());
+        let _held = self.set_lock(src);
         if let Some(src) = src {
             src.events.store(interest.epoll_flags(), Ordering::Relaxed);
         }
@@ -562,7 +562,7 @@ impl Skq {
     /// in-flight deliveries of the source are dropped.
     pub fn deregister(&self, id: SourceId, fd: RawFd) -> io::Result<()> {
         let src = self.sources.get(id.index() as usize);
-        let held = src.filter(|_| self.sets.len() > 1).map(|s| s.lock_set());
+        let held = self.set_lock(src);
         let mut r = Ok(());
         for s in self.sets_of(self.set_of(id)) {
             let d = self.sets[s].delete(fd);
@@ -577,6 +577,12 @@ impl Skq {
         drop(held);
         self.core.deregister(id).map_err(io::Error::other)?;
         r
+    }
+
+    /// `src`'s set lock, taken only when there are several readiness sets
+    /// (with one, nothing moves and nothing needs it).
+    fn set_lock<'a>(&self, src: Option<&'a SourceFd>) -> Option<SetLock<'a>> {
+        src.filter(|_| self.sets.len() > 1).map(SourceFd::lock_set)
     }
 
     /// Registrations moved so far to the readiness set of their home (see
