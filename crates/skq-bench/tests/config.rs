@@ -688,3 +688,54 @@ fn scheduler_keys_of_defaults_reach_skq_modes_only() {
     }
     assert_eq!(seen, (2, 2), "two skq curves and two baselines");
 }
+
+#[test]
+fn poll_groups_reach_the_caches_skq_modes_only() {
+    // One [defaults] for the cache on skq, on thread-per-core and on
+    // memcached's own model: only the skq curve gets the tunables, and each
+    // spec is one `skq serve kv` accepts.
+    let f = SweepFile::parse(
+        r#"
+[sweep]
+loads = [0.5]
+[defaults]
+workload = "etc"
+protocol = "memcached"
+workers = 2
+poll_groups = 2
+pollers = 1
+capacity_rps = 50000.0
+slo_us = 500.0
+[[config]]
+mode = "kv-cpu"
+[[config]]
+mode = "kv-tpc"
+[[config]]
+mode = "kv-epoll-1to1"
+"#,
+    )
+    .unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let mut tuned = Vec::new();
+    for c in &s.curves {
+        let kv = c.server.kv.as_ref().expect("a cache spec");
+        let argv = ["kv", "--spec", &kv.to_json()];
+        let args = <KvCli as clap::Parser>::try_parse_from(argv).unwrap();
+        args.kv
+            .config()
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        if kv.sched.poll_groups.is_some() {
+            assert_eq!(kv.sched.pollers, Some(1), "{}", c.name);
+            tuned.push(kv.mode.to_string());
+        } else {
+            assert!(kv.sched.is_default(), "{}", c.name);
+        }
+    }
+    assert_eq!(tuned, ["cpu"], "only the skq mode is tuned");
+}
+
+#[derive(clap::Parser)]
+struct KvCli {
+    #[command(flatten)]
+    kv: skq_kv::cli::KvArgs,
+}

@@ -7,10 +7,22 @@ use skq_net::{Lifecycle, Started};
 use crate::config::KvMode;
 use crate::protocol::Limits;
 use crate::server::{self, Arch, ServerConfig};
-use crate::spec::KvSpec;
+use crate::spec::{KvSched, KvSpec};
 
 /// The flags a `--spec` replaces (it conflicts with each).
-const SPEC_FLAGS: [&str; 5] = ["arch", "mode", "workers", "pin", "tpc_strict"];
+const SPEC_FLAGS: [&str; 11] = [
+    "arch",
+    "mode",
+    "workers",
+    "pin",
+    "tpc_strict",
+    "steal_k",
+    "steal_retry_us",
+    "promote_min_us",
+    "poll_groups",
+    "pollers",
+    "penalty_ns",
+];
 
 /// Arguments of `skq serve kv`.
 #[derive(clap::Args, Debug, Clone)]
@@ -64,6 +76,30 @@ pub struct KvArgs {
     /// partition in the worker that read it: no message, no wake-up.
     #[arg(long)]
     pub tpc_strict: bool,
+    /// Events taken per steal (1..=8; skq modes with stealing).
+    #[arg(long)]
+    pub steal_k: Option<usize>,
+    /// Safety-net steal retry period of an idle worker, µs (off by default:
+    /// idle workers are woken to steal on demand).
+    #[arg(long)]
+    pub steal_retry_us: Option<u64>,
+    /// A poller that wakes with work of its own hands the poll to a parked
+    /// worker only if its processing time per event is at least this, µs
+    /// (0 = always, the default).
+    #[arg(long)]
+    pub promote_min_us: Option<u64>,
+    /// Epoll sets the workers are split into, each polled by its own group
+    /// of workers (1..=workers; default 1, one shared set; = workers: one
+    /// set per worker, as memcached's threads have). skq modes only.
+    #[arg(long)]
+    pub poll_groups: Option<usize>,
+    /// Most workers blocked in one epoll set at once (0, the default: every
+    /// idle worker; 1: leader/follower). skq modes only.
+    #[arg(long)]
+    pub pollers: Option<usize>,
+    /// Hybrid's cache-miss penalty in ns.
+    #[arg(long)]
+    pub penalty_ns: Option<u64>,
     /// A priority rule, `CLASS:COND[&COND...]` (repeatable; first match wins;
     /// unmatched requests are regular). CLASS: high, regular or batch. COND:
     /// cmd=NAME[|NAME...], prefix=KEYPREFIX (first key), multikey (a get of
@@ -76,11 +112,11 @@ pub struct KvArgs {
     /// 2-3); the others never run them. skq modes only.
     #[arg(long)]
     pub batch_workers: Option<Workers>,
-    /// The whole spec (what serves, workers, pinning) as JSON, or `@FILE`
-    /// holding it, e.g. `{"mode":"tpc","workers":2}` or
-    /// `{"mode":"hybrid","workers":4,"pin":true}`: what `skq bench`
-    /// passes. Refused together with the flags it replaces (--arch, --mode,
-    /// --workers, --pin).
+    /// The whole spec (what serves, workers, pinning, scheduler tunables) as
+    /// JSON, or `@FILE` holding it, e.g. `{"mode":"tpc","workers":2}` or
+    /// `{"mode":"cpu","workers":4,"pin":true,"sched":{"poll_groups":4}}`:
+    /// what `skq bench` passes. Refused together with the flags it replaces
+    /// (--arch, --mode, --workers, --pin, --tpc-strict and the tunables).
     #[arg(long, value_name = "JSON|@FILE", conflicts_with_all = SPEC_FLAGS)]
     pub spec: Option<String>,
 }
@@ -149,6 +185,14 @@ impl KvArgs {
             mode,
             workers: self.workers,
             pin: self.pin,
+            sched: KvSched {
+                steal_k: self.steal_k,
+                steal_retry_us: self.steal_retry_us,
+                promote_min_us: self.promote_min_us,
+                poll_groups: self.poll_groups,
+                pollers: self.pollers,
+                penalty_ns: self.penalty_ns,
+            },
         })
     }
 
@@ -210,19 +254,27 @@ impl KvArgs {
             pin: spec.pin,
             priority: crate::priority::Rules::parse(&self.priority)?,
             batch_workers: self.batch_workers.clone().unwrap_or_default().0,
+            sched: spec.sched.clone(),
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
         };
         let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
+        let serving = match spec.mode {
+            KvMode::Tpc => "--arch tpc".to_string(),
+            KvMode::TpcStrict => "--arch tpc --tpc-strict".to_string(),
+            m => m.to_string(),
+        };
         anyhow::ensure!(
             !prioritized || spec.mode.has_core(),
-            "--priority and --batch-workers need --arch shared with an skq mode (not {})",
-            match spec.mode {
-                KvMode::Tpc => "--arch tpc".to_string(),
-                KvMode::TpcStrict => "--arch tpc --tpc-strict".to_string(),
-                m => m.to_string(),
-            }
+            "--priority and --batch-workers need --arch shared with an skq mode (not {serving})"
         );
+        if let (Some(flag), KvMode::Tpc | KvMode::TpcStrict) = (spec.sched.first_given(), spec.mode)
+        {
+            anyhow::bail!(
+                "{flag} tunes skq's scheduler, which thread-per-core does not run: \
+                 leave it out or use --arch shared with an skq mode (not {serving})"
+            );
+        }
         if let KvMode::Shared(m) = spec.mode {
             crate::shared::net_config(&cfg)
                 .and_then(|n| n.validate().map_err(|e| e.to_string()))
@@ -329,6 +381,16 @@ mod tests {
             &["--arch", "tpc", "--workers", "2"][..],
             &["--mode", "best2+steal", "--workers", "3", "--pin"][..],
             &["--mode", "epoll-1to1"][..],
+            &[
+                "--mode",
+                "cpu",
+                "--workers",
+                "2",
+                "--poll-groups",
+                "2",
+                "--pollers",
+                "1",
+            ][..],
         ] {
             let mut v = vec!["kv"];
             v.extend_from_slice(flags);
@@ -340,6 +402,7 @@ mod tests {
                 (from_flags.mode, from_flags.workers, from_flags.pin),
                 "{flags:?}"
             );
+            assert_eq!(from_spec.sched, from_flags.sched, "{flags:?}");
         }
         let e = cfg(&["--spec", r#"{"mode":"fastest","workers":2}"#])
             .unwrap_err()
@@ -352,6 +415,84 @@ mod tests {
         assert!(
             cfg(&["--spec", r#"{"mode":"tpc","workers":2}"#, "--mode", "cpu"]).is_err(),
             "--spec and a flag it replaces are refused together"
+        );
+    }
+
+    #[test]
+    fn scheduler_tunables_reach_the_runtime_and_are_refused_where_nothing_runs_them() {
+        let c = cfg(&[
+            "--mode",
+            "cpu",
+            "--workers",
+            "4",
+            "--poll-groups",
+            "4",
+            "--pollers",
+            "1",
+            "--steal-k",
+            "2",
+            "--promote-min-us",
+            "20",
+        ])
+        .unwrap();
+        let net = crate::shared::net_config(&c).unwrap();
+        assert_eq!(
+            (
+                net.sched.poll_groups,
+                net.sched.pollers,
+                net.sched.steal_k,
+                net.sched.promote_min_us
+            ),
+            (Some(4), Some(1), Some(2), Some(20))
+        );
+        assert_eq!(net.sched.batch, 64, "the cache's batch is kept");
+        let core = net.core_config().unwrap();
+        assert_eq!((core.poll_groups, core.pollers), (4, 1));
+        let plain = crate::shared::net_config(&cfg(&["--mode", "cpu"]).unwrap()).unwrap();
+        assert_eq!(
+            plain.core_config().unwrap().poll_groups,
+            1,
+            "one set by default"
+        );
+
+        let e = cfg(&["--arch", "tpc", "--poll-groups", "2"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--poll-groups tunes skq's scheduler") && e.contains("not --arch tpc"),
+            "{e}"
+        );
+        let e = cfg(&["--arch", "tpc", "--tpc-strict", "--pollers", "1"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--pollers") && e.contains("--tpc-strict"), "{e}");
+        let e = cfg(&["--mode", "epoll-1to1", "--poll-groups", "2"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--poll-groups") && e.contains("epoll-1to1"),
+            "{e}"
+        );
+        let e = cfg(&["--mode", "tokio", "--steal-k", "2"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--steal-k") && e.contains("tokio"), "{e}");
+        let e = cfg(&["--mode", "cpu", "--workers", "2", "--poll-groups", "3"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("poll-groups") && e.contains("1..=workers"),
+            "{e}"
+        );
+        assert!(
+            cfg(&[
+                "--spec",
+                r#"{"mode":"cpu","workers":2}"#,
+                "--poll-groups",
+                "2"
+            ])
+            .is_err(),
+            "--spec and a tunable it replaces are refused together"
         );
     }
 

@@ -124,6 +124,10 @@ pub struct ServerConfig {
     pub priority: crate::priority::Rules,
     /// Priority diffusion: workers that take batch-class requests.
     pub batch_workers: Vec<usize>,
+    /// skq's scheduler tunables (`--poll-groups`, `--pollers`, ...): the
+    /// shared store on an skq mode only.
+    #[cfg(feature = "runtime")]
+    pub sched: crate::spec::KvSched,
     /// Close a connection that has waited this long for its next command with nothing
     /// pending (memcached's `-o idle_timeout`; counted as `idle_kicks`). `None` (the
     /// default, as in memcached): never.

@@ -40,6 +40,7 @@ pub fn net_config(cfg: &ServerConfig) -> Result<skq_net::ServerConfig, String> {
     // events per wait, as memcached does.
     c.sched.batch = 64;
     c.sched.batch_workers = cfg.batch_workers.clone();
+    cfg.sched.apply(&mut c.sched);
     // memcached's idle_timeout: between commands, and while a command is partly
     // received (memcached closes a partial command line too); never while replies wait
     // for the client to read them (no send limit).

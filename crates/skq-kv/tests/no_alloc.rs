@@ -141,6 +141,7 @@ impl Rig {
             pin: false,
             priority: Default::default(),
             batch_workers: Vec::new(),
+            sched: Default::default(),
             idle_timeout: None,
         };
         let proto = KvProtocol {

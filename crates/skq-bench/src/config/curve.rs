@@ -15,7 +15,7 @@
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use skq_kv::config::KvMode;
-use skq_kv::spec::KvSpec;
+use skq_kv::spec::{KvSched, KvSpec};
 use skq_net::config::WorkerList;
 use skq_net::{Mode, ServerSpec};
 use skq_proto::workload::{ServiceSpec, Workload};
@@ -383,7 +383,19 @@ impl Curve {
                 service,
                 pin,
                 spec: server_spec,
-                kv: kv_mode.map(|mode| KvSpec { mode, workers, pin }),
+                kv: kv_mode.map(|mode| KvSpec {
+                    mode,
+                    workers,
+                    pin,
+                    // As for the rpc server: skq's tunables reach skq modes
+                    // only (thread-per-core and the baselines refuse them).
+                    sched: KvSched {
+                        steal_k: e.steal_k.filter(|_| mode.has_core()),
+                        poll_groups: e.poll_groups.filter(|_| mode.has_core()),
+                        pollers: e.pollers.filter(|_| mode.has_core()),
+                        ..KvSched::default()
+                    },
+                }),
             },
             load: LoadSpec {
                 threads: e.threads.unwrap_or(1).max(1),

@@ -133,9 +133,9 @@ pub struct ConfigEntry {
     pub rtfreq: Option<u32>,
     /// `--steal-k`.
     pub steal_k: Option<usize>,
-    /// `--poll-groups` (skq modes of the RPC server).
+    /// `--poll-groups` (skq modes of the RPC server and of the cache).
     pub poll_groups: Option<usize>,
-    /// `--pollers` (skq modes of the RPC server).
+    /// `--pollers` (skq modes of the RPC server and of the cache).
     pub pollers: Option<usize>,
     /// Load connections.
     pub connections: Option<usize>,

@@ -24,6 +24,7 @@ pub fn config(arch: Arch, workers: usize) -> ServerConfig {
         pin: false,
         priority: Default::default(),
         batch_workers: Vec::new(),
+        sched: Default::default(),
         idle_timeout: None,
     }
 }
