@@ -54,7 +54,8 @@ def main():
         if b is None:
             continue
         rows[(wl, conns, mode)].append((rate, run, us / b[0], sw, b[1]))
-    print(f"{'workload':<10} {'conns':>5} {'mode':<11} {'CPU × ' + base:>16} "
+    mw = max([11] + [len(k[2]) for k in rows])
+    print(f"{'workload':<10} {'conns':>5} {'mode':<{mw}} {'CPU × ' + base:>16} "
           f"{'range':>11}  {'ctx sw/reply':>13} {base:>10}  ratios (rate/run)")
     for key in sorted(rows):
         r = sorted(rows[key])
@@ -62,7 +63,7 @@ def main():
         sw = statistics.median(x[3] for x in r)
         bsw = statistics.median(x[4] for x in r)
         each = " ".join(f"{x[2]:.2f}" for x in r)
-        print(f"{key[0]:<10} {key[1]:>5} {key[2]:<11} {statistics.median(ratios):>16.2f} "
+        print(f"{key[0]:<10} {key[1]:>5} {key[2]:<{mw}} {statistics.median(ratios):>16.2f} "
               f"{min(ratios):>5.2f}–{max(ratios):<5.2f}  {sw:>13.2f} {bsw:>10.2f}  {each}")
 
 

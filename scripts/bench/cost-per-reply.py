@@ -26,6 +26,8 @@ import time
 
 SKQ = os.environ.get("SKQ", "target/release/skq")
 TICK = os.sysconf("SC_CLK_TCK")
+# Modes without skq's scheduler: --server-args is not passed to them.
+BASELINES = {"epoll-1to1", "epoll-shared", "epoll", "tokio", "tokio-spawn-blocking", "async-tokio"}
 
 
 def free_port():
@@ -59,12 +61,18 @@ def point(mode, a):
     if suffix:
         sys.exit(f"{mode}: +groups must end the mode")
     groups = ["--poll-groups", str(a.workers)] if mode.endswith("+groups") else []
+    # skq's tunables go to skq modes only: a baseline refuses them.
+    extra = [] if base in BASELINES else a.server_args.split()
+    err = tempfile.TemporaryFile(mode="w+")
     srv = subprocess.Popen(["taskset", "-c", "0", SKQ, "serve", "rpc", "--mode", base,
                             "--workers", str(a.workers), "--service", a.service,
-                            "--addr", f"127.0.0.1:{port}"] + groups + a.server_args.split(),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            "--addr", f"127.0.0.1:{port}"] + groups + extra,
+                           stdout=subprocess.DEVNULL, stderr=err)
     try:
         for _ in range(200):
+            if srv.poll() is not None:
+                err.seek(0)
+                raise RuntimeError(f"{mode}: the server exited: {err.read().strip()}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
@@ -84,6 +92,7 @@ def point(mode, a):
     finally:
         srv.terminate()
         srv.wait(timeout=10)
+        err.close()
     n = d["client_sent_total"]
     return {
         "mode": mode, "replies": n, "errors": sum(d["errors"].values()),
@@ -105,7 +114,8 @@ def main():
     p.add_argument("--service", choices=["emulate", "spin"], default="emulate",
                    help="the server's service mode (emulate: sleep; spin: busy CPU)")
     p.add_argument("--server-args", default="",
-                   help="extra arguments for skq serve rpc (skq modes only), e.g. '--promote-min-us 0'")
+                   help="extra arguments for skq serve rpc, passed to skq modes only (the "
+                        "baselines refuse skq's tunables), e.g. '--promote-min-us 0'")
     a = p.parse_args()
     extra = f"; server args '{a.server_args}'" if a.server_args else ""
     print(f"# {a.workers} workers, {a.service} {a.mean_us} us exponential{extra}, {a.rate:.0f} req/s over "
