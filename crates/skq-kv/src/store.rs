@@ -525,11 +525,7 @@ impl Partition {
 
     /// Whether the index entry for hash `h` includes `loc`.
     fn points_at(&self, h: u64, loc: Loc) -> bool {
-        match self.index.get(&h) {
-            Some(Slot::One(l)) => *l == loc,
-            Some(Slot::Many(v)) => v.contains(&loc),
-            None => false,
-        }
+        index_points_at(&self.index, h, loc)
     }
 
     /// Points the index entry `h → from` at `to` instead.
@@ -586,12 +582,8 @@ impl Partition {
         let (index, flushed_below) = (&self.index, self.flushed_below);
         self.arena.evict_oldest(|loc, rec| {
             let h = key_hash(rec.key);
-            let points_here = match index.get(&h) {
-                Some(Slot::One(l)) => *l == loc,
-                Some(Slot::Many(v)) => v.contains(&loc),
-                None => false,
-            };
-            if points_here {
+            // The index alone (the arena is borrowed for the walk).
+            if index_points_at(index, h, loc) {
                 dead.push((
                     h,
                     loc,
@@ -607,6 +599,19 @@ impl Partition {
                 self.stats.evictions += u64::from(valid);
             }
         }
+    }
+}
+
+/// Whether `index`'s entry for hash `h` includes `loc`.
+fn index_points_at(
+    index: &HashMap<u64, Slot, BuildHasherDefault<IdHasher>>,
+    h: u64,
+    loc: Loc,
+) -> bool {
+    match index.get(&h) {
+        Some(Slot::One(l)) => *l == loc,
+        Some(Slot::Many(v)) => v.contains(&loc),
+        None => false,
     }
 }
 
