@@ -492,9 +492,10 @@ fn run_capacity(args: &LoadArgs) -> anyhow::Result<()> {
             if !quiet {
                 let (u, k) = s.cpu_us_per_request;
                 eprintln!(
-                    "  {:>9.0} req/s: lateness p99 {:>9.1} us, read lag p99 {:>9}, achieved {:>9.0}, errors {}, thread CPU {:.2} us/req ({:.2} user + {:.2} kernel)",
+                    "  {:>9.0} req/s: lateness p99 {:>9.1} us ({:.1} us without stalls), read lag p99 {:>9}, achieved {:>9.0}, errors {}, thread CPU {:.2} us/req ({:.2} user + {:.2} kernel)",
                     s.rate,
                     s.lateness_p99_us,
+                    s.own_lateness(),
                     s.read_lag_p99_us
                         .map_or("n/a".into(), |l| format!("{l:.1} us")),
                     s.achieved,
