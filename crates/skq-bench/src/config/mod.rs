@@ -60,8 +60,9 @@
 //! Keys of a configuration (`[defaults]`, `[[config]]`): `name`, `mode`,
 //! `workload`, `workers`, `service`, `mean_us`, `scale`, `pin`, `rtshare`,
 //! `rtfreq`, `steal_k`, `poll_groups`, `pollers` (these five tune skq's
-//! scheduler and reach skq modes only; a baseline curve of the same
-//! `[defaults]` runs without them), `connections`, `threads`, `protocol`,
+//! scheduler and reach skq modes only: all five the rpc server's, `steal_k`,
+//! `poll_groups` and `pollers` the cache's `kv-MODE`; a baseline or `kv-tpc`
+//! curve of the same `[defaults]` runs without them), `connections`, `threads`, `protocol`,
 //! `capacity_rps`, `slo_us`, `affinity` (`none` or `split`: server and load
 //! generator on disjoint halves of the CPUs; default `split`), `batch`
 //! (`--batch` of skq modes), and for `http-MODE` servers `io_variance`
