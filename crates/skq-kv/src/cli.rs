@@ -7,7 +7,8 @@ use skq_net::{Lifecycle, Started};
 use crate::config::KvMode;
 use crate::protocol::Limits;
 use crate::server::{self, Arch, ServerConfig};
-use crate::spec::{KvSched, KvSpec};
+use crate::spec::KvSpec;
+use skq_net::CoreTunables;
 
 /// The flags a `--spec` replaces (it conflicts with each).
 const SPEC_FLAGS: [&str; 11] = [
@@ -76,30 +77,11 @@ pub struct KvArgs {
     /// partition in the worker that read it: no message, no wake-up.
     #[arg(long)]
     pub tpc_strict: bool,
-    /// Events taken per steal (1..=8; skq modes with stealing).
-    #[arg(long)]
-    pub steal_k: Option<usize>,
-    /// Safety-net steal retry period of an idle worker, µs (off by default:
-    /// idle workers are woken to steal on demand).
-    #[arg(long)]
-    pub steal_retry_us: Option<u64>,
-    /// A poller that wakes with work of its own hands the poll to a parked
-    /// worker only if its processing time per event is at least this, µs
-    /// (0 = always, the default).
-    #[arg(long)]
-    pub promote_min_us: Option<u64>,
-    /// Epoll sets the workers are split into, each polled by its own group
-    /// of workers (1..=workers; default 1, one shared set; = workers: one
-    /// set per worker, as memcached's threads have). skq modes only.
-    #[arg(long)]
-    pub poll_groups: Option<usize>,
-    /// Most workers blocked in one epoll set at once (0, the default: every
-    /// idle worker; 1: leader/follower). skq modes only.
-    #[arg(long)]
-    pub pollers: Option<usize>,
-    /// Hybrid's cache-miss penalty in ns.
-    #[arg(long)]
-    pub penalty_ns: Option<u64>,
+    /// skq's scheduler tunables (`--steal-k`, `--steal-retry-us`,
+    /// `--promote-min-us`, `--poll-groups`, `--pollers`, `--penalty-ns`): the
+    /// shared store on an skq mode only.
+    #[command(flatten)]
+    pub core: CoreTunables,
     /// A priority rule, `CLASS:COND[&COND...]` (repeatable; first match wins;
     /// unmatched requests are regular). CLASS: high, regular or batch. COND:
     /// cmd=NAME[|NAME...], prefix=KEYPREFIX (first key), multikey (a get of
@@ -185,14 +167,7 @@ impl KvArgs {
             mode,
             workers: self.workers,
             pin: self.pin,
-            sched: KvSched {
-                steal_k: self.steal_k,
-                steal_retry_us: self.steal_retry_us,
-                promote_min_us: self.promote_min_us,
-                poll_groups: self.poll_groups,
-                pollers: self.pollers,
-                penalty_ns: self.penalty_ns,
-            },
+            sched: self.core.clone(),
         })
     }
 

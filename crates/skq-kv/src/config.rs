@@ -127,7 +127,7 @@ pub struct ServerConfig {
     /// skq's scheduler tunables (`--poll-groups`, `--pollers`, ...): the
     /// shared store on an skq mode only.
     #[cfg(feature = "runtime")]
-    pub sched: crate::spec::KvSched,
+    pub sched: skq_net::CoreTunables,
     /// Close a connection that has waited this long for its next command with nothing
     /// pending (memcached's `-o idle_timeout`; counted as `idle_kicks`). `None` (the
     /// default, as in memcached): never.

@@ -5,6 +5,7 @@
 //! (skq-net's spec reader). Unknown fields are refused.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use skq_net::CoreTunables;
 
 use crate::config::KvMode;
 
@@ -19,61 +20,10 @@ pub struct KvSpec {
     /// Pin worker threads to CPUs.
     #[serde(default)]
     pub pin: bool,
-    /// skq's scheduler tunables (the shared store on an skq mode only).
-    #[serde(default, skip_serializing_if = "KvSched::is_default")]
-    pub sched: KvSched,
-}
-
-/// The tunables of skq's scheduler that `skq serve kv` passes on, each the
-/// flag of the same name (`poll_groups` is `--poll-groups`); `None` keeps
-/// the core's default. They mean something only to the shared store on an
-/// skq mode: a baseline or thread-per-core refuses them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct KvSched {
-    /// Events taken per steal (1..=8).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub steal_k: Option<usize>,
-    /// Idle worker's steal retry period (µs).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub steal_retry_us: Option<u64>,
-    /// Poller hand-over threshold (µs of processing per event; 0 = always).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub promote_min_us: Option<u64>,
-    /// Epoll sets the workers are split into (1..=workers).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub poll_groups: Option<usize>,
-    /// Most workers blocked in one epoll set (0 = every idle worker).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pollers: Option<usize>,
-    /// Hybrid's cache-miss penalty (ns).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub penalty_ns: Option<u64>,
-}
-
-impl KvSched {
-    /// Whether every tunable keeps the core's default.
-    pub fn is_default(&self) -> bool {
-        *self == KvSched::default()
-    }
-
-    /// Sets these tunables in the server layer's scheduler spec, leaving
-    /// the others (the cache's batch of 64, batch workers) as they are.
-    pub fn apply(&self, s: &mut skq_net::SchedSpec) {
-        s.steal_k = self.steal_k;
-        s.steal_retry_us = self.steal_retry_us;
-        s.promote_min_us = self.promote_min_us;
-        s.poll_groups = self.poll_groups;
-        s.pollers = self.pollers;
-        s.penalty_ns = self.penalty_ns;
-    }
-
-    /// The flag of the first tunable set, if any.
-    pub fn first_given(&self) -> Option<&'static str> {
-        let mut s = skq_net::SchedSpec::default();
-        self.apply(&mut s);
-        s.core_tunable_given()
-    }
+    /// skq's scheduler tunables (the shared store on an skq mode only;
+    /// thread-per-core and the baselines refuse them).
+    #[serde(default, skip_serializing_if = "CoreTunables::is_default")]
+    pub sched: CoreTunables,
 }
 
 impl KvSpec {
@@ -121,7 +71,7 @@ mod tests {
                 mode: m.parse().unwrap(),
                 workers: 2,
                 pin: true,
-                sched: KvSched::default(),
+                sched: CoreTunables::default(),
             };
             assert_eq!(spec.mode.to_string(), m);
             assert_eq!(KvSpec::parse_arg(&spec.to_json()).unwrap(), spec);
@@ -145,21 +95,21 @@ mod tests {
             mode: "cpu".parse().unwrap(),
             workers: 2,
             pin: false,
-            sched: KvSched::default(),
+            sched: CoreTunables::default(),
         };
         assert!(!plain.to_json().contains("sched"), "{}", plain.to_json());
         let tuned = KvSpec {
-            sched: KvSched {
+            sched: CoreTunables {
                 poll_groups: Some(2),
                 pollers: Some(1),
                 steal_k: Some(2),
-                ..KvSched::default()
+                ..CoreTunables::default()
             },
             ..plain
         };
         assert_eq!(KvSpec::parse_arg(&tuned.to_json()).unwrap(), tuned);
         assert_eq!(tuned.sched.first_given(), Some("--steal-k"));
-        assert_eq!(KvSched::default().first_given(), None);
+        assert_eq!(CoreTunables::default().first_given(), None);
         let e =
             KvSpec::parse_arg(r#"{"mode":"cpu","workers":2,"sched":{"rtshare":5}}"#).unwrap_err();
         assert!(e.to_string().contains("sched"), "{e}");

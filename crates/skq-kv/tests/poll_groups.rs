@@ -8,7 +8,7 @@ mod common;
 
 use common::{config, Client};
 use skq_kv::server::{Arch, KvMode};
-use skq_kv::spec::KvSched;
+use skq_net::CoreTunables;
 
 /// Open epoll instances of this process.
 fn epoll_fds() -> usize {
@@ -26,9 +26,9 @@ fn serve_with(groups: Option<usize>) -> usize {
     let before = epoll_fds();
     let mut cfg = config(Arch::Shared, 4);
     cfg.mode = KvMode::Shared("cpu".parse().unwrap());
-    cfg.sched = KvSched {
+    cfg.sched = CoreTunables {
         poll_groups: groups,
-        ..KvSched::default()
+        ..CoreTunables::default()
     };
     let srv = skq_kv::server::start(cfg).expect("server starts");
     let held = epoll_fds() - before;

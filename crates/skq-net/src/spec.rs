@@ -296,6 +296,73 @@ impl SchedSpec {
     }
 }
 
+/// The tunables of skq's scheduler that every server with an skq mode takes
+/// as flags of these names (`steal_k` is `--steal-k`; `skq serve rpc` and
+/// `skq serve kv` flatten this struct into their flags) and passes on into
+/// its [`SchedSpec`]; `None` keeps the core's default. A mode without skq
+/// refuses them ([`crate::InvalidConfig::SchedNeedsSkq`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoreTunables {
+    /// Events taken per steal (1..=8).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steal_k: Option<usize>,
+    /// Optional safety-net steal retry period of an idle worker, µs (off by
+    /// default: idle workers are woken to steal on demand).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steal_retry_us: Option<u64>,
+    /// A poller that wakes with work of its own wakes a parked follower to
+    /// take over the poll only if its processing time per event is at least
+    /// this, µs (0 = always, the default; try 20 for uniform µs-scale
+    /// handlers: a long one then holds readiness back for its length).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promote_min_us: Option<u64>,
+    /// Epoll sets the workers are split into, each polled and harvested by
+    /// its own group of workers (1..=workers; default 1, one shared set;
+    /// = workers: one set per worker, woken directly by the kernel).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_groups: Option<usize>,
+    /// Most workers blocked in one epoll set at once (0, the default: every
+    /// idle worker, and the one the kernel wakes keeps the event when the
+    /// policy allows; 1: leader/follower, one poller that hands the poll to
+    /// a parked worker when it leaves to work).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pollers: Option<usize>,
+    /// Hybrid's cache-miss penalty in ns.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub penalty_ns: Option<u64>,
+}
+
+impl CoreTunables {
+    /// Whether every tunable keeps the core's default.
+    pub fn is_default(&self) -> bool {
+        *self == CoreTunables::default()
+    }
+
+    /// Sets these tunables in `s`, leaving its other fields as they are.
+    pub fn apply(&self, s: &mut SchedSpec) {
+        s.steal_k = self.steal_k;
+        s.steal_retry_us = self.steal_retry_us;
+        s.promote_min_us = self.promote_min_us;
+        s.poll_groups = self.poll_groups;
+        s.pollers = self.pollers;
+        s.penalty_ns = self.penalty_ns;
+    }
+
+    /// The flag of the first tunable set, if any.
+    pub fn first_given(&self) -> Option<&'static str> {
+        let mut s = SchedSpec::default();
+        self.apply(&mut s);
+        s.core_tunable_given()
+    }
+}
+
 impl Default for SchedSpec {
     fn default() -> Self {
         SchedSpec {

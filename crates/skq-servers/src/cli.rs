@@ -64,39 +64,16 @@ pub struct RpcArgs {
     /// spread over the topology; tokio: thread i on CPU i % ncpus).
     #[arg(long)]
     pub pin: bool,
-    /// Events taken per steal (1..=8).
-    #[arg(long)]
-    pub steal_k: Option<usize>,
-    /// Optional safety-net steal retry period of an idle worker, µs (off by
-    /// default: idle workers are woken to steal on demand).
-    #[arg(long)]
-    pub steal_retry_us: Option<u64>,
-    /// A poller that wakes with work of its own wakes a parked follower to
-    /// take over the poll only if its processing time per event is at least
-    /// this, µs (0 = always, the default; try 20 for uniform µs-scale
-    /// handlers: a long one then holds readiness back for its length).
-    #[arg(long)]
-    pub promote_min_us: Option<u64>,
-    /// Epoll sets the workers are split into, each polled and harvested by
-    /// its own group of workers (1..=workers; default 1, one shared set;
-    /// = workers: one set per worker, woken directly by the kernel).
-    #[arg(long)]
-    pub poll_groups: Option<usize>,
-    /// Most workers blocked in one epoll set at once (0, the default: every
-    /// idle worker, and the one the kernel wakes keeps the event when the
-    /// policy allows; 1: leader/follower, one poller that hands the poll to
-    /// a parked worker when it leaves to work).
-    #[arg(long)]
-    pub pollers: Option<usize>,
+    /// skq's scheduler tunables (`--steal-k`, `--steal-retry-us`,
+    /// `--promote-min-us`, `--poll-groups`, `--pollers`, `--penalty-ns`).
+    #[command(flatten)]
+    pub core: skq_net::CoreTunables,
     /// Percent of a batch high-priority events may fill (1..=100).
     #[arg(long)]
     pub rtshare: Option<u32>,
     /// Target waits per second per worker (0 = off).
     #[arg(long)]
     pub rtfreq: Option<u32>,
-    /// Hybrid's cache-miss penalty in ns.
-    #[arg(long)]
-    pub penalty_ns: Option<u64>,
     /// Most events one wait() returns (skq runtime; 1..=1024). Batched events
     /// are processing and cannot be stolen: 1 keeps every queued event
     /// stealable (best tail latency), larger values save waits.
@@ -176,14 +153,14 @@ impl RpcArgs {
             service: self.service,
             pin: self.pin,
             sched: SchedSpec {
-                steal_k: self.steal_k,
-                steal_retry_us: self.steal_retry_us,
-                promote_min_us: self.promote_min_us,
-                poll_groups: self.poll_groups,
-                pollers: self.pollers,
+                steal_k: self.core.steal_k,
+                steal_retry_us: self.core.steal_retry_us,
+                promote_min_us: self.core.promote_min_us,
+                poll_groups: self.core.poll_groups,
+                pollers: self.core.pollers,
                 rtshare: self.rtshare,
                 rtfreq: self.rtfreq,
-                penalty_ns: self.penalty_ns,
+                penalty_ns: self.core.penalty_ns,
                 batch: self.batch as usize,
                 min_workers: self.min_workers,
                 elastic_period_us: self.elastic_period_us,

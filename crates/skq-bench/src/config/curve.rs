@@ -15,8 +15,9 @@
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use skq_kv::config::KvMode;
-use skq_kv::spec::{KvSched, KvSpec};
+use skq_kv::spec::KvSpec;
 use skq_net::config::WorkerList;
+use skq_net::CoreTunables;
 use skq_net::{Mode, ServerSpec};
 use skq_proto::workload::{ServiceSpec, Workload};
 
@@ -389,11 +390,11 @@ impl Curve {
                     pin,
                     // As for the rpc server: skq's tunables reach skq modes
                     // only (thread-per-core and the baselines refuse them).
-                    sched: KvSched {
+                    sched: CoreTunables {
                         steal_k: e.steal_k.filter(|_| mode.has_core()),
                         poll_groups: e.poll_groups.filter(|_| mode.has_core()),
                         pollers: e.pollers.filter(|_| mode.has_core()),
-                        ..KvSched::default()
+                        ..CoreTunables::default()
                     },
                 }),
             },
