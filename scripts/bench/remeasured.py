@@ -11,7 +11,9 @@ within the check's bound (50 µs), or, in a log without stall figures, when
 the floor is at least half its lateness; the rest are the generator's own.
 Since the read-lag check (2026-11-29 evening) the line also names the read
 lag p99; a point whose sends kept the bound but whose reads did not is
-counted apart, as read late.
+counted apart, as read late, and (since 2026-11-30, when the line also names
+the read lag without the stalls) split into the machine's and the
+generator's own the same way.
 
 Usage: python3 scripts/bench/remeasured.py BENCH_LOG ...
 """
@@ -24,7 +26,8 @@ LINE = re.compile(
     r"(?:sending, (?:(\d+) µs|n/a) reading )?"
     r"\(preempted (\d+) times, ([\d.]+) ms waiting for a CPU"
     r"(?:; machine floor ([\d.]+) us)?"
-    r"(?:; (\d+) stalls \(([\d.]+) ms\), lateness p99 without them ([\d.]+) us)?\)"
+    r"(?:; (\d+) stalls \(([\d.]+) ms\), lateness p99 without them ([\d.]+) us"
+    r"(?:, read lag p99 without them ([\d.]+) us)?)?\)"
 )
 
 
@@ -63,6 +66,7 @@ for path in sys.argv[1:]:
             "read": opt(5),
             "floor": opt(8),
             "without": opt(11),
+            "read_without": opt(12),
         })
     mach = [r for r in rows if classify(r) == "machine"]
     own = [r for r in rows if classify(r) == "own"]
@@ -72,6 +76,11 @@ for path in sys.argv[1:]:
     if read:
         print(f"  read late: read lag p99 {span([r['read'] for r in read])}; ",
               [(r["mode"], r["group"], r["load"]) for r in read][:10])
+        rw = [r["read_without"] for r in read if r["read_without"] is not None]
+        if rw:
+            mine = sum(1 for x in rw if x <= BOUND_US)
+            print(f"  read late, without stalls: {span(rw)}; the machine's {mine}, "
+                  f"the generator's own {len(rw) - mine} (of {len(rw)} with the figure)")
     if own:
         print(f"  generator's own: lateness p99 {span([r['late'] for r in own])}", end="")
         w = [r["without"] for r in own if r["without"] is not None]

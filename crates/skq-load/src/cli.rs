@@ -496,8 +496,10 @@ fn run_capacity(args: &LoadArgs) -> anyhow::Result<()> {
                     s.rate,
                     s.lateness_p99_us,
                     s.own_lateness(),
-                    s.read_lag_p99_us
-                        .map_or("n/a".into(), |l| format!("{l:.1} us")),
+                    s.read_lag_p99_us.map_or("n/a".into(), |l| format!(
+                        "{l:.1} us ({:.1} us without stalls)",
+                        s.own_read_lag().unwrap_or(l)
+                    )),
                     s.achieved,
                     s.errors,
                     u + k,

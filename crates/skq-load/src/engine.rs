@@ -349,6 +349,7 @@ fn assemble(
     let mut own_lateness = Hist::new();
     let (mut stalls, mut stall_ns) = (0, 0);
     let mut read_lag = Hist::new();
+    let mut own_read_lag = Hist::new();
     let mut unstamped_reads = 0;
     let mut intervals: Vec<Hist> = Vec::new();
     let mut intervals_sent: Vec<u64> = Vec::new();
@@ -375,6 +376,7 @@ fn assemble(
         stalls += o.stalls;
         stall_ns += o.stall_ns;
         read_lag.merge(&o.read_lag);
+        own_read_lag.merge(&o.own_read_lag);
         unstamped_reads += o.unstamped_reads;
         for (k, h) in o.intervals.iter().enumerate() {
             if intervals.len() <= k {
@@ -464,6 +466,8 @@ fn assemble(
         count: stalls,
         lost_s: stall_ns as f64 * 1e-9,
         own_lateness_p99_us: own_lateness.quantile_ci(0.99).1 as f64 / 1e3,
+        own_read_lag_p99_us: (own_read_lag.count() > 0)
+            .then(|| own_read_lag.quantile_ci(0.99).1 as f64 / 1e3),
     };
     if !checks.lateness_ok && stalls > 0 {
         checks.notes.push(format!(
@@ -473,6 +477,13 @@ fn assemble(
             client_stalls.lost_s * 1e3,
             client_stalls.own_lateness_p99_us
         ));
+    }
+    if let (false, Some(own)) = (checks.read_lag_ok, client_stalls.own_read_lag_p99_us) {
+        if stalls > 0 {
+            checks.notes.push(format!(
+                "info: without the machine's stalls of the generator's loop its read lag p99 is {own:.1} us"
+            ));
+        }
     }
     if let Some(f) = floor.filter(|_| !checks.lateness_ok) {
         checks.notes.push(format!(

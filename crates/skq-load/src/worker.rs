@@ -324,6 +324,9 @@ pub struct WorkerOut {
     /// bound of how long the read's oldest reply waited in the socket; each
     /// reply's latency includes its wait.
     pub read_lag: Hist,
+    /// Read lag less the part of it that the machine's stalls of this
+    /// thread's loop cover (as [`WorkerOut::own_lateness`] for sends).
+    pub own_read_lag: Hist,
     /// Reads whose data carried no kernel stamp (the kernel turns stamping
     /// on from a work queue, so the first reads of a machine may have none).
     pub unstamped_reads: u64,
@@ -1007,7 +1010,12 @@ impl<'a> Worker<'a> {
         match stamp {
             Some(s) => {
                 let arrived = (s as i64).saturating_add(self.clock_offset).max(0) as u64;
-                self.out.read_lag.record(now.saturating_sub(arrived));
+                let lag = now.saturating_sub(arrived);
+                self.out.read_lag.record(lag);
+                // Stalls the loop has noted so far (one still running into
+                // this read is not among them: a lower bound of the cover).
+                let stalled = stalled_within(&self.stall_ring, arrived, now);
+                self.out.own_read_lag.record(lag - stalled.min(lag));
             }
             None => self.out.unstamped_reads += 1,
         }

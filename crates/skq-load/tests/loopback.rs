@@ -195,6 +195,16 @@ fn a_generator_that_reads_late_fails_the_read_lag_check() {
         "read lag p99 {lag} us, latency p99 {} us",
         r.latency.p99.value
     );
+    // The pauses are the generator's own: taking the machine's stalls out
+    // of the read lag leaves them in.
+    let own = r
+        .client_stalls
+        .and_then(|s| s.own_read_lag_p99_us)
+        .expect("the read lag without the machine's stalls is reported");
+    assert!(
+        own > 1000.0 && own <= lag,
+        "read lag p99 without stalls {own} us, with {lag} us"
+    );
     assert!(!r.checks.pass);
     assert!(
         r.checks.notes.iter().any(|n| n.starts_with("read lag")),

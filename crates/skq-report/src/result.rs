@@ -263,6 +263,10 @@ pub struct GeneratorStalls {
     /// Send-lateness p99 (µs) with the part the stalls cover taken out of
     /// each send's lateness: what the generator's own work made it.
     pub own_lateness_p99_us: f64,
+    /// Read-lag p99 (µs) with the part the stalls cover taken out of each
+    /// read's lag (None: no stamped reads, or an older result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_read_lag_p99_us: Option<f64>,
 }
 
 impl PointResult {
@@ -287,6 +291,9 @@ impl PointResult {
                 st.lost_s * 1e3,
                 st.own_lateness_p99_us
             );
+            if let Some(r) = st.own_read_lag_p99_us {
+                s += &format!(", read lag p99 without them {r:.1} us");
+            }
         }
         Some(s)
     }
