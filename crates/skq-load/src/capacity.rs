@@ -170,9 +170,7 @@ impl CapacityStep {
             && self.rate_ok
             && self.errors == 0
     }
-}
 
-impl CapacityStep {
     /// The send lateness the step is judged on: the generator's own, or the
     /// whole when that is not known.
     pub fn own_lateness(&self) -> f64 {

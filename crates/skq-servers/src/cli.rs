@@ -147,26 +147,23 @@ impl RpcArgs {
             RuntimeKind::Skq => parse_mode(&self.mode)?,
             other => Mode::of_driver(other),
         };
+        let mut sched = SchedSpec {
+            rtshare: self.rtshare,
+            rtfreq: self.rtfreq,
+            batch: self.batch as usize,
+            min_workers: self.min_workers,
+            elastic_period_us: self.elastic_period_us,
+            elastic_backlog_us: self.elastic_backlog_us,
+            batch_workers: self.batch_workers.clone().unwrap_or_default().0,
+            ..SchedSpec::default()
+        };
+        self.core.apply(&mut sched);
         Ok(ServerSpec {
             mode,
             workers: self.workers,
             service: self.service,
             pin: self.pin,
-            sched: SchedSpec {
-                steal_k: self.core.steal_k,
-                steal_retry_us: self.core.steal_retry_us,
-                promote_min_us: self.core.promote_min_us,
-                poll_groups: self.core.poll_groups,
-                pollers: self.core.pollers,
-                rtshare: self.rtshare,
-                rtfreq: self.rtfreq,
-                penalty_ns: self.core.penalty_ns,
-                batch: self.batch as usize,
-                min_workers: self.min_workers,
-                elastic_period_us: self.elastic_period_us,
-                elastic_backlog_us: self.elastic_backlog_us,
-                batch_workers: self.batch_workers.clone().unwrap_or_default().0,
-            },
+            sched,
         })
     }
 

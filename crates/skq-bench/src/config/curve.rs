@@ -384,18 +384,21 @@ impl Curve {
                 service,
                 pin,
                 spec: server_spec,
-                kv: kv_mode.map(|mode| KvSpec {
-                    mode,
-                    workers,
-                    pin,
+                kv: kv_mode.map(|mode| {
                     // As for the rpc server: skq's tunables reach skq modes
                     // only (thread-per-core and the baselines refuse them).
-                    sched: CoreTunables {
-                        steal_k: e.steal_k.filter(|_| mode.has_core()),
-                        poll_groups: e.poll_groups.filter(|_| mode.has_core()),
-                        pollers: e.pollers.filter(|_| mode.has_core()),
-                        ..CoreTunables::default()
-                    },
+                    let core = mode.has_core();
+                    KvSpec {
+                        mode,
+                        workers,
+                        pin,
+                        sched: CoreTunables {
+                            steal_k: e.steal_k.filter(|_| core),
+                            poll_groups: e.poll_groups.filter(|_| core),
+                            pollers: e.pollers.filter(|_| core),
+                            ..CoreTunables::default()
+                        },
+                    }
                 }),
             },
             load: LoadSpec {
