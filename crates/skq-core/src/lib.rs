@@ -121,4 +121,6 @@ pub use types::{
     WorkerStats,
 };
 pub use worker::WorkerCtx;
-pub use worker_loop::{Done, Readiness, Step, WaitCall, WakeVia, KERNEL_FIFO_MIN_NS};
+pub use worker_loop::{
+    Done, Readiness, Step, WaitCall, WakeVia, KERNEL_FIFO_MIN_NS, LONE_HARVEST_EVERY,
+};

@@ -134,6 +134,9 @@ pub struct WorkerCtx {
     /// Sum of every queue's push count taken before the last steal attempt
     /// (None: no attempt since the last delivery).
     pub(crate) seen_pushes: Option<u64>,
+    /// Events delivered since this worker last harvested or polled its
+    /// set (read only with one worker, `worker_loop::LONE_HARVEST_EVERY`).
+    pub(crate) unharvested: usize,
 }
 
 impl WorkerCtx {
@@ -146,6 +149,7 @@ impl WorkerCtx {
             n_ret: 0,
             wakes: Vec::new(),
             seen_pushes: None,
+            unharvested: 0,
         }
     }
 

@@ -92,6 +92,19 @@ use crate::worker::{Counters, WorkerCtx};
 /// hand-over cost on these VMs (`Config::promote_min_ns`'s suggestion).
 pub const KERNEL_FIFO_MIN_NS: f64 = 20_000.0;
 
+/// Most events a lone worker (`Config::workers` = 1) delivers from its
+/// queue before it harvests on the way again. With nobody to hand
+/// readiness to, the harvest before every batch only appends to the back
+/// of the same queue what the blocking poll after the queue runs dry would
+/// have found, in the same order: one `epoll_wait` per event for nothing
+/// (`skq-async`'s hyper server made 1.0 per reply against tokio's 0.14).
+/// The bound keeps a source that is redelivered again and again (it had
+/// more input than one event's share) from holding new readiness in the
+/// kernel for longer than this many events; tokio checks its driver every
+/// 61 tasks for the same reason. High-priority sources keep the harvest
+/// before every batch (their readiness must not wait behind regular work).
+pub const LONE_HARVEST_EVERY: usize = 32;
+
 /// What the driver must do next (see the module table).
 #[must_use]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,7 +199,7 @@ impl WaitCall {
 
     /// Most events the `Step::Poll` just returned should take from the
     /// set: one when several workers may block in it, no limit with one
-    /// poller per set. Readiness arriving together then wakes several
+    /// poller per set or a single worker. Readiness arriving together then wakes several
     /// pollers (the kernel wakes one per readiness) rather than one that
     /// must wake the others, and readiness nobody polls for stays in the
     /// kernel's list, in arrival order, for the first worker to come back,
@@ -335,17 +348,20 @@ impl Scheduler {
         match done {
             Done::Begin => {}
             Done::Harvested => {
+                ctx.unharvested = 0;
                 if call.harvesting {
                     call.harvesting = false;
                     g.harvesting.store(false, Ordering::Release);
                 }
                 if call.ready > 0 {
                     let n = std::mem::take(&mut call.ready);
+                    ctx.unharvested = n;
                     self.record_return(ctx, now, n);
                     return Step::Deliver(n);
                 }
             }
             Done::Polled => {
+                ctx.unharvested = 0;
                 self.woke(me);
                 let last = g.leave(me);
                 self.unpark(ctx);
@@ -426,12 +442,14 @@ impl Scheduler {
                     && !call.harvested
                     && g.pollers.load(Ordering::Acquire) == 0
                     && !self.fifo_holds(me)
+                    && !self.lone_may_wait(ctx)
                     && !g.harvesting.swap(true, Ordering::AcqRel)
                 {
                     call.harvesting = true;
                     call.ready = n;
                     return Step::Harvest;
                 }
+                ctx.unharvested += n;
                 self.record_return(ctx, now, n);
                 return Step::Deliver(n);
             }
@@ -459,7 +477,9 @@ impl Scheduler {
             }
             if let Some(others) = g.join(me, l.cap) {
                 let parked = l.target.load(Ordering::Relaxed) < self.cfg.workers;
-                call.poll_max = if l.cap == 1 || (others == 0 && parked) {
+                // A lone worker takes the whole batch: no other poller
+                // could be woken for what it leaves in the set.
+                call.poll_max = if l.cap == 1 || self.cfg.workers == 1 || (others == 0 && parked) {
                     usize::MAX
                 } else {
                     1
@@ -721,6 +741,16 @@ impl Scheduler {
         {
             self.lp.prioritized.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Whether a lone worker may skip the harvest on the way before its
+    /// next batch: it is the only worker (nobody could take what the
+    /// harvest finds), no source is high priority, and it delivered fewer
+    /// than [`LONE_HARVEST_EVERY`] events since it last looked at the set.
+    fn lone_may_wait(&self, ctx: &WorkerCtx) -> bool {
+        self.cfg.workers == 1
+            && ctx.unharvested < LONE_HARVEST_EVERY
+            && !self.lp.prioritized.load(Ordering::Relaxed)
     }
 
     /// Whether a poller leaving to work should wake a follower to poll:

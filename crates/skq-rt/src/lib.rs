@@ -328,7 +328,10 @@ impl Skq {
             cfg.cpu_topology = topo.map(|t| t.places()).unwrap_or_default();
         }
         let hint_refresh = cfg.hint_refresh;
-        let need_cpu = matches!(cfg.policy, Policy::Cpu | Policy::Queue | Policy::Hybrid);
+        // A hint only chooses among workers: with one there is nothing to
+        // choose, and no `getsockopt` is spent on it.
+        let need_cpu =
+            cfg.workers > 1 && matches!(cfg.policy, Policy::Cpu | Policy::Queue | Policy::Hybrid);
         let n = cfg.workers;
         let cap = cfg.capacity;
         let core = Scheduler::new(cfg)?;

@@ -405,6 +405,88 @@ fn readiness_stays_in_the_one_set_every_idle_worker_polls_and_is_harvested_on_th
     assert!(s.prioritized() && !s.kernel_fifo());
 }
 
+/// Worker 0 of a one-worker scheduler with `queued` sources queued on it
+/// (short events: the harvest on the way would apply): the steps of its
+/// next `calls` waits, each delivering at most 4 events, with every
+/// harvest answered as if the set were empty.
+fn lone_worker_steps(queued: usize, calls: usize, high: bool) -> Vec<Step> {
+    let mut c = Config::new(Policy::Hybrid, 1);
+    c.capacity = 64;
+    c.pollers = 0;
+    let s = Scheduler::new(c).unwrap();
+    if high {
+        let hi = s.register(99, Flags::HIGH_PRIORITY, None).unwrap();
+        let _ = s.deregister(hi);
+    }
+    let mut rng = s.activator_rng(1);
+    for k in 0..queued {
+        let id = s.register(k as u64, Flags::NONE, None).unwrap();
+        assert_eq!(
+            queued_on(s.activate(id, Ready::READABLE, Some(0), 0, &mut rng)),
+            0
+        );
+    }
+    let mut w0 = s.worker(0);
+    let mut steps = Vec::new();
+    for t in 0..calls {
+        let mut call = s.begin_wait(&mut w0, 1_000 * t as u64, None, Readiness::Polled);
+        let mut st = step(&s, &mut w0, &mut call, Done::Begin);
+        if st == Step::Harvest {
+            steps.push(st);
+            st = step(&s, &mut w0, &mut call, Done::Harvested);
+        }
+        if let Step::Poll(_) = st {
+            assert_eq!(call.poll_max(), usize::MAX, "a lone worker takes the batch");
+        }
+        steps.push(st);
+    }
+    steps
+}
+
+#[test]
+fn a_lone_worker_harvests_on_the_way_once_per_bound_and_takes_whole_batches() {
+    // 40 queued events, 4 per call: the first 32 go without looking at the
+    // set, then one harvest, then the rest; then the empty queue polls.
+    let steps = lone_worker_steps(40, 11, false);
+    let harvests = steps.iter().filter(|s| **s == Step::Harvest).count();
+    assert_eq!(harvests, 1, "{steps:?}");
+    let before: usize = steps
+        .iter()
+        .take_while(|s| **s != Step::Harvest)
+        .map(|s| match s {
+            Step::Deliver(n) => *n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(before, LONE_HARVEST_EVERY, "{steps:?}");
+    let delivered: usize = steps
+        .iter()
+        .map(|s| match s {
+            Step::Deliver(n) => *n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(delivered, 40, "every queued event is delivered once");
+    assert_eq!(steps.last(), Some(&Step::Poll(None)));
+    // A high-priority source anywhere: the harvest precedes every batch.
+    let steps = lone_worker_steps(8, 2, true);
+    assert_eq!(
+        steps,
+        vec![
+            Step::Harvest,
+            Step::Deliver(4),
+            Step::Harvest,
+            Step::Deliver(4)
+        ]
+    );
+    // With a second worker the harvest on the way stays before each batch.
+    assert!(harvests_after(
+        KERNEL_FIFO_MIN_NS as u64 / 2,
+        |_| {},
+        |_| {}
+    ));
+}
+
 /// Where a source that became ready again while worker 1 processed it goes
 /// when worker 1 releases it, under `policy` with 3 workers: workers 0 and 2
 /// are busy, 1 ms into events expected to take 1 ms, and the source's
