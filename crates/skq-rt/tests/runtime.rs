@@ -496,3 +496,61 @@ fn a_source_moves_to_its_homes_poll_set_once() {
     }
     assert_eq!(done.load(Ordering::Acquire), pipes as u64 * 50);
 }
+
+/// A lone worker harvests on the way only once per
+/// `skq_core::LONE_HARVEST_EVERY` events, so a source that is redelivered
+/// again and again (its handler stops before `EAGAIN`) may hold new
+/// readiness back, but for no more than that many of its deliveries.
+#[test]
+fn a_lone_worker_serves_new_readiness_beside_a_source_it_keeps_redelivering() {
+    for mode in ["hybrid", "cpu", "shared"] {
+        let skq = Skq::new(Config::parse_mode(mode, 1).unwrap()).unwrap();
+        let mut w0 = skq.worker(0);
+        let (mut a_tx, a_rx) = UnixStream::pair().unwrap();
+        let (mut b_tx, b_rx) = UnixStream::pair().unwrap();
+        for (rx, token) in [(&a_rx, 1), (&b_rx, 2)] {
+            rx.set_nonblocking(true).unwrap();
+            skq.register(rx.as_raw_fd(), token, Interest::READABLE, Flags::NONE, None)
+                .unwrap();
+        }
+        // A has far more than the test reads, one byte per delivery.
+        a_tx.write_all(&[b'a'; 4096]).unwrap();
+        let mut ev = Events::with_capacity(1);
+        let (mut a_seen, mut b_seen) = (0usize, None);
+        for _ in 0..1000 {
+            let n = w0.wait(&mut ev, Some(Duration::from_secs(5))).unwrap();
+            assert_eq!(n, 1, "{mode}");
+            let e = *ev.iter().next().unwrap();
+            let mut byte = [0u8; 1];
+            match e.token {
+                1 => {
+                    assert_eq!((&a_rx).read(&mut byte).unwrap(), 1);
+                    a_seen += 1;
+                    w0.still_ready(&e);
+                    if a_seen == 1 {
+                        // B becomes ready once A is being redelivered.
+                        b_tx.write_all(b"b").unwrap();
+                    }
+                }
+                2 => {
+                    assert_eq!((&b_rx).read(&mut byte).unwrap(), 1);
+                    assert_eq!(byte[0], b'b');
+                    b_seen = Some(a_seen);
+                    break;
+                }
+                t => panic!("{mode}: unexpected token {t}"),
+            }
+        }
+        let after = b_seen.unwrap_or_else(|| panic!("{mode}: B was never delivered"));
+        assert!(
+            after <= skq_core::LONE_HARVEST_EVERY + 2,
+            "{mode}: B waited behind {after} deliveries of A"
+        );
+        assert!(after >= 1, "{mode}");
+        let mut rest = [0u8; 1];
+        assert!(
+            (&b_rx).read(&mut rest).is_err(),
+            "{mode}: B's byte was read once"
+        );
+    }
+}
