@@ -6,7 +6,9 @@
 #     (/proc/PID/stat and /proc/PID/status of every thread, around the run);
 #   - system calls per reply (`perf stat` on the raw_syscalls:sys_enter
 #     tracepoint, a second run so the counting does not slow the first), and
-#     of them the epoll waits (epoll_wait, epoll_pwait, epoll_pwait2);
+#     of them the epoll waits (epoll_wait, epoll_pwait, epoll_pwait2), and
+#     precise clock reads per reply when libc's clock_gettime has a uprobe
+#     (`perf probe -x /lib/x86_64-linux-gnu/libc.so.6 'clock_gettime clk=%di:s32'`);
 #   - a cpu-clock profile (`perf record -g`), its top symbols printed and
 #     kept as perf-RUNTIME.data in OUT.
 #
@@ -53,7 +55,15 @@ start_server() {
 }
 
 hz=$(getconf CLK_TCK)
-printf '%-6s %10s %12s %12s %12s %12s %12s\n' runtime "req/s" "cpu us/rep" "vol cs/rep" "inv cs/rep" "sys/rep" "epoll/rep" | tee "$out/summary.txt"
+# Precise clock reads per reply (CLOCK_MONOTONIC and CLOCK_REALTIME; the
+# cheaper coarse clocks are not counted), when libc's clock_gettime has a
+# uprobe with the clock id (created once as root:
+# perf probe -x /lib/x86_64-linux-gnu/libc.so.6 'clock_gettime clk=%di:s32').
+clock_event=()
+if perf list 2>/dev/null | grep 'probe_libc:clock_gettime' >/dev/null; then
+    clock_event=(-e probe_libc:clock_gettime --filter 'clk == 0 || clk == 1')
+fi
+printf '%-6s %10s %12s %12s %12s %12s %12s %12s\n' runtime "req/s" "cpu us/rep" "vol cs/rep" "inv cs/rep" "sys/rep" "epoll/rep" "clock/rep" | tee "$out/summary.txt"
 for rt in $RUNTIMES; do
     port=$((20000 + RANDOM % 20000))
     start_server "$rt" "$port"
@@ -64,22 +74,24 @@ for rt in $RUNTIMES; do
     reqs=$(awk '/requests in/ {print $1}' "$out/wrk-$rt.txt")
     rps=$(awk '/Requests\/sec/ {print $2}' "$out/wrk-$rt.txt")
     # System calls per reply, counted in a run of its own.
-    perf stat -e 'raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2' \
-        -p "$spid" -x, -o "$out/sys-$rt.csv" -- \
+    perf stat -e "raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2" \
+        "${clock_event[@]}" -p "$spid" -x, -o "$out/sys-$rt.csv" -- \
         taskset -c 1 wrk -t1 -c8 -d"${SECS}s" "http://127.0.0.1:$port$path" > "$out/wrk-sys-$rt.txt"
     sreqs=$(awk '/requests in/ {print $1}' "$out/wrk-sys-$rt.txt")
     sys=$(awk -F, '/raw_syscalls/ {print $1}' "$out/sys-$rt.csv")
     epolls=$(awk -F, '/sys_enter_epoll/ {n += $1} END {print n + 0}' "$out/sys-$rt.csv")
+    clocks=$(awk -F, '/probe_libc:clock_gettime/ {n += $1} END {print n + 0}' "$out/sys-$rt.csv")
     # The profile, in a third run.
     perf record -q -F 4999 -g -p "$spid" -o "$out/perf-$rt.data" -- \
         taskset -c 1 wrk -t1 -c8 -d"${SECS}s" "http://127.0.0.1:$port$path" > /dev/null 2>&1
     kill "$spid"; wait "$spid" 2>/dev/null || true; spid=
-    python3 - "$rt" "$rps" "$reqs" "$((t1 - t0))" "$((v1 - v0))" "$((i1 - i0))" "$hz" "$sys" "$sreqs" "$epolls" <<'PY' | tee -a "$out/summary.txt"
+    python3 - "$rt" "$rps" "$reqs" "$((t1 - t0))" "$((v1 - v0))" "$((i1 - i0))" "$hz" "$sys" "$sreqs" "$epolls" "$clocks" "${#clock_event[@]}" <<'PY' | tee -a "$out/summary.txt"
 import sys
-rt, rps, reqs, ticks, vol, inv, hz, sys_, sreqs, epolls = sys.argv[1:]
+rt, rps, reqs, ticks, vol, inv, hz, sys_, sreqs, epolls, clocks, counted = sys.argv[1:]
 reqs, ticks, vol, inv, hz = int(reqs), int(ticks), int(vol), int(inv), int(hz)
+clock = f"{int(clocks) / int(sreqs):>12.2f}" if counted != "0" else f"{'-':>12}"
 print(f"{rt:<6} {float(rps):>10.0f} {ticks / hz * 1e6 / reqs:>12.2f} {vol / reqs:>12.3f} "
-      f"{inv / reqs:>12.3f} {int(sys_) / int(sreqs):>12.2f} {int(epolls) / int(sreqs):>12.3f}")
+      f"{inv / reqs:>12.3f} {int(sys_) / int(sreqs):>12.2f} {int(epolls) / int(sreqs):>12.3f} {clock}")
 PY
     perf report -i "$out/perf-$rt.data" --no-children --sort symbol --stdio -g none --percent-limit 0.7 2>/dev/null \
         | grep -v '^#' | grep -v '^$' | head -45 > "$out/top-$rt.txt"

@@ -204,7 +204,7 @@ pub fn checkpoint() -> usize {
                 let set = &skq.sets[skq.core.poll_group(cur.id)];
                 if let Ok(n) = set.wait_ns(&mut cur.ep_buf, Some(0)) {
                     if n > 0 {
-                        skq.activate_all(&mut cur.ep_buf, cur.id, &mut cur.rng);
+                        let _ = skq.activate_all(&mut cur.ep_buf, cur.id, &mut cur.rng);
                     }
                 }
                 skq.core.end_harvest(cur.id);

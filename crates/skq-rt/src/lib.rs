@@ -768,7 +768,15 @@ impl Skq {
     ///
     /// `me` is the harvesting worker: the core may give it the event when it
     /// harvests as one of several pollers (`Scheduler::activate_by`).
-    fn activate_all(&self, evs: &mut [epoll::Event], me: WorkerId, rng: &mut skq_core::FastRng) {
+    ///
+    /// Returns the time it stamped the activations with (a clock read the
+    /// caller may reuse).
+    fn activate_all(
+        &self,
+        evs: &mut [epoll::Event],
+        me: WorkerId,
+        rng: &mut skq_core::FastRng,
+    ) -> u64 {
         let now = sys::cpu::monotonic_ns();
         let mut asked = 0u64;
         // High-priority readiness becomes activations first (QStack's
@@ -794,6 +802,7 @@ impl Skq {
         if asked > 0 {
             self.incoming_cpu_calls.fetch_add(asked, Ordering::Relaxed);
         }
+        now
     }
 
     /// Turns one harvested readiness into an activation (see
@@ -821,7 +830,7 @@ impl Skq {
             let mut buf = Vec::with_capacity(64);
             if let Ok(k) = self.sets[g].wait_ns(&mut buf, Some(0)) {
                 if k > 0 {
-                    self.activate_all(&mut buf, me, rng);
+                    let _ = self.activate_all(&mut buf, me, rng);
                 }
             }
             return;

@@ -176,6 +176,7 @@ impl Worker {
         let mut done = Done::Begin;
         // The first step runs at `start` (one clock read fewer per wait).
         let mut now = start;
+        let mut stamped_now: Option<u64> = None;
         // What to do next is skq-core's decision (`Scheduler::next_step`);
         // this loop only executes it with epoll, the doorbell and parkers.
         loop {
@@ -204,11 +205,14 @@ impl Worker {
                         Step::Poll(_) if !core.prioritized() => call.poll_max(),
                         _ => usize::MAX,
                     };
-                    if let Err(e) = harvest(skq, ctx, ep_buf, timeout, max, poll_mask.as_ref()) {
-                        core.abort_wait(ctx, &mut call, monotonic_ns());
-                        flush_wakes(skq, ctx, wakes);
-                        events.inner.clear();
-                        return Err(e);
+                    match harvest(skq, ctx, ep_buf, timeout, max, poll_mask.as_ref()) {
+                        Ok(stamped) => stamped_now = stamped,
+                        Err(e) => {
+                            core.abort_wait(ctx, &mut call, monotonic_ns());
+                            flush_wakes(skq, ctx, wakes);
+                            events.inner.clear();
+                            return Err(e);
+                        }
                     }
                     done
                 }
@@ -228,7 +232,8 @@ impl Worker {
                 }
                 Step::Wake => Done::Woke,
             };
-            now = monotonic_ns();
+            // A harvest that activated something just read the clock.
+            now = stamped_now.take().unwrap_or_else(monotonic_ns);
         }
     }
 
@@ -325,7 +330,8 @@ fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
 /// Non-blocking (timeout 0) or blocking harvest of the worker's group's
 /// epoll set (the shared one with one poll group), of at most `max`
 /// events; a blocking one with several pollers runs with `poll_mask`, the
-/// only time the wake-up signal is unblocked.
+/// only time the wake-up signal is unblocked. Returns the clock read that
+/// stamped the activations, if it found any (the loop's next `now`).
 fn harvest(
     skq: &Skq,
     ctx: &mut WorkerCtx,
@@ -333,7 +339,7 @@ fn harvest(
     timeout_ns: Option<u64>,
     max: usize,
     poll_mask: Option<&skq_sys::signal::PollMask>,
-) -> io::Result<()> {
+) -> io::Result<Option<u64>> {
     let set = &skq.sets[skq.core.poll_group(ctx.id())];
     let n = match poll_mask {
         Some(mask) if timeout_ns != Some(0) => set.wait_masked(ep_buf, timeout_ns, max, mask)?,
@@ -341,7 +347,7 @@ fn harvest(
     };
     if n > 0 {
         let me = ctx.id();
-        skq.activate_all(ep_buf.as_mut_slice(), me, ctx.rng());
+        return Ok(Some(skq.activate_all(ep_buf.as_mut_slice(), me, ctx.rng())));
     }
-    Ok(())
+    Ok(None)
 }
