@@ -221,8 +221,8 @@ impl Scheduler {
                 return Some((r as usize, None));
             }
         }
-        if self.cfg.workers == 1 {
-            // Nothing to choose between (a lone worker, `worker_loop.rs`).
+        if self.lone() {
+            // Nothing to choose between (`worker_loop.rs`).
             return self.is_alive(0).then_some((0, None));
         }
         match self.cfg.policy {

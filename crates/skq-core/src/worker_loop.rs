@@ -96,8 +96,9 @@ pub const KERNEL_FIFO_MIN_NS: f64 = 20_000.0;
 /// queue before it harvests on the way again. With nobody to hand
 /// readiness to, the harvest before every batch only appends to the back
 /// of the same queue what the blocking poll after the queue runs dry would
-/// have found, in the same order: one `epoll_wait` per event for nothing
-/// (`skq-async`'s hyper server made 1.0 per reply against tokio's 0.14).
+/// have found, in the same order: an `epoll_wait` per batch for nothing
+/// (`skq-async`'s hyper server made 0.59–0.89 per reply, tokio 0.22–0.31;
+/// `scripts/bench/hyper-profile.sh`, docs/ASYNC.md).
 /// The bound keeps a source that is redelivered again and again (it had
 /// more input than one event's share) from holding new readiness in the
 /// kernel for longer than this many events; tokio checks its driver every
@@ -348,14 +349,14 @@ impl Scheduler {
         match done {
             Done::Begin => {}
             Done::Harvested => {
-                ctx.unharvested = 0;
+                // The events filled before the harvest go out now.
+                ctx.unharvested = call.ready;
                 if call.harvesting {
                     call.harvesting = false;
                     g.harvesting.store(false, Ordering::Release);
                 }
                 if call.ready > 0 {
                     let n = std::mem::take(&mut call.ready);
-                    ctx.unharvested = n;
                     self.record_return(ctx, now, n);
                     return Step::Deliver(n);
                 }
@@ -479,7 +480,7 @@ impl Scheduler {
                 let parked = l.target.load(Ordering::Relaxed) < self.cfg.workers;
                 // A lone worker takes the whole batch: no other poller
                 // could be woken for what it leaves in the set.
-                call.poll_max = if l.cap == 1 || self.cfg.workers == 1 || (others == 0 && parked) {
+                call.poll_max = if l.cap == 1 || self.lone() || (others == 0 && parked) {
                     usize::MAX
                 } else {
                     1
@@ -743,12 +744,18 @@ impl Scheduler {
         }
     }
 
+    /// Whether the pool has a single worker: nobody to hand readiness to
+    /// and nothing for a policy to choose between.
+    pub(crate) fn lone(&self) -> bool {
+        self.cfg.workers == 1
+    }
+
     /// Whether a lone worker may skip the harvest on the way before its
     /// next batch: it is the only worker (nobody could take what the
     /// harvest finds), no source is high priority, and it delivered fewer
     /// than [`LONE_HARVEST_EVERY`] events since it last looked at the set.
     fn lone_may_wait(&self, ctx: &WorkerCtx) -> bool {
-        self.cfg.workers == 1
+        self.lone()
             && ctx.unharvested < LONE_HARVEST_EVERY
             && !self.lp.prioritized.load(Ordering::Relaxed)
     }

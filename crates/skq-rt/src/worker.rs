@@ -176,7 +176,6 @@ impl Worker {
         let mut done = Done::Begin;
         // The first step runs at `start` (one clock read fewer per wait).
         let mut now = start;
-        let mut stamped_now: Option<u64> = None;
         // What to do next is skq-core's decision (`Scheduler::next_step`);
         // this loop only executes it with epoll, the doorbell and parkers.
         loop {
@@ -188,6 +187,8 @@ impl Worker {
                 }
             }
             flush_wakes(skq, ctx, wakes);
+            // The clock read of a harvest that activated something.
+            let mut stamped = None;
             done = match step {
                 Step::Deliver(n) => return Ok(n),
                 Step::Return => {
@@ -206,7 +207,7 @@ impl Worker {
                         _ => usize::MAX,
                     };
                     match harvest(skq, ctx, ep_buf, timeout, max, poll_mask.as_ref()) {
-                        Ok(stamped) => stamped_now = stamped,
+                        Ok(t) => stamped = t,
                         Err(e) => {
                             core.abort_wait(ctx, &mut call, monotonic_ns());
                             flush_wakes(skq, ctx, wakes);
@@ -232,8 +233,7 @@ impl Worker {
                 }
                 Step::Wake => Done::Woke,
             };
-            // A harvest that activated something just read the clock.
-            now = stamped_now.take().unwrap_or_else(monotonic_ns);
+            now = stamped.unwrap_or_else(monotonic_ns);
         }
     }
 
