@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
-use std::time::Instant;
 
 use skq_core::{Class, Config, ConfigError, ElasticConfig};
 use skq_rt::{ElasticEvent, Events, Skq};
@@ -297,7 +296,7 @@ fn worker_main(
     worker.on_elastic(move |e| on_elastic(&hook, me, e));
     let mut events = Events::with_capacity(shared.batch);
     loop {
-        let timeout = shared.timers.plan(me, Instant::now());
+        let timeout = shared.timers.plan(me);
         match shared.driver.wait(&mut worker, &mut events, timeout) {
             Ok(true) => {}
             Ok(false) => break,
@@ -305,7 +304,7 @@ fn worker_main(
             // The worker leaves; skq hands its work to the others.
             Err(_) => break,
         }
-        shared.timers.fire(me, Instant::now());
+        shared.timers.fire(me);
         let n = events.len();
         for (i, ev) in events.iter().enumerate() {
             if i > 0 {

@@ -11,6 +11,12 @@
 //! another thread ahead of the worker's planned wake-up kicks that worker so
 //! it plans again.
 //!
+//! **Clock reads.** Most deadlines checked per request are far off (hyper's
+//! 30 s header-read timeout, polled once per request): the coarse clock
+//! (the last tick's time, no clock hardware read) rules them out, and the
+//! precise clock is read only for a deadline it cannot rule out
+//! ([`Timers::surely_ahead`]).
+//!
 //! **Elastic workers.** A worker that parks as elastic surplus sleeps with
 //! no timeout, so its timers move first ([`Timers::park`]): under its heap's
 //! lock and the receiving heap's (taken in index order), every entry goes
@@ -83,6 +89,9 @@ pub(crate) struct Timers {
     /// `base` on the monotonic clock in ns (`Instant` is that clock), so
     /// the coarse clock can be compared with published deadlines.
     base_mono_ns: u64,
+    /// The most the coarse clock lags the precise one, with a margin: two
+    /// of its ticks, at least 2 ms ([`Timers::surely_ahead`]).
+    coarse_lag_ns: u64,
 }
 
 impl Timers {
@@ -97,6 +106,7 @@ impl Timers {
             rr: AtomicUsize::new(0),
             base_mono_ns: skq_rt::sys::cpu::monotonic_ns(),
             base: Instant::now(),
+            coarse_lag_ns: 2 * skq_rt::sys::cpu::monotonic_coarse_resolution_ns().max(1_000_000),
         }
     }
 
@@ -114,18 +124,49 @@ impl Timers {
         self.heaps[w].earliest.store(e, Ordering::Relaxed);
     }
 
-    /// Worker `w` is about to wait: how long, at most.
-    pub(crate) fn plan(&self, w: usize, now: Instant) -> Option<Duration> {
+    /// The coarse clock in ns after `base`.
+    fn coarse_ns(&self) -> u64 {
+        skq_rt::sys::cpu::monotonic_coarse_ns().saturating_sub(self.base_mono_ns)
+    }
+
+    /// Whether `deadline_ns` (after `base`) certainly lies ahead, told
+    /// without reading the precise clock: the coarse one, moved on by the
+    /// most it lags, has not reached it. `base_mono_ns` was read before
+    /// `base`, so a deadline converted through them is never later than
+    /// the true one. A lag beyond the margin would only make a timer late
+    /// by the excess, never early.
+    fn surely_ahead(&self, deadline_ns: u64) -> bool {
+        self.coarse_ns() + self.coarse_lag_ns < deadline_ns
+    }
+
+    /// Worker `w` is about to wait: how long, at most. No clock read
+    /// without a timer; a far deadline (hyper's header-read timeout, every
+    /// connection's) is planned from the coarse clock, at most its lag
+    /// short, so the worker may wake a few ms early once and plan again.
+    pub(crate) fn plan(&self, w: usize) -> Option<Duration> {
         let mut g = self.lock(w);
         let next = g.entries.keys().next().map(|k| k.0);
         g.planned = next;
         g.waiting = true;
-        next.map(|d| d.saturating_duration_since(now))
+        let d = next?;
+        let early = self.coarse_ns() + self.coarse_lag_ns;
+        match self.ns(d).checked_sub(early) {
+            Some(wait) if wait > 0 => Some(Duration::from_nanos(wait)),
+            _ => Some(d.saturating_duration_since(Instant::now())),
+        }
     }
 
-    /// Worker `w` returned from its wait: wakes its expired timers in order.
-    pub(crate) fn fire(&self, w: usize, now: Instant) {
-        self.fire_expired(w, now, true);
+    /// Worker `w` returned from its wait: wakes its expired timers in
+    /// order (the precise clock is read only when its earliest deadline is
+    /// not surely ahead).
+    pub(crate) fn fire(&self, w: usize) {
+        self.fire_expired(w, None, true);
+    }
+
+    /// Whether `deadline` has passed, reading the precise clock only when
+    /// the coarse one cannot rule it out.
+    pub(crate) fn passed(&self, deadline: Instant) -> bool {
+        !self.surely_ahead(self.ns(deadline)) && Instant::now() >= deadline
     }
 
     /// Worker `w` is between two events of its batch: wakes its timers that
@@ -142,31 +183,39 @@ impl Timers {
         if e == u64::MAX {
             return;
         }
-        let coarse = skq_rt::sys::cpu::monotonic_coarse_ns().saturating_sub(self.base_mono_ns);
+        let coarse = self.coarse_ns();
         if coarse < e {
             return;
         }
         let now = Instant::now();
         if self.ns(now) >= e {
-            self.fire_expired(w, now, false);
+            self.fire_expired(w, Some(now), false);
         }
     }
 
-    fn fire_expired(&self, w: usize, now: Instant, after_wait: bool) {
+    /// Wakes worker `w`'s timers expired at `now` (`None`: read the
+    /// precise clock if the earliest deadline is not surely ahead).
+    fn fire_expired(&self, w: usize, now: Option<Instant>, after_wait: bool) {
         let due = {
             let mut g = self.lock(w);
             if after_wait {
                 g.waiting = false;
             }
-            match g.entries.keys().next() {
-                Some(k) if k.0 <= now => {
-                    let rest = g.entries.split_off(&(now, u64::MAX));
-                    let due = std::mem::replace(&mut g.entries, rest);
-                    self.publish(w, &g);
-                    due
-                }
-                _ => return,
+            let Some(first) = g.entries.keys().next().map(|k| k.0) else {
+                return;
+            };
+            let now = match now {
+                Some(now) => now,
+                None if self.surely_ahead(self.ns(first)) => return,
+                None => Instant::now(),
+            };
+            if first > now {
+                return;
             }
+            let rest = g.entries.split_off(&(now, u64::MAX));
+            let due = std::mem::replace(&mut g.entries, rest);
+            self.publish(w, &g);
+            due
         };
         for (_, waker) in due {
             waker.wake();
@@ -393,7 +442,13 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.deadline {
+        let passed = match &self.handle {
+            // Most polls come long before the deadline (a read timeout):
+            // the coarse clock tells them apart without a precise read.
+            Some(h) => h.shared.timers.passed(self.deadline),
+            None => Instant::now() >= self.deadline,
+        };
+        if passed {
             self.cancel();
             return Poll::Ready(());
         }
@@ -557,7 +612,11 @@ mod tests {
             (now + Duration::from_secs(9), 1 << HEAP_BITS | 1),
             waker.clone(),
         );
-        assert_eq!(t.plan(1, now), Some(Duration::from_secs(9)));
+        // Planned from the coarse clock: never past the deadline, at most
+        // the coarse clock's lag (ms) short of it.
+        let planned = t.plan(1).expect("worker 1 has a timer");
+        assert!(planned <= Duration::from_secs(9), "{planned:?}");
+        assert!(planned >= Duration::from_secs(5), "{planned:?}");
         // Workers 0 and 1 stay wanted, 2 and 3 park; 3 starts at 3 % 2 = 1.
         let (to, kick) = t.park(3, 2, |w| w < 2).expect("a wanted heap is open");
         assert_eq!((to, kick), (1, true), "1 waits past the moved deadlines");
@@ -571,11 +630,33 @@ mod tests {
         assert_eq!(len(&t, 1), 6);
         // Nothing was woken by the move; the owner now fires them in order.
         assert_eq!(c.0.load(Ordering::SeqCst), 0);
-        t.fire(1, now + Duration::from_millis(5));
+        t.fire_expired(1, Some(now + Duration::from_millis(5)), true);
         assert_eq!(c.0.load(Ordering::SeqCst), 5);
         // A fired entry is not found again (searching every heap once).
         assert!(!t.update(&mut places[1], &waker));
         assert_eq!(len(&t, 1), 1);
+    }
+
+    #[test]
+    fn after_a_wait_far_deadlines_stay_and_passed_ones_fire() {
+        let t = Timers::new(1);
+        assert_eq!(t.plan(0), None, "no timer: the wait has no timeout");
+        let (c, waker) = counter();
+        let now = Instant::now();
+        t.insert(Some(0), now + Duration::from_secs(60), waker.clone());
+        assert!(t.plan(0).is_some());
+        t.fire(0);
+        assert_eq!(c.0.load(Ordering::SeqCst), 0, "60 s ahead: nothing fires");
+        assert!(!t.lock(0).waiting, "the wait is over either way");
+        assert!(!t.passed(now + Duration::from_secs(60)));
+        // A deadline already behind: planned as no wait, fired by `fire`.
+        let behind = now.checked_sub(Duration::from_millis(1)).unwrap_or(now);
+        t.insert(Some(0), behind, waker.clone());
+        assert_eq!(t.plan(0), Some(Duration::ZERO));
+        assert!(t.passed(behind));
+        t.fire(0);
+        assert_eq!(c.0.load(Ordering::SeqCst), 1);
+        assert_eq!(len(&t, 0), 1, "the far timer stays");
     }
 
     #[test]

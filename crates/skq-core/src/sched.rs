@@ -402,6 +402,27 @@ impl Scheduler {
         self.activate_with(id, ready, cpu, now, rng, origin)
     }
 
+    /// Whether an activation by `by` (`next`: through
+    /// [`Scheduler::activate_next`]) may read its `now`: only best-of-two
+    /// and hybrid compare expected completion times, and neither compares
+    /// for a lone worker or for a source its running worker keeps. A caller
+    /// may skip the clock read when this is false and pass 0; should the
+    /// keeping worker exit in between, the choice made with 0 still prefers
+    /// the idle and the short queues (`policy.rs`), and only the rare
+    /// activation that raced the exit sees it.
+    pub fn activation_reads_clock(&self, next: bool, by: Option<WorkerId>) -> bool {
+        if self.lone() {
+            return false;
+        }
+        match self.cfg.policy {
+            Policy::Best2 => true,
+            Policy::Hybrid => {
+                !(next && by.is_some_and(|b| b < self.cfg.workers && self.is_alive(b)))
+            }
+            _ => false,
+        }
+    }
+
     fn activate_with(
         &self,
         id: SourceId,

@@ -176,8 +176,15 @@ impl Skq {
     /// The activation of a virtual source (module docs, steps 1 and 2).
     fn activate_virtual(&self, id: SourceId, next: bool) -> Activation {
         let hint = if self.need_cpu { current_cpu() } else { None };
-        let now = monotonic_ns();
         let (act, me) = crate::elastic::with_activator(self, |me, rng| {
+            // The clock only when the policy compares expected completion
+            // times: a task's wake-up on a lone worker, or one its worker
+            // keeps, reads none.
+            let now = if self.core.activation_reads_clock(next && me.is_some(), me) {
+                monotonic_ns()
+            } else {
+                0
+            };
             let act = match me {
                 Some(w) if next => self
                     .core

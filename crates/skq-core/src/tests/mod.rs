@@ -121,6 +121,54 @@ fn activate_next_keeps_the_source_on_the_activating_worker_under_locality() {
 }
 
 #[test]
+fn an_activation_said_not_to_read_the_clock_chooses_the_same_worker_at_any_now() {
+    let now = 1_000_000u64;
+    // (policy, workers, through activate_next by worker 0)
+    let cases = [
+        (Policy::Shared, 2, false),
+        (Policy::Vanilla, 2, false),
+        (Policy::Queue, 2, false),
+        (Policy::Cpu, 2, false),
+        (Policy::Hybrid, 2, true),
+        (Policy::Hybrid, 1, false),
+        (Policy::Best2, 1, false),
+    ];
+    for (policy, workers, next) in cases {
+        let by = Some(0);
+        let chosen = |at: u64| {
+            let s = sched(policy, workers, |c| {
+                c.steal = false;
+                c.worker_cpus = vec![0; workers];
+            });
+            for w in 0..workers {
+                fake_load(&s, w, now, w as u64, 500_000.0, w as u64);
+            }
+            let mut rng = FastRng::new(7);
+            assert!(
+                !s.activation_reads_clock(next, by),
+                "{policy:?} x{workers} next={next}"
+            );
+            (0..8)
+                .map(|i| {
+                    let id = s.register(i, Flags::NONE, None).unwrap();
+                    let act = if next {
+                        s.activate_next(id, Ready::READABLE, Some(0), at, &mut rng, 0)
+                    } else {
+                        s.activate_by(id, Ready::READABLE, Some(0), at, &mut rng, by)
+                    };
+                    queued_on(act)
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(chosen(now), chosen(0), "{policy:?} x{workers} next={next}");
+    }
+    // Comparing expected completions reads it.
+    assert!(sched(Policy::Best2, 2, |_| {}).activation_reads_clock(true, Some(0)));
+    assert!(sched(Policy::Hybrid, 2, |_| {}).activation_reads_clock(false, Some(0)));
+    assert!(sched(Policy::Hybrid, 2, |_| {}).activation_reads_clock(true, None));
+}
+
+#[test]
 fn a_worker_past_its_batchs_expected_end_is_expected_to_need_one_more_event() {
     let s = sched(Policy::Best2, 2, |_| {});
     let now = 1_000_000u64;
