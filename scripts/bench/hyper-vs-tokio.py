@@ -18,6 +18,10 @@ runtimes alternate, so neither always goes first), each runtime gets a fresh ser
       JSON endpoint) over a fixed list of rates, stopping at the first rate whose p99
       exceeds the SLO (`--slo-us`, 500), whose achieved rate is more than 5% off, or that
       saw errors: the max load at SLO is the last rate before it (0 if the first fails).
+      A point over the SLO on its p99 alone is measured until it has
+      `--crossing-attempts` (3) attempts and the median p99 kept, as `skq bench` does
+      for a crossing (MEASUREMENT.md): one host stall in three does not end a sweep.
+      Each point also records whether the generator's self-checks passed.
       Server CPU per reply at each rate comes from /proc/PID/stat (utime+stime of the
       whole process, every thread).
 It prints every run and the skq/tokio ratios (of the medians over runs), and writes the
@@ -107,7 +111,31 @@ def load_point(args, srv, rate, out_json):
         "errors": errors, "cpu_us": (c1 - c0) * 1e6 / replies if replies else float("nan"),
         "ok": (j["latency"]["p99"]["value"] <= args.slo_us and errors == 0
                and abs(j["achieved_rps"] - rate) <= 0.05 * rate),
+        "checks": bool(j["checks"]["pass"]),
     }
+
+
+def over_slo_only(pt, args):
+    """A point that failed on its p99 alone (rate kept, no errors)."""
+    return (not pt["ok"] and pt["p99"] > args.slo_us and pt["errors"] == 0
+            and abs(pt["achieved"] - pt["rate"]) <= 0.05 * pt["rate"])
+
+
+def measure_point(args, srv, rate, out_json):
+    """One sweep point. A point over the SLO on its p99 alone is measured again
+    until it has `--crossing-attempts` attempts, and the attempt with the median p99
+    is kept, its attempts' p99s listed (as `skq bench` does for a crossing,
+    MEASUREMENT.md): one stall of the host in three is not the runtime's max load.
+    A point under the SLO stands as measured."""
+    pt = load_point(args, srv, rate, out_json)
+    if args.smoke or args.crossing_attempts <= 1 or not over_slo_only(pt, args):
+        return pt
+    tries = [pt] + [load_point(args, srv, rate, out_json.replace(".json", f"-try{i}.json"))
+                    for i in range(2, args.crossing_attempts + 1)]
+    tries.sort(key=lambda p: p["p99"])
+    kept = dict(tries[(len(tries) - 1) // 2])
+    kept["attempts"] = [round(p["p99"]) for p in tries]
+    return kept
 
 
 def one_run(args, runtime, run, root, work):
@@ -116,7 +144,7 @@ def one_run(args, runtime, run, root, work):
         res = {"wrk_file": wrk_rps(args, srv.port, "/files/small.html"),
                "wrk_json": wrk_rps(args, srv.port, "/api/hello?name=bench"), "sweep": []}
         for rate in args.rates:
-            pt = load_point(args, srv, rate, os.path.join(work, f"run{run}-{runtime}-{rate}.json"))
+            pt = measure_point(args, srv, rate, os.path.join(work, f"run{run}-{runtime}-{rate}.json"))
             res["sweep"].append(pt)
             if not pt["ok"] and not args.smoke:
                 break
@@ -140,9 +168,13 @@ def report(args, results):
              f"-d{args.wrk_secs}s; sweep on {args.sweep_path}, {args.point_secs} s points, "
              f"SLO p99 <= {args.slo_us:.0f} us" + ("; SMOKE, not a result" if args.smoke else ""),
              "", "run runtime  wrk file req/s  wrk json req/s  max load @SLO  "
-             "cpu us/reply @ first rate  sweep (rate:p99 us:cpu us/reply)"]
+             "cpu us/reply @ first rate  sweep (rate:p99 us:cpu us/reply, {p99s of a point "
+             "over the SLO measured again, median kept}, (checks FAIL): the generator's "
+             "self-checks failed)"]
     for run, rt, r in results:
         sweep = " ".join(f"{p['rate']}:{p['p99']:.0f}:{p['cpu_us']:.1f}" +
+                         (f"{{{'/'.join(map(str, p['attempts']))}}}" if "attempts" in p else "") +
+                         ("" if p["checks"] else "(checks FAIL)") +
                          ("" if p["ok"] else "(fail)") for p in r["sweep"])
         lines.append(f"{run:3d} {rt:7s} {r['wrk_file']:14.0f}  {r['wrk_json']:14.0f}  "
                      f"{r['max_at_slo']:13d}  {r['sweep'][0]['cpu_us']:25.1f}  {sweep}")
@@ -184,6 +216,8 @@ def main():
     ap.add_argument("--point-secs", type=float, default=5)
     ap.add_argument("--warmup-secs", type=float, default=1)
     ap.add_argument("--slo-us", type=float, default=500)
+    ap.add_argument("--crossing-attempts", type=int, default=3,
+                    help="attempts at a point over the SLO, median p99 kept (1: no re-measure)")
     ap.add_argument("--out", help="also write the table here")
     ap.add_argument("--smoke", action="store_true",
                     help="one run, 1 s points, rates 1000,2000: proves the script works, no result")
