@@ -416,11 +416,22 @@ impl Scheduler {
         }
         match self.cfg.policy {
             Policy::Best2 => true,
-            Policy::Hybrid => {
-                !(next && by.is_some_and(|b| b < self.cfg.workers && self.is_alive(b)))
-            }
+            Policy::Hybrid => self.keeper(next, by).is_none(),
             _ => false,
         }
+    }
+
+    /// The worker that keeps a source it activates through
+    /// [`Scheduler::activate_next`] (`next`): `by`, under the locality
+    /// policies, while it is alive.
+    fn keeper(&self, next: bool, by: Option<WorkerId>) -> Option<WorkerId> {
+        by.filter(|&b| {
+            next && matches!(
+                self.cfg.policy,
+                Policy::Cpu | Policy::Queue | Policy::Hybrid
+            ) && b < self.cfg.workers
+                && self.is_alive(b)
+        })
     }
 
     fn activate_with(
@@ -508,13 +519,7 @@ impl Scheduler {
             released,
         } = origin;
         // The activating worker keeps the source (`activate_next`).
-        let mut keep = by.filter(|&b| {
-            next && matches!(
-                self.cfg.policy,
-                Policy::Cpu | Policy::Queue | Policy::Hybrid
-            ) && b < self.cfg.workers
-                && self.is_alive(b)
-        });
+        let mut keep = self.keeper(next, by);
         let kept = keep.is_some();
         let high = s.flags().contains(Flags::HIGH_PRIORITY);
         if !self.pinned_q.is_empty() && s.flags().contains(Flags::PINNED) {
