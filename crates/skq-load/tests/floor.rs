@@ -73,11 +73,30 @@ fn a_cpu_shared_with_a_busy_thread_shows_in_the_floor() {
     assert!(r.client_preempted.unwrap() > 0, "the hog preempted it");
 }
 
+/// A run in which the generator waited for a CPU longer than this share of
+/// it (schedstat: a host busy with other jobs) samples the host in its
+/// floor, not the generator: its floor is not judged.
+const MACHINE_BUSY: f64 = 0.05;
+
 #[test]
 fn a_generator_that_stalls_itself_is_not_the_machine() {
     let _turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
     let server = RefServer::start(RefMode::Echo).unwrap();
-    let mut cfg = config(&server);
+    for _ in 0..3 {
+        if stalls_itself(&server) {
+            return;
+        }
+    }
+    eprintln!(
+        "the host kept the generator from its CPU in every try: the verdict was \
+         checked, the floor could not be"
+    );
+}
+
+/// One run with deliberate stalls; false when the host was too busy for
+/// its floor to be judged.
+fn stalls_itself(server: &RefServer) -> bool {
+    let mut cfg = config(server);
     // It spins before every send, as with a CPU of its own, so it samples
     // its CPU between stalls.
     cfg.keeping.spin_us = Some(2000);
@@ -99,9 +118,20 @@ fn a_generator_that_stalls_itself_is_not_the_machine() {
     // The stalls happen while it works, never while it idles, so they are
     // not in the floor: what the floor explains is a small part.
     let floor = r.client_floor.expect("the generator idled between stalls");
+    let run_s = (cfg.warmup + cfg.duration).as_secs_f64();
+    // Without schedstat (no wait figure) every run is judged.
+    let waited = r.client_waited_s.unwrap_or(0.0);
+    if waited > MACHINE_BUSY * run_s {
+        eprintln!(
+            "waited {:.1} ms for a CPU, floor {floor:?}: not judged",
+            waited * 1e3
+        );
+        return false;
+    }
     assert!(
         floor.lateness_p99_us < r.checks.lateness_p99_us / 4.0,
         "floor {floor:?}, lateness p99 {}",
         r.checks.lateness_p99_us
     );
+    true
 }

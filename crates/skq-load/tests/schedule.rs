@@ -16,12 +16,24 @@
 //! stay in), so a generator that loses its schedule by its own doing fails
 //! every try. Up to eight tries of two seconds; the failure names, per try,
 //! what the machine took from the generator thread.
+//!
+//! A try in which the machine kept the generator thread waiting for a CPU
+//! for more than [`MACHINE_BUSY`] of the run (its schedstat wait: other
+//! jobs on a shared CI host, runnable beside it on its CPU) judges nothing:
+//! time slices of other threads come in steps below the stall cut too, and
+//! no generator keeps a 50 us bound through them. Such tries are retried;
+//! when every try was one, the test says so and checks the counts only. On
+//! a machine that leaves the generator its CPU, it waits a few ms per run.
 
 use std::time::Duration;
 
 use skq_load::refserver::{RefMode, RefServer};
 use skq_load::{LoadConfig, ScheduleKind};
 use skq_proto::workload::{ServiceSpec, Workload};
+
+/// Share of a try's run (warm-up and measured window) the generator may
+/// wait for a CPU and still be judged.
+const MACHINE_BUSY: f64 = 0.02;
 
 #[test]
 fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
@@ -34,6 +46,7 @@ fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
     };
     let server = RefServer::start_with(RefMode::Echo, None, server_cpu).unwrap();
     let mut seen = Vec::new();
+    let mut busy_tries = 0;
     for _ in 0..8 {
         let mut cfg = LoadConfig::new(server.addr(), 3000.0);
         cfg.connections = 16;
@@ -69,7 +82,22 @@ fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
             eprintln!("the lateness check failed on the machine's stalls alone");
             return;
         }
+        let run_s = (cfg.warmup + cfg.duration).as_secs_f64();
+        // Without schedstat (no wait figure) every try is judged.
+        let waited = r.client_waited_s.unwrap_or(0.0);
+        if waited > MACHINE_BUSY * run_s {
+            eprintln!("the machine kept the generator from its CPU: not judged");
+            busy_tries += 1;
+            continue;
+        }
         seen.push(line);
+    }
+    if busy_tries == 8 {
+        eprintln!(
+            "the machine kept the generator from its CPU in every try: the counts \
+             were checked, the schedule could not be"
+        );
+        return;
     }
     panic!(
         "the generator's own work missed its schedule in every try:\n{}",
