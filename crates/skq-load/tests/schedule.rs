@@ -19,7 +19,9 @@
 //!
 //! A try in which the machine kept the generator thread waiting for a CPU
 //! for more than [`MACHINE_BUSY`] of the run (its schedstat wait: other
-//! jobs on a shared CI host, runnable beside it on its CPU) judges nothing:
+//! jobs on a shared CI host, runnable beside it on its CPU), or whose
+//! machine floor (sampled while it spun idle, so a hypervisor's steal
+//! shows there too) is over the bound itself, judges nothing:
 //! time slices of other threads come in steps below the stall cut too, and
 //! no generator keeps a 50 us bound through them. Such tries are retried;
 //! when every try was one, the test says so and checks the counts only. On
@@ -85,7 +87,12 @@ fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
         let run_s = (cfg.warmup + cfg.duration).as_secs_f64();
         // Without schedstat (no wait figure) every try is judged.
         let waited = r.client_waited_s.unwrap_or(0.0);
-        if waited > MACHINE_BUSY * run_s {
+        // The floor sees what schedstat does not (a hypervisor taking the
+        // vCPU): an ideal generator on this CPU would have missed the bound.
+        let floor_over = r
+            .client_floor
+            .is_some_and(|f| f.lateness_p99_us > cfg.keeping.max_lateness_us);
+        if waited > MACHINE_BUSY * run_s || floor_over {
             eprintln!("the machine kept the generator from its CPU: not judged");
             busy_tries += 1;
             continue;
