@@ -48,7 +48,6 @@ fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
     };
     let server = RefServer::start_with(RefMode::Echo, None, server_cpu).unwrap();
     let mut seen = Vec::new();
-    let mut busy_tries = 0;
     for _ in 0..8 {
         let mut cfg = LoadConfig::new(server.addr(), 3000.0);
         cfg.connections = 16;
@@ -94,12 +93,12 @@ fn keeps_its_schedule_at_a_few_thousand_requests_per_second() {
             .is_some_and(|f| f.lateness_p99_us > cfg.keeping.max_lateness_us);
         if waited > MACHINE_BUSY * run_s || floor_over {
             eprintln!("the machine kept the generator from its CPU: not judged");
-            busy_tries += 1;
             continue;
         }
         seen.push(line);
     }
-    if busy_tries == 8 {
+    // Every try returned, was pushed to `seen`, or was not judged.
+    if seen.is_empty() {
         eprintln!(
             "the machine kept the generator from its CPU in every try: the counts \
              were checked, the schedule could not be"
