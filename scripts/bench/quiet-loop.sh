@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Run measurement jobs only when the generator probe says the host is quiet.
+#
+# Usage: bash scripts/bench/quiet-loop.sh OUTDIR JOB [JOB ...]
+#
+# Every ~2.7 minutes the loop takes /tmp/skq-measure.lock, runs the generator's
+# A/B probe (scripts/bench/generator-ab.sh at 80,000 req/s over 384 connections,
+# one repetition of each binary) and, when both probe lines pass, runs the next
+# job while still holding the lock, so no build or test starts between the probe
+# and the measurement. A job that fails a probe waits for the next pass; the
+# loop ends when every job has run. It logs each probe to OUTDIR/probes.txt and
+# each job's start, end, 1-minute load and commit to OUTDIR/runs.txt.
+#
+# Jobs (outputs under OUTDIR):
+#   capacity   skq load --capacity for rpc over 64 connections (the main job's generator capacity)
+#   mainN      skq bench --strict on its built-in default -> mainN/, mainN.log, costN.txt
+#   kvN        the 1-thread cache sweep (kv-vs-memcached.toml) --strict -> kvN/, kvN.log
+#   kv2tN      the 2-thread cache sweep (kv-groups-2t.toml) --strict -> kv2tN/, kv2tN.log
+#   costasyncN cost-per-reply.py async-hybrid,async-tokio at 9600 req/s -> costasyncN.txt
+#   costrpcN   cost-per-reply.py hybrid,epoll-shared at 3200 and 9600 req/s -> costrpcN.txt
+#   hyperN     hyper-vs-tokio.py --runs 2 -> hyperN.txt, hyperN.log
+#   capiN      capi-memcached.py --runs 2 --secs 3 -> capiN.txt
+set -u
+if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+fi
+D=$1
+shift
+jobs=("$@")
+SKQ=${SKQ:-target/release/skq}
+PERIOD=${PERIOD:-160}
+mkdir -p "$D"
+[ -x "$SKQ" ] || { echo "quiet-loop: $SKQ not built (cargo build --release -p skq)" >&2; exit 2; }
+
+run_job() {
+    local job=$1
+    case $job in
+        capacity) "$SKQ" load --capacity --protocol rpc --capacity-conns 64 > "$D/capacity.txt" 2>&1 ;;
+        main*) "$SKQ" bench --strict --out "$D/$job" > "$D/$job.log" 2>&1
+               local rc=$?
+               python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
+               return $rc ;;
+        kv2t*) "$SKQ" bench --config crates/skq-bench/examples/kv-groups-2t.toml --strict --out "$D/$job" > "$D/$job.log" 2>&1 ;;
+        kv*) "$SKQ" bench --config crates/skq-bench/examples/kv-vs-memcached.toml --strict --out "$D/$job" > "$D/$job.log" 2>&1 ;;
+        costasync*) python3 scripts/bench/cost-per-reply.py --modes async-hybrid,async-tokio --rate 9600 --secs 10 --runs 3 > "$D/$job.txt" 2>&1 ;;
+        costrpc*) { python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate 3200 --secs 10 --runs 3
+                    python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate 9600 --secs 10 --runs 3; } > "$D/$job.txt" 2>&1 ;;
+        hyper*) python3 scripts/bench/hyper-vs-tokio.py --runs 2 > "$D/$job.txt" 2> "$D/$job.log" ;;
+        capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 > "$D/$job.txt" 2>&1 ;;
+        *) echo "quiet-loop: unknown job $job" >&2; return 2 ;;
+    esac
+}
+
+i=0
+while [ $i -lt ${#jobs[@]} ]; do
+    job=${jobs[$i]}
+    exec 9>/tmp/skq-measure.lock
+    flock 9
+    line=$(bash scripts/bench/generator-ab.sh "$SKQ" "$SKQ" 1 80000:384 2>&1 |
+        sed -n 's/^\(before\|after\) *rep 1 .*lateness p99 *\([0-9.]*\) us \([a-zA-Z]*\) *without stalls *\([0-9.]*\) us *read lag p99 *\([0-9.]* us\|n\/a\) \([a-zA-Z]*\).*/\1 lateness \2 \3 without stalls \4 read lag \5 \6 |/p' | tr '\n' ' ')
+    echo "$(date +%T) $line" >> "$D/probes.txt"
+    if grep -q "^before .*| after " <<< "$line" && ! grep -q FAIL <<< "$line"; then
+        echo "$job start $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg) $(git rev-parse --short HEAD)" >> "$D/runs.txt"
+        run_job "$job"
+        echo "$job end $(date +%T) rc=$?" >> "$D/runs.txt"
+        i=$((i + 1))
+    fi
+    flock -u 9
+    exec 9>&-
+    [ $i -lt ${#jobs[@]} ] && sleep "$PERIOD"
+done
+echo "quiet-loop: all jobs ran ($(date +%T))" >> "$D/runs.txt"
