@@ -17,7 +17,7 @@
 #   kvN        the 1-thread cache sweep (kv-vs-memcached.toml) --strict -> kvN/, kvN.log
 #   kv2tN      the 2-thread cache sweep (kv-groups-2t.toml) --strict -> kv2tN/, kv2tN.log
 #   costasyncN cost-per-reply.py async-hybrid,async-tokio at 9600 req/s -> costasyncN.txt
-#   costrpcN   cost-per-reply.py hybrid,epoll-shared at 3200 and 9600 req/s -> costrpcN.txt
+#   costrpcN   cost-per-reply.py hybrid,epoll-shared at the main job's five loads -> costrpcN.txt
 #   hyperN     hyper-vs-tokio.py --runs 2 -> hyperN.txt, hyperN.log
 #   capiN      capi-memcached.py --runs 2 --secs 3 -> capiN.txt
 set -u
@@ -44,8 +44,9 @@ run_job() {
         kv2t*) "$SKQ" bench --config crates/skq-bench/examples/kv-groups-2t.toml --strict --out "$D/$job" > "$D/$job.log" 2>&1 ;;
         kv*) "$SKQ" bench --config crates/skq-bench/examples/kv-vs-memcached.toml --strict --out "$D/$job" > "$D/$job.log" 2>&1 ;;
         costasync*) python3 scripts/bench/cost-per-reply.py --modes async-hybrid,async-tokio --rate 9600 --secs 10 --runs 3 > "$D/$job.txt" 2>&1 ;;
-        costrpc*) { python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate 3200 --secs 10 --runs 3
-                    python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate 9600 --secs 10 --runs 3; } > "$D/$job.txt" 2>&1 ;;
+        costrpc*) for r in 3200 6400 9600 12000 14400; do
+                      python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate $r --secs 10 --runs 3
+                  done > "$D/$job.txt" 2>&1 ;;
         hyper*) python3 scripts/bench/hyper-vs-tokio.py --runs 2 > "$D/$job.txt" 2> "$D/$job.log" ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 > "$D/$job.txt" 2>&1 ;;
         *) echo "quiet-loop: unknown job $job" >&2; return 2 ;;
