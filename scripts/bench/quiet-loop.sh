@@ -13,16 +13,17 @@
 #
 # Jobs (outputs under OUTDIR):
 #   capacity   skq load --capacity for rpc over 64 connections (the main job's generator capacity)
-#   mainN      skq bench --strict on its built-in default -> mainN/, mainN.log, costN.txt
+#   mainN      skq bench --strict on its built-in default -> mainN/, mainN.log, cost-mainN.txt
 #   kvN        the 1-thread cache sweep (kv-vs-memcached.toml) --strict -> kvN/, kvN.log
 #   kv2tN      the 2-thread cache sweep (kv-groups-2t.toml) --strict -> kv2tN/, kv2tN.log
 #   costasyncN cost-per-reply.py async-hybrid,async-tokio at 9600 req/s -> costasyncN.txt
 #   costrpcN   cost-per-reply.py hybrid,epoll-shared at the main job's five loads -> costrpcN.txt
 #   hyperN     hyper-vs-tokio.py --runs 2 -> hyperN.txt, hyperN.log
+#   elasticN   the elastic step (elastic-step.toml) -> elasticN/, elasticN.txt (elastic_series.py)
 #   capiN      capi-memcached.py --runs 2 --secs 3 -> capiN.txt
 set -u
 if [ $# -lt 2 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
     exit 2
 fi
 D=$1
@@ -48,6 +49,10 @@ run_job() {
                       python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate $r --secs 10 --runs 3
                   done > "$D/$job.txt" 2>&1 ;;
         hyper*) python3 scripts/bench/hyper-vs-tokio.py --runs 2 > "$D/$job.txt" 2> "$D/$job.log" ;;
+        elastic*) "$SKQ" bench --config crates/skq-bench/examples/elastic-step.toml --out "$D/$job" > "$D/$job.log" 2>&1
+                  local rc=$?
+                  python3 scripts/bench/elastic_series.py "$D/$job/points.json" > "$D/$job.txt" 2>&1
+                  return $rc ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 > "$D/$job.txt" 2>&1 ;;
         *) echo "quiet-loop: unknown job $job" >&2; return 2 ;;
     esac
