@@ -46,6 +46,16 @@
 //! asleep and the releaser's own queue is empty. Before, with the releaser
 //! not asleep and the local choice busy, the redelivery was queued behind
 //! the busy worker, which woke a thief to fetch it.
+//!
+//! **High priority harvested.** Readiness that a worker harvests inside its
+//! `wait` call ([`Scheduler::activate_harvested`]) finds that worker free:
+//! its next fill takes high-priority events before anything queued. Under
+//! best of two and hybrid a high-priority source so harvested goes to the
+//! harvester. Otherwise, with every worker busy (the only time nobody is
+//! blocked in the set to take it at once), the choice fell on the local or
+//! a sampled worker, and the event waited there for that worker's current
+//! event: a whole service time, however high its class (SKQ §6.8's probe
+//! grew with load like a regular one).
 
 use crate::config::Policy;
 use crate::rng::FastRng;
@@ -160,6 +170,19 @@ impl Scheduler {
 
     /// Whether worker `w` is idle (asleep or about to be): waking it costs a
     /// wake-up.
+    /// The harvester `by` for a high-priority source it harvested inside
+    /// its `wait` call (`harvest`), if it is alive ("High priority
+    /// harvested" above).
+    #[inline]
+    fn high_harvester(&self, s: &Slot, by: Option<WorkerId>, harvest: bool) -> Option<WorkerId> {
+        by.filter(|&h| {
+            harvest
+                && h < self.cfg.workers
+                && s.flags().contains(Flags::HIGH_PRIORITY)
+                && self.is_alive(h)
+        })
+    }
+
     #[inline]
     fn asleep(&self, w: WorkerId) -> bool {
         self.idle.load(Ordering::Relaxed) & (1u64 << w) != 0
@@ -214,6 +237,7 @@ impl Scheduler {
         rng: &mut FastRng,
         by: Option<WorkerId>,
         released: bool,
+        harvest: bool,
     ) -> Option<(WorkerId, Option<Reason>)> {
         if s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
@@ -239,6 +263,9 @@ impl Scheduler {
             }
             Policy::Queue => self.local_choice(s, cpu, false, self.awake_idle(by)),
             Policy::Cpu => self.local_choice(s, cpu, true, self.awake_idle(by)),
+            Policy::Best2 | Policy::Hybrid if self.high_harvester(s, by, harvest).is_some() => {
+                Some((by?, Some(Reason::Balance)))
+            }
             Policy::Best2 => {
                 let pick = match (self.awake_idle(by), self.releaser(by, released)) {
                     (Some(h), _) => h,

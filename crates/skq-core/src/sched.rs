@@ -54,6 +54,10 @@ pub(crate) struct Origin {
     /// processed it) and is free now: it is a candidate with its true E
     /// (`policy.rs`, "The worker already awake").
     pub(crate) released: bool,
+    /// `by` harvests its readiness set inside a `wait` call and is free
+    /// now ([`Scheduler::activate_harvested`]): a high-priority source
+    /// goes to it under the balancing policies (`policy.rs`).
+    pub(crate) harvest: bool,
 }
 
 /// The shared scheduling state of one instance. `Send + Sync`.
@@ -374,6 +378,30 @@ impl Scheduler {
         self.activate_with(id, ready, cpu, now, rng, origin)
     }
 
+    /// [`Scheduler::activate_by`] for readiness that worker `by` harvests
+    /// from its set inside a `wait` call (the drivers' `Step::Harvest` and
+    /// `Step::Poll`): `by` is free now and takes high-priority events
+    /// before anything queued, so under `best2` and `hybrid` a
+    /// high-priority source goes to it rather than behind a busy worker's
+    /// current event (`policy.rs`, "High priority harvested").
+    /// Otherwise the same as [`Scheduler::activate_by`].
+    pub fn activate_harvested(
+        &self,
+        id: SourceId,
+        ready: Ready,
+        cpu: Option<u32>,
+        now: Nanos,
+        rng: &mut FastRng,
+        by: WorkerId,
+    ) -> Activation {
+        let origin = Origin {
+            by: Some(by),
+            harvest: true,
+            ..Origin::default()
+        };
+        self.activate_with(id, ready, cpu, now, rng, origin)
+    }
+
     /// [`Scheduler::activate`] by worker `by` from inside the last event
     /// of its batch (an async runtime's I/O event waking the task that
     /// waits on it): the source takes the place of that event, at the
@@ -517,6 +545,7 @@ impl Scheduler {
             by,
             next,
             released,
+            harvest,
         } = origin;
         // The activating worker keeps the source (`activate_next`).
         let mut keep = self.keeper(next, by);
@@ -539,7 +568,7 @@ impl Scheduler {
         for _ in 0..=self.cfg.workers {
             let (w, reason) = match keep.take() {
                 Some(b) => (b, None),
-                None => self.choose(s, cpu, now, rng, by, released)?,
+                None => self.choose(s, cpu, now, rng, by, released, harvest)?,
             };
             let w = self.diffuse(s, w);
             // Only the kept source goes to the front, and only while its

@@ -171,7 +171,8 @@ pub enum WakeVia {
 pub struct WaitCall {
     deadline: Option<Nanos>,
     readiness: Readiness,
-    /// This call harvested already (as the poller): no harvest on the way.
+    /// This call harvested already (as the poller, or before its fill with
+    /// high-priority sources): no harvest on the way.
     harvested: bool,
     /// Events filled and waiting for the on-the-way harvest to finish.
     ready: usize,
@@ -407,6 +408,24 @@ impl Scheduler {
                     return Step::Surplus;
                 }
             }
+            // With high-priority sources, a worker about to work through
+            // its queue while nobody blocks in the set harvests *before*
+            // it fills: high-priority readiness then reaches it (the
+            // harvester takes it, `policy.rs`) ahead of the regular events
+            // it would otherwise deliver first. The harvest after the fill
+            // below would leave it behind them.
+            if call.readiness == Readiness::Polled
+                && !call.harvested
+                && l.prioritized.load(Ordering::Relaxed)
+                && self.has_work(me)
+                && g.pollers.load(Ordering::Acquire) == 0
+                && !g.harvesting.swap(true, Ordering::AcqRel)
+            {
+                call.harvesting = true;
+                call.harvested = true;
+                call.ready = 0;
+                return Step::Harvest;
+            }
             out.clear();
             call.stolen = 0;
             let mut n = self.fill(ctx, out, max);
@@ -479,8 +498,16 @@ impl Scheduler {
             if let Some(others) = g.join(me, l.cap) {
                 let parked = l.target.load(Ordering::Relaxed) < self.cfg.workers;
                 // A lone worker takes the whole batch: no other poller
-                // could be woken for what it leaves in the set.
-                call.poll_max = if l.cap == 1 || self.lone() || (others == 0 && parked) {
+                // could be woken for what it leaves in the set. So does
+                // every poller once a source is high priority: the driver
+                // activates high-priority readiness first, which it can
+                // do only for what it takes (left in the kernel's list,
+                // it would wait behind the regular readiness before it).
+                call.poll_max = if l.cap == 1
+                    || self.lone()
+                    || (others == 0 && parked)
+                    || l.prioritized.load(Ordering::Relaxed)
+                {
                     usize::MAX
                 } else {
                     1

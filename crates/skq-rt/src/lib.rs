@@ -766,8 +766,10 @@ impl Skq {
     /// `cfg.hint_refresh` activations (default 16), so a flow that moves is
     /// followed at most `hint_refresh − 1` activations late.
     ///
-    /// `me` is the harvesting worker: the core may give it the event when it
-    /// harvests as one of several pollers (`Scheduler::activate_by`).
+    /// `me` is the harvesting worker, inside its wait call: the core may
+    /// give it the event when it harvests as one of several pollers, and
+    /// gives it a high-priority one under best-of-two and hybrid
+    /// (`Scheduler::activate_harvested`).
     ///
     /// Returns the time it stamped the activations with (a clock read the
     /// caller may reuse).
@@ -873,7 +875,7 @@ impl Skq {
             None
         };
         if let skq_core::Activation::Queued { worker, wake } =
-            self.core.activate_by(id, ready, cpu, now, rng, Some(me))
+            self.core.activate_harvested(id, ready, cpu, now, rng, me)
         {
             if self.sets.len() > 1 {
                 self.follow_home(id, worker);

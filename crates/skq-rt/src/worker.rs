@@ -200,10 +200,11 @@ impl Worker {
                         Step::Poll(t) => (t, Done::Polled),
                         _ => (Some(0), Done::Harvested),
                     };
-                    // With high-priority sources a blocking poll takes the
-                    // whole batch, so their readiness is activated first.
+                    // How much a blocking poll takes is the core's call
+                    // (`WaitCall::poll_max`: the whole batch once a source
+                    // is high priority); a harvest on the way takes all.
                     let max = match step {
-                        Step::Poll(_) if !core.prioritized() => call.poll_max(),
+                        Step::Poll(_) => call.poll_max(),
                         _ => usize::MAX,
                     };
                     match harvest(skq, ctx, ep_buf, timeout, max, poll_mask.as_ref()) {

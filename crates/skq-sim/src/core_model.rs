@@ -493,14 +493,17 @@ impl Sim {
     /// arrival's, with pushed readiness, are the kernel's).
     fn activate(&mut self, c: usize, t: u64, harvester: Option<usize>) -> anyhow::Result<()> {
         let conn = &self.conns[c];
-        match self.sched.activate_by(
-            conn.id,
-            Ready::READABLE,
-            Some(conn.cpu),
-            t,
-            &mut self.rng,
-            harvester,
-        ) {
+        let (id, cpu) = (conn.id, Some(conn.cpu));
+        let activation = match harvester {
+            // A worker's harvest inside its wait call (as skq-rt's).
+            Some(w) => self
+                .sched
+                .activate_harvested(id, Ready::READABLE, cpu, t, &mut self.rng, w),
+            None => self
+                .sched
+                .activate_by(id, Ready::READABLE, cpu, t, &mut self.rng, None),
+        };
+        match activation {
             Activation::Queued { wake, .. } => {
                 if let Some(x) = wake.filter(|&x| Some(x) != harvester) {
                     if harvester.is_some() {

@@ -609,3 +609,109 @@ fn where_the_kernels_list_is_the_queue_no_thief_is_woken_and_an_idle_worker_poll
         (None, Step::Deliver(1), 0)
     );
 }
+
+/// Worker 1 of three (hybrid, every idle worker polling, one set) finishes
+/// an event with two regular events queued on it while workers 0 and 2 are
+/// in the middle of theirs, and a high-priority source `hi` is ready in
+/// the set with its CPU hint on worker 0's CPU. Returns the steps and the
+/// first delivery of worker 1's wait, and the worker `hi` was queued on.
+fn harvest_beside_busy_workers(policy: Policy, hi_flags: Flags) -> (Vec<Step>, Vec<Event>, usize) {
+    let mut c = Config::new(policy, 3);
+    c.capacity = 16;
+    c.pollers = 0;
+    c.worker_cpus = vec![0, 1, 1];
+    let s = Scheduler::new(c).unwrap();
+    let mut rng = s.activator_rng(3);
+    let mut out = Vec::new();
+    let hi = s.register(100, hi_flags, None).unwrap();
+    for w in [0, 2] {
+        let mut ctx = s.worker(w);
+        let a = s.register(10 + w as u64, Flags::PINNED, Some(w)).unwrap();
+        let _ = s.activate(a, Ready::READABLE, None, 0, &mut rng);
+        assert_eq!(s.wait(&mut ctx, 0, &mut out, 1), 1);
+    }
+    for k in 0..2 {
+        let r = s.register(20 + k, Flags::PINNED, Some(1)).unwrap();
+        assert_eq!(
+            queued_on(s.activate(r, Ready::READABLE, None, 0, &mut rng)),
+            1
+        );
+    }
+    let mut w1 = s.worker(1);
+    let mut call = s.begin_wait(&mut w1, 10, None, Readiness::Polled);
+    let mut steps = Vec::new();
+    let mut done = Done::Begin;
+    let mut owner = usize::MAX;
+    loop {
+        let st = s.next_step(&mut w1, &mut call, done, 10, &mut out, 1);
+        steps.push(st);
+        match st {
+            Step::Harvest => {
+                // The set holds `hi`'s readiness.
+                if owner == usize::MAX {
+                    owner = queued_on(s.activate_harvested(
+                        hi,
+                        Ready::READABLE,
+                        Some(0),
+                        10,
+                        &mut rng,
+                        1,
+                    ));
+                }
+                done = Done::Harvested;
+            }
+            Step::Deliver(_) => return (steps, out, owner),
+            other => panic!("{other:?} in {steps:?}"),
+        }
+    }
+}
+
+#[test]
+fn with_high_priority_sources_a_busy_worker_harvests_before_its_queue_and_takes_the_high_event() {
+    // Hybrid: the harvest comes before the fill, the harvester takes the
+    // high-priority event although its CPU hint names busy worker 0, and
+    // delivers it ahead of the two regular events queued before it.
+    for policy in [Policy::Hybrid, Policy::Best2] {
+        let (steps, out, owner) = harvest_beside_busy_workers(policy, Flags::HIGH_PRIORITY);
+        assert_eq!(steps, vec![Step::Harvest, Step::Deliver(1)], "{policy:?}");
+        assert_eq!(owner, 1, "{policy:?}: the free harvester takes it");
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0].token, 100,
+            "{policy:?}: high before the queued regular events"
+        );
+        assert!(out[0].high);
+    }
+    // CPU affinity keeps its locality: the event goes to the hinted worker.
+    let (_, out, owner) = harvest_beside_busy_workers(Policy::Cpu, Flags::HIGH_PRIORITY);
+    assert_eq!(owner, 0);
+    assert_ne!(out[0].token, 100);
+    // A regular source under hybrid: no high-priority source exists, so
+    // the worker fills first and harvests on the way after (the event it
+    // delivers is its own queued one).
+    let (steps, out, owner) = harvest_beside_busy_workers(Policy::Hybrid, Flags::NONE);
+    assert_eq!(steps, vec![Step::Harvest, Step::Deliver(1)]);
+    assert_ne!(out[0].token, 100);
+    assert_ne!(owner, usize::MAX);
+}
+
+#[test]
+fn once_a_source_is_high_priority_every_poller_takes_the_whole_batch() {
+    let s = sched_pollers(Policy::Hybrid, 2, 1, 0);
+    let (mut w0, mut w1) = (s.worker(0), s.worker(1));
+    let mut c0 = s.begin_wait(&mut w0, 0, None, Readiness::Polled);
+    assert_eq!(step(&s, &mut w0, &mut c0, Done::Begin), Step::Poll(None));
+    assert_eq!(
+        c0.poll_max(),
+        1,
+        "one event per poll: a burst wakes several"
+    );
+    let _ = s.register(1, Flags::HIGH_PRIORITY, None).unwrap();
+    let mut c1 = s.begin_wait(&mut w1, 0, None, Readiness::Polled);
+    assert_eq!(step(&s, &mut w1, &mut c1, Done::Begin), Step::Poll(None));
+    assert_eq!(
+        c1.poll_max(),
+        usize::MAX,
+        "the driver can activate high-priority readiness first only if it takes it"
+    );
+}
