@@ -59,7 +59,7 @@
 
 use crate::config::Policy;
 use crate::rng::FastRng;
-use crate::sched::{Reason, Scheduler};
+use crate::sched::{Origin, Reason, Scheduler};
 use crate::slot::{Slot, NONE};
 use crate::sync::Ordering;
 use crate::types::{Flags, Nanos, WorkerId};
@@ -228,17 +228,22 @@ impl Scheduler {
         Some((w, reason))
     }
 
-    /// Picks the worker for a source about to be queued.
+    /// Picks the worker for a source about to be queued (`origin`: who
+    /// asks, `Scheduler::route_with`).
     pub(crate) fn choose(
         &self,
         s: &Slot,
         cpu: Option<u32>,
         now: Nanos,
         rng: &mut FastRng,
-        by: Option<WorkerId>,
-        released: bool,
-        harvest: bool,
+        origin: Origin,
     ) -> Option<(WorkerId, Option<Reason>)> {
+        let Origin {
+            by,
+            released,
+            harvest,
+            ..
+        } = origin;
         if s.flags().contains(Flags::PINNED) {
             let r = s.registrar.load(Ordering::Relaxed);
             if r != NONE && self.is_alive(r as usize) {

@@ -541,11 +541,7 @@ impl Scheduler {
         origin: Origin,
     ) -> Option<(WorkerId, Option<WorkerId>)> {
         let Origin {
-            forced,
-            by,
-            next,
-            released,
-            harvest,
+            forced, by, next, ..
         } = origin;
         // The activating worker keeps the source (`activate_next`).
         let mut keep = self.keeper(next, by);
@@ -568,7 +564,7 @@ impl Scheduler {
         for _ in 0..=self.cfg.workers {
             let (w, reason) = match keep.take() {
                 Some(b) => (b, None),
-                None => self.choose(s, cpu, now, rng, by, released, harvest)?,
+                None => self.choose(s, cpu, now, rng, origin)?,
             };
             let w = self.diffuse(s, w);
             // Only the kept source goes to the front, and only while its
