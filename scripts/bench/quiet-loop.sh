@@ -19,6 +19,8 @@
 #   costasyncN cost-per-reply.py async-hybrid,async-tokio at 9600 req/s -> costasyncN.txt
 #   costrpcN   cost-per-reply.py hybrid,epoll-shared at the main job's five loads -> costrpcN.txt
 #   hyperN     hyper-vs-tokio.py --runs 2 -> hyperN.txt, hyperN.log
+#   prioN      SKQ §6.8 (priority-skq68.toml) --strict -> prioN/, prioN.log
+#   prioasyncN the same on skq-async (priority-skq68-async.toml) -> prioasyncN/, prioasyncN.log
 #   elasticN   the elastic step (elastic-step.toml) -> elasticN/, elasticN.txt (elastic_series.py)
 #   capiN      capi-memcached.py --runs 2 --secs 3 -> capiN.txt
 set -u
@@ -49,6 +51,8 @@ run_job() {
                       python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate $r --secs 10 --runs 3
                   done > "$D/$job.txt" 2>&1 ;;
         hyper*) python3 scripts/bench/hyper-vs-tokio.py --runs 2 > "$D/$job.txt" 2> "$D/$job.log" ;;
+        prioasync*) "$SKQ" bench --config crates/skq-bench/examples/priority-skq68-async.toml --strict --out "$D/$job" > "$D/$job.log" 2>&1 ;;
+        prio*) "$SKQ" bench --config crates/skq-bench/examples/priority-skq68.toml --strict --out "$D/$job" > "$D/$job.log" 2>&1 ;;
         elastic*) "$SKQ" bench --config crates/skq-bench/examples/elastic-step.toml --out "$D/$job" > "$D/$job.log" 2>&1
                   local rc=$?
                   python3 scripts/bench/elastic_series.py "$D/$job/points.json" > "$D/$job.txt" 2>&1
