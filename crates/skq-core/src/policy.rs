@@ -51,11 +51,13 @@
 //! `wait` call ([`Scheduler::activate_harvested`]) finds that worker free:
 //! its next fill takes high-priority events before anything queued. Under
 //! best of two and hybrid a high-priority source so harvested goes to the
-//! harvester. Otherwise, with every worker busy (the only time nobody is
-//! blocked in the set to take it at once), the choice fell on the local or
-//! a sampled worker, and the event waited there for that worker's current
-//! event: a whole service time, however high its class (SKQ §6.8's probe
-//! grew with load like a regular one).
+//! harvester while no other worker is idle. Otherwise, with every worker
+//! busy (the only time nobody is blocked in the set to take it at once),
+//! the choice fell on the local or a sampled worker, and the event waited
+//! there for that worker's current event: a whole service time, however
+//! high its class (SKQ §6.8's probe grew with load like a regular one).
+//! With an idle worker the policy's own choice stands (it prefers the idle),
+//! so a burst of high-priority readiness is not piled on one harvester.
 
 use crate::config::Policy;
 use crate::rng::FastRng;
@@ -171,14 +173,15 @@ impl Scheduler {
     /// Whether worker `w` is idle (asleep or about to be): waking it costs a
     /// wake-up.
     /// The harvester `by` for a high-priority source it harvested inside
-    /// its `wait` call (`harvest`), if it is alive ("High priority
-    /// harvested" above).
+    /// its `wait` call (`harvest`), if it is alive and no other worker is
+    /// idle ("High priority harvested" above).
     #[inline]
     fn high_harvester(&self, s: &Slot, by: Option<WorkerId>, harvest: bool) -> Option<WorkerId> {
         by.filter(|&h| {
             harvest
                 && h < self.cfg.workers
                 && s.flags().contains(Flags::HIGH_PRIORITY)
+                && self.idle.load(Ordering::Relaxed) & !(1u64 << h) == 0
                 && self.is_alive(h)
         })
     }

@@ -715,3 +715,28 @@ fn once_a_source_is_high_priority_every_poller_takes_the_whole_batch() {
         "the driver can activate high-priority readiness first only if it takes it"
     );
 }
+
+#[test]
+fn a_harvested_high_priority_event_goes_to_an_idle_worker_rather_than_pile_on_the_harvester() {
+    // Hybrid, two workers: worker 1 harvests a high-priority source whose
+    // CPU hint names worker 0, which is idle (about to sleep): the event
+    // goes to worker 0, woken, not behind worker 1's queue.
+    let mut c = Config::new(Policy::Hybrid, 2);
+    c.capacity = 16;
+    c.pollers = 0;
+    c.worker_cpus = vec![0, 1];
+    let s = Scheduler::new(c).unwrap();
+    let mut rng = s.activator_rng(5);
+    let hi = s.register(100, Flags::HIGH_PRIORITY, None).unwrap();
+    let mut w0 = s.worker(0);
+    assert_eq!(s.steal(&mut w0), 0);
+    assert!(s.prepare_park(&w0));
+    let a = s.activate_harvested(hi, Ready::READABLE, Some(0), 10, &mut rng, 1);
+    assert_eq!(
+        a,
+        Activation::Queued {
+            worker: 0,
+            wake: Some(0)
+        }
+    );
+}
