@@ -170,8 +170,6 @@ impl Scheduler {
         by.filter(|&r| released && r < self.cfg.workers && self.is_alive(r))
     }
 
-    /// Whether worker `w` is idle (asleep or about to be): waking it costs a
-    /// wake-up.
     /// The harvester `by` for a high-priority source it harvested inside
     /// its `wait` call (`harvest`), if it is alive and no other worker is
     /// idle ("High priority harvested" above).
@@ -186,6 +184,8 @@ impl Scheduler {
         })
     }
 
+    /// Whether worker `w` is idle (asleep or about to be): waking it costs a
+    /// wake-up.
     #[inline]
     fn asleep(&self, w: WorkerId) -> bool {
         self.idle.load(Ordering::Relaxed) & (1u64 << w) != 0
