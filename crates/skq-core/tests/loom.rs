@@ -357,7 +357,7 @@ mod worker_loop {
             };
             for id in ready {
                 if let Activation::Queued { wake: Some(w), .. } =
-                    s.activate_by(id, Ready::READABLE, Some(1), 1, ctx.rng(), Some(me))
+                    s.activate_harvested(id, Ready::READABLE, Some(1), 1, ctx.rng(), me)
                 {
                     if w != me {
                         self.wake(s, w);
@@ -455,6 +455,54 @@ mod worker_loop {
     #[test]
     fn leader_follower_delivers_once_and_loses_no_wake_up() {
         delivers_once_to_its_worker(1);
+    }
+
+    /// With a high-priority source (whole-list polls, the harvest before
+    /// the fill, the harvester taking the high event): worker 1 has a
+    /// regular event queued and a high-priority readiness arrives in the
+    /// set. Both are delivered exactly once and nobody is left asleep.
+    #[test]
+    fn prioritized_harvest_delivers_once_and_loses_no_wake_up() {
+        model(|| {
+            let mut c = Config::new(Policy::Hybrid, 2);
+            c.capacity = 4;
+            c.pollers = 0;
+            c.steal = false;
+            let s = Arc::new(Scheduler::new(c).unwrap());
+            let hi = s.register(1, Flags::HIGH_PRIORITY, None).unwrap();
+            let r = s.register(2, Flags::PINNED, Some(1)).unwrap();
+            let mut rng = s.activator_rng(1);
+            let _ = s.activate(r, Ready::READABLE, None, 0, &mut rng);
+            let os = Arc::new(Os::new());
+            let delivered = Arc::new(AtomicUsize::new(0));
+            let workers: Vec<_> = (0..2)
+                .map(|w| {
+                    let (s, os, delivered) = (s.clone(), os.clone(), delivered.clone());
+                    thread::spawn(move || {
+                        let mut ctx = s.worker(w);
+                        // Two waits at most: each worker can deliver both.
+                        for _ in 0..2 {
+                            let n = wait(&s, &os, &mut ctx);
+                            if n == 0 {
+                                break;
+                            }
+                            if delivered.fetch_add(n, Ordering::SeqCst) + n == 2 {
+                                os.shutdown(&s);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            {
+                let mut g = os.set.lock().unwrap();
+                g.ready.push(hi);
+            }
+            os.set_cv.notify_all();
+            for t in workers {
+                t.join().unwrap();
+            }
+            assert_eq!(delivered.load(Ordering::SeqCst), 2);
+        });
     }
 
     /// Both workers may block in the set; a readiness harvested by worker 0
