@@ -17,7 +17,8 @@
 //! only if that sum is unchanged after it announced its sleep (with the
 //! pusher's fence, no push it could steal is missed). So a stealable event
 //! waits for at most one wake-up and one steal attempt, unless the victim's
-//! lock was held at that moment (the thief then tries again at once).
+//! lock was held at that moment (the thief then tries again at once, and
+//! that second attempt waits for the lock rather than spinning on it).
 //!
 //! **Not where the kernel's list is the queue.** Where readiness nobody
 //! polls stays in the kernel's FIFO (`Scheduler::fifo_holds`: one set every
@@ -30,7 +31,7 @@
 
 use crate::sched::Scheduler;
 use crate::slot::{self, PHASE, QUEUED, STOLEN};
-use crate::sync::{try_lock, Ordering};
+use crate::sync::{lock, try_lock, Ordering};
 use crate::types::{Flags, SourceId};
 use crate::worker::{Counters, WorkerCtx};
 
@@ -95,6 +96,7 @@ impl Scheduler {
     pub fn try_steal(&self, ctx: &mut WorkerCtx) -> Steal {
         let me = ctx.id;
         let n = self.queues.len();
+        let blocked = std::mem::take(&mut ctx.steal_blocked);
         if !self.cfg.steal || n < 2 {
             return Steal::Empty;
         }
@@ -113,10 +115,20 @@ impl Scheduler {
         let mut nt = 0;
         {
             let vq = &self.queues[victim];
-            let Some(mut g) = try_lock(&vq.q) else {
-                // Not a complete look: the caller must not sleep on it.
-                ctx.seen_pushes = None;
-                return Steal::Busy;
+            // A first attempt gives up at once on a locked queue; the
+            // attempt after it waits for the lock, so a thief whose victim
+            // holds its lock while preempted sleeps on the lock instead of
+            // spinning through its time slice (loom found the spin).
+            let mut g = if blocked {
+                lock(&vq.q)
+            } else {
+                let Some(g) = try_lock(&vq.q) else {
+                    // Not a complete look: the caller must not sleep on it.
+                    ctx.seen_pushes = None;
+                    ctx.steal_blocked = true;
+                    return Steal::Busy;
+                };
+                g
             };
             let mut budget = 2 * k;
             for high in [true, false] {

@@ -134,6 +134,9 @@ pub struct WorkerCtx {
     /// Sum of every queue's push count taken before the last steal attempt
     /// (None: no attempt since the last delivery).
     pub(crate) seen_pushes: Option<u64>,
+    /// The last steal attempt found its victim's queue locked: the next
+    /// attempt waits for the lock rather than trying it (`steal.rs`).
+    pub(crate) steal_blocked: bool,
     /// Events delivered since this worker last harvested or polled its
     /// set (read only with one worker, `worker_loop::LONE_HARVEST_EVERY`).
     pub(crate) unharvested: usize,
@@ -149,6 +152,7 @@ impl WorkerCtx {
             n_ret: 0,
             wakes: Vec::new(),
             seen_pushes: None,
+            steal_blocked: false,
             unharvested: 0,
         }
     }

@@ -447,6 +447,39 @@ fn stealing_gives_up_on_a_locked_victim_and_bounds_its_scan() {
 }
 
 #[test]
+fn after_a_locked_victim_the_next_steal_waits_for_the_lock() {
+    let s = sched(Policy::Cpu, 2, |c| c.steal = true);
+    let mut w1 = s.worker(1);
+    let mut rng = FastRng::new(13);
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    let _ = s.activate(a, Ready::READABLE, Some(0), 0, &mut rng);
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    std::thread::scope(|t| {
+        let s = &s;
+        t.spawn(move || {
+            let _held = s.queues[0].q.lock().unwrap();
+            held_tx.send(()).unwrap();
+            // Held well past the thief's next attempt, which must wait
+            // for it: retrying the try-lock would spin here (or give up).
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        });
+        held_rx.recv().unwrap();
+        assert_eq!(s.try_steal(&mut w1), Steal::Busy);
+        assert_eq!(s.try_steal(&mut w1), Steal::Took(1));
+    });
+    // A complete look resets it: the next attempt try-locks again.
+    let _ = s.activate(
+        s.register(2, Flags::NONE, None).unwrap(),
+        Ready::READABLE,
+        Some(0),
+        1,
+        &mut rng,
+    );
+    let _held = s.queues[0].q.lock().unwrap();
+    assert_eq!(s.try_steal(&mut w1), Steal::Busy);
+}
+
+#[test]
 fn vanilla_never_migrates() {
     let s = sched(Policy::Vanilla, 4, |_| {});
     let mut ctxs: Vec<_> = (0..4).map(|w| s.worker(w)).collect();
