@@ -418,37 +418,49 @@ mod worker_loop {
         Arc::new(Scheduler::new(c).unwrap())
     }
 
+    /// Runs `body` on two worker threads, each with its context, puts
+    /// `ready` in the set, joins them, and returns what `body` counted as
+    /// delivered.
+    fn run_two<F>(s: &Arc<Scheduler>, ready: SourceId, body: F) -> usize
+    where
+        F: Fn(usize, &Scheduler, &Os, &mut WorkerCtx, &AtomicUsize) + Send + Sync + 'static,
+    {
+        let os = Arc::new(Os::new());
+        let delivered = Arc::new(AtomicUsize::new(0));
+        let body = Arc::new(body);
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let (s, os, delivered, body) =
+                    (s.clone(), os.clone(), delivered.clone(), body.clone());
+                thread::spawn(move || {
+                    let mut ctx = s.worker(w);
+                    body(w, &s, &os, &mut ctx, &delivered);
+                })
+            })
+            .collect();
+        os.set.lock().unwrap().ready.push(ready);
+        os.set_cv.notify_all();
+        for t in workers {
+            t.join().unwrap();
+        }
+        delivered.load(Ordering::SeqCst)
+    }
+
     /// Two workers run the real loop; one readiness for worker 1's CPU
     /// must be delivered once, to worker 1, with nobody left asleep.
     fn delivers_once_to_its_worker(pollers: usize) {
         model(move || {
             let s = cpu_pair(pollers);
             let id = s.register(1, Flags::NONE, None).unwrap();
-            let os = Arc::new(Os::new());
-            let delivered = Arc::new(AtomicUsize::new(0));
-            let workers: Vec<_> = (0..2)
-                .map(|w| {
-                    let (s, os, delivered) = (s.clone(), os.clone(), delivered.clone());
-                    thread::spawn(move || {
-                        let mut ctx = s.worker(w);
-                        let n = wait(&s, &os, &mut ctx);
-                        if n > 0 {
-                            assert_eq!(w, 1, "routed to worker 1 (its CPU)");
-                            delivered.fetch_add(n, Ordering::SeqCst);
-                            os.shutdown(&s);
-                        }
-                    })
-                })
-                .collect();
-            {
-                let mut g = os.set.lock().unwrap();
-                g.ready.push(id);
-            }
-            os.set_cv.notify_all();
-            for t in workers {
-                t.join().unwrap();
-            }
-            assert_eq!(delivered.load(Ordering::SeqCst), 1);
+            let delivered = run_two(&s, id, |w, s, os, ctx, delivered| {
+                let n = wait(s, os, ctx);
+                if n > 0 {
+                    assert_eq!(w, 1, "routed to worker 1 (its CPU)");
+                    delivered.fetch_add(n, Ordering::SeqCst);
+                    os.shutdown(s);
+                }
+            });
+            assert_eq!(delivered, 1);
         });
     }
 
@@ -490,35 +502,19 @@ mod worker_loop {
             let r = s.register(2, Flags::PINNED, Some(1)).unwrap();
             let mut rng = s.activator_rng(1);
             let _ = s.activate(r, Ready::READABLE, None, 0, &mut rng);
-            let os = Arc::new(Os::new());
-            let delivered = Arc::new(AtomicUsize::new(0));
-            let workers: Vec<_> = (0..2)
-                .map(|w| {
-                    let (s, os, delivered) = (s.clone(), os.clone(), delivered.clone());
-                    thread::spawn(move || {
-                        let mut ctx = s.worker(w);
-                        // Two waits at most: each worker can deliver both.
-                        for _ in 0..2 {
-                            let n = wait(&s, &os, &mut ctx);
-                            if n == 0 {
-                                break;
-                            }
-                            if delivered.fetch_add(n, Ordering::SeqCst) + n == 2 {
-                                os.shutdown(&s);
-                            }
-                        }
-                    })
-                })
-                .collect();
-            {
-                let mut g = os.set.lock().unwrap();
-                g.ready.push(hi);
-            }
-            os.set_cv.notify_all();
-            for t in workers {
-                t.join().unwrap();
-            }
-            assert_eq!(delivered.load(Ordering::SeqCst), 2);
+            let delivered = run_two(&s, hi, |_, s, os, ctx, delivered| {
+                // Two waits at most: each worker can deliver both.
+                for _ in 0..2 {
+                    let n = wait(s, os, ctx);
+                    if n == 0 {
+                        break;
+                    }
+                    if delivered.fetch_add(n, Ordering::SeqCst) + n == 2 {
+                        os.shutdown(s);
+                    }
+                }
+            });
+            assert_eq!(delivered, 2);
         });
     }
 
