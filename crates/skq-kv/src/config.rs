@@ -85,7 +85,17 @@ impl std::str::FromStr for KvMode {
             "tpc" => Ok(KvMode::Tpc),
             "tpc-strict" => Ok(KvMode::TpcStrict),
             #[cfg(feature = "runtime")]
-            _ => match s.parse::<skq_net::Mode>()? {
+            _ => match s.parse::<skq_net::Mode>().map_err(|e| {
+                if e.starts_with("unknown mode") {
+                    format!(
+                        "unknown mode `{s}`: expected tpc, tpc-strict, an skq policy (vanilla, \
+                         shared, queue, cpu, best2 or hybrid, optionally +steal), epoll-1to1, \
+                         epoll-shared, tokio or tokio-spawn-blocking"
+                    )
+                } else {
+                    e
+                }
+            })? {
                 skq_net::Mode::Async(_) => Err(format!(
                     "mode `{s}`: the cache has no async handler; it serves on an skq \
                      policy, epoll-1to1, epoll-shared, tokio or tokio-spawn-blocking"
@@ -143,3 +153,25 @@ impl ServerConfig {
 
 /// The smallest memory per lock shard (two 2 MiB segments).
 pub const MIN_SHARD_BYTES: usize = 2 * crate::arena::SEGMENT_SIZE;
+
+#[cfg(all(test, feature = "runtime"))]
+mod tests {
+    use super::KvMode;
+
+    #[test]
+    fn an_unknown_mode_names_the_cache_s_modes() {
+        assert_eq!("tpc".parse::<KvMode>(), Ok(KvMode::Tpc));
+        let e = "fastest".parse::<KvMode>().unwrap_err();
+        assert!(e.starts_with("unknown mode `fastest`"), "{e}");
+        assert!(
+            e.contains("tpc-strict") && e.contains("epoll-shared"),
+            "{e}"
+        );
+        assert!(!e.contains("async"), "the cache has no async modes: {e}");
+        let e = "async-hybrid".parse::<KvMode>().unwrap_err();
+        assert!(e.contains("no async handler"), "{e}");
+        // The policy's own checks still speak.
+        let e = "vanilla+steal".parse::<KvMode>().unwrap_err();
+        assert!(e.contains("not allowed"), "{e}");
+    }
+}

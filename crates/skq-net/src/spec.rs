@@ -138,7 +138,8 @@ impl FromStr for Mode {
         let policy: Policy = base.parse().map_err(|_| {
             format!(
                 "unknown mode `{s}`: expected vanilla, shared, queue, cpu, best2 or hybrid \
-                 (optionally +steal), epoll-1to1, epoll-shared, tokio or tokio-spawn-blocking"
+                 (optionally +steal), epoll-1to1, epoll-shared, tokio or tokio-spawn-blocking, \
+                 or async- before a policy or tokio (async-hybrid, async-tokio)"
             )
         })?;
         let mode = Mode::Skq { policy, steal };
@@ -527,6 +528,7 @@ mod tests {
         );
         let e = "fastest".parse::<Mode>().unwrap_err();
         assert!(e.starts_with("unknown mode `fastest`"), "{e}");
+        assert!(e.contains("async-hybrid"), "the async modes are named: {e}");
         let e = "vanilla+steal".parse::<Mode>().unwrap_err();
         assert!(e.starts_with("vanilla+steal is not allowed"), "{e}");
     }
