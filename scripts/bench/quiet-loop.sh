@@ -73,7 +73,8 @@ while [ $i -lt ${#jobs[@]} ]; do
     if grep -q "^before .*| after " <<< "$line" && ! grep -q FAIL <<< "$line"; then
         echo "$job start $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg) $(git rev-parse --short HEAD)" >> "$D/runs.txt"
         run_job "$job"
-        echo "$job end $(date +%T) rc=$?" >> "$D/runs.txt"
+        rc=$?
+        echo "$job end $(date +%T) rc=$rc" >> "$D/runs.txt"
         i=$((i + 1))
     fi
     flock -u 9
