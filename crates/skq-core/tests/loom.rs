@@ -15,8 +15,13 @@ use loom::thread;
 use skq_core::{Activation, Config, Flags, Phase, Policy, Ready, Scheduler};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f);
+}
+
+/// `model` with another preemption bound (larger models need a smaller one).
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
+    b.preemption_bound = Some(bound);
     b.check(f);
 }
 
@@ -233,9 +238,7 @@ fn thief_sleep_vs_push_behind_a_busy_worker() {
 #[test]
 fn park_and_rejoin_vs_activation_and_stealing() {
     // Three threads: bound preemptions at 2 to keep CI time in hand.
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(2);
-    b.check(|| {
+    model_bounded(2, || {
         let s = small(Policy::Cpu, 2, true);
         let a = s.register(1, Flags::NONE, None).unwrap();
         let b = s.register(2, Flags::NONE, None).unwrap();
@@ -490,9 +493,7 @@ mod worker_loop {
         // retry on a locked queue, the park): one preemption runs in
         // seconds and still found the thief spinning on a locked queue
         // (`steal.rs`); with two it passes too, in about 400 s here.
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(if steal { 1 } else { 3 });
-        b.check(move || {
+        model_bounded(if steal { 1 } else { 3 }, move || {
             let mut c = Config::new(Policy::Hybrid, 2);
             c.capacity = 4;
             c.pollers = 0;
