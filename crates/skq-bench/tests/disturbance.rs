@@ -16,12 +16,11 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{fixture_result, temp_dir};
+use common::{fixture_result, temp_dir, write_executable};
 use skq_bench::config::{self, ConfigEntry, Sweep};
 use skq_bench::process::{allowed_cpus, ProcessRunner};
 use skq_bench::sweep::{self, PointRecord, Quiet};
@@ -40,8 +39,7 @@ fn fake_skq(dir: &Path, result: &Path, run_s: f64) -> PathBuf {
          esac\n",
         result = result.display()
     );
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(&path, &script);
     path
 }
 

@@ -6,11 +6,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{fixture_result, temp_dir};
+use common::{fixture_result, temp_dir, write_executable};
 use skq_bench::config::{self, ConfigEntry, Curve, Settings, Sweep};
 use skq_bench::process::{allowed_cpus, in_namespace, ProcessRunner, ServerProcess};
 use skq_bench::rss::{RssEnv, RssSpec};
@@ -32,8 +31,7 @@ fn fake_skq(dir: &Path, server: &str, result: &Path) -> PathBuf {
         args = dir.join("args").display(),
         result = result.display()
     );
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(&path, &script);
     path
 }
 
@@ -397,9 +395,9 @@ fn with_emulated_rss_a_point_runs_in_the_namespace_which_is_then_removed() {
     // The server says which namespace it runs in; the generator takes long
     // enough for the mask to be rewritten a few times.
     let path = dir.join("skq");
-    std::fs::write(
+    write_executable(
         &path,
-        format!(
+        &format!(
             "#!/bin/bash\n\
              case \"$1\" in\n\
              serve) ip netns identify $$ > '{d}/serve.ns'; echo \"listening on $4\"; exec sleep 30 ;;\n\
@@ -410,9 +408,7 @@ fn with_emulated_rss_a_point_runs_in_the_namespace_which_is_then_removed() {
             d = dir.display(),
             r = result.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let mut r = runner(path, &dir);
     r.rss = Some(env);
     r.rss_label = "all".into();
@@ -587,8 +583,7 @@ fn elastic_curves_pass_their_flags_and_record_cpu_and_workers_over_time() {
         result = result.display()
     );
     let skq = dir.join("skq");
-    std::fs::write(&skq, script).unwrap();
-    std::fs::set_permissions(&skq, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(&skq, &script);
     let records = sweep::run(&s, &dir.join("out"), &mut runner(skq, &dir), &mut Quiet);
     let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
     assert!(

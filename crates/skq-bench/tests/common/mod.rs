@@ -253,3 +253,21 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Writes an executable script at `path` through a child process (`install`),
+/// never through a file handle of this process. Tests run on several threads
+/// and another test's fork can inherit a write handle this process holds for
+/// an instant; executing a file some process still has open for writing fails
+/// with ETXTBSY ("Text file busy"). A handle held only by the exited child
+/// cannot leak that way.
+pub fn write_executable(path: &Path, script: &str) {
+    let src = path.with_extension("src");
+    std::fs::write(&src, script).unwrap();
+    let status = std::process::Command::new("install")
+        .args(["-m", "0755"])
+        .arg(&src)
+        .arg(path)
+        .status()
+        .expect("running install");
+    assert!(status.success(), "install {} failed", path.display());
+}
