@@ -103,6 +103,12 @@ pub struct BenchArgs {
     /// configuration has no answer (runner error, nothing measured).
     #[arg(long)]
     pub strict: bool,
+    /// The run's seed: each load's arrival schedule and request mix derive
+    /// from it, the same at that load for every configuration (default: the
+    /// file's `seed`, else drawn from the clock; printed either way, so
+    /// `--seed` repeats a run's schedules).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
 }
 
 /// `skq bench --strict`'s exit status when the sweep ran but its figures
@@ -193,6 +199,7 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     sw.rss = a.rss.clone().or(sw.rss.take());
     sw.rss_migrate_ms = a.rss_migrate_ms.or(sw.rss_migrate_ms);
     sw.disturbed_above = a.disturbed_above.or(sw.disturbed_above);
+    sw.seed = a.seed.or(sw.seed).or_else(|| Some(clock_seed()));
     let what = if a.config.is_some() {
         "--config with flags"
     } else {
@@ -200,6 +207,15 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     };
     let sweep = Sweep::from_file(&file, cpus).with_context(|| what.to_string())?;
     Ok((sweep, a.out.clone().or(file_out)))
+}
+
+/// A run seed nobody chose: the clock's nanoseconds and the process id, so
+/// two runs, even started together, sample different schedules.
+fn clock_seed() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 40)
 }
 
 /// Progress bar on a terminal; plain lines on stderr otherwise.
@@ -244,11 +260,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let points: usize = sweep.curves.len() * sweep.settings.loads.len();
     let est = sweep::estimate(&sweep) + crosscheck::estimate(&sweep);
     println!(
-        "skq bench: {} configurations × {} loads = {points} points, at most {:.0} s plus re-measured points ({} CPUs); output {}",
+        "skq bench: {} configurations × {} loads = {points} points, at most {:.0} s plus re-measured points ({} CPUs); seed {}; output {}",
         sweep.curves.len(),
         sweep.settings.loads.len(),
         est.as_secs_f64(),
         cpus.len(),
+        sweep.settings.seed,
         out.display()
     );
     {

@@ -278,6 +278,7 @@ impl ProcessRunner {
         }
         c.args(["--protocol", &curve.load.protocol]);
         c.args(["--rate", &format!("{:.3}", p.target_rps)]);
+        c.args(["--seed", &p.seed.to_string()]);
         c.args([
             "--duration",
             &s.point_secs.to_string(),

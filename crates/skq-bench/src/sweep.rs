@@ -41,7 +41,41 @@ pub struct PlannedPoint {
     pub load: f64,
     /// Offered load in requests/s.
     pub target_rps: f64,
+    /// Seed of this measurement's arrival schedule and request mix
+    /// (`skq load --seed`).
+    pub seed: u64,
 }
+
+impl PlannedPoint {
+    /// The same point with a schedule of its own for measurement `again`
+    /// (1, 2, ...) of it, so a point measured again is not the same sample
+    /// of arrivals again.
+    pub fn again(&self, again: u64) -> PlannedPoint {
+        PlannedPoint {
+            seed: derive_seed(self.seed, again),
+            ..self.clone()
+        }
+    }
+}
+
+/// The seed of every configuration's point at load index `index` of a run
+/// seeded `run_seed`: loads get unrelated schedules, and configurations
+/// compared at one load get the same one.
+pub fn point_seed(run_seed: u64, index: usize) -> u64 {
+    derive_seed(run_seed, index as u64 + 1)
+}
+
+/// A seed drawn from (`seed`, `salt`) by the generator's own RNG, so
+/// nearby pairs give unrelated seeds (and none of the small offsets
+/// `skq load` adds per thread or role lands on another point's).
+fn derive_seed(seed: u64, salt: u64) -> u64 {
+    use rand::{Rng, SeedableRng};
+    rand::rngs::SmallRng::seed_from_u64(seed ^ salt.rotate_left(32)).gen()
+}
+
+/// Added to a crossing's measurement number to make its seed, apart from
+/// the lateness retries' (1, 2, ...).
+const CROSSING_SALT: u64 = 1 << 20;
 
 /// The points to run, curve by curve, in order.
 pub fn plan(sweep: &Sweep) -> Vec<Vec<PlannedPoint>> {
@@ -60,6 +94,7 @@ pub fn plan(sweep: &Sweep) -> Vec<Vec<PlannedPoint>> {
                     index: i,
                     load,
                     target_rps: load * c.load.capacity_rps,
+                    seed: point_seed(sweep.settings.seed, i),
                 })
                 .collect()
         })
@@ -395,7 +430,13 @@ fn measure(
         // The kept attempt's interval log must survive the next attempt.
         let kept_log = files.hdr_log.with_extension("hlog.kept");
         let had_log = std::fs::rename(&files.hdr_log, &kept_log).is_ok();
-        let again = attempt(runner, curve, settings, p, files)?;
+        let again = attempt(
+            runner,
+            curve,
+            settings,
+            &p.again(u64::from(attempts)),
+            files,
+        )?;
         attempts += 1;
         if generator_delay(&again.result.checks) < generator_delay(&best.result.checks) {
             best = again;
@@ -477,7 +518,10 @@ fn confirm_crossings(
             if progress.cancelled() {
                 break;
             }
-            match measure(runner, curve, settings, p, &files, progress) {
+            // A schedule of its own for each (numbered apart from the
+            // lateness retries' inside `measure`).
+            let again = p.again(CROSSING_SALT + k as u64);
+            match measure(runner, curve, settings, &again, &files, progress) {
                 Ok(a) => attempts.push(a),
                 Err(e) => {
                     // The point keeps its first attempt, files included.

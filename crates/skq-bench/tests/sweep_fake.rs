@@ -762,3 +762,80 @@ fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_medi
     assert!(records[1].result().unwrap().latency.p99.value > slo);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn each_load_has_a_schedule_of_its_own_shared_by_the_configurations_and_measured_again_afresh() {
+    let dir = temp_dir("seeds");
+    let mut s = six_mode_sweep();
+    s.settings.loads = vec![0.2, 0.4];
+    // Every point under the SLO in the fixtures: nothing saturates.
+    s.settings.seed = 7;
+    let seeds_of = |s: &Sweep| {
+        let mut runner = FakeRunner::default();
+        let records = sweep::run(s, &dir, &mut runner, &mut Quiet);
+        // The seed each point's result was measured with.
+        for r in &records {
+            let at = s.settings.loads.iter().position(|&l| l == r.load).unwrap();
+            assert_eq!(
+                r.result().unwrap().meta.seed,
+                Some(sweep::point_seed(s.settings.seed, at))
+            );
+        }
+        runner
+            .calls
+            .iter()
+            .map(|c| c.1)
+            .zip(runner.seeds)
+            .collect::<Vec<_>>()
+    };
+    let seven = seeds_of(&s);
+    assert_eq!(seven.len(), 2 * s.curves.len());
+    let at = |calls: &[(f64, u64)], load: f64| -> Vec<u64> {
+        calls.iter().filter(|c| c.0 == load).map(|c| c.1).collect()
+    };
+    let (low, high) = (at(&seven, 0.2), at(&seven, 0.4));
+    assert!(low.iter().all(|&x| x == low[0]), "{low:?}");
+    assert!(high.iter().all(|&x| x == high[0]), "{high:?}");
+    assert_ne!(low[0], high[0], "each load its own schedule");
+    // The same run seed repeats every schedule; another changes them all.
+    assert_eq!(seeds_of(&s), seven);
+    s.settings.seed = 8;
+    let eight = seeds_of(&s);
+    assert!(eight.iter().all(|c| !seven.contains(c)), "{eight:?}");
+
+    // Measured again because the generator was late: a fresh schedule, and
+    // the kept attempt records its own.
+    let one = one_point_sweep();
+    let mut runner = LateRunner::new(1, false);
+    let records = sweep::run(&one, &dir, &mut runner, &mut Quiet);
+    let tried = &runner.inner.seeds;
+    assert_eq!(tried.len(), 2);
+    assert_ne!(tried[0], tried[1]);
+    assert_eq!(records[0].result().unwrap().meta.seed, Some(tried[1]));
+
+    // Measured three times for a crossing: three schedules.
+    let spikes = spike_sweep();
+    let mut runner = SpikeRunner {
+        inner: FakeRunner::default(),
+        index: 1,
+        spikes: 1,
+        attempts: 0,
+        fail_after: None,
+    };
+    sweep::run(&spikes, &dir, &mut runner, &mut Quiet);
+    let mut at_crossing = at(
+        &runner
+            .inner
+            .calls
+            .iter()
+            .map(|c| c.1)
+            .zip(runner.inner.seeds.iter().copied())
+            .collect::<Vec<_>>(),
+        0.2,
+    );
+    assert_eq!(at_crossing.len(), 3);
+    at_crossing.sort_unstable();
+    at_crossing.dedup();
+    assert_eq!(at_crossing.len(), 3, "{at_crossing:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

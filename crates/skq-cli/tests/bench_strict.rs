@@ -1,7 +1,8 @@
 //! `skq bench --strict` end to end: with a thread of this test burning CPU
 //! beside a one-point sweep of the real RPC server, the point is measured
 //! disturbed, every output is written, and the command exits with status 3
-//! naming the disturbed point.
+//! naming the disturbed point. The run's `--seed` reaches the generator:
+//! the point's result records the seed `skq bench` derived for it.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -33,7 +34,7 @@ fn a_disturbed_decisive_point_fails_strict_with_status_3_after_writing_everythin
             }
         });
         let run = Command::new(env!("CARGO_BIN_EXE_skq"))
-            .args(["bench", "--strict", "--config"])
+            .args(["bench", "--strict", "--seed", "42", "--config"])
             .arg(&config)
             .arg("--out")
             .arg(&out)
@@ -58,6 +59,18 @@ fn a_disturbed_decisive_point_fails_strict_with_status_3_after_writing_everythin
     assert!(
         curve["max_disturbance_cpu"].as_f64().unwrap() > 0.05,
         "{curve}"
+    );
+    // The seed: printed, kept in the settings, and the one the generator
+    // drew the point's schedule from.
+    assert!(stdout.contains("; seed 42;"), "{stdout}");
+    assert_eq!(summary["settings"]["seed"], 42, "{summary}");
+    let points: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("points.json")).unwrap()).unwrap();
+    assert_eq!(
+        points[0]["result"]["meta"]["seed"],
+        skq_bench::sweep::point_seed(42, 0),
+        "{}",
+        points[0]["result"]["meta"]
     );
     let text = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(text.contains("disturbed decisive points: 1 of 1"), "{text}");

@@ -518,6 +518,7 @@ fn assemble(
             connections: cfg.connections,
             threads: cfg.threads,
             cores_seen: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            seed: Some(cfg.seed),
             duration_s: secs,
             warmup_s: cfg.warmup.as_secs_f64(),
         },

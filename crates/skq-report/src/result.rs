@@ -162,6 +162,10 @@ pub struct Meta {
     pub duration_s: f64,
     /// Discarded warm-up seconds.
     pub warmup_s: f64,
+    /// Seed of the arrival schedule and the request mix (`skq load
+    /// --seed`); none for the simulator's points.
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 /// One measured load point.

@@ -154,6 +154,7 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
             connections: sc.connections,
             threads: 1,
             cores_seen: sc.workers,
+            seed: None,
             duration_s: s.span_s,
             warmup_s: sc.warmup as f64 / sc.rate_rps,
         },

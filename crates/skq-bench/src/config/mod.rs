@@ -27,6 +27,9 @@
 //! disturbed_above = 0.05 # mark a point disturbed when processes outside
 //!                       # the run used more CPUs than this over it
 //!                       # (`crate::disturbance`; default 0.05)
+//! seed = 7              # the run's seed: each load's arrival schedule and
+//!                       # request mix derive from it (default: `skq bench`
+//!                       # draws one from the clock and prints it)
 //!
 //! # Defaults for every configuration below (same keys as [[config]]).
 //! [defaults]
@@ -281,6 +284,8 @@ pub struct SweepEntry {
     /// Disturbance (CPUs used outside the run) above which a point is
     /// marked disturbed (default 0.05).
     pub disturbed_above: Option<f64>,
+    /// The run's seed (see [`Settings::seed`]).
+    pub seed: Option<u64>,
     /// Output folder.
     pub out: Option<PathBuf>,
 }

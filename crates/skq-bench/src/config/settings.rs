@@ -52,6 +52,17 @@ pub struct Settings {
     /// [`crate::disturbance`]) is above this is marked disturbed.
     #[serde(default = "default_disturbed_above")]
     pub disturbed_above: f64,
+    /// The run's seed: each load of the sweep gets its own arrival schedule
+    /// and request mix drawn from it ([`crate::sweep::point_seed`]), the
+    /// same at that load for every configuration, and every measurement
+    /// again of a point a fresh one. `skq bench` draws it from the clock
+    /// unless `--seed` or `seed` gives it, and prints it.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+}
+
+fn default_seed() -> u64 {
+    1
 }
 
 fn default_disturbed_above() -> f64 {
@@ -79,6 +90,7 @@ impl Default for Settings {
             rss: RssSpec::Off,
             rss_migrate_ms: None,
             disturbed_above: default_disturbed_above(),
+            seed: default_seed(),
         }
     }
 }
@@ -112,6 +124,7 @@ impl Settings {
             rss: e.rss.clone().unwrap_or(d.rss),
             rss_migrate_ms: e.rss_migrate_ms.filter(|&ms| ms > 0),
             disturbed_above: e.disturbed_above.unwrap_or(d.disturbed_above),
+            seed: e.seed.unwrap_or(d.seed),
         };
         if let Some(ms) = s.rss_migrate_ms {
             if s.rss == RssSpec::Off {

@@ -112,6 +112,7 @@ pub fn fixture_result(curve: &Curve, settings: &Settings, p: &PlannedPoint) -> P
             connections: curve.connections,
             threads: curve.load.threads,
             cores_seen: 2,
+            seed: Some(p.seed),
             duration_s: settings.point_secs,
             warmup_s: settings.warmup_secs,
         },
@@ -168,6 +169,8 @@ pub struct FakeRunner {
     pub fail: Vec<(String, usize)>,
     /// Every call, in order: (configuration, load).
     pub calls: Vec<(String, f64)>,
+    /// The seed of every call, in the same order.
+    pub seeds: Vec<u64>,
     /// Write interval logs beside the results.
     pub hdr: bool,
     /// What [`Runner::rss_label`] reports (default `off`).
@@ -202,6 +205,7 @@ impl Runner for FakeRunner {
         files: &PointFiles,
     ) -> Result<PointResult> {
         self.calls.push((curve.name.clone(), p.load));
+        self.seeds.push(p.seed);
         self.switches = None;
         if self
             .fail
