@@ -153,8 +153,12 @@ run_one() {
       http) bench http "$k" --config crates/skq-bench/examples/http-io.toml ;;
       nginx) bench nginx "$k" --config crates/skq-bench/examples/http-vs-nginx.toml ;;
       priority)
-        bench priority "$k" --config crates/skq-bench/examples/priority-skq68.toml
-        bench priority-vanilla "$k" --config crates/skq-bench/examples/priority-skq68-vanilla.toml
+        # One seed for the pair, so hybrid and vanilla meet the same
+        # arrivals at the loads they share (each run draws its own).
+        local seed
+        seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
+        bench priority "$k" --config crates/skq-bench/examples/priority-skq68.toml --seed "$seed"
+        bench priority-vanilla "$k" --config crates/skq-bench/examples/priority-skq68-vanilla.toml --seed "$seed"
         ;;
       colocation) bench colocation "$k" --config crates/skq-bench/examples/priority-colocation.toml ;;
       elastic)

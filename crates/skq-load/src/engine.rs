@@ -93,6 +93,22 @@ pub use crate::worker::RequestRecord;
 /// Connects the `n`-th connection. The first failure is final (nothing is
 /// listening); later ones are retried for a while, because a server flooded
 /// with connects refuses some while its accept backlog is full.
+/// The service class of a connection in `role`: the regular load draws one
+/// (`gis` keeps a class per connection); the latency probe and the
+/// high-priority client send lightweight requests (SKQ §6.8), so their p99
+/// measures the wait rather than which class a few connections drew; the
+/// best-effort clients' service is fixed elsewhere.
+fn conn_class(
+    role: Role,
+    spec: &skq_proto::workload::ServiceSpec,
+    rng: &mut SmallRng,
+) -> skq_proto::workload::ConnClass {
+    match role {
+        Role::Probe | Role::High => spec.light_class(),
+        Role::Load | Role::Batch => spec.conn_class(rng),
+    }
+}
+
 fn connect_retrying(cfg: &LoadConfig, n: usize) -> std::io::Result<TcpStream> {
     let mut tries = 0;
     loop {
@@ -165,7 +181,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         if let (Role::Load, Some(p)) = (role, &cfg.rate_profile) {
             schedule = schedule.profiled(p.clone());
         }
-        let class = cfg.service.conn_class(&mut class_rng);
+        let class = conn_class(role, &cfg.service, &mut class_rng);
         per_thread[n % cfg.threads].push(ConnSetup {
             stream,
             role,
@@ -641,4 +657,26 @@ fn write_hdr_log(
     drop(w);
     file.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skq_proto::workload::{ServiceSpec, Workload};
+
+    #[test]
+    fn probes_and_the_high_priority_client_send_the_gis_mix_lightest_requests() {
+        let gis = ServiceSpec::new(Workload::Gis, 0.0);
+        let mut rng = SmallRng::seed_from_u64(3);
+        let light = gis.light_class();
+        for _ in 0..500 {
+            assert_eq!(conn_class(Role::Probe, &gis, &mut rng), light);
+            assert_eq!(conn_class(Role::High, &gis, &mut rng), light);
+        }
+        // The regular load still draws every class of the mix.
+        let drawn: std::collections::HashSet<_> = (0..2000)
+            .map(|_| conn_class(Role::Load, &gis, &mut rng))
+            .collect();
+        assert_eq!(drawn.len(), 3, "{drawn:?}");
+    }
 }

@@ -218,6 +218,24 @@ impl ServiceSpec {
         }
     }
 
+    /// The class of a lightweight client's connection: for a workload whose
+    /// connections keep a class (`gis`), the mix's shortest requests;
+    /// [`ConnClass::PER_REQUEST`] otherwise. SKQ §6.8's measurement client
+    /// sends lightweight requests, so a probe or high-priority connection
+    /// takes this class instead of drawing one: with a handful of such
+    /// connections a drawn class would make their own service time, not the
+    /// wait, decide their p99.
+    pub fn light_class(&self) -> ConnClass {
+        if !self.workload.per_connection() {
+            return ConnClass::PER_REQUEST;
+        }
+        let mix = self.mixture();
+        let lightest = (0..mix.len())
+            .min_by(|&a, &b| mix[a].1.total_cmp(&mix[b].1))
+            .unwrap_or(0);
+        ConnClass(lightest as u8)
+    }
+
     /// Draws one request's service time in ns for a connection of `class`.
     pub fn sample<R: Rng + ?Sized>(&self, class: ConnClass, rng: &mut R) -> u64 {
         let ns = match self.workload {
@@ -290,6 +308,24 @@ mod tests {
             let rel = (mean - spec.mean()).abs() / spec.mean();
             assert!(rel < 0.03, "{w}: sample mean {mean} vs {}", spec.mean());
         }
+    }
+
+    #[test]
+    fn a_light_connection_sends_the_mix_shortest_requests() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let gis = ServiceSpec {
+            scale: 50.0,
+            ..ServiceSpec::new(Workload::Gis, 0.0)
+        };
+        let light = gis.light_class();
+        assert_eq!(light, ConnClass(0));
+        // Every request of a light connection is the 10 µs class, scaled.
+        assert!((0..1000).all(|_| gis.sample(light, &mut rng) == 500_000));
+        // A drawn class is heavier now and then (5% of connections).
+        assert!((0..1000).any(|_| gis.conn_class(&mut rng) != light));
+        // Per-request workloads keep drawing per request.
+        let bimodal = ServiceSpec::new(Workload::Bimodal1, 100_000.0);
+        assert_eq!(bimodal.light_class(), ConnClass::PER_REQUEST);
     }
 
     #[test]
