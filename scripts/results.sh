@@ -153,8 +153,9 @@ run_one() {
       http) bench http "$k" --config crates/skq-bench/examples/http-io.toml ;;
       nginx) bench nginx "$k" --config crates/skq-bench/examples/http-vs-nginx.toml ;;
       priority)
-        # One seed for the pair, so hybrid and vanilla meet the same
-        # arrivals at the loads they share (each run draws its own).
+        # One seed for the pair (each run draws its own): a seed follows
+        # the load's place in the list, so hybrid and vanilla meet the same
+        # arrivals at 0.1 and 0.3, first and second in both files.
         local seed
         seed=$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')
         bench priority "$k" --config crates/skq-bench/examples/priority-skq68.toml --seed "$seed"

@@ -105,7 +105,7 @@ pub struct BenchArgs {
     pub strict: bool,
     /// The run's seed: each load's arrival schedule and request mix derive
     /// from it, the same at that load for every configuration (default: the
-    /// file's `seed`, else drawn from the clock; printed either way, so
+    /// file's `seed`, else drawn at random; printed either way, so
     /// `--seed` repeats a run's schedules).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -199,7 +199,7 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     sw.rss = a.rss.clone().or(sw.rss.take());
     sw.rss_migrate_ms = a.rss_migrate_ms.or(sw.rss_migrate_ms);
     sw.disturbed_above = a.disturbed_above.or(sw.disturbed_above);
-    sw.seed = a.seed.or(sw.seed).or_else(|| Some(clock_seed()));
+    sw.seed = a.seed.or(sw.seed).or_else(|| Some(rand::random()));
     let what = if a.config.is_some() {
         "--config with flags"
     } else {
@@ -207,15 +207,6 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     };
     let sweep = Sweep::from_file(&file, cpus).with_context(|| what.to_string())?;
     Ok((sweep, a.out.clone().or(file_out)))
-}
-
-/// A run seed nobody chose: the clock's nanoseconds and the process id, so
-/// two runs, even started together, sample different schedules.
-fn clock_seed() -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    nanos ^ (u64::from(std::process::id()) << 40)
 }
 
 /// Progress bar on a terminal; plain lines on stderr otherwise.

@@ -90,9 +90,6 @@ pub struct RunCost {
 
 pub use crate::worker::RequestRecord;
 
-/// Connects the `n`-th connection. The first failure is final (nothing is
-/// listening); later ones are retried for a while, because a server flooded
-/// with connects refuses some while its accept backlog is full.
 /// The service class of a connection in `role`: the regular load draws one
 /// (`gis` keeps a class per connection); the latency probe and the
 /// high-priority client send lightweight requests (SKQ §6.8), so their p99
@@ -109,6 +106,9 @@ fn conn_class(
     }
 }
 
+/// Connects the `n`-th connection. The first failure is final (nothing is
+/// listening); later ones are retried for a while, because a server flooded
+/// with connects refuses some while its accept backlog is full.
 fn connect_retrying(cfg: &LoadConfig, n: usize) -> std::io::Result<TcpStream> {
     let mut tries = 0;
     loop {

@@ -29,7 +29,7 @@
 //!                       # (`crate::disturbance`; default 0.05)
 //! seed = 7              # the run's seed: each load's arrival schedule and
 //!                       # request mix derive from it (default: `skq bench`
-//!                       # draws one from the clock and prints it)
+//!                       # draws one at random and prints it)
 //!
 //! # Defaults for every configuration below (same keys as [[config]]).
 //! [defaults]

@@ -55,7 +55,7 @@ pub struct Settings {
     /// The run's seed: each load of the sweep gets its own arrival schedule
     /// and request mix drawn from it ([`crate::sweep::point_seed`]), the
     /// same at that load for every configuration, and every measurement
-    /// again of a point a fresh one. `skq bench` draws it from the clock
+    /// again of a point a fresh one. `skq bench` draws it at random
     /// unless `--seed` or `seed` gives it, and prints it.
     #[serde(default = "default_seed")]
     pub seed: u64,
