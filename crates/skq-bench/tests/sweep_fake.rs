@@ -93,6 +93,22 @@ fn saturation_rule() {
     );
     r.achieved_rps = 950.0;
     assert!(!sweep::saturated(&r, 1000.0, None, &s));
+    // Judged against what the seed's schedule sent: 858 replies to the 858
+    // requests a sparse 1-s Poisson sample offered is not saturation, 780
+    // of them is.
+    r.meta.duration_s = 1.0;
+    r.sent = 858;
+    r.achieved_rps = 858.0;
+    assert!(
+        !sweep::saturated(&r, 1000.0, Some(5000.0), &s),
+        "a sparse schedule answered in full"
+    );
+    r.achieved_rps = 760.0;
+    assert!(
+        sweep::saturated(&r, 1000.0, Some(5000.0), &s),
+        "well below what was sent"
+    );
+    r.achieved_rps = 950.0;
     r.latency.p99.value = f64::NAN;
     assert!(
         sweep::saturated(&r, 1000.0, Some(5000.0), &s),

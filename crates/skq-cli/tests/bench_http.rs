@@ -50,7 +50,7 @@ fn bench_serves_skq_http_and_nginx_and_cross_checks_with_wrk() {
     let points = points.as_array().unwrap();
     assert_eq!(points.len(), 6);
     for p in points {
-        assert_eq!(p["status"], "measured", "{p}");
+        assert_eq!(p["status"], "measured", "{p}\n{stdout}");
         let errors = &p["result"]["errors"];
         let total: u64 = errors
             .as_object()

@@ -627,8 +627,15 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
     );
     let _ = writeln!(
         s,
-        "target {:.0} req/s, achieved {:.0} req/s ({:+.2}%), sent {}, received {} in {:.1} s after {:.1} s warm-up",
-        r.target_rps, r.achieved_rps, r.checks.rate_error_pct, r.sent, r.received, m.duration_s, m.warmup_s
+        "target {:.0} req/s, sent {} ({:.0} req/s), achieved {:.0} req/s ({:+.2}% of sent), received {} in {:.1} s after {:.1} s warm-up",
+        r.target_rps,
+        r.sent,
+        r.sent as f64 / m.duration_s.max(1e-9),
+        r.achieved_rps,
+        r.checks.rate_error_pct,
+        r.received,
+        m.duration_s,
+        m.warmup_s
     );
     s += &latency_line("latency from schedule (us)", &r.latency);
     s += &latency_line("latency from send (us)", &r.raw_latency);
@@ -669,7 +676,7 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
     let ok = |b: bool| if b { "ok" } else { "FAIL" };
     let _ = writeln!(
         s,
-        "checks: rate {:+.2}% {}; AD A2 {}{} {}; lag-1 rank corr {:.3} {}; lateness p99 {:.1} us {}; read lag p99 {} {}",
+        "checks: rate {:+.2}% of sent {}; AD A2 {}{} {}; lag-1 rank corr {:.3} {}; lateness p99 {:.1} us {}; read lag p99 {} {}",
         c.rate_error_pct,
         ok(c.rate_ok),
         c.ad_statistic.map_or("n/a".into(), |a| format!("{a:.2}")),

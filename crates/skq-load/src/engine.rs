@@ -443,6 +443,7 @@ fn assemble(
         target_rps,
         achieved_rps,
         sent_rps: sent as f64 / secs,
+        window_s: secs,
         poisson_gaps: poisson.then_some(gaps),
         scheduled_gaps: poisson.then_some(sched_gaps),
         reference_gaps: poisson.then_some(ref_gaps),

@@ -272,6 +272,47 @@ mod tests {
         assert!(a2 < AD_CRITICAL_5PCT, "A2 {a2}");
     }
 
+    /// Requests the 8-connection Poisson schedule of `seed` places in the
+    /// window [0.3 s, 1.3 s) at 500 req/s (`skq bench`'s short points).
+    fn window_count(seed: u64) -> u64 {
+        let (warm, end) = (300_000_000, 1_300_000_000);
+        let mut n = 0;
+        for i in 0..8 {
+            let mut s = ConnSchedule::new(&ScheduleKind::Poisson, None, 500.0, i, 8, seed);
+            let mut t = s.next(None);
+            while t < end {
+                n += u64::from(t >= warm);
+                t = s.next(Some(t));
+            }
+        }
+        n
+    }
+
+    /// A window's count is a Poisson count (mean and variance λT), not the
+    /// target's: the self-checks judge replies against what was sent
+    /// (`checks::SCHEDULE_SIGMAS`). `cargo test -p skq-load --lib
+    /// window_counts -- --nocapture` prints how many seeds fall 10% short.
+    #[test]
+    fn window_counts_are_poisson_and_some_seeds_fall_ten_percent_short() {
+        let counts: Vec<f64> = (0..4000u64)
+            .map(|k| window_count(k.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xDEAD) as f64)
+            .collect();
+        let n = counts.len() as f64;
+        let mean = counts.iter().sum::<f64>() / n;
+        let var = counts.iter().map(|c| (c - mean) * (c - mean)).sum::<f64>() / n;
+        let short = counts.iter().filter(|&&c| c < 450.0).count();
+        println!(
+            "mean {mean:.1}, sd {:.1}, under 450: {short} of {n}",
+            var.sqrt()
+        );
+        assert!((mean - 500.0).abs() < 2.0, "mean {mean}");
+        // The variance of a Poisson count is its mean; 4,000 samples give
+        // its estimate a standard error of about 2.2%.
+        assert!((var / 500.0 - 1.0).abs() < 0.1, "variance {var}");
+        // Under 450 is 2.2 standard deviations down: about 1.2% of seeds.
+        assert!((20..=80).contains(&short), "{short} seeds under 450");
+    }
+
     #[test]
     fn fixed_aggregate_is_even_and_rejected_by_ad() {
         let rate = 10_000.0;

@@ -69,9 +69,12 @@ impl Errors {
 /// says which, in words fit for every output format.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Checks {
-    /// (achieved − target) / target × 100.
+    /// (achieved − sent) / sent × 100: replies in the measured window
+    /// against the requests the seed's schedule placed there (the target
+    /// when nothing was sent). Older results compared with the target.
     pub rate_error_pct: f64,
-    /// |rate_error_pct| ≤ 5.
+    /// |rate_error_pct| ≤ 5, and the requests sent within the larger of 5%
+    /// and four standard deviations of a Poisson count of the target's.
     pub rate_ok: bool,
     /// Anderson–Darling A² of sampled *actual* inter-send gaps against the
     /// exponential (None for non-Poisson schedules or too few gaps). Only

@@ -11,7 +11,7 @@
 //! warmup_secs = 0.5     # discarded seconds before each point
 //! slo_factor = 10.0     # SLO = slo_factor × S̄ (S̄ measured, nominal as fallback)
 //! stop_p99_factor = 4.0 # a curve stops once p99 > stop_p99_factor × SLO ...
-//! stop_rate_ratio = 0.9 # ... or achieved rate < stop_rate_ratio × target
+//! stop_rate_ratio = 0.9 # ... or achieved rate < stop_rate_ratio × the rate sent
 //! cdf_load = 0.5        # the load fraction whose latency CDF the report plots
 //! drain_secs = 1.0      # generator waits this long for late replies (stops early when none)
 //! retries = 1          # re-measure a point whose generator fell behind (lateness check)

@@ -22,7 +22,7 @@ pub struct Settings {
     pub slo_factor: f64,
     /// Saturation: p99 > stop_p99_factor × SLO.
     pub stop_p99_factor: f64,
-    /// Saturation: achieved < stop_rate_ratio × target.
+    /// Saturation: achieved < stop_rate_ratio × the rate the schedule sent.
     pub stop_rate_ratio: f64,
     /// Load fraction whose CDF the report plots.
     pub cdf_load: f64,
