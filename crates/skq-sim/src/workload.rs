@@ -68,6 +68,16 @@ impl Service {
         }
     }
 
+    /// The class of a probe or high-priority connection: the mix's
+    /// shortest (`ServiceSpec::light_class`), as `skq load` gives its
+    /// probes (SKQ §6.8's measurement client sends light requests).
+    fn light_class(&self) -> ConnClass {
+        match self {
+            Service::Spec(s) => s.light_class(),
+            Service::Samples(_) => ConnClass::PER_REQUEST,
+        }
+    }
+
     #[inline]
     fn sample<R: Rng>(&self, class: ConnClass, rng: &mut R) -> u64 {
         match self {
@@ -181,6 +191,8 @@ pub struct Scenario {
     /// Connections `0..high_conns` form the high-priority client: the core
     /// registers them `HIGH_PRIORITY` and their latency is reported apart
     /// (BRIEF §9 `priority`). Their traffic share is `high_conns / connections`.
+    /// Under a per-connection workload (`gis`) they send the mix's lightest
+    /// requests, as `skq load`'s probes do.
     pub high_conns: usize,
     /// Register connections `0..high_conns` as regular (a probe without
     /// priority), still recording them apart.
@@ -346,9 +358,18 @@ const BATCH_SALT: u64 = 0x6261_7463_685f_7374;
 impl<'a> Generator<'a> {
     /// A stream positioned before the first request.
     pub fn new(sc: &'a Scenario) -> Generator<'a> {
+        // Every connection draws, so the others keep the classes they drew
+        // before the probe took the light one.
         let mut crng = SmallRng::seed_from_u64(sc.seed ^ CLASS_SALT);
         let classes = (0..sc.connections)
-            .map(|_| sc.service.class(&mut crng))
+            .map(|i| {
+                let drawn = sc.service.class(&mut crng);
+                if i < sc.high_conns {
+                    sc.service.light_class()
+                } else {
+                    drawn
+                }
+            })
             .collect();
         let trace_scale = match &sc.arrivals {
             Arrivals::Trace(t) => t.rate_rps() / sc.rate_rps,
@@ -510,6 +531,29 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("line 2"));
+    }
+
+    #[test]
+    fn high_priority_connections_send_the_gis_mix_lightest_requests() {
+        let gis = ServiceSpec::new(Workload::Gis, 0.0);
+        let light = gis.light_class();
+        let svc = Service::Spec(gis);
+        let plain = Scenario::at_load(svc.clone(), 8, 256, 0.5, 20_000, 5);
+        let mut prio = plain.clone();
+        prio.high_conns = 13;
+        let (a, b) = (Generator::new(&plain), Generator::new(&prio));
+        // With 256 connections some of the first 13 draw a heavier class
+        // (1 − 0.95¹³ ≈ 0.49 for any one seed; this one does).
+        assert!(a.classes()[..13].iter().any(|&c| c != light));
+        assert!(b.classes()[..13].iter().all(|&c| c == light));
+        // The other connections keep what they drew.
+        assert_eq!(a.classes()[13..], b.classes()[13..]);
+        let heavy = |g: Generator| g.filter(|r| r.conn < 13).map(|r| r.service).max();
+        let lightest = Generator::new(&prio)
+            .filter(|r| r.conn >= 13)
+            .map(|r| r.service)
+            .min();
+        assert_eq!(heavy(Generator::new(&prio)), lightest);
     }
 
     #[test]
