@@ -17,7 +17,7 @@
 # 1-minute figure falls back within a minute or two of a long job, while
 # the host is still settling (on 2026-12-03 a main job started 2 minutes
 # after the 17-minute cache sweep, 5-minute load 1.00, and failed 8 checks;
-# the runs between short jobs started at 0.59-0.85). On a VM where the 80,000 req/s probe fails even when nothing else
+# the night's other starts were at 0.59-0.92). On a VM where the 80,000 req/s probe fails even when nothing else
 # runs, this leaves the judgement to each job's own self-checks (run with
 # --strict where the job is a sweep), which the results must quote anyway.
 #
