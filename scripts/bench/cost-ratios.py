@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Per-run CPU-per-reply ratios from a cost-per-reply.py log.
+
+    python3 scripts/bench/cost-ratios.py FILE [MODE_A MODE_B]
+
+FILE holds the output of one or more `scripts/bench/cost-per-reply.py
+--modes A,B --rate R --runs N` invocations (the measuring loop's costrpcN
+job writes five, one per rate; several jobs' files may be concatenated, and
+the invocations at one rate are then pooled). For every rate and run the ratio A / B of
+CPU per reply is printed, starred when either point failed the generator's
+checks, with the median per rate, over all runs, and over the pairs whose
+points both passed. Defaults: hybrid / epoll-shared.
+"""
+import re
+import statistics
+import sys
+
+
+def main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 2
+    path = argv[0]
+    a, b = (argv[1], argv[2]) if len(argv) >= 3 else ("hybrid", "epoll-shared")
+    rows, rate = {}, None
+    for line in open(path):
+        m = re.search(r"(\d+) req/s over", line)
+        if line.startswith("#") and m:
+            # Each invocation is a block of its own: a file may hold several
+            # at one rate (logs concatenated), whose run numbers repeat.
+            rate = int(m.group(1))
+            rows.setdefault(rate, []).append({})
+            continue
+        f = line.split()
+        if rate is not None and len(f) >= 9 and f[0] in (a, b) and f[1].isdigit():
+            rows[rate][-1].setdefault(int(f[1]), {})[f[0]] = (float(f[2]), f[7] == "True")
+    print(f"# per-run CPU per reply, {a} / {b}, from {path}; * = a point of the pair failed its checks")
+    every, clean = [], []
+    for r, blocks in sorted(rows.items()):
+        rs = []
+        for runs in blocks:
+            for k in sorted(runs):
+                if a not in runs[k] or b not in runs[k]:
+                    continue
+                (x, xo), (y, yo) = runs[k][a], runs[k][b]
+                rs.append((x / y, xo and yo))
+        if not rs:
+            continue
+        every += [x for x, _ in rs]
+        clean += [x for x, ok in rs if ok]
+        cells = " ".join(f"{x:.3f}{'' if ok else '*'}" for x, ok in rs)
+        print(f"{r:>6} req/s: {cells}   median {statistics.median(x for x, _ in rs):.3f}")
+    if not every:
+        print(f"no {a}/{b} pairs found", file=sys.stderr)
+        return 1
+    line = f"all {len(every)}: median {statistics.median(every):.3f}, range {min(every):.3f}-{max(every):.3f}"
+    if clean:
+        line += f"; the {len(clean)} pairs with both points passing: median {statistics.median(clean):.3f}"
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
