@@ -16,8 +16,16 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use skq_report::result::PointResult;
 
-/// Merges every interval of an interval log into one histogram.
+/// Merges the load connections' intervals of an interval log (the
+/// untagged ones; `skq load` tags the probe, high-priority and best-effort
+/// connections' whole-window histograms) into one histogram.
 pub fn read_log(path: &Path) -> Result<Histogram<u64>> {
+    read_class(path, None)?.ok_or_else(|| anyhow!("{}: no intervals in the log", path.display()))
+}
+
+/// Merges the intervals of an interval log that carry `tag` (`None`: the
+/// untagged ones) into one histogram; `None` when the log has none.
+pub fn read_class(path: &Path, tag: Option<&str>) -> Result<Option<Histogram<u64>>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let mut merged: Option<Histogram<u64>> = None;
     let mut de = Deserializer::new();
@@ -27,6 +35,9 @@ pub fn read_log(path: &Path) -> Result<Histogram<u64>> {
         let LogEntry::Interval(ilh) = entry else {
             continue;
         };
+        if ilh.tag().map(|t| t.as_str()) != tag {
+            continue;
+        }
         let raw = base64::engine::general_purpose::STANDARD
             .decode(ilh.encoded_histogram())
             .with_context(|| format!("{}: bad base64 histogram", path.display()))?;
@@ -42,7 +53,7 @@ pub fn read_log(path: &Path) -> Result<Histogram<u64>> {
         m.add(&h)
             .map_err(|e| anyhow!("{}: merging intervals: {e:?}", path.display()))?;
     }
-    merged.ok_or_else(|| anyhow!("{}: no intervals in the log", path.display()))
+    Ok(merged)
 }
 
 /// Factor that turns the histogram's values into µs, judged against the
@@ -105,32 +116,68 @@ fn thin(pts: Vec<(f64, f64)>, max_points: usize) -> Vec<(f64, f64)> {
     out
 }
 
+/// Writes an interval log of `(tag, histogram)` intervals, 1 s each, as
+/// `skq load --hdr-log` does (tests of this crate).
+#[cfg(test)]
+pub(crate) fn write_test_log(path: &Path, hists: &[(Option<&str>, &Histogram<u64>)]) {
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    use hdrhistogram::serialization::V2Serializer;
+    use std::time::{Duration, SystemTime};
+    let mut buf = Vec::new();
+    let mut ser = V2Serializer::new();
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .with_base_time(SystemTime::UNIX_EPOCH)
+            .begin_log_with(&mut buf, &mut ser)
+            .unwrap();
+        for (i, (tag, h)) in hists.iter().enumerate() {
+            w.write_histogram(
+                h,
+                Duration::from_secs(i as u64),
+                Duration::from_secs(1),
+                tag.and_then(Tag::new),
+            )
+            .unwrap();
+        }
+    }
+    std::fs::write(path, buf).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-    use hdrhistogram::serialization::V2Serializer;
-    use std::time::{Duration, SystemTime};
 
     fn write_log(path: &Path, hists: &[Histogram<u64>]) {
-        let mut buf = Vec::new();
-        let mut ser = V2Serializer::new();
-        {
-            let mut w = IntervalLogWriterBuilder::new()
-                .with_base_time(SystemTime::UNIX_EPOCH)
-                .begin_log_with(&mut buf, &mut ser)
-                .unwrap();
-            for (i, h) in hists.iter().enumerate() {
-                w.write_histogram(
-                    h,
-                    Duration::from_secs(i as u64),
-                    Duration::from_secs(1),
-                    None,
-                )
-                .unwrap();
-            }
-        }
-        std::fs::write(path, buf).unwrap();
+        let tagged: Vec<_> = hists.iter().map(|h| (None, h)).collect();
+        write_test_log(path, &tagged);
+    }
+
+    #[test]
+    fn tagged_intervals_are_read_apart_from_the_load_s() {
+        let dir = std::env::temp_dir().join(format!("skq-bench-tags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.hlog");
+        let hist = |n: u64, v: u64| {
+            let mut h = Histogram::<u64>::new(3).unwrap();
+            h.record_n(v, n).unwrap();
+            h
+        };
+        let (a, b, p, hi) = (hist(10, 1000), hist(20, 2000), hist(3, 5000), hist(4, 7000));
+        write_test_log(
+            &path,
+            &[
+                (None, &a),
+                (None, &b),
+                (Some("probe"), &p),
+                (Some("high"), &hi),
+            ],
+        );
+        assert_eq!(read_log(&path).unwrap().len(), 30);
+        let probe = read_class(&path, Some("probe")).unwrap().unwrap();
+        assert_eq!((probe.len(), probe.max()), (3, p.max()));
+        assert_eq!(read_class(&path, Some("high")).unwrap().unwrap().len(), 4);
+        assert!(read_class(&path, Some("batch")).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub mod hdr;
 pub mod interrupt;
 pub mod output;
 pub mod peers;
+pub mod pool;
 pub mod priority;
 pub mod process;
 pub mod procstat;

@@ -28,6 +28,10 @@ enum Cmd {
     Load(skq_load::cli::LoadArgs),
     /// Sweep offered load over configurations and report max load at SLO (the main job).
     Bench(skq_bench::cli::BenchArgs),
+    /// Pool several `skq bench` runs of one sweep: per configuration and load, merge every
+    /// class's latency histograms (regular, probe, high-priority, best-effort) and print the
+    /// pooled percentiles and each configuration's p99 growth from low load to peak.
+    Pool(skq_bench::pool::PoolArgs),
     /// Discrete-event simulator driving the real scheduling core in virtual time.
     Sim(skq_sim::cli::SimArgs),
     /// Hold many idle connections to a running server and report its memory per
@@ -66,6 +70,7 @@ fn main() {
         Cmd::Db(c) => skq_db::cli::run_db(c),
         Cmd::Load(a) => skq_load::cli::run(a),
         Cmd::Bench(a) => skq_bench::cli::run(a),
+        Cmd::Pool(a) => skq_bench::pool::run(a),
         Cmd::Sim(a) => skq_sim::cli::run(a),
         Cmd::Pipes(a) => skq_servers::pipes::run(a),
         Cmd::Conns(a) => skq_load::idle::run(a),

@@ -241,7 +241,7 @@ pub struct OutputArgs {
     /// Write the result as JSON (skq_report PointResult) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write an HdrHistogram interval log (1 s intervals) to this file.
+    /// Write an HdrHistogram interval log to this file: the load connections' latency in 1 s intervals (untagged), then one whole-window interval each for the probe, high-priority and best-effort connections (tagged `probe`, `high`, `batch`; `skq pool` merges them across runs).
     #[arg(long)]
     pub hdr_log: Option<PathBuf>,
     /// No progress bar and no summary on stdout (errors still go to stderr).

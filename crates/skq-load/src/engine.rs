@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context};
-use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2Serializer;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -513,7 +513,12 @@ fn assemble(
     }
     let series_points = interval_points(cfg, &intervals, &intervals_sent, &mut checks.notes);
     if let Some(path) = &cfg.output.hdr_log {
-        write_hdr_log(path, &intervals, window_start)
+        let whole = [
+            (ROLE_TAGS[0], &lat[1]),
+            (ROLE_TAGS[1], &lat[2]),
+            (ROLE_TAGS[2], &lat[3]),
+        ];
+        write_hdr_log(path, &intervals, &whole, secs, window_start)
             .with_context(|| format!("--hdr-log {}", path.display()))?;
     }
     let [lat_load, lat_probe, lat_high, lat_batch] = lat;
@@ -635,15 +640,29 @@ fn interval_points(
     points
 }
 
+/// Tags of the whole-window intervals that `--hdr-log` appends for the
+/// probe, the high-priority and the best-effort connections, in that order.
+/// Untagged intervals are the load connections' (1 s each).
+pub const ROLE_TAGS: [&str; 3] = ["probe", "high", "batch"];
+
+/// Writes the load connections' latency as untagged 1 s intervals, then one
+/// tagged interval over the whole window for each other class of
+/// connection that recorded anything (`whole`), so runs can be pooled per
+/// class later (`skq pool`).
 fn write_hdr_log(
     path: &std::path::Path,
     intervals: &[Hist],
+    whole: &[(&str, &Hist)],
+    window_s: f64,
     window_start: SystemTime,
 ) -> anyhow::Result<()> {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
     let mut ser = V2Serializer::new();
     let mut w = IntervalLogWriterBuilder::new()
-        .add_comment("skq load: latency from scheduled send time, nanoseconds, 1 s intervals")
+        .add_comment(
+            "skq load: latency from scheduled send time, nanoseconds; untagged: the load \
+             connections, 1 s intervals; tagged probe/high/batch: those connections, whole window",
+        )
         .with_start_time(window_start)
         .begin_log_with(&mut file, &mut ser)?;
     for (k, h) in intervals.iter().enumerate() {
@@ -652,6 +671,15 @@ fn write_hdr_log(
             Duration::from_secs(k as u64),
             Duration::from_secs(1),
             None,
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    for (tag, h) in whole.iter().filter(|(_, h)| h.count() > 0) {
+        w.write_histogram(
+            &h.0,
+            Duration::ZERO,
+            Duration::from_secs_f64(window_s.max(0.0)),
+            Tag::new(tag),
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     }

@@ -406,6 +406,52 @@ fn trace_schedule_and_hdr_log() {
 }
 
 #[test]
+fn the_hdr_log_carries_each_class_of_connection_under_its_tag() {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let dir = std::env::temp_dir().join(format!("skq-load-tags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("lat.hlog");
+    let mut cfg = short(server.addr(), 2000.0, 4);
+    cfg.probe = Client {
+        connections: 2,
+        rate: 200.0,
+    };
+    cfg.high_priority.rate = 100.0;
+    cfg.output.hdr_log = Some(log.clone());
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    let bytes = std::fs::read(&log).unwrap();
+    let mut de = Deserializer::new();
+    let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in IntervalLogIterator::new(&bytes) {
+        let LogEntry::Interval(ilh) = e.unwrap() else {
+            continue;
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(ilh.encoded_histogram())
+            .unwrap();
+        let h: hdrhistogram::Histogram<u64> = de.deserialize(&mut &raw[..]).unwrap();
+        let tag = ilh.tag().map_or("", |t| t.as_str()).to_string();
+        *counts.entry(tag).or_default() += h.len();
+    }
+    let probe = r.probe_latency.as_ref().unwrap().count;
+    let high = r.high_priority_latency.as_ref().unwrap().count;
+    assert!(probe > 0 && high > 0);
+    // Untagged: the load connections; no best-effort client ran, so no batch tag.
+    let want: std::collections::BTreeMap<String, u64> = [
+        (String::new(), r.latency.count),
+        ("probe".into(), probe),
+        ("high".into(), high),
+    ]
+    .into();
+    assert_eq!(counts, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn http_keep_alive_gets() {
     // Answers each GET on a connection in order; the 5th request gets a 404.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1,0 +1,538 @@
+//! `skq pool`: several `skq bench` runs of one sweep, pooled per point.
+//!
+//! One point's p99 rests on its own few thousand samples: the SKQ §6.8
+//! probe sends ~600 requests a second, so an 8-s point's p99 is set by its
+//! ~50 slowest replies and moves by tens of percent between runs of the
+//! same build. Pooling merges, per configuration and offered load, the
+//! histograms every run wrote (`skq load --hdr-log`: the load connections'
+//! latency untagged, the probe's, the high-priority client's and the
+//! best-effort client's tagged `probe`, `high`, `batch`), so the percentiles
+//! rest on all the runs' samples at once.
+//!
+//! By default only points that passed every self-check and were not
+//! disturbed are pooled (`--all` takes every measured point); the table
+//! says how many points went into each cell. The growth line per
+//! configuration follows [`crate::priority`]'s rule on the pooled figures:
+//! "low" is the lowest load with a pooled point, "peak" the highest load
+//! whose pooled regular p99 is within the SLO (the runs' mean SLO for that
+//! configuration).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::hdr;
+use crate::output::SummaryFile;
+use crate::sweep::PointRecord;
+
+/// `skq pool` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct PoolArgs {
+    /// Output folders of `skq bench` runs of the same sweep (each holds
+    /// points.json, summary.json and hdr/).
+    #[arg(required = true, num_args = 1..)]
+    pub dirs: Vec<PathBuf>,
+    /// Pool every measured point, also those that failed a self-check or
+    /// were disturbed (default: only points that passed every check).
+    #[arg(long)]
+    pub all: bool,
+    /// Also write the pooled figures as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// The classes of connection a log carries: (tag, name in the table).
+pub const CLASSES: [(Option<&str>, &str); 4] = [
+    (None, "regular"),
+    (Some("probe"), "probe"),
+    (Some("high"), "high"),
+    (Some("batch"), "batch"),
+];
+
+/// One class's pooled latency at one point (µs).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PooledClass {
+    /// `regular`, `probe`, `high` or `batch`.
+    pub class: String,
+    /// Points whose histogram of this class went in.
+    pub points: usize,
+    /// Samples pooled.
+    pub count: u64,
+    /// Pooled percentiles and maximum (µs).
+    pub p50_us: f64,
+    /// See `p50_us`.
+    pub p99_us: f64,
+    /// See `p50_us`.
+    pub p999_us: f64,
+    /// See `p50_us`.
+    pub max_us: f64,
+}
+
+/// One configuration at one offered load, pooled over the runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PooledPoint {
+    /// Configuration label.
+    pub config: String,
+    /// Offered load fraction.
+    pub load: f64,
+    /// Runs that measured this point.
+    pub measured: usize,
+    /// Of those, points left out (a failed self-check, disturbed, or no
+    /// interval log), each with its run folder and reason.
+    pub left_out: Vec<String>,
+    /// The classes with at least one histogram, in [`CLASSES`] order.
+    pub classes: Vec<PooledClass>,
+}
+
+impl PooledPoint {
+    /// The pooled figures of `class`, if any run had them.
+    pub fn class(&self, class: &str) -> Option<&PooledClass> {
+        self.classes.iter().find(|c| c.class == class)
+    }
+}
+
+/// A configuration's growth from its lowest pooled load to its pooled peak.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PooledGrowth {
+    /// Configuration label.
+    pub config: String,
+    /// Mean of the runs' SLOs for it (µs), when they had one.
+    pub slo_us: Option<f64>,
+    /// Lowest load with a pooled point.
+    pub low_load: f64,
+    /// Highest load whose pooled regular p99 is within the SLO (the
+    /// lowest load when none is).
+    pub peak_load: f64,
+    /// `(class, p99 at low, p99 at peak)` for every class present at both.
+    pub p99_us: Vec<(String, f64, f64)>,
+}
+
+/// Everything `skq pool` prints.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Pooled {
+    /// The run folders.
+    pub runs: Vec<PathBuf>,
+    /// Whether points that failed a check were pooled too.
+    pub all: bool,
+    /// Per configuration (in the first run's order) and load.
+    pub points: Vec<PooledPoint>,
+    /// Per configuration.
+    pub growth: Vec<PooledGrowth>,
+}
+
+/// One `skq bench` output folder as read.
+#[derive(Clone, Debug)]
+pub struct RunDir {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Its points.json.
+    pub records: Vec<PointRecord>,
+    /// SLO per configuration label, from its summary.json (µs).
+    pub slo_us: BTreeMap<String, f64>,
+}
+
+impl RunDir {
+    /// Reads `dir/points.json` and, when present, `dir/summary.json`.
+    pub fn read(dir: &Path) -> Result<RunDir> {
+        let points = dir.join("points.json");
+        let text = std::fs::read_to_string(&points).with_context(|| {
+            format!(
+                "reading {} (is {} an `skq bench --out` folder?)",
+                points.display(),
+                dir.display()
+            )
+        })?;
+        let records: Vec<PointRecord> = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not skq bench's points.json", points.display()))?;
+        let mut slo_us = BTreeMap::new();
+        let summary = dir.join("summary.json");
+        if let Ok(text) = std::fs::read_to_string(&summary) {
+            let s: SummaryFile = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not skq bench's summary.json", summary.display()))?;
+            for c in &s.curves {
+                if let Some(slo) = c.slo_us {
+                    slo_us.insert(c.spec.name.clone(), slo);
+                }
+            }
+        }
+        Ok(RunDir {
+            dir: dir.to_path_buf(),
+            records,
+            slo_us,
+        })
+    }
+
+    /// Where a point's interval log is now: the folder's `hdr/` under the
+    /// recorded file name (folders move after a run), else the recorded path.
+    fn log_of(&self, recorded: &Path) -> PathBuf {
+        let moved = recorded.file_name().map(|f| self.dir.join("hdr").join(f));
+        match moved {
+            Some(p) if p.exists() => p,
+            _ => recorded.to_path_buf(),
+        }
+    }
+}
+
+/// Loads are compared as parts per million (sweeps list them as decimals).
+fn load_key(load: f64) -> i64 {
+    (load * 1e6).round() as i64
+}
+
+/// Pools `runs` (see the module documentation).
+pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
+    if runs.is_empty() {
+        bail!("nothing to pool: no run folders given");
+    }
+    // Configuration order: first appearance over the runs.
+    let mut configs: Vec<String> = Vec::new();
+    for r in runs {
+        for rec in &r.records {
+            if !configs.contains(&rec.config) {
+                configs.push(rec.config.clone());
+            }
+        }
+    }
+    type Cell = (usize, Vec<String>, Vec<(usize, Histogram<u64>)>);
+    let mut cells: BTreeMap<(usize, i64), (f64, Cell)> = BTreeMap::new();
+    for r in runs {
+        for rec in &r.records {
+            let Some(result) = rec.result() else {
+                continue;
+            };
+            let ci = configs
+                .iter()
+                .position(|c| *c == rec.config)
+                .expect("listed");
+            let (_, (measured, left_out, hists)) = cells
+                .entry((ci, load_key(rec.load)))
+                .or_insert_with(|| (rec.load, (0, Vec::new(), Vec::new())));
+            *measured += 1;
+            let why = if !result.checks.pass && !all {
+                Some("failed a self-check")
+            } else if rec.disturbed() && !all {
+                Some("disturbed")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                left_out.push(format!("{}: {why}", r.dir.display()));
+                continue;
+            }
+            let crate::sweep::Outcome::Measured {
+                hdr_log: Some(log), ..
+            } = &rec.outcome
+            else {
+                left_out.push(format!("{}: no interval log", r.dir.display()));
+                continue;
+            };
+            let path = r.log_of(log);
+            for (k, (tag, _)) in CLASSES.iter().enumerate() {
+                if let Some(h) = hdr::read_class(&path, *tag)? {
+                    hists.push((k, h));
+                }
+            }
+        }
+    }
+    let mut points = Vec::new();
+    for ((ci, _), (load, (measured, left_out, hists))) in cells {
+        let mut classes = Vec::new();
+        for (k, (_, name)) in CLASSES.iter().enumerate() {
+            let mine: Vec<_> = hists.iter().filter(|(c, _)| *c == k).collect();
+            let Some((_, first)) = mine.first() else {
+                continue;
+            };
+            let mut merged = Histogram::new_from(first);
+            merged.auto(true);
+            for (_, h) in &mine {
+                merged
+                    .add(h)
+                    .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
+            }
+            // skq load logs nanoseconds.
+            let us = |q: f64| merged.value_at_quantile(q) as f64 / 1e3;
+            classes.push(PooledClass {
+                class: (*name).into(),
+                points: mine.len(),
+                count: merged.len(),
+                p50_us: us(0.5),
+                p99_us: us(0.99),
+                p999_us: us(0.999),
+                max_us: merged.max() as f64 / 1e3,
+            });
+        }
+        points.push(PooledPoint {
+            config: configs[ci].clone(),
+            load,
+            measured,
+            left_out,
+            classes,
+        });
+    }
+    let growth = configs
+        .iter()
+        .filter_map(|c| growth_of(c, &points, runs))
+        .collect();
+    Ok(Pooled {
+        runs: runs.iter().map(|r| r.dir.clone()).collect(),
+        all,
+        points,
+        growth,
+    })
+}
+
+fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<PooledGrowth> {
+    let mine: Vec<&PooledPoint> = points
+        .iter()
+        .filter(|p| p.config == config && p.class("regular").is_some())
+        .collect();
+    let low = *mine.first()?;
+    let slos: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.slo_us.get(config).copied())
+        .collect();
+    let slo_us = (!slos.is_empty()).then(|| slos.iter().sum::<f64>() / slos.len() as f64);
+    let within = |p: &PooledPoint| {
+        let p99 = p.class("regular").map_or(f64::NAN, |c| c.p99_us);
+        slo_us.is_none_or(|s| p99.is_finite() && p99 <= s)
+    };
+    let peak = mine
+        .iter()
+        .rev()
+        .find(|p| within(p))
+        .copied()
+        .unwrap_or(low);
+    let p99_us = CLASSES
+        .iter()
+        .filter_map(|(_, name)| {
+            let (a, b) = (low.class(name)?, peak.class(name)?);
+            Some(((*name).to_string(), a.p99_us, b.p99_us))
+        })
+        .collect();
+    Some(PooledGrowth {
+        config: config.into(),
+        slo_us,
+        low_load: low.load,
+        peak_load: peak.load,
+        p99_us,
+    })
+}
+
+/// The pooled figures as text: a per-point table, then one growth line per
+/// configuration.
+pub fn render(p: &Pooled) -> String {
+    let mut out = format!("pooled {} runs:", p.runs.len());
+    for r in &p.runs {
+        out.push_str(&format!(" {}", r.display()));
+    }
+    out.push('\n');
+    out.push_str(if p.all {
+        "points: every measured point (--all)\n"
+    } else {
+        "points: those that passed every self-check and were not disturbed (--all pools every measured point)\n"
+    });
+    let width = p
+        .points
+        .iter()
+        .map(|x| x.config.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    out.push_str(&format!(
+        "{:<width$} {:>5} {:>6}",
+        "config", "load", "pooled"
+    ));
+    for (_, name) in CLASSES {
+        out.push_str(&format!(" {:>8} {:>9}", format!("{name} n"), "p99 µs"));
+    }
+    out.push('\n');
+    for x in &p.points {
+        let pooled = x.measured - x.left_out.len();
+        out.push_str(&format!(
+            "{:<width$} {:>5.2} {:>6}",
+            x.config,
+            x.load,
+            format!("{pooled}/{}", x.measured)
+        ));
+        for (_, name) in CLASSES {
+            match x.class(name) {
+                Some(c) => out.push_str(&format!(" {:>8} {:>9.0}", c.count, c.p99_us)),
+                None => out.push_str(&format!(" {:>8} {:>9}", "-", "-")),
+            }
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\np99 growth, lowest load → peak (the highest load whose pooled regular p99 is within the SLO):\n",
+    );
+    for g in &p.growth {
+        let slo = g
+            .slo_us
+            .map_or("no SLO".into(), |s| format!("SLO {s:.0} µs"));
+        let parts: Vec<String> = g
+            .p99_us
+            .iter()
+            .map(|(c, lo, hi)| format!("{c} {lo:.0}→{hi:.0} ({:.2}×)", hi / lo.max(1e-9)))
+            .collect();
+        out.push_str(&format!(
+            "{}: {:.2} → {:.2} ({slo}): {}\n",
+            g.config,
+            g.low_load,
+            g.peak_load,
+            parts.join(", ")
+        ));
+    }
+    let left: Vec<String> = p
+        .points
+        .iter()
+        .flat_map(|x| {
+            x.left_out
+                .iter()
+                .map(move |w| format!("  {} at {:.2}: {w}", x.config, x.load))
+        })
+        .collect();
+    if !left.is_empty() {
+        out.push_str(&format!(
+            "\nleft out ({}):\n{}\n",
+            left.len(),
+            left.join("\n")
+        ));
+    }
+    out
+}
+
+/// Entry point of `skq pool`.
+pub fn run(args: PoolArgs) -> Result<()> {
+    let runs = args
+        .dirs
+        .iter()
+        .map(|d| RunDir::read(d))
+        .collect::<Result<Vec<_>>>()?;
+    let pooled = pool(&runs, args.all)?;
+    print!("{}", render(&pooled));
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&pooled)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::Outcome;
+    use skq_report::result::PointResult;
+
+    fn hist(values: &[(u64, u64)]) -> Histogram<u64> {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for &(v, n) in values {
+            h.record_n(v, n).unwrap();
+        }
+        h
+    }
+
+    /// A run folder with one configuration at loads 0.1 and 0.5: regular
+    /// and high latencies per load as (ns, count) lists, and whether the
+    /// 0.5 point passed its checks.
+    fn run_dir(
+        root: &Path,
+        name: &str,
+        regular: [&[(u64, u64)]; 2],
+        high: [&[(u64, u64)]; 2],
+        pass_at_half: bool,
+    ) -> RunDir {
+        let dir = root.join(name);
+        std::fs::create_dir_all(dir.join("hdr")).unwrap();
+        let mut records = Vec::new();
+        for (i, load) in [0.1, 0.5].into_iter().enumerate() {
+            let file = format!("c-{load}.hlog");
+            let (r, h) = (hist(regular[i]), hist(high[i]));
+            hdr::write_test_log(
+                &dir.join("hdr").join(&file),
+                &[(None, &r), (Some("high"), &h)],
+            );
+            let mut result = PointResult::default();
+            result.checks.pass = i == 0 || pass_at_half;
+            records.push(PointRecord {
+                curve: 0,
+                config: "c".into(),
+                load,
+                target_rps: load * 1000.0,
+                rss: String::new(),
+                outcome: Outcome::Measured {
+                    result: Box::new(result),
+                    // Recorded where the run wrote it, not where it lies now.
+                    hdr_log: Some(PathBuf::from("/elsewhere/hdr").join(&file)),
+                    saturated: false,
+                    server: None,
+                    series: None,
+                    server_ctx_switches: None,
+                    disturbance: None,
+                },
+            });
+        }
+        RunDir {
+            dir,
+            records,
+            slo_us: [("c".to_string(), 10.0)].into(),
+        }
+    }
+
+    #[test]
+    fn pools_each_class_over_the_runs_and_finds_the_pooled_peak() {
+        let root = std::env::temp_dir().join(format!("skq-pool-{}", std::process::id()));
+        // Run a: 0.5 within the SLO (10 µs); its high p99 there is 20 µs.
+        let a = run_dir(
+            &root,
+            "a",
+            [&[(1_000, 100)], &[(2_000, 100)]],
+            [&[(1_000, 100)], &[(2_000, 98), (20_000, 2)]],
+            true,
+        );
+        // Run b: 0.5 failed a check; only --all pools it.
+        let b = run_dir(
+            &root,
+            "b",
+            [&[(1_000, 100)], &[(50_000, 100)]],
+            [&[(3_000, 100)], &[(4_000, 100)]],
+            false,
+        );
+        let p = pool(&[a.clone(), b.clone()], false).unwrap();
+        assert_eq!(p.points.len(), 2);
+        let low = &p.points[0];
+        assert_eq!((low.measured, low.left_out.len()), (2, 0));
+        let high_low = low.class("high").unwrap();
+        assert_eq!((high_low.points, high_low.count), (2, 200));
+        // 100 samples at 1 µs and 100 at 3 µs: the pooled p99 is 3 µs.
+        assert!((high_low.p99_us - 3.0).abs() < 0.01, "{high_low:?}");
+        let half = &p.points[1];
+        assert_eq!((half.measured, half.left_out.len()), (2, 1));
+        assert_eq!(half.class("regular").unwrap().count, 100);
+        // The peak is 0.5 (only run a's point, 2 µs ≤ 10 µs).
+        let g = &p.growth[0];
+        assert_eq!((g.low_load, g.peak_load, g.slo_us), (0.1, 0.5, Some(10.0)));
+        let high = g.p99_us.iter().find(|c| c.0 == "high").unwrap();
+        assert!(
+            (high.1 - 3.0).abs() < 0.01 && (high.2 - 20.0).abs() < 0.05,
+            "{high:?}"
+        );
+        assert!(render(&p).contains("failed a self-check"));
+
+        // With --all run b's 0.5 (regular 50 µs) joins, the pooled regular
+        // p99 exceeds the SLO and the peak falls back to 0.1.
+        let p = pool(&[a, b], true).unwrap();
+        assert_eq!(p.points[1].class("regular").unwrap().count, 200);
+        assert_eq!(p.growth[0].peak_load, 0.1);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_folder_without_points_is_a_clear_error() {
+        let e = RunDir::read(Path::new("/nonexistent/run")).unwrap_err();
+        assert!(format!("{e:#}").contains("skq bench --out"), "{e:#}");
+        assert!(pool(&[], false).is_err());
+    }
+}
