@@ -15,7 +15,8 @@
 //! configuration follows [`crate::priority`]'s rule on the pooled figures:
 //! "low" is the lowest load with a pooled point, "peak" the highest load
 //! whose pooled regular p99 is within the SLO (the runs' mean SLO for that
-//! configuration).
+//! configuration). The same pooled regular p99s give the configuration's
+//! max load at SLO, interpolated as one run's summary does.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+use skq_report::slo::max_load_at_slo;
 
 use crate::hdr;
 use crate::output::SummaryFile;
@@ -79,6 +82,8 @@ pub struct PooledPoint {
     pub config: String,
     /// Offered load fraction.
     pub load: f64,
+    /// Offered load (requests/s; the mean over the runs that measured it).
+    pub target_rps: f64,
     /// Runs that measured this point.
     pub measured: usize,
     /// Of those, points left out (a failed self-check, disturbed, or no
@@ -109,6 +114,16 @@ pub struct PooledGrowth {
     pub peak_load: f64,
     /// `(class, p99 at low, p99 at peak)` for every class present at both.
     pub p99_us: Vec<(String, f64, f64)>,
+    /// Loads some run measured but none pooled (every point left out):
+    /// the peak cannot be judged past the first of them.
+    pub unpooled_loads: Vec<f64>,
+    /// Maximum load at SLO from the pooled regular p99s (requests/s),
+    /// interpolated as `skq bench` does ([`max_load_at_slo`]); `None`
+    /// without an SLO or when the lowest pooled load is already over it.
+    pub max_load_rps: Option<f64>,
+    /// No pooled point exceeded the SLO: the maximum is at least
+    /// `max_load_rps`.
+    pub max_load_is_lower_bound: bool,
 }
 
 /// Everything `skq pool` prints.
@@ -133,6 +148,10 @@ pub struct RunDir {
     pub records: Vec<PointRecord>,
     /// SLO per configuration label, from its summary.json (µs).
     pub slo_us: BTreeMap<String, f64>,
+    /// Curve index → label `name [workload · workers · connections · …]`,
+    /// from its summary.json: one sweep may run a name over several
+    /// workloads (the main job's `hybrid` on exponential and bimodal-1).
+    pub labels: BTreeMap<usize, String>,
 }
 
 impl RunDir {
@@ -149,21 +168,34 @@ impl RunDir {
         let records: Vec<PointRecord> = serde_json::from_str(&text)
             .with_context(|| format!("{}: not skq bench's points.json", points.display()))?;
         let mut slo_us = BTreeMap::new();
+        let mut labels = BTreeMap::new();
         let summary = dir.join("summary.json");
         if let Ok(text) = std::fs::read_to_string(&summary) {
             let s: SummaryFile = serde_json::from_str(&text)
                 .with_context(|| format!("{}: not skq bench's summary.json", summary.display()))?;
             for c in &s.curves {
+                let label = format!("{} [{}]", c.spec.name, c.spec.group());
                 if let Some(slo) = c.slo_us {
-                    slo_us.insert(c.spec.name.clone(), slo);
+                    slo_us.insert(label.clone(), slo);
                 }
+                labels.insert(c.curve, label);
             }
         }
         Ok(RunDir {
             dir: dir.to_path_buf(),
             records,
             slo_us,
+            labels,
         })
+    }
+
+    /// A point's configuration label: its curve's from summary.json, else
+    /// the name points.json gives.
+    fn label_of(&self, rec: &PointRecord) -> String {
+        self.labels
+            .get(&rec.curve)
+            .cloned()
+            .unwrap_or_else(|| rec.config.clone())
     }
 
     /// Where a point's interval log is now: the folder's `hdr/` under the
@@ -191,26 +223,26 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
     let mut configs: Vec<String> = Vec::new();
     for r in runs {
         for rec in &r.records {
-            if !configs.contains(&rec.config) {
-                configs.push(rec.config.clone());
+            let label = r.label_of(rec);
+            if !configs.contains(&label) {
+                configs.push(label);
             }
         }
     }
-    type Cell = (usize, Vec<String>, Vec<(usize, Histogram<u64>)>);
+    type Cell = (usize, f64, Vec<String>, Vec<(usize, Histogram<u64>)>);
     let mut cells: BTreeMap<(usize, i64), (f64, Cell)> = BTreeMap::new();
     for r in runs {
         for rec in &r.records {
             let Some(result) = rec.result() else {
                 continue;
             };
-            let ci = configs
-                .iter()
-                .position(|c| *c == rec.config)
-                .expect("listed");
-            let (_, (measured, left_out, hists)) = cells
+            let label = r.label_of(rec);
+            let ci = configs.iter().position(|c| *c == label).expect("listed");
+            let (_, (measured, target_sum, left_out, hists)) = cells
                 .entry((ci, load_key(rec.load)))
-                .or_insert_with(|| (rec.load, (0, Vec::new(), Vec::new())));
+                .or_insert_with(|| (rec.load, (0, 0.0, Vec::new(), Vec::new())));
             *measured += 1;
+            *target_sum += rec.target_rps;
             let why = if !result.checks.pass && !all {
                 Some("failed a self-check")
             } else if rec.disturbed() && !all {
@@ -238,7 +270,7 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
         }
     }
     let mut points = Vec::new();
-    for ((ci, _), (load, (measured, left_out, hists))) in cells {
+    for ((ci, _), (load, (measured, target_sum, left_out, hists))) in cells {
         let mut classes = Vec::new();
         for (k, (_, name)) in CLASSES.iter().enumerate() {
             let mine: Vec<_> = hists.iter().filter(|(c, _)| *c == k).collect();
@@ -267,6 +299,7 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
         points.push(PooledPoint {
             config: configs[ci].clone(),
             load,
+            target_rps: target_sum / measured as f64,
             measured,
             left_out,
             classes,
@@ -289,6 +322,11 @@ fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<Po
         .iter()
         .filter(|p| p.config == config && p.class("regular").is_some())
         .collect();
+    let unpooled_loads = points
+        .iter()
+        .filter(|p| p.config == config && p.class("regular").is_none())
+        .map(|p| p.load)
+        .collect();
     let low = *mine.first()?;
     let slos: Vec<f64> = runs
         .iter()
@@ -305,6 +343,18 @@ fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<Po
         .find(|p| within(p))
         .copied()
         .unwrap_or(low);
+    let max = slo_us.and_then(|slo| {
+        let pts: Vec<(f64, f64)> = mine
+            .iter()
+            .map(|p| {
+                (
+                    p.target_rps,
+                    p.class("regular").map_or(f64::NAN, |c| c.p99_us),
+                )
+            })
+            .collect();
+        max_load_at_slo(&pts, slo)
+    });
     let p99_us = CLASSES
         .iter()
         .filter_map(|(_, name)| {
@@ -318,6 +368,9 @@ fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<Po
         low_load: low.load,
         peak_load: peak.load,
         p99_us,
+        unpooled_loads,
+        max_load_rps: max.map(|m| m.load),
+        max_load_is_lower_bound: max.is_some_and(|m| m.lower_bound),
     })
 }
 
@@ -377,8 +430,19 @@ pub fn render(p: &Pooled) -> String {
             .iter()
             .map(|(c, lo, hi)| format!("{c} {lo:.0}→{hi:.0} ({:.2}×)", hi / lo.max(1e-9)))
             .collect();
+        let gaps = if g.unpooled_loads.is_empty() {
+            String::new()
+        } else {
+            let loads: Vec<String> = g.unpooled_loads.iter().map(|l| format!("{l:.2}")).collect();
+            format!(" [no point pooled at {}]", loads.join(", "))
+        };
+        let max = match (g.max_load_rps, g.max_load_is_lower_bound) {
+            (Some(m), false) => format!("; max load at SLO {m:.0} req/s"),
+            (Some(m), true) => format!("; max load at SLO ≥ {m:.0} req/s"),
+            (None, _) => String::new(),
+        };
         out.push_str(&format!(
-            "{}: {:.2} → {:.2} ({slo}): {}\n",
+            "{}: {:.2} → {:.2} ({slo}): {}{gaps}{max}\n",
             g.config,
             g.low_load,
             g.peak_load,
@@ -478,6 +542,7 @@ mod tests {
             dir,
             records,
             slo_us: [("c".to_string(), 10.0)].into(),
+            labels: BTreeMap::new(),
         }
     }
 
@@ -520,12 +585,59 @@ mod tests {
             "{high:?}"
         );
         assert!(render(&p).contains("failed a self-check"));
+        // No pooled point crosses the SLO: the top load is a lower bound.
+        assert_eq!(
+            (g.max_load_rps, g.max_load_is_lower_bound),
+            (Some(500.0), true)
+        );
 
         // With --all run b's 0.5 (regular 50 µs) joins, the pooled regular
         // p99 exceeds the SLO and the peak falls back to 0.1.
         let p = pool(&[a, b], true).unwrap();
         assert_eq!(p.points[1].class("regular").unwrap().count, 200);
         assert_eq!(p.growth[0].peak_load, 0.1);
+        assert!(p.growth[0].unpooled_loads.is_empty());
+        // Interpolated between 100 req/s (p99 1 µs) and 500 (p99 ~50 µs).
+        let m = p.growth[0].max_load_rps.unwrap();
+        assert!(!p.growth[0].max_load_is_lower_bound);
+        assert!((m - 173.5).abs() < 0.5, "{m}");
+
+        // A load whose every point failed is named, not silently skipped.
+        let c = run_dir(
+            &root,
+            "c",
+            [&[(1_000, 100)], &[(2_000, 100)]],
+            [&[(1_000, 100)], &[(2_000, 100)]],
+            false,
+        );
+        let p = pool(&[c], false).unwrap();
+        assert_eq!(p.growth[0].peak_load, 0.1);
+        assert_eq!(p.growth[0].unpooled_loads, vec![0.5]);
+        assert!(render(&p).contains("[no point pooled at 0.50]"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn one_name_over_two_workloads_pools_as_two_configurations() {
+        let root = std::env::temp_dir().join(format!("skq-pool-w-{}", std::process::id()));
+        let mut r = run_dir(
+            &root,
+            "a",
+            [&[(1_000, 100)], &[(2_000, 100)]],
+            [&[(1_000, 100)], &[(2_000, 100)]],
+            true,
+        );
+        let mut second = r.records.clone();
+        for rec in &mut second {
+            rec.curve = 1;
+        }
+        r.records.extend(second);
+        r.labels = [(0, "c [x]".to_string()), (1, "c [y]".to_string())].into();
+        r.slo_us = [("c [x]".to_string(), 10.0), ("c [y]".to_string(), 10.0)].into();
+        let p = pool(&[r], false).unwrap();
+        let names: Vec<&str> = p.growth.iter().map(|g| g.config.as_str()).collect();
+        assert_eq!(names, ["c [x]", "c [y]"]);
+        assert!(p.points.iter().all(|x| x.measured == 1));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -30,7 +30,8 @@ enum Cmd {
     Bench(skq_bench::cli::BenchArgs),
     /// Pool several `skq bench` runs of one sweep: per configuration and load, merge every
     /// class's latency histograms (regular, probe, high-priority, best-effort) and print the
-    /// pooled percentiles and each configuration's p99 growth from low load to peak.
+    /// pooled percentiles, each configuration's p99 growth from low load to peak and its
+    /// max load at SLO from the pooled p99s.
     Pool(skq_bench::pool::PoolArgs),
     /// Discrete-event simulator driving the real scheduling core in virtual time.
     Sim(skq_sim::cli::SimArgs),
