@@ -3,8 +3,9 @@
 //! Without arguments it runs the built-in default ([`crate::config::default_file`]):
 //! the RPC server with 8 workers, emulated exponential and bimodal-1 service
 //! with S̄ = 500 µs, configurations hybrid, cpu, epoll-1to1, epoll-shared and
-//! tokio (ratios against epoll-1to1), five loads each, with emulated RSS over
-//! every CPU where the machine allows it; about 2¼ minutes at most on two
+//! tokio (ratios against epoll-1to1), six loads each (0.2 … 0.9, with 0.85
+//! near the knee: [`crate::config::DEFAULT_LOADS`]), with emulated RSS over
+//! every CPU where the machine allows it; about 2¾ minutes at most on two
 //! cores, less when curves saturate early. `--config FILE` replaces the
 //! default (schema in [`crate::config`]); the other flags override either.
 //!

@@ -158,7 +158,7 @@ fn default_sweep_is_the_issue_matrix_and_fits_three_minutes() {
     let plan = sweep::plan(&s);
     assert_eq!(
         plan[0].iter().map(|p| p.target_rps).collect::<Vec<_>>(),
-        [3200.0, 6400.0, 9600.0, 12000.0, 14400.0]
+        [3200.0, 6400.0, 9600.0, 12000.0, 13600.0, 14400.0]
     );
 }
 
