@@ -7,6 +7,7 @@
 //! histogram's mean with the JSON's mean latency and taking the nearest
 //! power of 1000 (ns, µs or ms). The CDF is always returned in µs.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
@@ -26,8 +27,14 @@ pub fn read_log(path: &Path) -> Result<Histogram<u64>> {
 /// Merges the intervals of an interval log that carry `tag` (`None`: the
 /// untagged ones) into one histogram; `None` when the log has none.
 pub fn read_class(path: &Path, tag: Option<&str>) -> Result<Option<Histogram<u64>>> {
+    Ok(read_classes(path)?.remove(&tag.map(String::from)))
+}
+
+/// Every class of an interval log in one pass: the intervals merged per tag
+/// (`None`: the untagged ones).
+pub fn read_classes(path: &Path) -> Result<BTreeMap<Option<String>, Histogram<u64>>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut merged: Option<Histogram<u64>> = None;
+    let mut merged: BTreeMap<Option<String>, Histogram<u64>> = BTreeMap::new();
     let mut de = Deserializer::new();
     for entry in IntervalLogIterator::new(&bytes) {
         let entry =
@@ -35,16 +42,14 @@ pub fn read_class(path: &Path, tag: Option<&str>) -> Result<Option<Histogram<u64
         let LogEntry::Interval(ilh) = entry else {
             continue;
         };
-        if ilh.tag().map(|t| t.as_str()) != tag {
-            continue;
-        }
         let raw = base64::engine::general_purpose::STANDARD
             .decode(ilh.encoded_histogram())
             .with_context(|| format!("{}: bad base64 histogram", path.display()))?;
         let h: Histogram<u64> = de
             .deserialize(&mut &raw[..])
             .map_err(|e| anyhow!("{}: bad histogram encoding: {e:?}", path.display()))?;
-        let m = merged.get_or_insert_with(|| {
+        let tag = ilh.tag().map(|t| t.as_str().to_string());
+        let m = merged.entry(tag).or_insert_with(|| {
             // Intervals may cover different ranges: let the sum grow.
             let mut m = Histogram::new_from(&h);
             m.auto(true);

@@ -26,10 +26,12 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use skq_report::result::LOG_TAGS;
 use skq_report::slo::max_load_at_slo;
 
 use crate::hdr;
 use crate::output::SummaryFile;
+use crate::priority::low_and_peak;
 use crate::sweep::PointRecord;
 
 /// `skq pool` arguments.
@@ -49,11 +51,12 @@ pub struct PoolArgs {
 }
 
 /// The classes of connection a log carries: (tag, name in the table).
+/// The tagged ones are named by their tag ([`LOG_TAGS`]).
 pub const CLASSES: [(Option<&str>, &str); 4] = [
     (None, "regular"),
-    (Some("probe"), "probe"),
-    (Some("high"), "high"),
-    (Some("batch"), "batch"),
+    (Some(LOG_TAGS[0]), LOG_TAGS[0]),
+    (Some(LOG_TAGS[1]), LOG_TAGS[1]),
+    (Some(LOG_TAGS[2]), LOG_TAGS[2]),
 ];
 
 /// One class's pooled latency at one point (µs).
@@ -229,8 +232,16 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
             }
         }
     }
-    type Cell = (usize, f64, Vec<String>, Vec<(usize, Histogram<u64>)>);
-    let mut cells: BTreeMap<(usize, i64), (f64, Cell)> = BTreeMap::new();
+    /// One configuration at one load, as the runs are read.
+    struct Cell {
+        load: f64,
+        measured: usize,
+        target_sum: f64,
+        left_out: Vec<String>,
+        /// (index in [`CLASSES`], one run's histogram).
+        hists: Vec<(usize, Histogram<u64>)>,
+    }
+    let mut cells: BTreeMap<(usize, i64), Cell> = BTreeMap::new();
     for r in runs {
         for rec in &r.records {
             let Some(result) = rec.result() else {
@@ -238,11 +249,17 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
             };
             let label = r.label_of(rec);
             let ci = configs.iter().position(|c| *c == label).expect("listed");
-            let (_, (measured, target_sum, left_out, hists)) = cells
+            let cell = cells
                 .entry((ci, load_key(rec.load)))
-                .or_insert_with(|| (rec.load, (0, 0.0, Vec::new(), Vec::new())));
-            *measured += 1;
-            *target_sum += rec.target_rps;
+                .or_insert_with(|| Cell {
+                    load: rec.load,
+                    measured: 0,
+                    target_sum: 0.0,
+                    left_out: Vec::new(),
+                    hists: Vec::new(),
+                });
+            cell.measured += 1;
+            cell.target_sum += rec.target_rps;
             let why = if !result.checks.pass && !all {
                 Some("failed a self-check")
             } else if rec.disturbed() && !all {
@@ -251,26 +268,34 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
                 None
             };
             if let Some(why) = why {
-                left_out.push(format!("{}: {why}", r.dir.display()));
+                cell.left_out.push(format!("{}: {why}", r.dir.display()));
                 continue;
             }
             let crate::sweep::Outcome::Measured {
                 hdr_log: Some(log), ..
             } = &rec.outcome
             else {
-                left_out.push(format!("{}: no interval log", r.dir.display()));
+                cell.left_out
+                    .push(format!("{}: no interval log", r.dir.display()));
                 continue;
             };
-            let path = r.log_of(log);
+            let mut by_tag = hdr::read_classes(&r.log_of(log))?;
             for (k, (tag, _)) in CLASSES.iter().enumerate() {
-                if let Some(h) = hdr::read_class(&path, *tag)? {
-                    hists.push((k, h));
+                if let Some(h) = by_tag.remove(&tag.map(String::from)) {
+                    cell.hists.push((k, h));
                 }
             }
         }
     }
     let mut points = Vec::new();
-    for ((ci, _), (load, (measured, target_sum, left_out, hists))) in cells {
+    for ((ci, _), cell) in cells {
+        let Cell {
+            load,
+            measured,
+            target_sum,
+            left_out,
+            hists,
+        } = cell;
         let mut classes = Vec::new();
         for (k, (_, name)) in CLASSES.iter().enumerate() {
             let mine: Vec<_> = hists.iter().filter(|(c, _)| *c == k).collect();
@@ -318,41 +343,25 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
 }
 
 fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<PooledGrowth> {
-    let mine: Vec<&PooledPoint> = points
+    // (point, its pooled regular p99) for the loads where anything pooled.
+    let mine: Vec<(&PooledPoint, f64)> = points
         .iter()
-        .filter(|p| p.config == config && p.class("regular").is_some())
+        .filter(|p| p.config == config)
+        .filter_map(|p| Some((p, p.class("regular")?.p99_us)))
         .collect();
     let unpooled_loads = points
         .iter()
         .filter(|p| p.config == config && p.class("regular").is_none())
         .map(|p| p.load)
         .collect();
-    let low = *mine.first()?;
     let slos: Vec<f64> = runs
         .iter()
         .filter_map(|r| r.slo_us.get(config).copied())
         .collect();
     let slo_us = (!slos.is_empty()).then(|| slos.iter().sum::<f64>() / slos.len() as f64);
-    let within = |p: &PooledPoint| {
-        let p99 = p.class("regular").map_or(f64::NAN, |c| c.p99_us);
-        slo_us.is_none_or(|s| p99.is_finite() && p99 <= s)
-    };
-    let peak = mine
-        .iter()
-        .rev()
-        .find(|p| within(p))
-        .copied()
-        .unwrap_or(low);
+    let (&(low, _), &(peak, _)) = low_and_peak(&mine, |p| p.0.target_rps, |p| p.1, slo_us)?;
     let max = slo_us.and_then(|slo| {
-        let pts: Vec<(f64, f64)> = mine
-            .iter()
-            .map(|p| {
-                (
-                    p.target_rps,
-                    p.class("regular").map_or(f64::NAN, |c| c.p99_us),
-                )
-            })
-            .collect();
+        let pts: Vec<(f64, f64)> = mine.iter().map(|(p, p99)| (p.target_rps, *p99)).collect();
         max_load_at_slo(&pts, slo)
     });
     let p99_us = CLASSES

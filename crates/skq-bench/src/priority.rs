@@ -41,6 +41,29 @@ pub struct PrioritySummary {
     pub batch_p99_peak_us: Option<f64>,
 }
 
+/// The lowest-rate point of `points` and the peak: the highest-rate point
+/// whose regular p99 is within `slo_us` (any, without an SLO), the lowest
+/// when none is. `None` for no points. [`PrioritySummary::of`] and
+/// `skq pool` (`crate::pool`) both judge a curve by it.
+pub fn low_and_peak<T>(
+    points: &[T],
+    rate: impl Fn(&T) -> f64,
+    regular_p99: impl Fn(&T) -> f64,
+    slo_us: Option<f64>,
+) -> Option<(&T, &T)> {
+    let low = points.iter().min_by(|a, b| rate(a).total_cmp(&rate(b)))?;
+    let within = |x: &T| {
+        let p99 = regular_p99(x);
+        slo_us.is_none_or(|s| p99.is_finite() && p99 <= s)
+    };
+    let peak = points
+        .iter()
+        .filter(|p| within(p))
+        .max_by(|a, b| rate(a).total_cmp(&rate(b)))
+        .unwrap_or(low);
+    Some((low, peak))
+}
+
 impl PrioritySummary {
     /// The figures of `curve` from its measured points `(load, result)`;
     /// None when the curve ran no probe and no best-effort clients.
@@ -53,18 +76,12 @@ impl PrioritySummary {
         if (!has_probe && curve.prio.batch_rps <= 0.0) || points.is_empty() {
             return None;
         }
-        let low = points
-            .iter()
-            .min_by(|a, b| a.1.target_rps.total_cmp(&b.1.target_rps))?;
-        let within = |x: &PointResult| {
-            let p99 = x.latency.p99.value;
-            slo_us.is_none_or(|s| p99.is_finite() && p99 <= s)
-        };
-        let peak = points
-            .iter()
-            .filter(|p| within(p.1))
-            .max_by(|a, b| a.1.target_rps.total_cmp(&b.1.target_rps))
-            .unwrap_or(low);
+        let (low, peak) = low_and_peak(
+            points,
+            |p| p.1.target_rps,
+            |p| p.1.latency.p99.value,
+            slo_us,
+        )?;
         let probe = |x: &PointResult| -> Option<f64> {
             let l = if curve.prio.probe_high {
                 x.high_priority_latency.as_ref()

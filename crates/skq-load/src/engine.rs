@@ -13,7 +13,7 @@ use hdrhistogram::serialization::V2Serializer;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use skq_report::result::{
-    CpuTime, Errors, GeneratorStalls, IntervalPoint, MachineFloor, Meta, PointResult,
+    CpuTime, Errors, GeneratorStalls, IntervalPoint, MachineFloor, Meta, PointResult, LOG_TAGS,
 };
 
 use crate::checks::{self, CheckInput};
@@ -513,11 +513,7 @@ fn assemble(
     }
     let series_points = interval_points(cfg, &intervals, &intervals_sent, &mut checks.notes);
     if let Some(path) = &cfg.output.hdr_log {
-        let whole = [
-            (ROLE_TAGS[0], &lat[1]),
-            (ROLE_TAGS[1], &lat[2]),
-            (ROLE_TAGS[2], &lat[3]),
-        ];
+        let whole: Vec<_> = LOG_TAGS.into_iter().zip(&lat[1..]).collect();
         write_hdr_log(path, &intervals, &whole, secs, window_start)
             .with_context(|| format!("--hdr-log {}", path.display()))?;
     }
@@ -640,15 +636,10 @@ fn interval_points(
     points
 }
 
-/// Tags of the whole-window intervals that `--hdr-log` appends for the
-/// probe, the high-priority and the best-effort connections, in that order.
-/// Untagged intervals are the load connections' (1 s each).
-pub const ROLE_TAGS: [&str; 3] = ["probe", "high", "batch"];
-
 /// Writes the load connections' latency as untagged 1 s intervals, then one
 /// tagged interval over the whole window for each other class of
-/// connection that recorded anything (`whole`), so runs can be pooled per
-/// class later (`skq pool`).
+/// connection that recorded anything (`whole`, tagged with
+/// [`LOG_TAGS`]), so runs can be pooled per class later (`skq pool`).
 fn write_hdr_log(
     path: &std::path::Path,
     intervals: &[Hist],

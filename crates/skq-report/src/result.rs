@@ -7,6 +7,13 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Tags of the whole-window intervals `skq load --hdr-log` writes after the
+/// load connections' untagged 1 s intervals: the probe's, the high-priority
+/// client's and the best-effort clients' latency, in that order (the
+/// `probe_latency`, `high_priority_latency` and `batch_latency` of
+/// [`PointResult`]).
+pub const LOG_TAGS: [&str; 3] = ["probe", "high", "batch"];
+
 /// One percentile estimate with its 95% confidence interval (order statistics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
