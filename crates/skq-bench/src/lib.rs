@@ -52,6 +52,8 @@
 //! * [`rss`]: emulated RSS, the network namespace the processes run in;
 //! * [`interrupt`]: Ctrl-C and SIGTERM;
 //! * [`disturbance`]: CPU used outside the run per point;
+//! * [`overshoot`]: the host's delays of the server, from how far emulated
+//!   service overshot what was asked;
 //! * [`summary`]: max load at SLO, ratios, self-check verdicts and the
 //!   disturbed decisive points;
 //! * [`bound`]: the theoretical bound from the simulator;
@@ -71,6 +73,7 @@ pub mod disturbance;
 pub mod hdr;
 pub mod interrupt;
 pub mod output;
+pub mod overshoot;
 pub mod peers;
 pub mod pool;
 pub mod priority;

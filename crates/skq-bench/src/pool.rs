@@ -544,6 +544,7 @@ mod tests {
                     series: None,
                     server_ctx_switches: None,
                     disturbance: None,
+                    overshoot: None,
                 },
             });
         }

@@ -22,7 +22,9 @@
 //! judges (every point at or under the SLO, and the crossing). Each curve
 //! counts them and lists those that were disturbed (processes outside the
 //! run used more CPU than the sweep's `disturbed_above` while they ran,
-//! [`crate::disturbance`]); [`strict_problems`] turns failed self-checks
+//! [`crate::disturbance`], or the host delayed the server's threads, which
+//! its emulated service's overshoot shows, [`crate::overshoot`]);
+//! [`strict_problems`] turns failed self-checks
 //! and disturbed decisive points into the reasons `skq bench --strict`
 //! fails.
 
@@ -245,20 +247,22 @@ fn summarize_curve(
         .filter(|(i, (_, x))| !over(x) || Some(*i) == crossing)
         .map(|(_, (r, _))| *r)
         .collect();
-    let disturbed: Vec<String> = decisive
-        .iter()
-        .filter_map(|r| r.disturbance().filter(|d| d.disturbed).map(|d| (r, d)))
-        .map(|(r, d)| {
-            format!(
-                "{} [{}] at load {:.2}: {:.2} CPU used outside the run (threshold {})",
-                curve.name,
-                curve.group(),
-                r.load,
-                d.cpu,
-                settings.disturbed_above
-            )
-        })
-        .collect();
+    let mut disturbed: Vec<String> = Vec::new();
+    for r in &decisive {
+        let at = format!("{} [{}] at load {:.2}", curve.name, curve.group(), r.load);
+        if let Some(d) = r.disturbance().filter(|d| d.disturbed) {
+            disturbed.push(format!(
+                "{at}: {:.2} CPU used outside the run (threshold {})",
+                d.cpu, settings.disturbed_above
+            ));
+        }
+        if let Some(o) = r.overshoot().filter(|o| o.delayed) {
+            disturbed.push(format!(
+                "{at}: the host delayed the server: {}",
+                o.describe()
+            ));
+        }
+    }
     let max_disturbance_cpu = decisive
         .iter()
         .filter_map(|r| r.disturbance().map(|d| d.cpu))

@@ -16,10 +16,13 @@
 //! `stop_rate_ratio ×` the rate its schedule sent, saturates the curve: higher loads would only
 //! take time and tell nothing new, so they are recorded as skipped.
 //!
-//! Measured again: a point whose generator fell behind (`retries`, the
-//! least late attempt kept), and, once the curve is done, a point whose p99
-//! crossed the SLO below a load that met it (`crossing_attempts`, the median
-//! attempt kept: [`confirm_crossings`]).
+//! Measured again: a point whose generator fell behind or whose server the
+//! host delayed ([`crate::overshoot`]; `retries`, the attempt with the
+//! fewest such faults kept, then the least late), and, once the curve is
+//! done, a point whose p99 crossed the SLO below a load that met it
+//! (`crossing_attempts`, the median attempt kept: [`confirm_crossings`]).
+//! Once every curve is done each point's overshoot is judged again against
+//! the whole sweep's ([`Outcome::Measured`]'s `overshoot`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +32,7 @@ use skq_report::result::{CtxSwitches, PointResult};
 
 use crate::config::{Curve, Settings, Sweep};
 use crate::disturbance::Disturbance;
+use crate::overshoot::{self, Overshoot};
 
 /// One planned load point of a curve.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -215,6 +219,11 @@ pub enum Outcome {
         /// when measured ([`crate::disturbance`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         disturbance: Option<Disturbance>,
+        /// How far emulated service overshot what was asked, judged
+        /// against the whole sweep's median ([`crate::overshoot`]); None
+        /// where not judged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        overshoot: Option<Overshoot>,
     },
     /// The runner failed; the curve ended here.
     Failed {
@@ -281,9 +290,20 @@ impl PointRecord {
         }
     }
 
-    /// Whether the point was measured and found disturbed.
+    /// The point's service overshoot and its verdict, when judged.
+    pub fn overshoot(&self) -> Option<&Overshoot> {
+        match &self.outcome {
+            Outcome::Measured { overshoot, .. } => overshoot.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the point was measured and found disturbed: processes
+    /// outside the run used CPU beside it ([`crate::disturbance`]), or the
+    /// host delayed the server's threads ([`crate::overshoot`]).
     pub fn disturbed(&self) -> bool {
         self.disturbance().is_some_and(|d| d.disturbed)
+            || self.overshoot().is_some_and(|o| o.delayed)
     }
 
     /// (voluntary, involuntary) server context switches per reply received
@@ -405,37 +425,73 @@ fn generator_delay(c: &skq_report::result::Checks) -> f64 {
     c.lateness_p99_us + c.read_lag_p99_us.unwrap_or(0.0)
 }
 
-/// Measures one point; while the generator fell behind its schedule (the
-/// lateness or the read-lag check failed) it is measured again, up to
-/// `settings.retries` times, and the attempt with the lowest send lateness
-/// plus read lag is kept (with the runner's figures of that same attempt),
-/// with a note saying how many attempts it took. A late generator says
-/// nothing about the server, and one hiccup of a shared machine should not
-/// end a curve.
+/// The faults that make an attempt worth measuring again: the generator
+/// fell behind its schedule (the lateness or the read-lag check failed), and
+/// the host delayed the server (its emulated service overshot `reference`
+/// past the limit, [`crate::overshoot`]).
+fn faults(r: &PointResult, reference: Option<f64>) -> (bool, bool) {
+    let c = &r.checks;
+    (
+        !(c.lateness_ok && c.read_lag_ok),
+        overshoot::delayed(r, reference),
+    )
+}
+
+/// Measures one point; while the generator fell behind its schedule or the
+/// host delayed the server ([`faults`], judged against `reference`, the
+/// sweep's median overshoot so far) it is measured again, up to
+/// `settings.retries` times, and the attempt with the fewest faults, then
+/// the lowest send lateness plus read lag, is kept (with the runner's
+/// figures of that same attempt), with a note saying how many attempts it
+/// took and why. A late generator or a delayed server says nothing about
+/// the server's design, and one hiccup of a shared machine should not end
+/// a curve.
 fn measure(
     runner: &mut dyn Runner,
     curve: &Curve,
     settings: &Settings,
     p: &PlannedPoint,
     files: &PointFiles,
+    reference: Option<f64>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Attempt> {
     let mut best = attempt(runner, curve, settings, p, files)?;
     let mut attempts = 1;
-    let late = |c: &skq_report::result::Checks| !(c.lateness_ok && c.read_lag_ok);
-    while late(&best.result.checks) && attempts <= settings.retries && !progress.cancelled() {
+    let (mut for_late, mut for_delay) = (false, false);
+    let rank = |a: &Attempt| {
+        let (late, delayed) = faults(&a.result, reference);
+        (
+            u8::from(late) + u8::from(delayed),
+            generator_delay(&a.result.checks),
+        )
+    };
+    loop {
+        let (late, delayed) = faults(&best.result, reference);
+        if !(late || delayed) || attempts > settings.retries || progress.cancelled() {
+            break;
+        }
+        for_late |= late;
+        for_delay |= delayed;
         let c = &best.result.checks;
+        let why = if late {
+            format!(
+                "generator {:.0} µs late at p99 sending, {} reading{}",
+                c.lateness_p99_us,
+                c.read_lag_p99_us
+                    .map_or("n/a".into(), |l| format!("{l:.0} µs")),
+                best.result
+                    .generator_preemption()
+                    .map_or(String::new(), |s| format!(" ({s})"))
+            )
+        } else {
+            let o = overshoot::judge(&best.result, reference).expect("judged delayed above");
+            format!("the host delayed the server: {}", o.describe())
+        };
         progress.note(&format!(
-            "{} [{}]: load {:.2}: generator {:.0} µs late at p99 sending, {} reading{}, measuring again",
+            "{} [{}]: load {:.2}: {why}, measuring again",
             curve.name,
             curve.group(),
             p.load,
-            c.lateness_p99_us,
-            c.read_lag_p99_us
-                .map_or("n/a".into(), |l| format!("{l:.0} µs")),
-            best.result
-                .generator_preemption()
-                .map_or(String::new(), |s| format!(" ({s})"))
         ));
         // The kept attempt's interval log must survive the next attempt.
         let kept_log = files.hdr_log.with_extension("hlog.kept");
@@ -448,7 +504,7 @@ fn measure(
             files,
         )?;
         attempts += 1;
-        if generator_delay(&again.result.checks) < generator_delay(&best.result.checks) {
+        if rank(&again).partial_cmp(&rank(&best)) == Some(std::cmp::Ordering::Less) {
             best = again;
             let _ = std::fs::remove_file(&kept_log);
         } else if had_log {
@@ -456,8 +512,15 @@ fn measure(
         }
     }
     if attempts > 1 {
+        let because = match (for_late, for_delay) {
+            (true, true) => {
+                "the generator fell behind its schedule and the host delayed the server"
+            }
+            (false, true) => "the host delayed the server (emulated service overshot)",
+            _ => "the generator fell behind its schedule",
+        };
         best.result.checks.notes.push(format!(
-            "info: measured {attempts} times because the generator fell behind its schedule; kept the attempt with the lowest send lateness plus read lag"
+            "info: measured {attempts} times because {because}; kept the attempt with the fewest such faults, then the lowest send lateness plus read lag"
         ));
         // The point's JSON file holds the kept attempt, as points.json does.
         if let Ok(text) = serde_json::to_string_pretty(&best.result) {
@@ -480,6 +543,9 @@ fn measure(
 /// once. The median rejects one spike in three; a crossing that holds in
 /// two of three stays. Points under the SLO are never measured again, so
 /// nothing is chosen for looking good.
+// The sweep's state, passed down as it is: bundling it for this one caller
+// would only rename it.
+#[allow(clippy::too_many_arguments)]
 fn confirm_crossings(
     runner: &mut dyn Runner,
     curve: &Curve,
@@ -487,6 +553,7 @@ fn confirm_crossings(
     points: &[PlannedPoint],
     out_dir: &std::path::Path,
     recs: &mut [PointRecord],
+    reference: Option<f64>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<()> {
     let mut confirmed = vec![false; recs.len()];
@@ -531,7 +598,7 @@ fn confirm_crossings(
             // A schedule of its own for each (numbered apart from the
             // lateness retries' inside `measure`).
             let again = p.again(CROSSING_SALT + k as u64);
-            match measure(runner, curve, settings, &again, &files, progress) {
+            match measure(runner, curve, settings, &again, &files, reference, progress) {
                 Ok(a) => attempts.push(a),
                 Err(e) => {
                     // The point keeps its first attempt, files included.
@@ -602,6 +669,7 @@ fn confirm_crossings(
             series: kept.series,
             server_ctx_switches: kept.ctx_switches,
             disturbance: kept.disturbance,
+            overshoot: None, // judged once the sweep is done
         };
     }
     Ok(())
@@ -636,7 +704,17 @@ pub fn run(
             }
             progress.start(curve, p);
             let files = PointFiles::under(out_dir, curve, p);
-            match measure(runner, curve, &sweep.settings, p, &files, progress) {
+            // Judged against every point measured so far, every curve's.
+            let reference = overshoot::reference(records.iter().filter_map(|r| r.result()));
+            match measure(
+                runner,
+                curve,
+                &sweep.settings,
+                p,
+                &files,
+                reference,
+                progress,
+            ) {
                 Ok(Attempt {
                     result,
                     server,
@@ -669,6 +747,7 @@ pub fn run(
                         series,
                         server_ctx_switches: ctx_switches,
                         disturbance,
+                        overshoot: None, // judged once the sweep is done
                     }));
                 }
                 Err(e) => {
@@ -685,6 +764,7 @@ pub fn run(
             }
             progress.advance(1);
         }
+        let reference = overshoot::reference(records.iter().filter_map(|r| r.result()));
         let recs = &mut records[first..];
         if let Err(e) = confirm_crossings(
             runner,
@@ -693,6 +773,7 @@ pub fn run(
             &points,
             out_dir,
             recs,
+            reference,
             progress,
         ) {
             // The curve keeps what it had; the failed attempt is reported.
@@ -703,5 +784,22 @@ pub fn run(
             ));
         }
     }
+    judge_overshoots(&mut records);
     records
+}
+
+/// Judges every measured point's service overshoot against the whole
+/// sweep's median ([`crate::overshoot`]), the verdict the summary uses.
+pub fn judge_overshoots(records: &mut [PointRecord]) {
+    let reference = overshoot::reference(records.iter().filter_map(|r| r.result()));
+    for r in records.iter_mut() {
+        if let Outcome::Measured {
+            result,
+            overshoot: verdict,
+            ..
+        } = &mut r.outcome
+        {
+            *verdict = overshoot::judge(result, reference);
+        }
+    }
 }

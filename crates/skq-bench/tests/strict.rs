@@ -189,6 +189,129 @@ fn disturbances_reach_every_output() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// One curve of `mode` over loads that all meet the SLO.
+fn under_the_slo(mode: &str) -> Sweep {
+    let mut s = one_curve(mode);
+    s.settings.loads = vec![0.1, 0.2, 0.3, 0.4, 0.5];
+    s
+}
+
+fn calls_at(runner: &FakeRunner, load: f64) -> usize {
+    runner.calls.iter().filter(|(_, l)| *l == load).count()
+}
+
+#[test]
+fn a_server_the_host_delays_is_measured_again_and_counted_while_it_stays_delayed() {
+    let s = under_the_slo("hybrid");
+    assert_eq!(s.settings.retries, 1);
+    let (records, sums) = run(&s, &mut FakeRunner::default(), "delay-none");
+    assert!(sums[0].disturbed.is_empty(), "{:?}", sums[0].disturbed);
+    assert_eq!(sums[0].decisive_points, 5, "every load under the SLO");
+    let o = records[3].overshoot().expect("emulated and judged");
+    assert_eq!(o.overshoot_us, common::OVERSHOOT_US);
+    assert_eq!(o.reference_us, common::OVERSHOOT_US);
+    assert!(!o.delayed);
+
+    // Delayed once at load 0.4 (three points before it give the
+    // reference): measured again, the undelayed attempt kept, nothing
+    // disturbed.
+    let mut runner = FakeRunner {
+        delay: vec![("hybrid".into(), 3, 1)],
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "delay-once");
+    assert_eq!(calls_at(&runner, 0.4), 2);
+    assert_eq!(calls_at(&runner, 0.3), 1);
+    assert!(!records[3].disturbed());
+    let x = records[3].result().unwrap();
+    assert_eq!(x.service_overshoot_us(), Some(common::OVERSHOOT_US));
+    assert!(
+        x.checks
+            .notes
+            .iter()
+            .any(|n| n.contains("measured 2 times because the host delayed the server")),
+        "{:?}",
+        x.checks.notes
+    );
+    assert!(sums[0].disturbed.is_empty());
+    assert!(strict_verdict(&sums).is_ok());
+
+    // Delayed at every attempt: retries run out, the point is kept, marked
+    // and counted among the disturbed decisive points, and --strict fails.
+    let mut runner = FakeRunner {
+        delay: vec![("hybrid".into(), 3, usize::MAX)],
+        ..Default::default()
+    };
+    let dir = temp_dir("delay-always");
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    assert_eq!(calls_at(&runner, 0.4), 2, "one retry");
+    assert!(records[3].disturbed());
+    assert!(!records[2].disturbed());
+    let o = records[3].overshoot().unwrap();
+    assert!(o.delayed);
+    assert_eq!(o.overshoot_us, common::DELAYED_OVERSHOOT_US);
+    assert_eq!(sums[0].disturbed.len(), 1, "{:?}", sums[0].disturbed);
+    assert!(
+        sums[0].disturbed[0].contains(
+            "at load 0.40: the host delayed the server: emulated service 450 µs over the requested"
+        ),
+        "{:?}",
+        sums[0].disturbed
+    );
+    let e = strict_verdict(&sums).unwrap_err();
+    assert!(e.0.contains("the host delayed the server"), "{e}");
+    // points.csv carries the overshoot and both marks; points.json reads back.
+    let info = RunInfo {
+        started: "2026-01-01 00:00:00".into(),
+        command: "skq bench".into(),
+        cpus: 2,
+        wall_s: 1.0,
+        ..Default::default()
+    };
+    output::write_all(&dir, &s, &records, &sums, &info).unwrap();
+    let rows = output::parse_points_csv(&std::fs::read_to_string(dir.join("points.csv")).unwrap())
+        .unwrap();
+    assert_eq!(
+        rows[3].num("service_overshoot_us"),
+        Some(common::DELAYED_OVERSHOOT_US)
+    );
+    assert_eq!(rows[3].get("host_delayed"), "true");
+    assert_eq!(rows[3].get("disturbed"), "true");
+    assert_eq!(rows[2].get("host_delayed"), "false");
+    assert_eq!(rows[2].get("disturbed"), "false");
+    let back: Vec<PointRecord> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("points.json")).unwrap()).unwrap();
+    assert_eq!(back[3].overshoot(), records[3].overshoot());
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // The first point has no reference while it runs: measured once, but
+    // judged against the whole sweep's once the sweep is done.
+    let mut runner = FakeRunner {
+        delay: vec![("hybrid".into(), 0, usize::MAX)],
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "delay-first");
+    assert_eq!(calls_at(&runner, 0.1), 1);
+    assert!(records[0].overshoot().unwrap().delayed);
+    assert_eq!(sums[0].disturbed.len(), 1);
+}
+
+/// Spun service is not judged: its overshoot is the server's own.
+#[test]
+fn spun_service_is_not_judged_for_host_delay() {
+    let mut s = under_the_slo("hybrid");
+    s.curves[0].server.service = skq_bench::config::ServiceMode::Spin;
+    let mut runner = FakeRunner {
+        delay: vec![("hybrid".into(), 3, usize::MAX)],
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "delay-spin");
+    assert_eq!(calls_at(&runner, 0.4), 1);
+    assert!(records.iter().all(|r| r.overshoot().is_none()));
+    assert!(sums[0].disturbed.is_empty());
+}
+
 #[test]
 fn every_output_names_how_each_server_was_started() {
     let f = SweepFile::parse(

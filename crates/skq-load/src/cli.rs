@@ -646,7 +646,13 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
         s += &latency_line("high-priority latency (us)", p);
     }
     if let Some(sv) = r.measured_service_us {
-        let _ = writeln!(s, "service delivered (server-reported mean): {sv:.1} us");
+        let asked = r
+            .requested_service_us
+            .map_or(String::new(), |a| format!(" (requested {a:.1} us)"));
+        let _ = writeln!(
+            s,
+            "service delivered (server-reported mean): {sv:.1} us{asked}"
+        );
     }
     if !r.intervals.is_empty() {
         if let Some(p) = &cfg.rate_profile {

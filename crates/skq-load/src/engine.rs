@@ -371,7 +371,7 @@ fn assemble(
     let mut intervals_sent: Vec<u64> = Vec::new();
     let mut errors = Errors::default();
     let (mut sent, mut recv_window, mut received, mut misses) = (0, 0, 0, 0);
-    let (mut service_sum, mut service_n) = (0.0, 0);
+    let (mut service_sum, mut requested_sum, mut service_n) = (0.0, 0.0, 0);
     let mut gaps = Vec::new();
     let mut sched_gaps = Vec::new();
     let mut ref_gaps = Vec::new();
@@ -416,6 +416,7 @@ fn assemble(
         received += o.received_measured;
         misses += o.misses;
         service_sum += o.service_sum;
+        requested_sum += o.requested_sum;
         service_n += o.service_n;
         gaps.extend(o.gaps);
         sched_gaps.extend(o.sched_gaps);
@@ -550,6 +551,7 @@ fn assemble(
         high_priority_latency: (cfg.high_priority.rate > 0.0).then(|| lat_high.summary()),
         batch_latency: (cfg.batch.client.rate > 0.0).then(|| lat_batch.summary()),
         measured_service_us: (service_n > 0).then(|| service_sum / service_n as f64 / 1e3),
+        requested_service_us: (service_n > 0).then(|| requested_sum / service_n as f64 / 1e3),
         errors,
         checks,
         client_cpu: CpuTime {

@@ -264,6 +264,8 @@ pub struct WorkerOut {
     pub rt_refused: Option<String>,
     /// Sum and count of reported service times (ns).
     pub service_sum: f64,
+    /// Sum of the service times the same replies' requests asked for (ns).
+    pub requested_sum: f64,
     /// Number of replies that reported a service time.
     pub service_n: u64,
     /// memcached GET misses.
@@ -1098,6 +1100,7 @@ impl<'a> Worker<'a> {
         }
         c.max_answered = c.max_answered.max(seq + 1);
         let (sched, sent, role, record) = (p.sched, p.sent, c.role, p.record);
+        let asked_ns = p.req.service_ns;
         while c.pending.front().is_some_and(|p| p.answered) {
             c.pending.pop_front();
             c.base += 1;
@@ -1121,6 +1124,7 @@ impl<'a> Worker<'a> {
         self.out.misses += u64::from(miss);
         if let Some(s) = service_ns {
             self.out.service_sum += s as f64;
+            self.out.requested_sum += f64::from(asked_ns);
             self.out.service_n += 1;
         }
         if self.p.series_p >= 1.0 || self.sample_rng.gen::<f64>() < self.p.series_p {

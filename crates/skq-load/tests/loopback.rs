@@ -119,6 +119,7 @@ fn clean_run_answers_everything_once_and_reports_roles_apart() {
     assert!(probe.count > 0 && high.count > 0);
     assert_eq!(r.meta.threads, 2);
     assert_eq!(r.measured_service_us, Some(0.0));
+    assert_eq!(r.requested_service_us, Some(0.0));
     // Every read is timed against the kernel's receive stamp.
     assert!(r.checks.read_lag_p99_us.is_some(), "{:?}", r.checks.notes);
     // The JSON schema round-trips.
@@ -128,6 +129,28 @@ fn clean_run_answers_everything_once_and_reports_roles_apart() {
         (back.sent, back.errors, back.checks.pass),
         (r.sent, r.errors, r.checks.pass)
     );
+}
+
+#[test]
+fn the_service_asked_for_is_reported_beside_the_service_delivered() {
+    // The reference server's emulating worker reports exactly the service
+    // each request asked for, so the two means agree to the bit.
+    let server = RefServer::start(RefMode::Emulate).unwrap();
+    let mut cfg = short(server.addr(), 400.0, 4);
+    cfg.service = ServiceSpec::new(Workload::Exponential, 100_000.0); // 100 µs
+    cfg.seed = 7;
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    let asked = r
+        .requested_service_us
+        .expect("replies report their service");
+    assert_eq!(r.measured_service_us, Some(asked));
+    assert_eq!(r.service_overshoot_us(), Some(0.0));
+    // The mean of what this seed drew: an exponential sample's, not 0 and
+    // not the server's.
+    assert!(asked > 30.0 && asked < 300.0, "{asked}");
+    let text = skq_load::cli::render_summary(&cfg, &r);
+    assert!(text.contains("(requested "), "{text}");
 }
 
 #[test]

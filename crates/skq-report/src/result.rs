@@ -205,6 +205,12 @@ pub struct PointResult {
     pub batch_latency: Option<Latency>,
     /// Mean service time actually delivered, from the replies (µs).
     pub measured_service_us: Option<f64>,
+    /// Mean service time the same replies' requests asked for (µs): with
+    /// `measured_service_us`, how far the server's service overshot what
+    /// was asked ([`PointResult::service_overshoot_us`]). None in results
+    /// from before the field existed and where no reply reported a service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_service_us: Option<f64>,
     /// Correctness counters.
     pub errors: Errors,
     /// Self-check verdicts.
@@ -284,6 +290,16 @@ pub struct GeneratorStalls {
 }
 
 impl PointResult {
+    /// How far the delivered service overshot the requested one, µs:
+    /// `measured_service_us − requested_service_us`, when both are known.
+    /// An emulated service (a sleep) overshoots by the timer's slack and
+    /// the wake-up on a quiet machine; a host that delays the server's
+    /// threads adds to it.
+    pub fn service_overshoot_us(&self) -> Option<f64> {
+        let d = self.measured_service_us? - self.requested_service_us?;
+        d.is_finite().then_some(d)
+    }
+
     /// What the machine took from the generator threads over the run, as
     /// `"preempted N times, X ms waiting for a CPU; machine floor F us"`
     /// (the floor: an ideal generator's lateness p99 on that CPU, when

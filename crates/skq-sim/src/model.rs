@@ -168,6 +168,8 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         high_priority_latency: s.high.clone(),
         batch_latency: s.batch.clone(),
         measured_service_us: s.measured_service_us,
+        // Simulated service is exactly what was drawn: nothing overshoots.
+        requested_service_us: None,
         errors: Errors {
             missing: stranded,
             ..Errors::default()

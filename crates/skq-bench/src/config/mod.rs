@@ -15,6 +15,7 @@
 //! cdf_load = 0.5        # the load fraction whose latency CDF the report plots
 //! drain_secs = 1.0      # generator waits this long for late replies (stops early when none)
 //! retries = 1          # re-measure a point whose generator fell behind (lateness check)
+//!                       # or whose server the host delayed (emulated service overshot)
 //! crossing_attempts = 3 # a point over the SLO below one that met it: measured 3 times, median kept
 //! baseline = "vanilla"  # the × column's reference: the curve of this mode (or
 //!                       # name) in the same group (e.g. "memcached")
@@ -273,7 +274,8 @@ pub struct SweepEntry {
     pub drain_secs: Option<f64>,
     /// Mode or name of the baseline curve (default `vanilla`).
     pub baseline: Option<String>,
-    /// Re-measurements of a point whose generator fell behind.
+    /// Re-measurements of a point whose generator fell behind or whose
+    /// server the host delayed.
     pub retries: Option<u32>,
     /// See [`Settings::crossing_attempts`].
     pub crossing_attempts: Option<u32>,

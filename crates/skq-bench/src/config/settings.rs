@@ -32,8 +32,10 @@ pub struct Settings {
     /// Mode or name of the curve each group's ratios are taken against.
     #[serde(default = "default_baseline")]
     pub baseline: String,
-    /// A point whose generator failed its lateness check is measured again
-    /// up to this many times (the least late attempt is kept).
+    /// A point whose generator failed its lateness check, or whose server
+    /// the host delayed ([`crate::overshoot`]), is measured again up to
+    /// this many times (the attempt with the fewest such faults, then the
+    /// least late, is kept).
     #[serde(default)]
     pub retries: u32,
     /// A point whose p99 crossed the SLO below a load that met it again is

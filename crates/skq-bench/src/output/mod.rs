@@ -167,9 +167,12 @@ pub fn disturbance_line(summaries: &[CurveSummary], settings: &Settings) -> Stri
     let disturbed: usize = summaries.iter().map(|s| s.disturbed.len()).sum();
     format!(
         "disturbed decisive points: {disturbed} of {decisive} (processes outside the run used more \
-         than {} CPU while the point ran; the points at or under the SLO and the first over it \
-         decide max load)",
-        settings.disturbed_above
+         than {} CPU while the point ran, or the server's emulated service overshot the run's \
+         median by more than {:.0} µs or {:.0}% of the service asked; the points at or under the \
+         SLO and the first over it decide max load)",
+        settings.disturbed_above,
+        crate::overshoot::SLACK_US,
+        crate::overshoot::SLACK_FRACTION * 100.0
     )
 }
 

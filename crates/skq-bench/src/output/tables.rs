@@ -96,10 +96,13 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
 /// `server_ctx_involuntary` are the server's context switches over the
 /// window of `server_cpu_s` (counts; divide by `achieved_rps` × the
 /// measured seconds for a figure per reply). `disturbance_cpu` is the CPU
-/// used by processes outside the run over the same window, in CPUs, and
-/// `disturbed` whether it was above the sweep's `disturbed_above`
-/// ([`crate::disturbance`]).
-pub const POINT_COLUMNS: [&str; 32] = [
+/// used by processes outside the run over the same window, in CPUs;
+/// `service_overshoot_us` how far emulated service overshot what the
+/// requests asked, `host_delayed` whether that was past the sweep's limit
+/// ([`crate::overshoot`]); `disturbed` whether either was found: the CPU
+/// figure above the sweep's `disturbed_above` ([`crate::disturbance`]) or
+/// the host delaying the server.
+pub const POINT_COLUMNS: [&str; 34] = [
     "config",
     "mode",
     "workload",
@@ -132,6 +135,8 @@ pub const POINT_COLUMNS: [&str; 32] = [
     "migrations_per_s",
     "disturbance_cpu",
     "disturbed",
+    "service_overshoot_us",
+    "host_delayed",
 ];
 
 /// One row of `points.csv`, typed (what [`parse_points_csv`] returns).
@@ -336,7 +341,7 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
             }
             Outcome::Skipped => row.push("skipped".into()),
         }
-        row.resize(POINT_COLUMNS.len() - 6, String::new());
+        row.resize(POINT_COLUMNS.len() - 8, String::new());
         row.push(r.rss.clone());
         let s = r.server_stats();
         let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
@@ -344,8 +349,15 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
         row.push(num(s.and_then(|s| s.steals_per_s)));
         row.push(num(s.and_then(|s| s.migrations_per_s)));
         let d = r.disturbance();
+        let o = r.overshoot();
         row.push(num(d.map(|d| d.cpu)));
-        row.push(d.map_or(String::new(), |d| d.disturbed.to_string()));
+        row.push(if d.is_some() || o.is_some() {
+            r.disturbed().to_string()
+        } else {
+            String::new()
+        });
+        row.push(num(r.result().and_then(|x| x.service_overshoot_us())));
+        row.push(o.map_or(String::new(), |o| o.delayed.to_string()));
         t.push(row);
     }
     t
@@ -390,7 +402,16 @@ pub(super) fn compact_points(sweep: &Sweep, records: &[PointRecord]) -> Table {
             } => (
                 format!("{:.0}", x.achieved_rps),
                 format!("{:.0}", x.latency.p99.value),
-                opt(x.measured_service_us, 1),
+                // `!`: the host delayed the server ([`crate::overshoot`]).
+                format!(
+                    "{}{}",
+                    opt(x.measured_service_us, 1),
+                    if r.overshoot().is_some_and(|o| o.delayed) {
+                        "!"
+                    } else {
+                        ""
+                    }
+                ),
                 if *saturated {
                     "saturated".to_string()
                 } else {

@@ -125,6 +125,7 @@ pub fn fixture_result(curve: &Curve, settings: &Settings, p: &PlannedPoint) -> P
         raw_latency: latency.clone(),
         latency,
         measured_service_us: Some(s),
+        requested_service_us: curve.load.nominal_service_us,
         checks,
         ..Default::default()
     }
@@ -186,7 +187,16 @@ pub struct FakeRunner {
     pub disturb: Vec<(String, usize, f64)>,
     /// The last point's disturbance, until taken.
     pub disturbance: Option<Disturbance>,
+    /// (configuration name, point index, attempts) whose first `attempts`
+    /// measurements the host delays: their emulated service overshoots by
+    /// [`DELAYED_OVERSHOOT_US`] instead of [`OVERSHOOT_US`].
+    pub delay: Vec<(String, usize, usize)>,
+    /// Measurements so far of each (configuration name, point index).
+    pub attempts: std::collections::HashMap<(String, usize), usize>,
 }
+
+/// The overshoot of a point the host delays (µs).
+pub const DELAYED_OVERSHOOT_US: f64 = 450.0;
 
 /// The fixture server context switches of a point: two voluntary per reply
 /// received, and as involuntary the runner's call number (1-based), which
@@ -216,7 +226,19 @@ impl Runner for FakeRunner {
         {
             bail!("server not ready on 127.0.0.1:1 after 10s (fixture)");
         }
-        let r = fixture_result(curve, s, p);
+        let mut r = fixture_result(curve, s, p);
+        let n = self
+            .attempts
+            .entry((curve.name.clone(), p.index))
+            .or_default();
+        *n += 1;
+        if self
+            .delay
+            .iter()
+            .any(|(c, i, k)| *c == curve.name && *i == p.index && *n <= *k)
+        {
+            r.measured_service_us = r.requested_service_us.map(|s| s + DELAYED_OVERSHOOT_US);
+        }
         if self.hdr {
             write_hdr_log(&files.hdr_log, &r);
         }
