@@ -17,6 +17,15 @@
 //! whose pooled regular p99 is within the SLO (the runs' mean SLO for that
 //! configuration). The same pooled regular p99s give the configuration's
 //! max load at SLO, interpolated as one run's summary does.
+//!
+//! The same points' server CPU and context switches are pooled too: the
+//! CPU-seconds summed over the runs divided by the replies summed over them
+//! (`achieved_rps` × measured seconds, the denominator of one run's figure),
+//! so one short point's tick of noise weighs no more than its replies.
+//! `--cpu-vs NAME` divides each configuration's pooled CPU per reply by
+//! that of the configuration NAME of the same workload group at the same
+//! load: the main job's CPU at equal load over many runs instead of one
+//! run's 1.5-s points.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,6 +57,11 @@ pub struct PoolArgs {
     /// Also write the pooled figures as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Divide each configuration's pooled server CPU per reply by that of
+    /// the configuration of this name in the same workload group, at each
+    /// load (e.g. `--cpu-vs epoll-shared`).
+    #[arg(long, value_name = "NAME")]
+    pub cpu_vs: Option<String>,
 }
 
 /// The classes of connection a log carries: (tag, name in the table).
@@ -94,6 +108,15 @@ pub struct PooledPoint {
     pub left_out: Vec<String>,
     /// The classes with at least one histogram, in [`CLASSES`] order.
     pub classes: Vec<PooledClass>,
+    /// Server CPU (user + system) per reply over the pooled points that
+    /// measured it, µs: CPU-seconds summed over the runs divided by the
+    /// replies summed over them.
+    pub cpu_us_per_reply: Option<f64>,
+    /// Pooled points behind `cpu_us_per_reply`.
+    pub cpu_points: usize,
+    /// Server context switches per reply, (voluntary, involuntary), pooled
+    /// the same way.
+    pub ctx_per_reply: Option<(f64, f64)>,
 }
 
 impl PooledPoint {
@@ -140,6 +163,12 @@ pub struct Pooled {
     pub points: Vec<PooledPoint>,
     /// Per configuration.
     pub growth: Vec<PooledGrowth>,
+    /// With `--cpu-vs NAME`: NAME, and per configuration of a group where
+    /// NAME ran, per load both measured, `(configuration, load, pooled CPU
+    /// per reply ÷ NAME's)`.
+    pub cpu_vs: Option<String>,
+    /// See `cpu_vs`.
+    pub cpu_ratios: Vec<(String, f64, f64)>,
 }
 
 /// One `skq bench` output folder as read.
@@ -217,8 +246,9 @@ fn load_key(load: f64) -> i64 {
     (load * 1e6).round() as i64
 }
 
-/// Pools `runs` (see the module documentation).
-pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
+/// Pools `runs` (see the module documentation); with `cpu_vs`, the CPU
+/// ratios against that configuration.
+pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> {
     if runs.is_empty() {
         bail!("nothing to pool: no run folders given");
     }
@@ -240,6 +270,13 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
         left_out: Vec<String>,
         /// (index in [`CLASSES`], one run's histogram).
         hists: Vec<(usize, Histogram<u64>)>,
+        /// Server CPU-seconds and the replies they served, summed.
+        cpu_s: f64,
+        cpu_replies: f64,
+        cpu_points: usize,
+        /// Server context switches (voluntary, involuntary) and replies.
+        ctx: (u64, u64),
+        ctx_replies: f64,
     }
     let mut cells: BTreeMap<(usize, i64), Cell> = BTreeMap::new();
     for r in runs {
@@ -257,6 +294,11 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
                     target_sum: 0.0,
                     left_out: Vec::new(),
                     hists: Vec::new(),
+                    cpu_s: 0.0,
+                    cpu_replies: 0.0,
+                    cpu_points: 0,
+                    ctx: (0, 0),
+                    ctx_replies: 0.0,
                 });
             cell.measured += 1;
             cell.target_sum += rec.target_rps;
@@ -270,6 +312,20 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
             if let Some(why) = why {
                 cell.left_out.push(format!("{}: {why}", r.dir.display()));
                 continue;
+            }
+            // The denominator of one run's CPU per reply.
+            let replies = result.achieved_rps * result.meta.duration_s;
+            if replies > 0.0 {
+                if let Some(c) = &result.server_cpu {
+                    cell.cpu_s += c.user_s + c.sys_s;
+                    cell.cpu_replies += replies;
+                    cell.cpu_points += 1;
+                }
+                if let Some(x) = rec.ctx_switches() {
+                    cell.ctx.0 += x.voluntary;
+                    cell.ctx.1 += x.involuntary;
+                    cell.ctx_replies += replies;
+                }
             }
             let crate::sweep::Outcome::Measured {
                 hdr_log: Some(log), ..
@@ -295,6 +351,11 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
             target_sum,
             left_out,
             hists,
+            cpu_s,
+            cpu_replies,
+            cpu_points,
+            ctx,
+            ctx_replies,
         } = cell;
         let mut classes = Vec::new();
         for (k, (_, name)) in CLASSES.iter().enumerate() {
@@ -328,8 +389,13 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
             measured,
             left_out,
             classes,
+            cpu_us_per_reply: (cpu_replies > 0.0).then(|| cpu_s * 1e6 / cpu_replies),
+            cpu_points,
+            ctx_per_reply: (ctx_replies > 0.0)
+                .then(|| (ctx.0 as f64 / ctx_replies, ctx.1 as f64 / ctx_replies)),
         });
     }
+    let cpu_ratios = cpu_vs.map_or_else(Vec::new, |base| cpu_ratios(&points, base));
     let growth = configs
         .iter()
         .filter_map(|c| growth_of(c, &points, runs))
@@ -339,7 +405,41 @@ pub fn pool(runs: &[RunDir], all: bool) -> Result<Pooled> {
         all,
         points,
         growth,
+        cpu_vs: cpu_vs.map(String::from),
+        cpu_ratios,
     })
+}
+
+/// The workload group of a label `name [group]` (empty without one).
+fn group_of(label: &str) -> &str {
+    label
+        .find(" [")
+        .map_or("", |i| label[i + 2..].trim_end_matches(']'))
+}
+
+/// Each configuration's pooled CPU per reply divided by `base`'s of the
+/// same group at the same load, where both have one.
+fn cpu_ratios(points: &[PooledPoint], base: &str) -> Vec<(String, f64, f64)> {
+    let mut out = Vec::new();
+    for p in points {
+        let group = group_of(&p.config);
+        let label = if group.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base} [{group}]")
+        };
+        let Some(theirs) = points
+            .iter()
+            .find(|b| b.config == label && load_key(b.load) == load_key(p.load))
+            .and_then(|b| b.cpu_us_per_reply)
+        else {
+            continue;
+        };
+        if let Some(mine) = p.cpu_us_per_reply.filter(|_| theirs > 0.0) {
+            out.push((p.config.clone(), p.load, mine / theirs));
+        }
+    }
+    out
 }
 
 fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<PooledGrowth> {
@@ -404,8 +504,8 @@ pub fn render(p: &Pooled) -> String {
         .unwrap_or(6)
         .max(6);
     out.push_str(&format!(
-        "{:<width$} {:>5} {:>6}",
-        "config", "load", "pooled"
+        "{:<width$} {:>5} {:>6} {:>7} {:>10}",
+        "config", "load", "pooled", "CPU µs", "switches"
     ));
     for (_, name) in CLASSES {
         out.push_str(&format!(" {:>8} {:>9}", format!("{name} n"), "p99 µs"));
@@ -414,10 +514,13 @@ pub fn render(p: &Pooled) -> String {
     for x in &p.points {
         let pooled = x.measured - x.left_out.len();
         out.push_str(&format!(
-            "{:<width$} {:>5.2} {:>6}",
+            "{:<width$} {:>5.2} {:>6} {:>7} {:>10}",
             x.config,
             x.load,
-            format!("{pooled}/{}", x.measured)
+            format!("{pooled}/{}", x.measured),
+            x.cpu_us_per_reply.map_or("-".into(), |c| format!("{c:.1}")),
+            x.ctx_per_reply
+                .map_or("-".into(), |(v, i)| format!("{v:.2}+{i:.2}")),
         ));
         for (_, name) in CLASSES {
             match x.class(name) {
@@ -458,6 +561,31 @@ pub fn render(p: &Pooled) -> String {
             parts.join(", ")
         ));
     }
+    if let Some(base) = &p.cpu_vs {
+        out.push_str(&format!(
+            "\nserver CPU per reply × {base} at equal load (pooled CPU-seconds over pooled replies):\n"
+        ));
+        if p.cpu_ratios.is_empty() {
+            out.push_str(&format!(
+                "  none: no configuration named {base} measured server CPU at a load another did\n"
+            ));
+        }
+        let mut configs: Vec<&str> = Vec::new();
+        for (c, _, _) in &p.cpu_ratios {
+            if !configs.contains(&c.as_str()) {
+                configs.push(c);
+            }
+        }
+        for c in configs {
+            let cells: Vec<String> = p
+                .cpu_ratios
+                .iter()
+                .filter(|(x, _, _)| x == c)
+                .map(|(_, l, r)| format!("{l:.2}: {r:.3}"))
+                .collect();
+            out.push_str(&format!("  {c}: {}\n", cells.join(", ")));
+        }
+    }
     let left: Vec<String> = p
         .points
         .iter()
@@ -484,7 +612,7 @@ pub fn run(args: PoolArgs) -> Result<()> {
         .iter()
         .map(|d| RunDir::read(d))
         .collect::<Result<Vec<_>>>()?;
-    let pooled = pool(&runs, args.all)?;
+    let pooled = pool(&runs, args.all, args.cpu_vs.as_deref())?;
     print!("{}", render(&pooled));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&pooled)?)
@@ -575,7 +703,7 @@ mod tests {
             [&[(3_000, 100)], &[(4_000, 100)]],
             false,
         );
-        let p = pool(&[a.clone(), b.clone()], false).unwrap();
+        let p = pool(&[a.clone(), b.clone()], false, None).unwrap();
         assert_eq!(p.points.len(), 2);
         let low = &p.points[0];
         assert_eq!((low.measured, low.left_out.len()), (2, 0));
@@ -603,7 +731,7 @@ mod tests {
 
         // With --all run b's 0.5 (regular 50 µs) joins, the pooled regular
         // p99 exceeds the SLO and the peak falls back to 0.1.
-        let p = pool(&[a, b], true).unwrap();
+        let p = pool(&[a, b], true, None).unwrap();
         assert_eq!(p.points[1].class("regular").unwrap().count, 200);
         assert_eq!(p.growth[0].peak_load, 0.1);
         assert!(p.growth[0].unpooled_loads.is_empty());
@@ -620,7 +748,7 @@ mod tests {
             [&[(1_000, 100)], &[(2_000, 100)]],
             false,
         );
-        let p = pool(&[c], false).unwrap();
+        let p = pool(&[c], false, None).unwrap();
         assert_eq!(p.growth[0].peak_load, 0.1);
         assert_eq!(p.growth[0].unpooled_loads, vec![0.5]);
         assert!(render(&p).contains("[no point pooled at 0.50]"));
@@ -644,17 +772,111 @@ mod tests {
         r.records.extend(second);
         r.labels = [(0, "c [x]".to_string()), (1, "c [y]".to_string())].into();
         r.slo_us = [("c [x]".to_string(), 10.0), ("c [y]".to_string(), 10.0)].into();
-        let p = pool(&[r], false).unwrap();
+        let p = pool(&[r], false, None).unwrap();
         let names: Vec<&str> = p.growth.iter().map(|g| g.config.as_str()).collect();
         assert_eq!(names, ["c [x]", "c [y]"]);
         assert!(p.points.iter().all(|x| x.measured == 1));
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// A run of two configurations `a` and `b` of group `g` at load 0.2:
+    /// (server CPU-seconds, replies, passed its checks) for each.
+    fn cpu_run(root: &Path, name: &str, a: (f64, f64, bool), b: (f64, f64, bool)) -> RunDir {
+        use skq_report::result::{CpuTime, CtxSwitches};
+        let dir = root.join(name);
+        std::fs::create_dir_all(dir.join("hdr")).unwrap();
+        let mut records = Vec::new();
+        for (curve, (cpu_s, replies, pass)) in [a, b].into_iter().enumerate() {
+            let file = format!("{curve}.hlog");
+            hdr::write_test_log(
+                &dir.join("hdr").join(&file),
+                &[(None, &hist(&[(1_000, 10)]))],
+            );
+            let mut result = PointResult::default();
+            result.checks.pass = pass;
+            result.meta.duration_s = 2.0;
+            result.achieved_rps = replies / 2.0;
+            result.server_cpu = Some(CpuTime {
+                user_s: cpu_s / 4.0,
+                sys_s: cpu_s * 3.0 / 4.0,
+            });
+            records.push(PointRecord {
+                curve,
+                config: ["a", "b"][curve].into(),
+                load: 0.2,
+                target_rps: 200.0,
+                rss: String::new(),
+                outcome: Outcome::Measured {
+                    result: Box::new(result),
+                    hdr_log: Some(dir.join("hdr").join(&file)),
+                    saturated: false,
+                    server: None,
+                    series: None,
+                    server_ctx_switches: Some(CtxSwitches {
+                        voluntary: (2.0 * replies) as u64,
+                        involuntary: 0,
+                    }),
+                    disturbance: None,
+                    overshoot: None,
+                },
+            });
+        }
+        RunDir {
+            dir,
+            records,
+            slo_us: BTreeMap::new(),
+            labels: [(0, "a [g]".to_string()), (1, "b [g]".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn pools_server_cpu_over_the_runs_replies_and_divides_by_the_named_configuration() {
+        let root = std::env::temp_dir().join(format!("skq-pool-cpu-{}", std::process::id()));
+        // a: 0.04 s over 1,000 replies, then 0.10 s over 4,000 (a failed
+        // check): 40 µs alone, 28 µs pooled with --all. b: 30 µs, then 25.
+        let r1 = cpu_run(&root, "r1", (0.04, 1000.0, true), (0.03, 1000.0, true));
+        let r2 = cpu_run(&root, "r2", (0.10, 4000.0, false), (0.10, 4000.0, true));
+        let p = pool(&[r1.clone(), r2.clone()], false, Some("b")).unwrap();
+        let cpu = |p: &Pooled, c: &str| {
+            let x = p.points.iter().find(|x| x.config == c).unwrap();
+            (x.cpu_us_per_reply.unwrap(), x.cpu_points)
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let (a, n) = cpu(&p, "a [g]");
+        assert!(
+            close(a, 40.0) && n == 1,
+            "the failed point left out: {a} {n}"
+        );
+        let (b, n) = cpu(&p, "b [g]");
+        assert!(close(b, 0.13e6 / 5000.0) && n == 2, "{b} {n}");
+        let a_point = p.points.iter().find(|x| x.config == "a [g]").unwrap();
+        let (v, i) = a_point.ctx_per_reply.unwrap();
+        assert!(close(v, 2.0) && close(i, 0.0));
+        assert_eq!(p.cpu_vs.as_deref(), Some("b"));
+        let ratio = |p: &Pooled, c: &str| p.cpu_ratios.iter().find(|r| r.0 == c).unwrap().2;
+        assert!(close(ratio(&p, "a [g]"), 40.0 / 26.0));
+        assert!(close(ratio(&p, "b [g]"), 1.0));
+        let text = render(&p);
+        assert!(
+            text.contains("server CPU per reply × b at equal load"),
+            "{text}"
+        );
+        assert!(text.contains("a [g]: 0.20: 1.538"), "{text}");
+        // --all: CPU-seconds over replies, not a mean of the runs' figures
+        // (which would be 32.5 µs).
+        let p = pool(&[r1, r2.clone()], true, Some("b")).unwrap();
+        assert!(close(cpu(&p, "a [g]").0, 0.14e6 / 5000.0));
+        // A name that ran nowhere: no ratios, and the text says so.
+        let p = pool(&[r2], true, Some("nginx")).unwrap();
+        assert!(p.cpu_ratios.is_empty());
+        assert!(render(&p).contains("none: no configuration named nginx"));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn a_folder_without_points_is_a_clear_error() {
         let e = RunDir::read(Path::new("/nonexistent/run")).unwrap_err();
         assert!(format!("{e:#}").contains("skq bench --out"), "{e:#}");
-        assert!(pool(&[], false).is_err());
+        assert!(pool(&[], false, None).is_err());
     }
 }
