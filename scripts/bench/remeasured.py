@@ -15,6 +15,10 @@ counted apart, as read late, and (since 2026-11-30, when the line also names
 the read lag without the stalls) split into the machine's and the
 generator's own the same way.
 
+Since 2026-12-03 `skq bench` also measures again a point whose server the
+host delayed (its emulated service overshot the run's median past the
+limit, docs/MEASUREMENT.md "Host delays"); those lines are counted apart.
+
 Usage: python3 scripts/bench/remeasured.py BENCH_LOG ...
 """
 import re
@@ -28,6 +32,10 @@ LINE = re.compile(
     r"(?:; machine floor ([\d.]+) us)?"
     r"(?:; (\d+) stalls \(([\d.]+) ms\), lateness p99 without them ([\d.]+) us"
     r"(?:, read lag p99 without them ([\d.]+) us)?)?\)"
+)
+DELAYED = re.compile(
+    r"skq bench: (\S+) \[(.*?)\]: load ([\d.]+): the host delayed the server: "
+    r"emulated service (\d+) µs over"
 )
 
 
@@ -52,7 +60,12 @@ if len(sys.argv) < 2:
     sys.exit(2)
 for path in sys.argv[1:]:
     rows = []
+    delayed = []
     for line in open(path, encoding="utf-8"):
+        d = DELAYED.search(line)
+        if d:
+            delayed.append((d.group(1), float(d.group(3)), int(d.group(4))))
+            continue
         m = LINE.search(line)
         if not m:
             continue
@@ -93,6 +106,9 @@ for path in sys.argv[1:]:
         print("  by connections:", "; ".join(
             f"{k}: {len(v)} (loads {', '.join(f'{x:g}' for x in sorted(v))})"
             for k, v in sorted(groups.items())))
+    if delayed:
+        print(f"  measured again because the host delayed the server: {len(delayed)} "
+              f"(config, load, overshoot µs): {delayed[:10]}")
     if mach:
         print("  machine's:", [(r["mode"], r["load"], r["late"], r["without"] or r["floor"])
                                for r in mach][:10])
