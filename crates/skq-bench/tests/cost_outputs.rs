@@ -6,7 +6,7 @@
 mod common;
 
 use common::{six_mode_sweep, temp_dir, FakeRunner};
-use skq_bench::output::{self, RunInfo};
+use skq_bench::output;
 use skq_bench::summary;
 use skq_bench::sweep::{self, Outcome, PointRecord, Quiet};
 
@@ -82,13 +82,7 @@ fn context_switches_reach_every_output_file() {
     };
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
     let sums = summary::summarize(&s, &records);
-    let info = RunInfo {
-        started: "2026-01-01 00:00:00".into(),
-        command: "skq bench".into(),
-        cpus: 2,
-        wall_s: 1.0,
-        ..Default::default()
-    };
+    let info = common::run_info("skq bench");
     output::write_all(&dir, &s, &records, &sums, &info).unwrap();
     assert!(records.iter().any(|r| r.ctx_switches().is_some()));
     assert!(records

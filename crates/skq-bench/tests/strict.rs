@@ -120,13 +120,7 @@ fn disturbances_reach_every_output() {
     };
     let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
     let sums = summary::summarize(&s, &records);
-    let info = RunInfo {
-        started: "2026-01-01 00:00:00".into(),
-        command: "skq bench --strict".into(),
-        cpus: 2,
-        wall_s: 1.0,
-        ..Default::default()
-    };
+    let info = common::run_info("skq bench --strict");
     output::write_all(&dir, &s, &records, &sums, &info).unwrap();
     let decisive = sums[0].decisive_points;
 
@@ -262,13 +256,7 @@ fn a_server_the_host_delays_is_measured_again_and_counted_while_it_stays_delayed
     let e = strict_verdict(&sums).unwrap_err();
     assert!(e.0.contains("the host delayed the server"), "{e}");
     // points.csv carries the overshoot and both marks; points.json reads back.
-    let info = RunInfo {
-        started: "2026-01-01 00:00:00".into(),
-        command: "skq bench".into(),
-        cpus: 2,
-        wall_s: 1.0,
-        ..Default::default()
-    };
+    let info = common::run_info("skq bench");
     output::write_all(&dir, &s, &records, &sums, &info).unwrap();
     let rows = output::parse_points_csv(&std::fs::read_to_string(dir.join("points.csv")).unwrap())
         .unwrap();

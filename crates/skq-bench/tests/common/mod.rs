@@ -274,6 +274,17 @@ impl Runner for FakeRunner {
     }
 }
 
+/// The run facts of a fake sweep started by `command` (2 CPUs, 1 s).
+pub fn run_info(command: &str) -> skq_bench::output::RunInfo {
+    skq_bench::output::RunInfo {
+        started: "2026-01-01 00:00:00".into(),
+        command: command.into(),
+        cpus: 2,
+        wall_s: 1.0,
+        ..Default::default()
+    }
+}
+
 /// A fresh, empty temporary folder.
 pub fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("skq-bench-test-{tag}-{}", std::process::id()));
