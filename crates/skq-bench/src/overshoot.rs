@@ -1,18 +1,20 @@
-//! Service overshoot: the host's delays that the CPU counters cannot see.
+//! Service overshoot: the host's delays that the CPU counters miss.
 //!
 //! A virtual machine's host can hold the server's threads off their CPUs
-//! without the guest counting it anywhere: `/proc/stat`'s `steal` stays
-//! flat, the load average stays low, and [`crate::disturbance`] finds no
-//! one else busy. What does show it is emulated service (BRIEF §8: the
-//! server sleeps until the request's service time has passed, then
-//! replies): each reply reports the service the server delivered, and each
-//! request carries the service it asked for, so their difference is how
-//! far the server's sleeps overshot. On a quiet machine that is the
-//! timer's slack and the wake-up, about the same at every point of a run:
-//! the main job's quiet runs on the 2-CPU VM these defaults were set on
-//! measured S̄ at 535–607 µs for 500 µs asked, at every load; while the
-//! host delayed the server's threads, single points read 640–1,100 µs
-//! (`docs/results/quiet-2026-12-03c`, `mainfine2`–`mainfine5`).
+//! without the guest counting all of it: the load average stays low, and
+//! `/proc/stat`'s `steal`, which [`crate::disturbance`] counts, caught the
+//! worst such points on the development VM but not the milder ones. What
+//! does show it is emulated service (BRIEF §8: the server sleeps until the
+//! request's service time has passed, then replies): each reply reports the
+//! service the server delivered, and each request carries the service it
+//! asked for, so their difference is how far the server's sleeps overshot.
+//! On a quiet machine that is the timer's slack and the wake-up, about the
+//! same at every point of a run: the main job's quiet runs on the 2-CPU VM
+//! these defaults were set on measured S̄ at 535–607 µs for 500 µs asked,
+//! at every load; while the host delayed the server's threads, single
+//! points read 640–1,100 µs (`docs/results/quiet-2026-12-03c`,
+//! `mainfine2`–`mainfine5`; the disturbance figure read 0 CPU at the two
+//! points under 700 µs).
 //!
 //! * **Reference.** The median overshoot over the sweep's emulated points
 //!   ([`reference`]), once at least [`MIN_REFERENCE_POINTS`] have been
