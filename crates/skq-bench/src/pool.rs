@@ -313,8 +313,7 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
                 cell.left_out.push(format!("{}: {why}", r.dir.display()));
                 continue;
             }
-            // The denominator of one run's CPU per reply.
-            let replies = result.achieved_rps * result.meta.duration_s;
+            let replies = result.window_replies();
             if replies > 0.0 {
                 if let Some(c) = &result.server_cpu {
                     cell.cpu_s += c.user_s + c.sys_s;

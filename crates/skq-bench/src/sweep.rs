@@ -311,8 +311,7 @@ impl PointRecord {
     /// when measured.
     pub fn ctx_switches_per_reply(&self) -> Option<(f64, f64)> {
         let x = self.result()?;
-        self.ctx_switches()?
-            .per_reply(x.achieved_rps * x.meta.duration_s)
+        self.ctx_switches()?.per_reply(x.window_replies())
     }
 
     /// The result, when measured.

@@ -290,6 +290,13 @@ pub struct GeneratorStalls {
 }
 
 impl PointResult {
+    /// Replies in the measured window (`achieved_rps` × measured seconds):
+    /// the denominator of every per-reply figure of the point (server CPU,
+    /// context switches).
+    pub fn window_replies(&self) -> f64 {
+        self.achieved_rps * self.meta.duration_s
+    }
+
     /// How far the delivered service overshot the requested one, µs:
     /// `measured_service_us − requested_service_us`, when both are known.
     /// An emulated service (a sleep) overshoots by the timer's slack and

@@ -188,7 +188,7 @@ impl PointMetric {
             PointMetric::P50 => Some(format!("{:.0}", x.latency.p50.value)),
             PointMetric::ServerCpuPerRequest => {
                 let cpu = x.server_cpu.as_ref()?;
-                let replies = x.achieved_rps * x.meta.duration_s;
+                let replies = x.window_replies();
                 (replies > 0.0).then(|| format!("{:.1}", (cpu.user_s + cpu.sys_s) * 1e6 / replies))
             }
             PointMetric::CtxSwitchesPerRequest => r
