@@ -3,7 +3,7 @@
 # in both architectures, with the real memcached as the reference. See docs/MEMCACHED-SUITE.md.
 #
 #   bash scripts/memcached-suite.sh [--all] [--files a.t,b.t] [--targets memcached,skq-tpc]
-#                                   [--results FILE]
+#                                   [--results FILE] [--jobs N]
 #
 # Fetches the source once into target/memcached-src (apt-get source, Debian's package),
 # builds the skq-kv binary (the same code as `skq serve kv`), runs every text-protocol test
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --all) all=1 ;;
         --fetch-only) fetch_only=1 ;;
-        --files | --targets | --results | --timeout)
+        --files | --targets | --results | --timeout | --jobs)
             pass+=("$1" "$2")
             shift
             ;;
