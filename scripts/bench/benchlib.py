@@ -1,6 +1,7 @@
 """Helpers the benchmark scripts in this folder share (stdlib only).
 
-Import as `from benchlib import free_port, wait_listening, stop, nginx_conf, proc_cost` from a
+Import as `from benchlib import free_port, wait_listening, stop, nginx_conf, proc_cost,
+host_delayed` from a
 script run as `python3 scripts/bench/NAME.py` (its folder is on sys.path).
 """
 import os
@@ -119,3 +120,32 @@ def proc_cost(pid, tree=False):
             except (FileNotFoundError, ProcessLookupError):
                 pass
     return cpu, vol, invol
+
+
+# The host-delay rule of `skq bench` (crates/skq-bench/src/overshoot.rs, which explains it):
+# an emulated point whose service overshot the median overshoot of its run by more than
+# the larger of SLACK_US and SLACK_FRACTION of the service asked was held off its CPUs by
+# the host. Kept equal to the constants there.
+OVERSHOOT_SLACK_US = 50.0
+OVERSHOOT_SLACK_FRACTION = 0.20
+OVERSHOOT_MIN_REFERENCE_POINTS = 3
+
+
+def host_delayed(points):
+    """Judges emulated points for host delay, as `skq bench` does.
+
+    `points` maps a key to (overshoot µs, requested service µs), or to None where the
+    service was not emulated or not reported. Returns (reference µs or None, {key: (limit
+    µs, delayed)}): nothing is judged with fewer than three points that have both figures.
+    """
+    known = {k: v for k, v in points.items() if v is not None}
+    if len(known) < OVERSHOOT_MIN_REFERENCE_POINTS:
+        return None, {}
+    over = sorted(o for o, _ in known.values())
+    n = len(over)
+    ref = over[n // 2] if n % 2 else (over[n // 2 - 1] + over[n // 2]) / 2
+    out = {}
+    for k, (o, req) in known.items():
+        limit = ref + max(OVERSHOOT_SLACK_US, OVERSHOOT_SLACK_FRACTION * req)
+        out[k] = (limit, o > limit)
+    return ref, out

@@ -9,6 +9,13 @@ threads (/proc/PID/task/*/status) are read when the generator starts and
 when it ends, and divided by the replies of the whole run (warm-up
 included: the generator's `client_sent_total` with no errors).
 
+With emulated service each line also gives how far the service delivered overshot the
+service asked for (µs), and after the last run every point is judged for host delay by
+`skq bench`'s rule (crates/skq-bench/src/overshoot.rs: more than the larger of 50 µs and
+20% of the service asked above the median overshoot of this invocation's points). The
+verdict is one line, `# host delayed: MODE RUN ...` or `# host delayed: none ...`;
+scripts/bench/cost-ratios.py leaves pairs with a delayed point out of its passing median.
+
 Usage: python3 scripts/bench/cost-per-reply.py [--runs 2] [--modes hybrid,cpu,...]
        [--service emulate|spin] [--server-args '--promote-min-us 0']
 A mode written MODE+groups runs MODE with `--poll-groups WORKERS` (one epoll
@@ -23,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from benchlib import host_delayed
 
 SKQ = os.environ.get("SKQ", "target/release/skq")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -99,7 +108,16 @@ def point(mode, a):
         "cpu_us": (c1 - c0) / n * 1e6, "vol": (v1 - v0) / n, "invol": (i1 - i0) / n,
         "p99_us": d["latency"]["p99"]["value"], "checks": d["checks"]["pass"],
         "lateness_p99_us": d["checks"]["lateness_p99_us"],
+        "overshoot": overshoot(d, a.service),
     }
+
+
+def overshoot(d, service):
+    """(service delivered less asked, asked), µs, for emulated service; None otherwise."""
+    got, asked = d.get("measured_service_us"), d.get("requested_service_us")
+    if service != "emulate" or got is None or asked is None:
+        return None
+    return got - asked, asked
 
 
 def main():
@@ -122,13 +140,25 @@ def main():
           f"{a.conns} conns, {a.secs} s + 1 s warm-up; server on CPU 0, generator on CPU 1; "
           f"cores seen {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
     print(f"{'mode':<20} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
-          f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6}")
+          f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6} {'S over us':>9}")
+    judged = {}
     for run in range(1, a.runs + 1):
         for mode in a.modes.split(","):
             x = point(mode, a)
+            judged[(mode, run)] = x["overshoot"]
+            over = "-" if x["overshoot"] is None else f"{x['overshoot'][0]:.0f}"
             print(f"{mode:<20} {run:>3} {x['cpu_us']:>12.1f} {x['vol']:>12.2f} {x['invol']:>14.2f} "
-                  f"{x['p99_us']:>8.0f} {x['lateness_p99_us']:>12.1f} {str(x['checks']):>6} {x['errors']:>6}",
-                  flush=True)
+                  f"{x['p99_us']:>8.0f} {x['lateness_p99_us']:>12.1f} {str(x['checks']):>6} {x['errors']:>6} "
+                  f"{over:>9}", flush=True)
+    ref, verdicts = host_delayed(judged)
+    if ref is None:
+        print("# host delayed: not judged (fewer than three points with emulated service)")
+    else:
+        bad = [f"{m} {r} ({judged[(m, r)][0]:.0f} > {lim:.0f} us)"
+               for (m, r), (lim, late) in sorted(verdicts.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+               if late]
+        print(f"# host delayed: {', '.join(bad) if bad else 'none'} "
+              f"(median overshoot {ref:.0f} us over {len(verdicts)} points)", flush=True)
 
 
 if __name__ == "__main__":

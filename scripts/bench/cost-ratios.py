@@ -8,8 +8,11 @@ FILE holds the output of one or more `scripts/bench/cost-per-reply.py
 job writes five, one per rate; several jobs' files may be concatenated, and
 the invocations at one rate are then pooled). For every rate and run the ratio A / B of
 CPU per reply is printed, starred when either point failed the generator's
-checks, with the median per rate, over all runs, and over the pairs whose
-points both passed. Defaults: hybrid / epoll-shared.
+checks and marked `!` when the invocation's `# host delayed:` line names either point
+(the host held the server off its CPUs: cost-per-reply.py judges it by `skq bench`'s
+rule; logs from before that line have no such mark), with the median per rate, over all
+runs, and over the pairs whose points both passed and neither was delayed. Defaults:
+hybrid / epoll-shared.
 """
 import re
 import statistics
@@ -22,7 +25,7 @@ def main(argv):
         return 2
     path = argv[0]
     a, b = (argv[1], argv[2]) if len(argv) >= 3 else ("hybrid", "epoll-shared")
-    rows, rate = {}, None
+    rows, delayed, rate = {}, {}, None
     for line in open(path):
         m = re.search(r"(\d+) req/s over", line)
         if line.startswith("#") and m:
@@ -30,32 +33,42 @@ def main(argv):
             # at one rate (logs concatenated), whose run numbers repeat.
             rate = int(m.group(1))
             rows.setdefault(rate, []).append({})
+            delayed.setdefault(rate, []).append(set())
+            continue
+        if line.startswith("# host delayed:") and rate is not None:
+            for m, k in re.findall(r"([\w+.-]+) (\d+) \(", line):
+                delayed[rate][-1].add((m, int(k)))
             continue
         f = line.split()
         if rate is not None and len(f) >= 9 and f[0] in (a, b) and f[1].isdigit():
             rows[rate][-1].setdefault(int(f[1]), {})[f[0]] = (float(f[2]), f[7] == "True")
-    print(f"# per-run CPU per reply, {a} / {b}, from {path}; * = a point of the pair failed its checks")
+    print(f"# per-run CPU per reply, {a} / {b}, from {path}; * = a point of the pair failed its "
+          "checks, ! = the host delayed a point of the pair")
     every, clean = [], []
     for r, blocks in sorted(rows.items()):
         rs = []
-        for runs in blocks:
+        for runs, late in zip(blocks, delayed[r]):
             for k in sorted(runs):
                 if a not in runs[k] or b not in runs[k]:
                     continue
                 (x, xo), (y, yo) = runs[k][a], runs[k][b]
-                rs.append((x / y, xo and yo))
+                mark = "" if xo and yo else "*"
+                if (a, k) in late or (b, k) in late:
+                    mark += "!"
+                rs.append((x / y, mark))
         if not rs:
             continue
         every += [x for x, _ in rs]
-        clean += [x for x, ok in rs if ok]
-        cells = " ".join(f"{x:.3f}{'' if ok else '*'}" for x, ok in rs)
+        clean += [x for x, mark in rs if not mark]
+        cells = " ".join(f"{x:.3f}{mark}" for x, mark in rs)
         print(f"{r:>6} req/s: {cells}   median {statistics.median(x for x, _ in rs):.3f}")
     if not every:
         print(f"no {a}/{b} pairs found", file=sys.stderr)
         return 1
     line = f"all {len(every)}: median {statistics.median(every):.3f}, range {min(every):.3f}-{max(every):.3f}"
     if clean:
-        line += f"; the {len(clean)} pairs with both points passing: median {statistics.median(clean):.3f}"
+        line += (f"; the {len(clean)} pairs with both points passing and neither delayed: "
+                 f"median {statistics.median(clean):.3f}")
     print(line)
     return 0
 
