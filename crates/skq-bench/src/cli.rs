@@ -30,7 +30,7 @@ use crate::output::{self, RunInfo};
 use crate::process::{allowed_cpus, ProcessRunner};
 use crate::rss::{cpu_list, RssEnv, RssSpec};
 use crate::summary;
-use crate::sweep::{self, PlannedPoint, Progress};
+use crate::sweep::{self, PlannedPoint, PointRecord, Progress};
 
 /// `skq bench` arguments.
 #[derive(clap::Args, Debug, Default)]
@@ -131,10 +131,16 @@ impl std::fmt::Display for StrictFailed {
 
 impl std::error::Error for StrictFailed {}
 
-/// `--strict`'s verdict on a sweep's summaries: `Err(StrictFailed)` naming
-/// the problems ([`crate::summary::strict_problems`]), else `Ok`.
-pub fn strict_verdict(summaries: &[summary::CurveSummary]) -> Result<(), StrictFailed> {
-    let problems = summary::strict_problems(summaries);
+/// `--strict`'s verdict on a sweep: `Err(StrictFailed)` naming the
+/// problems of its curves ([`crate::summary::strict_problems`]) and of the
+/// run as a whole (the host delayed most of it,
+/// [`crate::overshoot::run_level`]), else `Ok`.
+pub fn strict_verdict(
+    summaries: &[summary::CurveSummary],
+    records: &[PointRecord],
+) -> Result<(), StrictFailed> {
+    let mut problems = summary::strict_problems(summaries);
+    problems.extend(output::host_delay_warning(records));
     if problems.is_empty() {
         return Ok(());
     }
@@ -385,6 +391,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "skq bench: {}",
         output::disturbance_line(&summaries, &sweep.settings)
     );
+    if let Some(w) = output::host_delay_warning(&records) {
+        println!("skq bench: warning: {w}");
+    }
     if let Some(w) = output::busy_machine_warning(&info) {
         println!("skq bench: warning: {w}");
     }
@@ -397,7 +406,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         anyhow::bail!("interrupted; partial results in {}", out.display());
     }
     if a.strict {
-        strict_verdict(&summaries)?;
+        strict_verdict(&summaries, &records)?;
     }
     Ok(())
 }

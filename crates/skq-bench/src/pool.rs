@@ -10,7 +10,8 @@
 //! rest on all the runs' samples at once.
 //!
 //! By default only points that passed every self-check and were not
-//! disturbed are pooled (`--all` takes every measured point); the table
+//! disturbed are pooled, from runs the host did not delay as a whole
+//! ([`crate::overshoot::run_level`]); `--all` takes every measured point. The table
 //! says how many points went into each cell. The growth line per
 //! configuration follows [`crate::priority`]'s rule on the pooled figures:
 //! "low" is the lowest load with a pooled point, "peak" the highest load
@@ -169,6 +170,9 @@ pub struct Pooled {
     pub cpu_vs: Option<String>,
     /// See `cpu_vs`.
     pub cpu_ratios: Vec<(String, f64, f64)>,
+    /// Runs the host delayed as a whole, each with the verdict's line: their
+    /// points are left out unless `all`.
+    pub delayed_runs: Vec<(PathBuf, String)>,
 }
 
 /// One `skq bench` output folder as read.
@@ -279,7 +283,13 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
         ctx_replies: f64,
     }
     let mut cells: BTreeMap<(usize, i64), Cell> = BTreeMap::new();
+    let mut delayed_runs = Vec::new();
     for r in runs {
+        let run_delayed = crate::overshoot::run_level(r.records.iter().filter_map(|x| x.result()))
+            .filter(|o| o.delayed);
+        if let Some(o) = &run_delayed {
+            delayed_runs.push((r.dir.clone(), o.describe()));
+        }
         for rec in &r.records {
             let Some(result) = rec.result() else {
                 continue;
@@ -302,7 +312,9 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
                 });
             cell.measured += 1;
             cell.target_sum += rec.target_rps;
-            let why = if !result.checks.pass && !all {
+            let why = if run_delayed.is_some() && !all {
+                Some("the host delayed most of its run")
+            } else if !result.checks.pass && !all {
                 Some("failed a self-check")
             } else if rec.disturbed() && !all {
                 Some("disturbed")
@@ -406,6 +418,7 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
         growth,
         cpu_vs: cpu_vs.map(String::from),
         cpu_ratios,
+        delayed_runs,
     })
 }
 
@@ -495,6 +508,17 @@ pub fn render(p: &Pooled) -> String {
     } else {
         "points: those that passed every self-check and were not disturbed (--all pools every measured point)\n"
     });
+    for (dir, why) in &p.delayed_runs {
+        out.push_str(&format!(
+            "{} {}: {why}\n",
+            if p.all {
+                "pooled all the same"
+            } else {
+                "left out whole"
+            },
+            dir.display()
+        ));
+    }
     let width = p
         .points
         .iter()
@@ -869,6 +893,90 @@ mod tests {
         let p = pool(&[r2], true, Some("nginx")).unwrap();
         assert!(p.cpu_ratios.is_empty());
         assert!(render(&p).contains("none: no configuration named nginx"));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A run of one configuration, one passing emulated point per overshoot
+    /// (500 µs asked), at loads 0.05, 0.10, ...
+    fn overshoot_run(root: &Path, name: &str, overshoots: &[f64]) -> RunDir {
+        let dir = root.join(name);
+        std::fs::create_dir_all(dir.join("hdr")).unwrap();
+        let mut records = Vec::new();
+        for (i, o) in overshoots.iter().enumerate() {
+            let file = format!("{i}.hlog");
+            hdr::write_test_log(
+                &dir.join("hdr").join(&file),
+                &[(None, &hist(&[(1_000, 10)]))],
+            );
+            let mut result = PointResult::default();
+            result.checks.pass = true;
+            result.meta.service_mode = "emulate".into();
+            result.requested_service_us = Some(500.0);
+            result.measured_service_us = Some(500.0 + o);
+            let load = 0.05 * (i + 1) as f64;
+            records.push(PointRecord {
+                curve: 0,
+                config: "c".into(),
+                load,
+                target_rps: load * 1000.0,
+                rss: String::new(),
+                outcome: Outcome::Measured {
+                    result: Box::new(result),
+                    hdr_log: Some(dir.join("hdr").join(&file)),
+                    saturated: false,
+                    server: None,
+                    series: None,
+                    server_ctx_switches: None,
+                    disturbance: None,
+                    overshoot: None,
+                },
+            });
+        }
+        RunDir {
+            dir,
+            records,
+            slo_us: [("c".to_string(), 10.0)].into(),
+            labels: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_run_the_host_delayed_as_a_whole_is_left_out_unless_all() {
+        let root = std::env::temp_dir().join(format!("skq-pool-delayed-{}", std::process::id()));
+        let quiet = overshoot_run(&root, "quiet", &[50.0; 10]);
+        // Half its points 300 µs over: median 175, fastest tenth 50.
+        let mut most = vec![50.0; 5];
+        most.extend([300.0; 5]);
+        let delayed = overshoot_run(&root, "delayed", &most);
+        let p = pool(&[quiet.clone(), delayed.clone()], false, None).unwrap();
+        assert_eq!(p.delayed_runs.len(), 1);
+        assert_eq!(p.delayed_runs[0].0, delayed.dir);
+        for x in &p.points {
+            assert_eq!(x.measured, 2, "{x:?}");
+            assert_eq!(
+                x.left_out,
+                [format!(
+                    "{}: the host delayed most of its run",
+                    delayed.dir.display()
+                )]
+            );
+        }
+        let text = render(&p);
+        assert!(
+            text.contains(&format!(
+                "left out whole {}: the host delayed most of the run",
+                delayed.dir.display()
+            )),
+            "{text}"
+        );
+        // --all pools it and says so.
+        let p = pool(&[quiet.clone(), delayed], true, None).unwrap();
+        assert!(p.points.iter().all(|x| x.left_out.is_empty()));
+        assert!(render(&p).contains("pooled all the same"));
+        // The quiet run alone: nothing left out.
+        let p = pool(&[quiet], false, None).unwrap();
+        assert!(p.delayed_runs.is_empty());
+        assert!(p.points.iter().all(|x| x.left_out.is_empty()));
         let _ = std::fs::remove_dir_all(&root);
     }
 

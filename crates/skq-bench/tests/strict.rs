@@ -49,7 +49,7 @@ fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
         sums[0].disturbed_cell(),
         format!("0/{}", sums[0].decisive_points)
     );
-    assert!(strict_verdict(&sums).is_ok());
+    assert!(strict_verdict(&sums, &records).is_ok());
 
     // A point past the crossing decides nothing: disturbing it passes.
     let slo = sums[0].slo_us.unwrap();
@@ -70,7 +70,7 @@ fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
     let (records, sums) = run(&s, &mut runner, "strict-late");
     assert!(records[over[1]].disturbed(), "measured and marked");
     assert!(sums[0].disturbed.is_empty());
-    assert!(strict_verdict(&sums).is_ok());
+    assert!(strict_verdict(&sums, &records).is_ok());
 
     // A disturbed point under the SLO, and the crossing itself: both count.
     for at in [0, over[0]] {
@@ -78,12 +78,12 @@ fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
             disturb: vec![("hybrid".into(), at, 0.3)],
             ..Default::default()
         };
-        let (_, sums) = run(&s, &mut runner, "strict-disturbed");
+        let (records, sums) = run(&s, &mut runner, "strict-disturbed");
         assert_eq!(sums[0].self_check, SelfCheck::Pass);
         assert_eq!(sums[0].disturbed.len(), 1, "{:?}", sums[0].disturbed);
         assert!(sums[0].disturbed[0].contains("0.30 CPU"), "{:?}", sums[0]);
         assert_eq!(sums[0].max_disturbance_cpu, Some(0.3));
-        let e = strict_verdict(&sums).unwrap_err();
+        let e = strict_verdict(&sums, &records).unwrap_err();
         assert!(e.0.contains("disturbed: hybrid"), "{e}");
         // What the skq binary turns into exit status 3.
         let e = anyhow::Error::from(e);
@@ -94,10 +94,10 @@ fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
     // A failed self-check under the SLO (the fixture's `cpu` at load 0.4),
     // on a quiet machine.
     let s = one_curve("cpu");
-    let (_, sums) = run(&s, &mut FakeRunner::default(), "strict-failed");
+    let (records, sums) = run(&s, &mut FakeRunner::default(), "strict-failed");
     assert!(matches!(sums[0].self_check, SelfCheck::Fail(_)));
     assert!(sums[0].disturbed.is_empty());
-    let e = strict_verdict(&sums).unwrap_err();
+    let e = strict_verdict(&sums, &records).unwrap_err();
     assert!(e.0.contains("self-check failed: cpu"), "{e}");
 
     // A curve without an answer (its server never started).
@@ -106,8 +106,11 @@ fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
         fail: vec![("hybrid".into(), 0)],
         ..Default::default()
     };
-    let (_, sums) = run(&s, &mut runner, "strict-error");
-    assert!(strict_verdict(&sums).unwrap_err().0.contains("error"));
+    let (records, sums) = run(&s, &mut runner, "strict-error");
+    assert!(strict_verdict(&sums, &records)
+        .unwrap_err()
+        .0
+        .contains("error"));
 }
 
 #[test]
@@ -228,7 +231,7 @@ fn a_server_the_host_delays_is_measured_again_and_counted_while_it_stays_delayed
         x.checks.notes
     );
     assert!(sums[0].disturbed.is_empty());
-    assert!(strict_verdict(&sums).is_ok());
+    assert!(strict_verdict(&sums, &records).is_ok());
 
     // Delayed at every attempt: retries run out, the point is kept, marked
     // and counted among the disturbed decisive points, and --strict fails.
@@ -253,7 +256,7 @@ fn a_server_the_host_delays_is_measured_again_and_counted_while_it_stays_delayed
         "{:?}",
         sums[0].disturbed
     );
-    let e = strict_verdict(&sums).unwrap_err();
+    let e = strict_verdict(&sums, &records).unwrap_err();
     assert!(e.0.contains("the host delayed the server"), "{e}");
     // points.csv carries the overshoot and both marks; points.json reads back.
     let info = common::run_info("skq bench");
@@ -283,6 +286,95 @@ fn a_server_the_host_delays_is_measured_again_and_counted_while_it_stays_delayed
     assert_eq!(calls_at(&runner, 0.1), 1);
     assert!(records[0].overshoot().unwrap().delayed);
     assert_eq!(sums[0].disturbed.len(), 1);
+}
+
+/// Two curves under the SLO: ten emulated points, enough to judge the run
+/// as a whole.
+fn two_curves_under_the_slo() -> Sweep {
+    let mut f = skq_bench::config::default_file();
+    f.matrix = None;
+    f.config = ["hybrid", "epoll-shared"]
+        .iter()
+        .map(|m| ConfigEntry {
+            mode: Some((*m).into()),
+            ..Default::default()
+        })
+        .collect();
+    f.sweep.loads = Some(vec![0.1, 0.2, 0.3, 0.4, 0.5]);
+    f.sweep.point_secs = Some(1.0);
+    Sweep::from_file(&f, 2).unwrap()
+}
+
+/// The host delays most of a run: the median rises with it, so no point
+/// is delayed against it, but the run is, in every output and for
+/// `--strict`; a run with fewer delayed points than half is not.
+#[test]
+fn a_run_the_host_delays_throughout_is_flagged_as_a_whole() {
+    let s = two_curves_under_the_slo();
+    let (records, sums) = run(&s, &mut FakeRunner::default(), "run-quiet");
+    assert_eq!(records.len(), 10);
+    let o = skq_bench::overshoot::run_level(records.iter().filter_map(|r| r.result())).unwrap();
+    assert_eq!((o.points, o.median_us, o.floor_us), (10, 50.0, 50.0));
+    assert!(!o.delayed);
+    assert_eq!(output::host_delay_warning(&records), None);
+    assert!(strict_verdict(&sums, &records).is_ok());
+
+    // Six of ten points delayed at every attempt.
+    let mut delay: Vec<(String, usize, usize)> = (0..5)
+        .map(|i| ("hybrid".to_string(), i, usize::MAX))
+        .collect();
+    delay.push(("epoll-shared".into(), 0, usize::MAX));
+    let mut runner = FakeRunner {
+        delay,
+        ..Default::default()
+    };
+    let dir = temp_dir("run-delayed");
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    let sums = summary::summarize(&s, &records);
+    assert!(
+        records.iter().all(|r| !r.disturbed()),
+        "judged against a median of {} µs, no single point is delayed",
+        common::DELAYED_OVERSHOOT_US
+    );
+    assert!(sums.iter().all(|c| c.disturbed.is_empty()));
+    let w = output::host_delay_warning(&records).expect("the run is delayed");
+    assert!(
+        w.contains("the host delayed most of the run: the median emulated point's service overshot 450 µs, the fastest tenth 50 µs (400 µs apart, more than 50; over 10 points)"),
+        "{w}"
+    );
+    let e = strict_verdict(&sums, &records).unwrap_err();
+    assert!(e.0.contains("the host delayed most of the run"), "{e}");
+    assert!(e.0.starts_with("--strict: 1 problem(s)"), "{e}");
+    let info = common::run_info("skq bench");
+    output::write_all(&dir, &s, &records, &sums, &info).unwrap();
+    let text = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    assert!(
+        text.contains("warning: the host delayed most of the run"),
+        "{text}"
+    );
+    let file: output::SummaryFile =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let back = file.run_overshoot.unwrap();
+    assert!(back.delayed);
+    assert_eq!(back.median_us, common::DELAYED_OVERSHOOT_US);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("the host delayed most of the run"));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Four of ten: the median stays at the quiet overshoot, and each of the
+    // four is delayed against it instead.
+    let delay = (0..4)
+        .map(|i| ("hybrid".to_string(), i, usize::MAX))
+        .collect();
+    let mut runner = FakeRunner {
+        delay,
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "run-some");
+    assert_eq!(output::host_delay_warning(&records), None);
+    assert_eq!(sums[0].disturbed.len(), 4, "{:?}", sums[0].disturbed);
+    let e = strict_verdict(&sums, &records).unwrap_err();
+    assert!(!e.0.contains("most of the run"), "{e}");
 }
 
 /// Spun service is not judged: its overshoot is the server's own.

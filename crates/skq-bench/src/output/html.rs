@@ -11,7 +11,8 @@ use skq_report::plot::{Chart, Labels, Series};
 
 use super::tables::{compact_points, load_table, p99_table, summary_table, PointMetric};
 use super::{
-    busy_machine_warning, disturbance_heading, disturbance_line, opt, RunInfo, INTERRUPTED,
+    busy_machine_warning, disturbance_heading, disturbance_line, host_delay_warning, opt, RunInfo,
+    INTERRUPTED,
 };
 use crate::bound;
 use crate::config::Sweep;
@@ -181,6 +182,9 @@ fn tables(
         )
         .table(&summary_table(summaries, &sweep.settings.baseline))
         .paragraph(disturbance_line(summaries, &sweep.settings));
+    if let Some(w) = host_delay_warning(records) {
+        r = r.alert(w);
+    }
     if !run.cross_checks.is_empty() {
         r = r
             .heading("Cross-check with wrk")

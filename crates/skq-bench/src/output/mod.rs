@@ -147,6 +147,15 @@ pub fn busy_machine_warning(run: &RunInfo) -> Option<String> {
     })
 }
 
+/// The warning when the host delayed most of the run
+/// ([`crate::overshoot::run_level`]); None when it did not or too few
+/// points had emulated service.
+pub fn host_delay_warning(records: &[PointRecord]) -> Option<String> {
+    crate::overshoot::run_level(records.iter().filter_map(|r| r.result()))
+        .filter(|o| o.delayed)
+        .map(|o| o.describe())
+}
+
 /// `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SummaryFile {
@@ -159,6 +168,11 @@ pub struct SummaryFile {
     /// How each server was started.
     #[serde(default)]
     pub servers: Vec<ServerSetup>,
+    /// The run's emulated service overshoot as a whole
+    /// ([`crate::overshoot::run_level`]; absent with fewer than ten
+    /// emulated points, and in files from before 2026-12-03 evening).
+    #[serde(default)]
+    pub run_overshoot: Option<crate::overshoot::RunOvershoot>,
 }
 
 /// The run's total of disturbed decisive points, one line.
@@ -219,10 +233,13 @@ pub fn write_all(
     w(
         "summary.txt",
         format!(
-            "{}\n{}{}\n{}p99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}\n{}\n{}{}",
+            "{}\n{}{}\n{}{}p99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}\n{}\n{}{}",
             run_lines(run).join("\n"),
             table.to_text(),
             disturbance_line(summaries, &sweep.settings),
+            host_delay_warning(records)
+                .map(|w| format!("warning: {w}\n"))
+                .unwrap_or_default(),
             cross_check_lines(run)
                 .iter()
                 .map(|l| format!("{l}\n"))
@@ -246,6 +263,7 @@ pub fn write_all(
         settings: sweep.settings.clone(),
         curves: summaries.to_vec(),
         servers: setups,
+        run_overshoot: crate::overshoot::run_level(records.iter().filter_map(|r| r.result())),
     };
     w("summary.json", serde_json::to_string_pretty(&file)?)?;
     w("points.csv", points_table(sweep, records).to_csv())?;
