@@ -107,14 +107,7 @@ impl RunOvershoot {
 /// The run's emulated points judged as a whole: None with fewer than
 /// [`MIN_RUN_POINTS`].
 pub fn run_level<'a>(results: impl IntoIterator<Item = &'a PointResult>) -> Option<RunOvershoot> {
-    let mut v: Vec<f64> = results
-        .into_iter()
-        .filter_map(|r| of(r).map(|o| o.0))
-        .collect();
-    if v.len() < MIN_RUN_POINTS {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
+    let v = sorted_overshoots(results, MIN_RUN_POINTS)?;
     let median_us = median(&v);
     let floor_us = v[(v.len() - 1) / 10];
     Some(RunOvershoot {
@@ -177,15 +170,24 @@ pub fn of(r: &PointResult) -> Option<(f64, f64)> {
 /// The median overshoot over `results`' emulated points (µs), when there
 /// are at least [`MIN_REFERENCE_POINTS`].
 pub fn reference<'a>(results: impl IntoIterator<Item = &'a PointResult>) -> Option<f64> {
+    sorted_overshoots(results, MIN_REFERENCE_POINTS).map(|v| median(&v))
+}
+
+/// The overshoots of `results`' emulated points in ascending order, when
+/// there are at least `min` (at least one).
+fn sorted_overshoots<'a>(
+    results: impl IntoIterator<Item = &'a PointResult>,
+    min: usize,
+) -> Option<Vec<f64>> {
     let mut v: Vec<f64> = results
         .into_iter()
         .filter_map(|r| of(r).map(|o| o.0))
         .collect();
-    if v.len() < MIN_REFERENCE_POINTS {
+    if v.is_empty() || v.len() < min {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    Some(median(&v))
+    Some(v)
 }
 
 /// `r` judged against `reference` (None when `r` is not judged or there

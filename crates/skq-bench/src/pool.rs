@@ -658,6 +658,36 @@ mod tests {
         h
     }
 
+    /// A measured point of configuration `config` (curve `curve`) at
+    /// `load`, with the interval log recorded at `hdr_log`.
+    fn measured(
+        curve: usize,
+        config: &str,
+        load: f64,
+        target_rps: f64,
+        result: PointResult,
+        hdr_log: PathBuf,
+        ctx: Option<skq_report::result::CtxSwitches>,
+    ) -> PointRecord {
+        PointRecord {
+            curve,
+            config: config.into(),
+            load,
+            target_rps,
+            rss: String::new(),
+            outcome: Outcome::Measured {
+                result: Box::new(result),
+                hdr_log: Some(hdr_log),
+                saturated: false,
+                server: None,
+                series: None,
+                server_ctx_switches: ctx,
+                disturbance: None,
+                overshoot: None,
+            },
+        }
+    }
+
     /// A run folder with one configuration at loads 0.1 and 0.5: regular
     /// and high latencies per load as (ns, count) lists, and whether the
     /// 0.5 point passed its checks.
@@ -680,24 +710,17 @@ mod tests {
             );
             let mut result = PointResult::default();
             result.checks.pass = i == 0 || pass_at_half;
-            records.push(PointRecord {
-                curve: 0,
-                config: "c".into(),
+            // Recorded where the run wrote it, not where it lies now.
+            let recorded = PathBuf::from("/elsewhere/hdr").join(&file);
+            records.push(measured(
+                0,
+                "c",
                 load,
-                target_rps: load * 1000.0,
-                rss: String::new(),
-                outcome: Outcome::Measured {
-                    result: Box::new(result),
-                    // Recorded where the run wrote it, not where it lies now.
-                    hdr_log: Some(PathBuf::from("/elsewhere/hdr").join(&file)),
-                    saturated: false,
-                    server: None,
-                    series: None,
-                    server_ctx_switches: None,
-                    disturbance: None,
-                    overshoot: None,
-                },
-            });
+                load * 1000.0,
+                result,
+                recorded,
+                None,
+            ));
         }
         RunDir {
             dir,
@@ -823,26 +846,20 @@ mod tests {
                 user_s: cpu_s / 4.0,
                 sys_s: cpu_s * 3.0 / 4.0,
             });
-            records.push(PointRecord {
+            let ctx = CtxSwitches {
+                voluntary: (2.0 * replies) as u64,
+                involuntary: 0,
+            };
+            let log = dir.join("hdr").join(&file);
+            records.push(measured(
                 curve,
-                config: ["a", "b"][curve].into(),
-                load: 0.2,
-                target_rps: 200.0,
-                rss: String::new(),
-                outcome: Outcome::Measured {
-                    result: Box::new(result),
-                    hdr_log: Some(dir.join("hdr").join(&file)),
-                    saturated: false,
-                    server: None,
-                    series: None,
-                    server_ctx_switches: Some(CtxSwitches {
-                        voluntary: (2.0 * replies) as u64,
-                        involuntary: 0,
-                    }),
-                    disturbance: None,
-                    overshoot: None,
-                },
-            });
+                ["a", "b"][curve],
+                0.2,
+                200.0,
+                result,
+                log,
+                Some(ctx),
+            ));
         }
         RunDir {
             dir,
@@ -914,23 +931,8 @@ mod tests {
             result.requested_service_us = Some(500.0);
             result.measured_service_us = Some(500.0 + o);
             let load = 0.05 * (i + 1) as f64;
-            records.push(PointRecord {
-                curve: 0,
-                config: "c".into(),
-                load,
-                target_rps: load * 1000.0,
-                rss: String::new(),
-                outcome: Outcome::Measured {
-                    result: Box::new(result),
-                    hdr_log: Some(dir.join("hdr").join(&file)),
-                    saturated: false,
-                    server: None,
-                    series: None,
-                    server_ctx_switches: None,
-                    disturbance: None,
-                    overshoot: None,
-                },
-            });
+            let log = dir.join("hdr").join(&file);
+            records.push(measured(0, "c", load, load * 1000.0, result, log, None));
         }
         RunDir {
             dir,
