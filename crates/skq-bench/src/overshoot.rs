@@ -53,6 +53,9 @@
 use serde::{Deserialize, Serialize};
 use skq_report::result::PointResult;
 
+// `scripts/bench/benchlib.py` (`host_delayed`, for the cost-per-reply script) applies the
+// same rule with copies of these constants: change both together.
+
 /// Overshoot beyond the reference that is always allowed, µs.
 pub const SLACK_US: f64 = 50.0;
 
