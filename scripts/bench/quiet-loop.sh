@@ -66,6 +66,7 @@ LOAD5_MAX=${LOAD5_MAX:-0.90}
 BENCH_ARGS=${BENCH_ARGS:-}
 HOST_PROBE=${HOST_PROBE:-}
 case $PROBE in generator|load) ;; *) echo "quiet-loop: PROBE is generator or load, not $PROBE" >&2; exit 2 ;; esac
+[[ -z $HOST_PROBE || $HOST_PROBE =~ ^[0-9]+$ ]] || { echo "quiet-loop: HOST_PROBE is a count of late sleeps, not $HOST_PROBE" >&2; exit 2; }
 [ "$PROBE" = load ] && PERIOD=20
 mkdir -p "$D"
 [ -x "$SKQ" ] || { echo "quiet-loop: $SKQ not built (cargo build --release -p skq)" >&2; exit 2; }
