@@ -29,7 +29,8 @@
 # runs started 40-50 s after probes that found 107-170 such sleeps per CPU
 # failed 18 and 22 checks, one of them delayed as a whole
 # (docs/results/quiet-2026-12-03e); but the run after the evening's quietest
-# probe (8 and 4) still failed 11. Off by default: no quiet run has been
+# probe (8 and 4) still failed 11, and one gated with HOST_PROBE=30 failed
+# 26. Off by default: no quiet run has been
 # started under it yet, so N is not settled (HOST_PROBE=1000000 only logs).
 #
 # BENCH_ARGS is appended to every `skq bench` job's command line (for
