@@ -46,9 +46,10 @@
 //! disturbed points and `--strict` fails on it. On the 2-CPU development VM
 //! the main job's runs of 2026-12-03 (`docs/results/quiet-2026-12-03d`)
 //! put the two 8–26 µs apart in the other seven main-job runs (median
-//! 43–63 µs) and in the two §6.8 runs, and 56 and 61 µs apart in the
-//! two runs the host delayed throughout (medians 115 and 127 µs; most of
-//! their points failed lateness).
+//! 43–63 µs) and in the two §6.8 runs (all but two of those nine runs had
+//! failed self-checks: readings of the host, not results), and 56 and 61 µs
+//! apart in the two runs the host delayed throughout (medians 115 and 127
+//! µs; most of their points failed lateness).
 
 use serde::{Deserialize, Serialize};
 use skq_report::result::PointResult;
