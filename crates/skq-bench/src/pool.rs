@@ -26,7 +26,12 @@
 //! `--cpu-vs NAME` divides each configuration's pooled CPU per reply by
 //! that of the configuration NAME of the same workload group at the same
 //! load: the main job's CPU at equal load over many runs instead of one
-//! run's 1.5-s points.
+//! run's 1.5-s points. The ratio is paired by run: only the runs in which
+//! both points were pooled enter it, numerator and denominator alike, so a
+//! run the baseline lost to a failed check does not leave the other
+//! configuration's figure weighted towards a different hour of the host
+//! (one run's CPU per reply moves by a tenth between runs of the same
+//! build). The per-run ratios' range and count are printed beside it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,6 +123,38 @@ pub struct PooledPoint {
     /// Server context switches per reply, (voluntary, involuntary), pooled
     /// the same way.
     pub ctx_per_reply: Option<(f64, f64)>,
+    /// The points behind `cpu_us_per_reply`, one per run: the CPU ratios
+    /// pair them by run.
+    pub cpu_runs: Vec<RunCpu>,
+}
+
+/// One run's server CPU at one pooled point.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunCpu {
+    /// Index of the run in the order given.
+    pub run: usize,
+    /// Server CPU-seconds (user + system) over the measured window.
+    pub cpu_s: f64,
+    /// Replies in that window.
+    pub replies: f64,
+}
+
+/// One configuration's CPU per reply against the `--cpu-vs` configuration
+/// at one load, over the runs where both were pooled.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CpuRatio {
+    /// Configuration label.
+    pub config: String,
+    /// Offered load fraction.
+    pub load: f64,
+    /// Pooled CPU per reply ÷ the baseline's, both summed over the same runs.
+    pub ratio: f64,
+    /// Runs in which both points were pooled.
+    pub runs: usize,
+    /// Smallest and largest ratio of one run's two points.
+    pub min: f64,
+    /// See `min`.
+    pub max: f64,
 }
 
 impl PooledPoint {
@@ -165,11 +202,11 @@ pub struct Pooled {
     /// Per configuration.
     pub growth: Vec<PooledGrowth>,
     /// With `--cpu-vs NAME`: NAME, and per configuration of a group where
-    /// NAME ran, per load both measured, `(configuration, load, pooled CPU
-    /// per reply ÷ NAME's)`.
+    /// NAME ran, per load at which some run pooled both, the pooled CPU per
+    /// reply ÷ NAME's over those runs.
     pub cpu_vs: Option<String>,
     /// See `cpu_vs`.
-    pub cpu_ratios: Vec<(String, f64, f64)>,
+    pub cpu_ratios: Vec<CpuRatio>,
     /// Runs the host delayed as a whole, each with the verdict's line: their
     /// points are left out unless `all`.
     pub delayed_runs: Vec<(PathBuf, String)>,
@@ -274,17 +311,15 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
         left_out: Vec<String>,
         /// (index in [`CLASSES`], one run's histogram).
         hists: Vec<(usize, Histogram<u64>)>,
-        /// Server CPU-seconds and the replies they served, summed.
-        cpu_s: f64,
-        cpu_replies: f64,
-        cpu_points: usize,
+        /// Server CPU-seconds and the replies they served, per run.
+        cpu_runs: Vec<RunCpu>,
         /// Server context switches (voluntary, involuntary) and replies.
         ctx: (u64, u64),
         ctx_replies: f64,
     }
     let mut cells: BTreeMap<(usize, i64), Cell> = BTreeMap::new();
     let mut delayed_runs = Vec::new();
-    for r in runs {
+    for (run, r) in runs.iter().enumerate() {
         let run_delayed = crate::overshoot::run_level(r.records.iter().filter_map(|x| x.result()))
             .filter(|o| o.delayed);
         if let Some(o) = &run_delayed {
@@ -304,9 +339,7 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
                     target_sum: 0.0,
                     left_out: Vec::new(),
                     hists: Vec::new(),
-                    cpu_s: 0.0,
-                    cpu_replies: 0.0,
-                    cpu_points: 0,
+                    cpu_runs: Vec::new(),
                     ctx: (0, 0),
                     ctx_replies: 0.0,
                 });
@@ -328,9 +361,11 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
             let replies = result.window_replies();
             if replies > 0.0 {
                 if let Some(c) = &result.server_cpu {
-                    cell.cpu_s += c.user_s + c.sys_s;
-                    cell.cpu_replies += replies;
-                    cell.cpu_points += 1;
+                    cell.cpu_runs.push(RunCpu {
+                        run,
+                        cpu_s: c.user_s + c.sys_s,
+                        replies,
+                    });
                 }
                 if let Some(x) = rec.ctx_switches() {
                     cell.ctx.0 += x.voluntary;
@@ -362,9 +397,7 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
             target_sum,
             left_out,
             hists,
-            cpu_s,
-            cpu_replies,
-            cpu_points,
+            cpu_runs,
             ctx,
             ctx_replies,
         } = cell;
@@ -400,10 +433,11 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
             measured,
             left_out,
             classes,
-            cpu_us_per_reply: (cpu_replies > 0.0).then(|| cpu_s * 1e6 / cpu_replies),
-            cpu_points,
+            cpu_us_per_reply: per_reply_us(cpu_runs.iter()),
+            cpu_points: cpu_runs.len(),
             ctx_per_reply: (ctx_replies > 0.0)
                 .then(|| (ctx.0 as f64 / ctx_replies, ctx.1 as f64 / ctx_replies)),
+            cpu_runs,
         });
     }
     let cpu_ratios = cpu_vs.map_or_else(Vec::new, |base| cpu_ratios(&points, base));
@@ -431,7 +465,14 @@ fn group_of(label: &str) -> &str {
 
 /// Each configuration's pooled CPU per reply divided by `base`'s of the
 /// same group at the same load, where both have one.
-fn cpu_ratios(points: &[PooledPoint], base: &str) -> Vec<(String, f64, f64)> {
+/// CPU-seconds over replies (µs per reply) of some runs' points; `None`
+/// without replies.
+fn per_reply_us<'a>(runs: impl Iterator<Item = &'a RunCpu>) -> Option<f64> {
+    let (cpu_s, replies) = runs.fold((0.0, 0.0), |(c, n), r| (c + r.cpu_s, n + r.replies));
+    (replies > 0.0).then(|| cpu_s * 1e6 / replies)
+}
+
+fn cpu_ratios(points: &[PooledPoint], base: &str) -> Vec<CpuRatio> {
     let mut out = Vec::new();
     for p in points {
         let group = group_of(&p.config);
@@ -443,13 +484,36 @@ fn cpu_ratios(points: &[PooledPoint], base: &str) -> Vec<(String, f64, f64)> {
         let Some(theirs) = points
             .iter()
             .find(|b| b.config == label && load_key(b.load) == load_key(p.load))
-            .and_then(|b| b.cpu_us_per_reply)
         else {
             continue;
         };
-        if let Some(mine) = p.cpu_us_per_reply.filter(|_| theirs > 0.0) {
-            out.push((p.config.clone(), p.load, mine / theirs));
-        }
+        // The runs that pooled both points, each with its own pair.
+        let pairs: Vec<(&RunCpu, &RunCpu)> = p
+            .cpu_runs
+            .iter()
+            .filter_map(|m| Some((m, theirs.cpu_runs.iter().find(|t| t.run == m.run)?)))
+            .collect();
+        let mine = per_reply_us(pairs.iter().map(|(m, _)| *m));
+        let base_us = per_reply_us(pairs.iter().map(|(_, t)| *t));
+        let (Some(mine), Some(base_us)) = (mine, base_us.filter(|&b| b > 0.0)) else {
+            continue;
+        };
+        let per_run: Vec<f64> = pairs
+            .iter()
+            .filter_map(|(m, t)| {
+                let m = per_reply_us(std::iter::once(*m))?;
+                let t = per_reply_us(std::iter::once(*t)).filter(|&t| t > 0.0)?;
+                Some(m / t)
+            })
+            .collect();
+        out.push(CpuRatio {
+            config: p.config.clone(),
+            load: p.load,
+            ratio: mine / base_us,
+            runs: pairs.len(),
+            min: per_run.iter().copied().fold(f64::INFINITY, f64::min),
+            max: per_run.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        });
     }
     out
 }
@@ -586,7 +650,7 @@ pub fn render(p: &Pooled) -> String {
     }
     if let Some(base) = &p.cpu_vs {
         out.push_str(&format!(
-            "\nserver CPU per reply × {base} at equal load (pooled CPU-seconds over pooled replies):\n"
+            "\nserver CPU per reply × {base} at equal load (CPU-seconds over replies, pooled over the runs that pooled both points; [each run's ratio, from–to; runs]):\n"
         ));
         if p.cpu_ratios.is_empty() {
             out.push_str(&format!(
@@ -594,17 +658,22 @@ pub fn render(p: &Pooled) -> String {
             ));
         }
         let mut configs: Vec<&str> = Vec::new();
-        for (c, _, _) in &p.cpu_ratios {
-            if !configs.contains(&c.as_str()) {
-                configs.push(c);
+        for r in &p.cpu_ratios {
+            if !configs.contains(&r.config.as_str()) {
+                configs.push(&r.config);
             }
         }
         for c in configs {
             let cells: Vec<String> = p
                 .cpu_ratios
                 .iter()
-                .filter(|(x, _, _)| x == c)
-                .map(|(_, l, r)| format!("{l:.2}: {r:.3}"))
+                .filter(|r| r.config == c)
+                .map(|r| {
+                    format!(
+                        "{:.2}: {:.3} [{:.2}–{:.2}; {}]",
+                        r.load, r.ratio, r.min, r.max, r.runs
+                    )
+                })
                 .collect();
             out.push_str(&format!("  {c}: {}\n", cells.join(", ")));
         }
@@ -893,19 +962,36 @@ mod tests {
         let (v, i) = a_point.ctx_per_reply.unwrap();
         assert!(close(v, 2.0) && close(i, 0.0));
         assert_eq!(p.cpu_vs.as_deref(), Some("b"));
-        let ratio = |p: &Pooled, c: &str| p.cpu_ratios.iter().find(|r| r.0 == c).unwrap().2;
-        assert!(close(ratio(&p, "a [g]"), 40.0 / 26.0));
-        assert!(close(ratio(&p, "b [g]"), 1.0));
+        let ratio = |p: &Pooled, c: &str| {
+            p.cpu_ratios
+                .iter()
+                .find(|r| r.config == c)
+                .cloned()
+                .unwrap()
+        };
+        // Paired by run: a's run-2 point failed, so b's run 2 stays out of
+        // the ratio too (40 / 30, not 40 / 26 from b's two runs).
+        let a_vs_b = ratio(&p, "a [g]");
+        assert!(close(a_vs_b.ratio, 40.0 / 30.0), "{a_vs_b:?}");
+        assert_eq!(a_vs_b.runs, 1);
+        let b_vs_b = ratio(&p, "b [g]");
+        assert!(close(b_vs_b.ratio, 1.0) && b_vs_b.runs == 2, "{b_vs_b:?}");
         let text = render(&p);
         assert!(
             text.contains("server CPU per reply × b at equal load"),
             "{text}"
         );
-        assert!(text.contains("a [g]: 0.20: 1.538"), "{text}");
+        assert!(text.contains("a [g]: 0.20: 1.333 [1.33–1.33; 1]"), "{text}");
         // --all: CPU-seconds over replies, not a mean of the runs' figures
         // (which would be 32.5 µs).
         let p = pool(&[r1, r2.clone()], true, Some("b")).unwrap();
         assert!(close(cpu(&p, "a [g]").0, 0.14e6 / 5000.0));
+        // Both runs pair now: 28 / 26, each run's ratio 4/3 and 1.
+        let a_vs_b = ratio(&p, "a [g]");
+        assert!(close(a_vs_b.ratio, 28.0 / 26.0), "{a_vs_b:?}");
+        assert_eq!(a_vs_b.runs, 2);
+        assert!(close(a_vs_b.min, 1.0) && close(a_vs_b.max, 40.0 / 30.0));
+        assert!(render(&p).contains("a [g]: 0.20: 1.077 [1.00–1.33; 2]"));
         // A name that ran nowhere: no ratios, and the text says so.
         let p = pool(&[r2], true, Some("nginx")).unwrap();
         assert!(p.cpu_ratios.is_empty());
