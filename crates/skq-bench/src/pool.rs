@@ -463,8 +463,6 @@ fn group_of(label: &str) -> &str {
         .map_or("", |i| label[i + 2..].trim_end_matches(']'))
 }
 
-/// Each configuration's pooled CPU per reply divided by `base`'s of the
-/// same group at the same load, where both have one.
 /// CPU-seconds over replies (µs per reply) of some runs' points; `None`
 /// without replies.
 fn per_reply_us<'a>(runs: impl Iterator<Item = &'a RunCpu>) -> Option<f64> {
@@ -472,6 +470,8 @@ fn per_reply_us<'a>(runs: impl Iterator<Item = &'a RunCpu>) -> Option<f64> {
     (replies > 0.0).then(|| cpu_s * 1e6 / replies)
 }
 
+/// Each configuration's CPU per reply divided by `base`'s of the same group
+/// at the same load, both pooled over the runs that pooled both points.
 fn cpu_ratios(points: &[PooledPoint], base: &str) -> Vec<CpuRatio> {
     let mut out = Vec::new();
     for p in points {
