@@ -8,12 +8,13 @@
 #          async-hybrid async-tokio async-shared "async-hybrid:--steal-k 4"
 #   then: python3 scripts/bench/tail-episodes.py OUT [THRESHOLD_US=4000]
 #
-# FLAGS after a colon go to `skq serve rpc` (space-separated). Every point
+# FLAGS after a colon go to `skq serve rpc` (space-separated). DURATION
+# (seconds, default 5) sets each point's length after a 1-s warm-up. Every point
 # waits for the 1-minute load average to fall below 0.25 (up to 10 min) and
 # records it; run it on a quiet machine (docs/MEASUREMENT.md).
 set -euo pipefail
 if [ $# -lt 5 ]; then
-  sed -n 2,14p "$0" | sed 's/^# \{0,1\}//'
+  sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 out=$1 rate=$2 workload=$3 reps=$4
@@ -43,7 +44,7 @@ for rep in $(seq "$reps"); do
     server=$!
     for _ in $(seq 100); do grep -q listening "$out/$tag.server.log" && break; sleep 0.05; done
     taskset -c 1 "$skq" load --addr 127.0.0.1:$port --rate "$rate" --connections 64 \
-      --workload "$workload" --mean-us 500 --duration 5 --warmup 1 --interval-ms 250 \
+      --workload "$workload" --mean-us 500 --duration "${DURATION:-5}" --warmup 1 --interval-ms 250 \
       --json "$out/$tag.json" --quiet >"$out/$tag.load.log" 2>&1 || true
     kill -INT "$server"
     wait "$server" || true

@@ -436,6 +436,9 @@ impl Runner for ProcessRunner {
         server.stop();
         let server_secs = server_started.elapsed().as_secs_f64();
         if let Ok(text) = std::fs::read_to_string(&stats_file) {
+            // Kept beside the server's log (per-worker counters: steals,
+            // wake-ups, events queued behind busy workers).
+            let _ = std::fs::write(files.server_stats(), &text);
             match crate::serverstats::from_stats_json(&text, server_secs) {
                 Ok(st) => self.server_stats = Some(st),
                 Err(e) => eprintln!("skq bench: {}: {e:#}", stats_file.display()),

@@ -143,6 +143,18 @@ impl PointFiles {
             load_log: dir.join("logs").join(format!("{stem}.load.log")),
         }
     }
+
+    /// Where the server's own statistics (`--stats-json`: per-worker
+    /// counters) are kept, beside its log: `….server.log` → `….stats.json`.
+    pub fn server_stats(&self) -> PathBuf {
+        let name = self
+            .server_log
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("server.log");
+        let stem = name.strip_suffix(".server.log").unwrap_or(name);
+        self.server_log.with_file_name(format!("{stem}.stats.json"))
+    }
 }
 
 /// Measures load points.

@@ -25,6 +25,7 @@ impl Scheduler {
                         exit: r(&c.mig_exit),
                     },
                     wakeups: r(&c.wakeups),
+                    queued_behind_busy: r(&c.queued_behind),
                     high_served: r(&c.high_served),
                     busy_ns: r(&c.busy_ns),
                     t_avg_ns: self.workers[w].t_avg(),

@@ -694,12 +694,14 @@ impl Scheduler {
             self.claim_idle(u64::MAX)
         } else if claimed {
             Some(w)
-        } else if self.cfg.steal
-            && self.workers[w].load.n_ret.load(Ordering::Relaxed) > 0
-            && !self.fifo_holds(w)
-        {
-            crate::sync::fence(Ordering::SeqCst);
-            self.wake_thief(!(1u64 << w))
+        } else if self.workers[w].load.n_ret.load(Ordering::Relaxed) > 0 {
+            Counters::add(&self.workers[w].counters.queued_behind, 1);
+            if self.cfg.steal && !self.fifo_holds(w) {
+                crate::sync::fence(Ordering::SeqCst);
+                self.wake_thief(!(1u64 << w))
+            } else {
+                None
+            }
         } else {
             None
         };

@@ -192,6 +192,10 @@ pub struct WorkerStats {
     pub migrations: Migrations,
     /// Wake-ups sent to this worker.
     pub wakeups: u64,
+    /// Events pushed onto this worker's queue while it was processing a
+    /// batch (they wait for it, or for a thief).
+    #[serde(default)]
+    pub queued_behind_busy: u64,
     /// High-priority events delivered.
     pub high_served: u64,
     /// Time spent processing batches (wait return → next wait), ns.

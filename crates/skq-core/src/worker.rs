@@ -71,6 +71,9 @@ pub(crate) struct Counters {
     pub(crate) mig_steal: AtomicU64,
     pub(crate) mig_exit: AtomicU64,
     pub(crate) wakeups: AtomicU64,
+    /// Pushes that left an event waiting behind this worker's current
+    /// batch (its idle bit was not set and it was processing).
+    pub(crate) queued_behind: AtomicU64,
     pub(crate) high_served: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
     /// Steps of this worker's loop (`worker_loop.rs`).
