@@ -814,3 +814,24 @@ pub fn judge_overshoots(records: &mut [PointRecord]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PointFiles;
+    use std::path::PathBuf;
+
+    #[test]
+    fn server_statistics_are_kept_beside_the_server_log() {
+        let logs = PathBuf::from("out/logs");
+        let f = PointFiles {
+            json: PathBuf::from("out/points/hybrid_exponential_0.750.json"),
+            hdr_log: PathBuf::from("out/hdr/hybrid_exponential_0.750.hlog"),
+            server_log: logs.join("hybrid_exponential_0.750.server.log"),
+            load_log: logs.join("hybrid_exponential_0.750.load.log"),
+        };
+        assert_eq!(
+            f.server_stats(),
+            logs.join("hybrid_exponential_0.750.stats.json")
+        );
+    }
+}

@@ -630,6 +630,11 @@ fn stealing_wakes_an_idle_thief_when_a_backlog_forms() {
             wake: None
         }
     );
+    // Both pushes left an event behind busy worker 0 and are counted; the
+    // first one, taken by worker 0 before it was busy, is not.
+    let st = s.stats();
+    assert_eq!(st[0].queued_behind_busy, 2);
+    assert_eq!(st[1].queued_behind_busy + st[2].queued_behind_busy, 0);
     // The thief takes one (steal_k = 1); work is still queued behind busy
     // worker 0, so it passes the search on to the other idle worker.
     let (t, u) = if thief == 1 {
