@@ -4,9 +4,10 @@
 //! the RPC server with 8 workers, emulated exponential and bimodal-1 service
 //! with S̄ = 500 µs, configurations hybrid, cpu, epoll-1to1, epoll-shared and
 //! tokio (ratios against epoll-1to1), six loads each (0.2 … 0.9, with 0.85
-//! near the knee: [`crate::config::DEFAULT_LOADS`]), with emulated RSS over
-//! every CPU where the machine allows it; about 2¾ minutes at most on two
-//! cores, less when curves saturate early. `--config FILE` replaces the
+//! near the knee: [`crate::config::DEFAULT_LOADS`]), 8-s points
+//! ([`crate::config::DEFAULT_POINT_SECS`]), with emulated RSS over every CPU
+//! where the machine allows it; about 9 minutes at most on two cores, less
+//! when curves saturate early (`--point-secs 1.5`: about 2¾). `--config FILE` replaces the
 //! default (schema in [`crate::config`]); the other flags override either.
 //!
 //! Exit status: 0 when the sweep ran to its end (whatever its self-checks

@@ -438,7 +438,10 @@ impl Runner for ProcessRunner {
         if let Ok(text) = std::fs::read_to_string(&stats_file) {
             // Kept beside the server's log (per-worker counters: steals,
             // wake-ups, events queued behind busy workers).
-            let _ = std::fs::write(files.server_stats(), &text);
+            let kept = files.server_stats();
+            if let Err(e) = std::fs::write(&kept, &text) {
+                eprintln!("skq bench: keeping {}: {e}", kept.display());
+            }
             match crate::serverstats::from_stats_json(&text, server_secs) {
                 Ok(st) => self.server_stats = Some(st),
                 Err(e) => eprintln!("skq bench: {}: {e:#}", stats_file.display()),

@@ -193,7 +193,8 @@ pub struct WorkerStats {
     /// Wake-ups sent to this worker.
     pub wakeups: u64,
     /// Events pushed onto this worker's queue while it was processing a
-    /// batch (they wait for it, or for a thief).
+    /// batch (they wait for it, or for a thief). A source its own running
+    /// worker keeps to run next (`activate_next`) is not counted.
     #[serde(default)]
     pub queued_behind_busy: u64,
     /// High-priority events delivered.

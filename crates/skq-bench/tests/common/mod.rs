@@ -28,6 +28,8 @@ pub fn six_mode_sweep() -> Sweep {
     f.sweep.baseline = Some("vanilla".into());
     // The fixtures' curves are tuned to this grid (the default's before 0.85 was added).
     f.sweep.loads = Some(vec![0.2, 0.4, 0.6, 0.75, 0.9]);
+    // ... and to the settings' 1.5-s points (the built-in default's are 8 s).
+    f.sweep.point_secs = Some(1.5);
     Sweep::from_file(&f, 2).unwrap()
 }
 
