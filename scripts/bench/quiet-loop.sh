@@ -40,6 +40,8 @@
 # Jobs (outputs under OUTDIR):
 #   capacity   skq load --capacity for rpc over 64 connections (the main job's generator capacity)
 #   mainN      skq bench --strict on its built-in default -> mainN/, mainN.log, cost-mainN.txt
+#   asyncmainN the main job's sweep on skq-async against tokio (--modes
+#              async-hybrid,async-tokio) -> asyncmainN/, asyncmainN.log, cost-asyncmainN.txt
 #   kvN        the 1-thread cache sweep (kv-vs-memcached.toml) --strict -> kvN/, kvN.log
 #   kv2tN      the 2-thread cache sweep (kv-groups-2t.toml) --strict -> kv2tN/, kv2tN.log
 #   costasyncN cost-per-reply.py async-hybrid,async-tokio at 9600 req/s -> costasyncN.txt
@@ -76,6 +78,10 @@ run_job() {
     local job=$1
     case $job in
         capacity) "$SKQ" load --capacity --protocol rpc --capacity-conns 64 > "$D/capacity.txt" 2>&1 ;;
+        asyncmain*) "$SKQ" bench --strict --modes async-hybrid,async-tokio $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
+               local rc=$?
+               python3 scripts/bench/cost-at-equal-load.py async-tokio "$D/$job" > "$D/cost-$job.txt" 2>&1
+               return $rc ;;
         main*) "$SKQ" bench --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
                local rc=$?
                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
