@@ -43,6 +43,8 @@
 #   asyncmainN the main job's sweep on skq-async against tokio (--modes
 #              async-hybrid,async-tokio) -> asyncmainN/, asyncmainN.log, cost-asyncmainN.txt
 #   kvN        the 1-thread cache sweep (kv-vs-memcached.toml) --strict -> kvN/, kvN.log
+#   kvprofN    kv-profile.py: CPU, system calls and switches per reply, memcached,
+#              kv-tpc and kv-hybrid at 1 and 2 threads, two runs -> kvprofN.txt, kvprofN.log
 #   kv2tN      the 2-thread cache sweep (kv-groups-2t.toml) --strict -> kv2tN/, kv2tN.log
 #   costasyncN cost-per-reply.py async-hybrid,async-tokio at 9600 req/s -> costasyncN.txt
 #   costrpcN   cost-per-reply.py hybrid,epoll-shared at the main job's five loads -> costrpcN.txt
@@ -86,6 +88,7 @@ run_job() {
                local rc=$?
                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
                return $rc ;;
+        kvprof*) python3 scripts/bench/kv-profile.py --threads 1,2 --servers memcached,kv-tpc,kv-hybrid --runs 2 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         kv2t*) "$SKQ" bench --config crates/skq-bench/examples/kv-groups-2t.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1 ;;
         kv*) "$SKQ" bench --config crates/skq-bench/examples/kv-vs-memcached.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1 ;;
         costasync*) python3 scripts/bench/cost-per-reply.py --modes async-hybrid,async-tokio --rate 9600 --secs 10 --runs 3 > "$D/$job.txt" 2>&1 ;;
