@@ -1,7 +1,7 @@
 """Helpers the benchmark scripts in this folder share (stdlib only).
 
 Import as `from benchlib import free_port, wait_listening, stop, nginx_conf, proc_cost,
-host_delayed` from a
+host_delayed, cpu_speed` from a
 script run as `python3 scripts/bench/NAME.py` (its folder is on sys.path).
 """
 import os
@@ -149,3 +149,43 @@ def host_delayed(points):
         limit = ref + max(OVERSHOOT_SLACK_US, OVERSHOOT_SLACK_FRACTION * req)
         out[k] = (limit, o > limit)
     return ref, out
+
+
+# A fixed amount of work timed on one CPU: a user-space loop and a loop of
+# getppid() system calls (never served by the vDSO), each the median of five
+# repetitions, in ns per operation. About 0.15 s in all.
+_SPEED_PROBE = r"""
+import os, statistics, time
+def user(n):
+    x = 1
+    for i in range(n):
+        x = (x * 33 + i) & 0xFFFFFF
+    return x
+def calls(n):
+    g = os.getppid
+    for _ in range(n):
+        g()
+u, s = [], []
+for _ in range(5):
+    t0 = time.perf_counter_ns(); user(60000); t1 = time.perf_counter_ns()
+    calls(20000); t2 = time.perf_counter_ns()
+    u.append((t1 - t0) / 60000); s.append((t2 - t1) / 20000)
+print(statistics.median(u), statistics.median(s))
+"""
+
+
+def cpu_speed(cpu):
+    """(user ns per op, system call ns per op) of a fixed loop pinned to `cpu`.
+
+    The host running this VM changes how fast a vCPU runs from one run to the next (on
+    2026-12-04 server CPU per reply moved by up to 22% between runs of one server at
+    one rate, tracking the emulated service's overshoot with a correlation of 0.9 or
+    more in every series of three); probing before and after a point says whether two
+    points being compared ran on an equally fast host. Run it when the CPU is otherwise
+    idle (before the server starts, after it stops)."""
+    r = subprocess.run(["taskset", "-c", str(cpu), "python3", "-c", _SPEED_PROBE],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise RuntimeError(f"speed probe on CPU {cpu} failed: {r.stderr.strip()}")
+    u, s = r.stdout.split()
+    return float(u), float(s)

@@ -16,6 +16,12 @@ service asked for (µs), and after the last run every point is judged for host d
 verdict is one line, `# host delayed: MODE RUN ...` or `# host delayed: none ...`;
 scripts/bench/cost-ratios.py leaves pairs with a delayed point out of its passing median.
 
+Before each point's server starts and after it stops, a CPU speed probe on CPU 0
+(benchlib.cpu_speed: a fixed user-space loop and a loop of getppid() calls) gives the
+host's speed for that point, the mean of the two, as `user ns` and `call ns` per
+operation; cost-ratios.py prints the call-normalised ratios beside the raw ones.
+`--no-speed` skips it.
+
 Usage: python3 scripts/bench/cost-per-reply.py [--runs 2] [--modes hybrid,cpu,...]
        [--service emulate|spin] [--server-args '--promote-min-us 0']
 A mode written MODE+groups runs MODE with `--poll-groups WORKERS` (one epoll
@@ -31,7 +37,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import host_delayed
+from benchlib import cpu_speed, host_delayed
 
 SKQ = os.environ.get("SKQ", "target/release/skq")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -65,6 +71,7 @@ def ctx_switches(pid):
 
 
 def point(mode, a):
+    speed0 = cpu_speed(0) if a.speed else None
     port = free_port()
     base, _, suffix = mode.partition("+groups")
     if suffix:
@@ -102,6 +109,10 @@ def point(mode, a):
         srv.terminate()
         srv.wait(timeout=10)
         err.close()
+    speed = None
+    if speed0 is not None:
+        speed1 = cpu_speed(0)
+        speed = tuple((x + y) / 2 for x, y in zip(speed0, speed1))
     n = d["client_sent_total"]
     return {
         "mode": mode, "replies": n, "errors": sum(d["errors"].values()),
@@ -109,6 +120,7 @@ def point(mode, a):
         "p99_us": d["latency"]["p99"]["value"], "checks": d["checks"]["pass"],
         "lateness_p99_us": d["checks"]["lateness_p99_us"],
         "overshoot": overshoot(d, a.service),
+        "speed": speed,
     }
 
 
@@ -134,22 +146,26 @@ def main():
     p.add_argument("--server-args", default="",
                    help="extra arguments for skq serve rpc, passed to skq modes only (the "
                         "baselines refuse skq's tunables), e.g. '--promote-min-us 0'")
+    p.add_argument("--no-speed", dest="speed", action="store_false",
+                   help="skip the CPU speed probe before and after each point (benchlib.cpu_speed)")
     a = p.parse_args()
     extra = f"; server args '{a.server_args}'" if a.server_args else ""
     print(f"# {a.workers} workers, {a.service} {a.mean_us} us exponential{extra}, {a.rate:.0f} req/s over "
           f"{a.conns} conns, {a.secs} s + 1 s warm-up; server on CPU 0, generator on CPU 1; "
           f"cores seen {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
     print(f"{'mode':<20} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
-          f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6} {'S over us':>9}")
+          f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6} {'S over us':>9} "
+          f"{'user ns':>7} {'call ns':>7}")
     judged = {}
     for run in range(1, a.runs + 1):
         for mode in a.modes.split(","):
             x = point(mode, a)
             judged[(mode, run)] = x["overshoot"]
             over = "-" if x["overshoot"] is None else f"{x['overshoot'][0]:.0f}"
+            sp = ("-", "-") if x["speed"] is None else (f"{x['speed'][0]:.1f}", f"{x['speed'][1]:.0f}")
             print(f"{mode:<20} {run:>3} {x['cpu_us']:>12.1f} {x['vol']:>12.2f} {x['invol']:>14.2f} "
                   f"{x['p99_us']:>8.0f} {x['lateness_p99_us']:>12.1f} {str(x['checks']):>6} {x['errors']:>6} "
-                  f"{over:>9}", flush=True)
+                  f"{over:>9} {sp[0]:>7} {sp[1]:>7}", flush=True)
     ref, verdicts = host_delayed(judged)
     if ref is None:
         print("# host delayed: not judged (fewer than three points with emulated service)")

@@ -13,6 +13,11 @@ checks and marked `!` when the invocation's `# host delayed:` line names either 
 rule; logs from before that line have no such mark), with the median per rate, over all
 runs, and over the pairs whose points both passed and neither was delayed. Defaults:
 hybrid / epoll-shared.
+
+Where the log carries cost-per-reply.py's CPU speed probe (`call ns`, the host's cost of
+one system call around the point), each ratio is also printed normalised by it: (A's CPU
+/ A's call ns) / (B's CPU / B's call ns), which compares the two servers as if both
+points had run on an equally fast host.
 """
 import re
 import statistics
@@ -41,27 +46,40 @@ def main(argv):
             continue
         f = line.split()
         if rate is not None and len(f) >= 9 and f[0] in (a, b) and f[1].isdigit():
-            rows[rate][-1].setdefault(int(f[1]), {})[f[0]] = (float(f[2]), f[7] == "True")
+            call_ns = None
+            if len(f) >= 12:
+                try:
+                    call_ns = float(f[11])
+                except ValueError:
+                    pass
+            rows[rate][-1].setdefault(int(f[1]), {})[f[0]] = (float(f[2]), f[7] == "True", call_ns)
     print(f"# per-run CPU per reply, {a} / {b}, from {path}; * = a point of the pair failed its "
           "checks, ! = the host delayed a point of the pair")
-    every, clean = [], []
+    every, clean, norm_every, norm_clean = [], [], [], []
     for r, blocks in sorted(rows.items()):
-        rs = []
+        rs, ns = [], []
         for runs, late in zip(blocks, delayed[r]):
             for k in sorted(runs):
                 if a not in runs[k] or b not in runs[k]:
                     continue
-                (x, xo), (y, yo) = runs[k][a], runs[k][b]
+                (x, xo, xs), (y, yo, ys) = runs[k][a], runs[k][b]
                 mark = "" if xo and yo else "*"
                 if (a, k) in late or (b, k) in late:
                     mark += "!"
                 rs.append((x / y, mark))
+                if xs and ys:
+                    ns.append(((x / xs) / (y / ys), mark))
         if not rs:
             continue
         every += [x for x, _ in rs]
         clean += [x for x, mark in rs if not mark]
         cells = " ".join(f"{x:.3f}{mark}" for x, mark in rs)
         print(f"{r:>6} req/s: {cells}   median {statistics.median(x for x, _ in rs):.3f}")
+        if ns:
+            norm_every += [x for x, _ in ns]
+            norm_clean += [x for x, mark in ns if not mark]
+            cells = " ".join(f"{x:.3f}{mark}" for x, mark in ns)
+            print(f"{'':>6}  by call ns: {cells}   median {statistics.median(x for x, _ in ns):.3f}")
     if not every:
         print(f"no {a}/{b} pairs found", file=sys.stderr)
         return 1
@@ -70,6 +88,12 @@ def main(argv):
         line += (f"; the {len(clean)} pairs with both points passing and neither delayed: "
                  f"median {statistics.median(clean):.3f}")
     print(line)
+    if norm_every:
+        line = (f"normalised by the speed probe's call ns, all {len(norm_every)}: median "
+                f"{statistics.median(norm_every):.3f}, range {min(norm_every):.3f}-{max(norm_every):.3f}")
+        if norm_clean:
+            line += f"; the {len(norm_clean)} clean pairs: median {statistics.median(norm_clean):.3f}"
+        print(line)
     return 0
 
 
