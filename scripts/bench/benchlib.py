@@ -153,9 +153,12 @@ def host_delayed(points):
 
 # A fixed amount of work timed on one CPU: a user-space loop and a loop of
 # getppid() system calls (never served by the vDSO), each the median of five
-# repetitions, in ns per operation. About 0.15 s in all.
+# repetitions, in ns per operation; then 2,000 round trips of one byte over a
+# pair of pipes to a partner pinned to the other CPU, in CPU µs spent on this
+# CPU per round trip (two system calls, one sleep and one wake-up each: the
+# pattern a server's reply costs). About 0.3 s in all.
 _SPEED_PROBE = r"""
-import os, statistics, time
+import os, statistics, subprocess, sys, time
 def user(n):
     x = 1
     for i in range(n):
@@ -170,22 +173,36 @@ for _ in range(5):
     t0 = time.perf_counter_ns(); user(60000); t1 = time.perf_counter_ns()
     calls(20000); t2 = time.perf_counter_ns()
     u.append((t1 - t0) / 60000); s.append((t2 - t1) / 20000)
-print(statistics.median(u), statistics.median(s))
+PARTNER = "import os, sys\nr, w = int(sys.argv[1]), int(sys.argv[2])\nwhile True:\n    b = os.read(r, 1)\n    if not b or b == b'q':\n        break\n    os.write(w, b)\n"
+a_r, a_w = os.pipe()
+b_r, b_w = os.pipe()
+p = subprocess.Popen(["taskset", "-c", sys.argv[1], sys.executable, "-c", PARTNER, str(a_r), str(b_w)],
+                     pass_fds=(a_r, b_w))
+for _ in range(50):
+    os.write(a_w, b"x"); os.read(b_r, 1)
+n = 2000
+c0 = time.process_time_ns()
+for _ in range(n):
+    os.write(a_w, b"x"); os.read(b_r, 1)
+c1 = time.process_time_ns()
+os.write(a_w, b"q"); p.wait()
+print(statistics.median(u), statistics.median(s), (c1 - c0) / n / 1000)
 """
 
 
-def cpu_speed(cpu):
-    """(user ns per op, system call ns per op) of a fixed loop pinned to `cpu`.
+def cpu_speed(cpu, partner=None):
+    """(user ns per op, system call ns per op, CPU µs per wake-up round trip) on `cpu`.
 
-    The host running this VM changes how fast a vCPU runs from one run to the next (on
-    2026-12-04 server CPU per reply moved by up to 22% between runs of one server at
-    one rate, tracking the emulated service's overshoot with a correlation of 0.9 or
-    more in every series of three); probing before and after a point says whether two
-    points being compared ran on an equally fast host. Run it when the CPU is otherwise
-    idle (before the server starts, after it stops)."""
-    r = subprocess.run(["taskset", "-c", str(cpu), "python3", "-c", _SPEED_PROBE],
-                       capture_output=True, text=True, timeout=30)
+    The host running this VM changes how much a server's reply costs from one run to
+    the next (on 2026-12-04 server CPU per reply moved by up to 22% between runs of one
+    server at one rate). The first two figures time fixed work on a CPU that stays
+    busy; the third times the sleep-and-wake pattern of a reply against a partner
+    pinned to `partner` (default: the other of CPUs 0 and 1). Run it when both CPUs
+    are otherwise idle (before the server starts, after it stops)."""
+    partner = (1 if cpu == 0 else 0) if partner is None else partner
+    r = subprocess.run(["taskset", "-c", str(cpu), "python3", "-c", _SPEED_PROBE, str(partner)],
+                       capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         raise RuntimeError(f"speed probe on CPU {cpu} failed: {r.stderr.strip()}")
-    u, s = r.stdout.split()
-    return float(u), float(s)
+    u, s, w = r.stdout.split()
+    return float(u), float(s), float(w)

@@ -17,10 +17,11 @@ verdict is one line, `# host delayed: MODE RUN ...` or `# host delayed: none ...
 scripts/bench/cost-ratios.py leaves pairs with a delayed point out of its passing median.
 
 Before each point's server starts and after it stops, a CPU speed probe on CPU 0
-(benchlib.cpu_speed: a fixed user-space loop and a loop of getppid() calls) gives the
-host's speed for that point, the mean of the two, as `user ns` and `call ns` per
-operation; cost-ratios.py prints the call-normalised ratios beside the raw ones.
-`--no-speed` skips it.
+(benchlib.cpu_speed: a fixed user-space loop, a loop of getppid() calls, and pipe
+round trips to a partner on CPU 1) gives the host's speed around that point, the mean
+of the two probes, as `user ns` and `call ns` per operation and `wake us`, CPU 0's
+CPU per round trip; cost-ratios.py prints ratios normalised by them beside the raw
+ones. `--no-speed` skips it.
 
 Usage: python3 scripts/bench/cost-per-reply.py [--runs 2] [--modes hybrid,cpu,...]
        [--service emulate|spin] [--server-args '--promote-min-us 0']
@@ -155,17 +156,18 @@ def main():
           f"cores seen {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
     print(f"{'mode':<20} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
           f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6} {'S over us':>9} "
-          f"{'user ns':>7} {'call ns':>7}")
+          f"{'user ns':>7} {'call ns':>7} {'wake us':>7}")
     judged = {}
     for run in range(1, a.runs + 1):
         for mode in a.modes.split(","):
             x = point(mode, a)
             judged[(mode, run)] = x["overshoot"]
             over = "-" if x["overshoot"] is None else f"{x['overshoot'][0]:.0f}"
-            sp = ("-", "-") if x["speed"] is None else (f"{x['speed'][0]:.1f}", f"{x['speed'][1]:.0f}")
+            sp = (("-", "-", "-") if x["speed"] is None else
+                  (f"{x['speed'][0]:.1f}", f"{x['speed'][1]:.0f}", f"{x['speed'][2]:.2f}"))
             print(f"{mode:<20} {run:>3} {x['cpu_us']:>12.1f} {x['vol']:>12.2f} {x['invol']:>14.2f} "
                   f"{x['p99_us']:>8.0f} {x['lateness_p99_us']:>12.1f} {str(x['checks']):>6} {x['errors']:>6} "
-                  f"{over:>9} {sp[0]:>7} {sp[1]:>7}", flush=True)
+                  f"{over:>9} {sp[0]:>7} {sp[1]:>7} {sp[2]:>7}", flush=True)
     ref, verdicts = host_delayed(judged)
     if ref is None:
         print("# host delayed: not judged (fewer than three points with emulated service)")

@@ -15,13 +15,17 @@ runs, and over the pairs whose points both passed and neither was delayed. Defau
 hybrid / epoll-shared.
 
 Where the log carries cost-per-reply.py's CPU speed probe (`call ns`, the host's cost of
-one system call around the point), each ratio is also printed normalised by it: (A's CPU
-/ A's call ns) / (B's CPU / B's call ns), which compares the two servers as if both
-points had run on an equally fast host.
+one system call around the point, and `wake us`, the CPU of one pipe round trip with a
+sleep and a wake-up), each ratio is also printed normalised by each: (A's CPU / A's
+probe) / (B's CPU / B's probe), which compares the two servers as if both points had
+run on an equally fast host, to the extent the probe tracks the host's speed.
 """
 import re
 import statistics
 import sys
+
+# The speed probe's columns in cost-per-reply.py's lines (after `user ns`).
+PROBES = ("call ns", "wake us")
 
 
 def main(argv):
@@ -46,18 +50,19 @@ def main(argv):
             continue
         f = line.split()
         if rate is not None and len(f) >= 9 and f[0] in (a, b) and f[1].isdigit():
-            call_ns = None
-            if len(f) >= 12:
+            probes = []
+            for col in (11, 12):
                 try:
-                    call_ns = float(f[11])
-                except ValueError:
-                    pass
-            rows[rate][-1].setdefault(int(f[1]), {})[f[0]] = (float(f[2]), f[7] == "True", call_ns)
+                    probes.append(float(f[col]))
+                except (IndexError, ValueError):
+                    probes.append(None)
+            rows[rate][-1].setdefault(int(f[1]), {})[f[0]] = (float(f[2]), f[7] == "True", probes)
     print(f"# per-run CPU per reply, {a} / {b}, from {path}; * = a point of the pair failed its "
           "checks, ! = the host delayed a point of the pair")
-    every, clean, norm_every, norm_clean = [], [], [], []
+    every, clean = [], []
+    norm = {name: ([], []) for name in PROBES}
     for r, blocks in sorted(rows.items()):
-        rs, ns = [], []
+        rs, ns = [], {name: [] for name in PROBES}
         for runs, late in zip(blocks, delayed[r]):
             for k in sorted(runs):
                 if a not in runs[k] or b not in runs[k]:
@@ -67,19 +72,21 @@ def main(argv):
                 if (a, k) in late or (b, k) in late:
                     mark += "!"
                 rs.append((x / y, mark))
-                if xs and ys:
-                    ns.append(((x / xs) / (y / ys), mark))
+                for name, px, py in zip(PROBES, xs, ys):
+                    if px and py:
+                        ns[name].append(((x / px) / (y / py), mark))
         if not rs:
             continue
         every += [x for x, _ in rs]
         clean += [x for x, mark in rs if not mark]
         cells = " ".join(f"{x:.3f}{mark}" for x, mark in rs)
         print(f"{r:>6} req/s: {cells}   median {statistics.median(x for x, _ in rs):.3f}")
-        if ns:
-            norm_every += [x for x, _ in ns]
-            norm_clean += [x for x, mark in ns if not mark]
-            cells = " ".join(f"{x:.3f}{mark}" for x, mark in ns)
-            print(f"{'':>6}  by call ns: {cells}   median {statistics.median(x for x, _ in ns):.3f}")
+        for name, xs in ns.items():
+            if xs:
+                norm[name][0].extend(x for x, _ in xs)
+                norm[name][1].extend(x for x, mark in xs if not mark)
+                cells = " ".join(f"{x:.3f}{mark}" for x, mark in xs)
+                print(f"{'':>6}  by {name}: {cells}   median {statistics.median(x for x, _ in xs):.3f}")
     if not every:
         print(f"no {a}/{b} pairs found", file=sys.stderr)
         return 1
@@ -88,11 +95,13 @@ def main(argv):
         line += (f"; the {len(clean)} pairs with both points passing and neither delayed: "
                  f"median {statistics.median(clean):.3f}")
     print(line)
-    if norm_every:
-        line = (f"normalised by the speed probe's call ns, all {len(norm_every)}: median "
-                f"{statistics.median(norm_every):.3f}, range {min(norm_every):.3f}-{max(norm_every):.3f}")
-        if norm_clean:
-            line += f"; the {len(norm_clean)} clean pairs: median {statistics.median(norm_clean):.3f}"
+    for name, (all_, clean_) in norm.items():
+        if not all_:
+            continue
+        line = (f"normalised by the speed probe's {name}, all {len(all_)}: median "
+                f"{statistics.median(all_):.3f}, range {min(all_):.3f}-{max(all_):.3f}")
+        if clean_:
+            line += f"; the {len(clean_)} clean pairs: median {statistics.median(clean_):.3f}"
         print(line)
     return 0
 
