@@ -16,12 +16,13 @@ service asked for (µs), and after the last run every point is judged for host d
 verdict is one line, `# host delayed: MODE RUN ...` or `# host delayed: none ...`;
 scripts/bench/cost-ratios.py leaves pairs with a delayed point out of its passing median.
 
-Before each point's server starts and after it stops, a CPU speed probe on CPU 0
-(benchlib.cpu_speed: a fixed user-space loop, a loop of getppid() calls, and pipe
+With --speed, a CPU speed probe on CPU 0 before each point's server starts and after it
+stops (benchlib.cpu_speed: a fixed user-space loop, a loop of getppid() calls, and pipe
 round trips to a partner on CPU 1) gives the host's speed around that point, the mean
-of the two probes, as `user ns` and `call ns` per operation and `wake us`, CPU 0's
-CPU per round trip; cost-ratios.py prints ratios normalised by them beside the raw
-ones. `--no-speed` skips it.
+of the two probes, as `user ns` and `call ns` per operation and `wake us`, CPU 0's CPU
+per round trip; cost-ratios.py prints ratios normalised by them beside the raw ones.
+Off by default: on 2026-12-04 neither probe tracked the run-to-run spread of CPU per
+reply (docs/MEASUREMENT.md, "The host's speed, probed around each point").
 
 Usage: python3 scripts/bench/cost-per-reply.py [--runs 2] [--modes hybrid,cpu,...]
        [--service emulate|spin] [--server-args '--promote-min-us 0']
@@ -147,8 +148,9 @@ def main():
     p.add_argument("--server-args", default="",
                    help="extra arguments for skq serve rpc, passed to skq modes only (the "
                         "baselines refuse skq's tunables), e.g. '--promote-min-us 0'")
-    p.add_argument("--no-speed", dest="speed", action="store_false",
-                   help="skip the CPU speed probe before and after each point (benchlib.cpu_speed)")
+    p.add_argument("--speed", action="store_true",
+                   help="probe the CPUs' speed before and after each point (benchlib.cpu_speed; "
+                        "about 0.6 s a point)")
     a = p.parse_args()
     extra = f"; server args '{a.server_args}'" if a.server_args else ""
     print(f"# {a.workers} workers, {a.service} {a.mean_us} us exponential{extra}, {a.rate:.0f} req/s over "
