@@ -193,12 +193,13 @@ print(statistics.median(u), statistics.median(s), (c1 - c0) / n / 1000)
 def cpu_speed(cpu, partner=None):
     """(user ns per op, system call ns per op, CPU µs per wake-up round trip) on `cpu`.
 
-    The host running this VM changes how much a server's reply costs from one run to
-    the next (on 2026-12-04 server CPU per reply moved by up to 22% between runs of one
-    server at one rate). The first two figures time fixed work on a CPU that stays
+    A server's CPU per reply moves by up to 22% between runs of one server at one rate
+    on this VM (2026-12-04). The first two figures time fixed work on a CPU that stays
     busy; the third times the sleep-and-wake pattern of a reply against a partner
     pinned to `partner` (default: the other of CPUs 0 and 1). Run it when both CPUs
-    are otherwise idle (before the server starts, after it stops)."""
+    are otherwise idle (before the server starts, after it stops). Taken around each
+    point of cost-per-reply.py --speed, neither tracked that spread
+    (docs/MEASUREMENT.md, "The host's speed, probed around each point")."""
     partner = (1 if cpu == 0 else 0) if partner is None else partner
     r = subprocess.run(["taskset", "-c", str(cpu), "python3", "-c", _SPEED_PROBE, str(partner)],
                        capture_output=True, text=True, timeout=60)
