@@ -193,7 +193,7 @@ print(statistics.median(u), statistics.median(s), (c1 - c0) / n / 1000)
 def cpu_speed(cpu, partner=None):
     """(user ns per op, system call ns per op, CPU µs per wake-up round trip) on `cpu`.
 
-    A server's CPU per reply moves by up to 22% between runs of one server at one rate
+    A server's CPU per reply moves by up to 43% between runs of one server at one rate
     on this VM (2026-12-04). The first two figures time fixed work on a CPU that stays
     busy; the third times the sleep-and-wake pattern of a reply against a partner
     pinned to `partner` (default: the other of CPUs 0 and 1). Run it when both CPUs
