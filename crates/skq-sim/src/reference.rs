@@ -7,17 +7,23 @@
 //! | name                    | model          | what it idealizes                              |
 //! |-------------------------|----------------|------------------------------------------------|
 //! | `centralized-fcfs`      | M/G/n          | one queue, any idle worker takes the oldest    |
+//! | `centralized-prio`      | M/G/n, 2 levels | as above, but a freed worker takes the oldest high-priority request first (non-preemptive) |
 //! | `partitioned-fcfs`      | n × M/G/1      | each request to a uniformly random worker      |
 //! | `partitioned-fcfs-conn` | n × M/G/1      | each *connection* pinned to a random worker    |
 //! | `centralized-ps`        | M/G/n/PS       | k jobs share n workers, each at rate min(1, n/k) |
 //! | `partitioned-ps`        | n × M/G/1/PS   | per-request random worker, processor sharing   |
+//!
+//! `centralized-prio` is the floor of SKQ §6.8 for any non-preemptive
+//! scheduler: the high-priority client (connections `0..high_conns`, unless
+//! `probe_regular`) never waits behind queued regular work, only for the
+//! first busy worker to finish.
 //!
 //! `partitioned-fcfs` is the formal n × M/G/1 (every queue sees Poisson λ/n);
 //! `partitioned-fcfs-conn` adds the imbalance of hashing few connections
 //! (or per-connection service classes, as in `gis`) onto workers.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 
@@ -35,6 +41,8 @@ const ASSIGN_SALT: u64 = 0x1319_8A2E_0370_7344;
 pub enum Reference {
     /// M/G/n first-come first-served.
     CentralizedFcfs,
+    /// M/G/n with two-level non-preemptive priority.
+    CentralizedPrio,
     /// n × M/G/1, each request to a random worker.
     PartitionedFcfs,
     /// n × M/G/1 with each connection assigned to a random worker.
@@ -47,8 +55,9 @@ pub enum Reference {
 
 impl Reference {
     /// Every reference model.
-    pub const ALL: [Reference; 5] = [
+    pub const ALL: [Reference; 6] = [
         Reference::CentralizedFcfs,
+        Reference::CentralizedPrio,
         Reference::PartitionedFcfs,
         Reference::PartitionedFcfsConn,
         Reference::CentralizedPs,
@@ -59,6 +68,7 @@ impl Reference {
     pub fn name(self) -> &'static str {
         match self {
             Reference::CentralizedFcfs => "centralized-fcfs",
+            Reference::CentralizedPrio => "centralized-prio",
             Reference::PartitionedFcfs => "partitioned-fcfs",
             Reference::PartitionedFcfsConn => "partitioned-fcfs-conn",
             Reference::CentralizedPs => "centralized-ps",
@@ -84,6 +94,45 @@ impl Reference {
                     free.push(Reverse(done));
                     rec.record_on(r.conn, r.idx, r.arrival, r.service, done);
                 }
+            }
+            Reference::CentralizedPrio => {
+                // Queued requests start when a worker frees, high first; an
+                // arrival that finds nothing queued and a free worker starts.
+                let high_below = if sc.probe_regular {
+                    0
+                } else {
+                    sc.high_conns as u32
+                };
+                let mut free: BinaryHeap<Reverse<u64>> = (0..n).map(|_| Reverse(0)).collect();
+                let (mut high, mut regular) = (VecDeque::new(), VecDeque::new());
+                let dispatch = |until: u64,
+                                free: &mut BinaryHeap<Reverse<u64>>,
+                                high: &mut VecDeque<Request>,
+                                regular: &mut VecDeque<Request>,
+                                rec: &mut Recorder| {
+                    while let Some(&Reverse(f)) = free.peek() {
+                        if f > until {
+                            break;
+                        }
+                        let Some(next) = high.pop_front().or_else(|| regular.pop_front()) else {
+                            break;
+                        };
+                        free.pop();
+                        let done = f.max(next.arrival) + next.service;
+                        free.push(Reverse(done));
+                        rec.record_on(next.conn, next.idx, next.arrival, next.service, done);
+                    }
+                };
+                for r in gen {
+                    dispatch(r.arrival, &mut free, &mut high, &mut regular, &mut rec);
+                    if r.conn < high_below {
+                        high.push_back(r);
+                    } else {
+                        regular.push_back(r);
+                    }
+                    dispatch(r.arrival, &mut free, &mut high, &mut regular, &mut rec);
+                }
+                dispatch(u64::MAX, &mut free, &mut high, &mut regular, &mut rec);
             }
             Reference::PartitionedFcfs | Reference::PartitionedFcfsConn => {
                 let conn_worker: Vec<usize> = if self == Reference::PartitionedFcfsConn {
@@ -271,6 +320,34 @@ mod tests {
         let s = rec.finish();
         assert_eq!(s.latency.max, 0.04);
         assert!((s.latency.mean - 0.03).abs() < 1e-12);
+    }
+
+    #[test]
+    fn centralized_prio_without_a_high_client_is_centralized_fcfs() {
+        let svc = Service::Spec(ServiceSpec::new(Workload::Exponential, 1000.0));
+        let s = Scenario::at_load(svc, 4, 64, 0.85, 20_000, 3);
+        let (fcfs, _) = Reference::CentralizedFcfs.run(&s);
+        let (prio, _) = Reference::CentralizedPrio.run(&s);
+        assert_eq!(fcfs.latency.mean, prio.latency.mean);
+        assert_eq!(fcfs.latency.p99.value, prio.latency.p99.value);
+    }
+
+    #[test]
+    fn centralized_prio_serves_the_high_client_before_queued_regular_work() {
+        let svc = Service::Spec(ServiceSpec::new(Workload::Exponential, 1000.0));
+        let mut s = Scenario::at_load(svc, 4, 64, 0.9, 50_000, 7);
+        s.high_conns = 4;
+        let (prio, _) = Reference::CentralizedPrio.run(&s);
+        s.probe_regular = true;
+        let (probe, _) = Reference::CentralizedPrio.run(&s);
+        let (fcfs, _) = Reference::CentralizedFcfs.run(&s);
+        let (high, as_regular) = (prio.high.unwrap(), probe.high.unwrap());
+        // Registered regular, the same connections see plain M/G/n ...
+        assert_eq!(as_regular.mean, fcfs.high.unwrap().mean);
+        // ... and with priority they wait less than before and than the rest.
+        assert!(high.p99.value < as_regular.p99.value);
+        assert!(high.mean < prio.latency.mean);
+        assert_eq!(prio.completed, 50_000);
     }
 
     #[test]
