@@ -1,10 +1,11 @@
 """Helpers the benchmark scripts in this folder share (stdlib only).
 
 Import as `from benchlib import free_port, wait_listening, stop, nginx_conf, proc_cost,
-host_delayed, cpu_speed` from a
+host_delayed, cpu_speed, read_cost_log` from a
 script run as `python3 scripts/bench/NAME.py` (its folder is on sys.path).
 """
 import os
+import re
 import socket
 import subprocess
 import time
@@ -207,3 +208,40 @@ def cpu_speed(cpu, partner=None):
         raise RuntimeError(f"speed probe on CPU {cpu} failed: {r.stderr.strip()}")
     u, s, w = r.stdout.split()
     return float(u), float(s), float(w)
+
+
+def read_cost_log(path):
+    """The invocations in a cost-per-reply.py log, in file order.
+
+    Each is {"rate": req/s, "points": [...], "delayed": {(mode, run), ...}}: a file
+    may hold several invocations (logs concatenated), whose run numbers repeat, so
+    each is a block of its own. A point is {"mode", "run", "cpu_us", "passed",
+    "overshoot_us", "call_ns", "wake_us"}, the last three None where the line has
+    no such column (older logs, or no `--speed`); "delayed" holds the points the
+    `# host delayed:` line names."""
+    def num(f, i):
+        try:
+            return float(f[i])
+        except (IndexError, ValueError):
+            return None
+
+    blocks = []
+    for line in open(path):
+        m = re.search(r"(\d+) req/s over", line)
+        if line.startswith("#") and m:
+            blocks.append({"rate": int(m.group(1)), "points": [], "delayed": set()})
+            continue
+        if not blocks:
+            continue
+        if line.startswith("# host delayed:"):
+            for mode, run in re.findall(r"([\w+.-]+) (\d+) \(", line):
+                blocks[-1]["delayed"].add((mode, int(run)))
+            continue
+        f = line.split()
+        if len(f) < 9 or not f[1].isdigit() or num(f, 2) is None:
+            continue
+        blocks[-1]["points"].append({
+            "mode": f[0], "run": int(f[1]), "cpu_us": num(f, 2), "passed": f[7] == "True",
+            "overshoot_us": num(f, 9), "call_ns": num(f, 11), "wake_us": num(f, 12),
+        })
+    return blocks

@@ -12,9 +12,10 @@ per file, the correlation over all series pooled, each series scaled to its own 
 that only the run-to-run movement counts. A series of three gives a coarse figure; the
 pooled one is the reading.
 """
-import re
 import statistics
 import sys
+
+from benchlib import read_cost_log
 
 
 def corr(a, b):
@@ -33,26 +34,12 @@ def main(paths):
         print(__doc__.strip())
         return 2
     for path in paths:
-        rate, series = None, {}
-        for line in open(path):
-            m = re.search(r"(\d+) req/s over", line)
-            if line.startswith("#") and m:
-                rate = int(m.group(1))
-                continue
-            f = line.split()
-            if rate is None or len(f) < 10 or not f[1].isdigit():
-                continue
-            try:
-                cpu, over = float(f[2]), float(f[9])
-            except ValueError:
-                continue
-            probes = []
-            for col in (11, 12):
-                try:
-                    probes.append(float(f[col]))
-                except (IndexError, ValueError):
-                    probes.append(None)
-            series.setdefault((rate, f[0]), []).append((cpu, over, *probes))
+        series = {}
+        for blk in read_cost_log(path):
+            for p in blk["points"]:
+                if p["overshoot_us"] is not None:
+                    series.setdefault((blk["rate"], p["mode"]), []).append(
+                        (p["cpu_us"], p["overshoot_us"], p["call_ns"], p["wake_us"]))
         print(f"# {path}: r = Pearson correlation with CPU per reply over the runs of a series")
         pooled = {"over": ([], []), "call": ([], []), "wake": ([], [])}
         for (r, mode), runs in sorted(series.items()):

@@ -20,9 +20,10 @@ sleep and a wake-up), each ratio is also printed normalised by each: (A's CPU / 
 probe) / (B's CPU / B's probe), which compares the two servers as if both points had
 run on an equally fast host, to the extent the probe tracks the host's speed.
 """
-import re
 import statistics
 import sys
+
+from benchlib import read_cost_log
 
 # The speed probe's columns in cost-per-reply.py's lines (after `user ns`).
 PROBES = ("call ns", "wake us")
@@ -34,29 +35,15 @@ def main(argv):
         return 2
     path = argv[0]
     a, b = (argv[1], argv[2]) if len(argv) >= 3 else ("hybrid", "epoll-shared")
-    rows, delayed, rate = {}, {}, None
-    for line in open(path):
-        m = re.search(r"(\d+) req/s over", line)
-        if line.startswith("#") and m:
-            # Each invocation is a block of its own: a file may hold several
-            # at one rate (logs concatenated), whose run numbers repeat.
-            rate = int(m.group(1))
-            rows.setdefault(rate, []).append({})
-            delayed.setdefault(rate, []).append(set())
-            continue
-        if line.startswith("# host delayed:") and rate is not None:
-            for m, k in re.findall(r"([\w+.-]+) (\d+) \(", line):
-                delayed[rate][-1].add((m, int(k)))
-            continue
-        f = line.split()
-        if rate is not None and len(f) >= 9 and f[0] in (a, b) and f[1].isdigit():
-            probes = []
-            for col in (11, 12):
-                try:
-                    probes.append(float(f[col]))
-                except (IndexError, ValueError):
-                    probes.append(None)
-            rows[rate][-1].setdefault(int(f[1]), {})[f[0]] = (float(f[2]), f[7] == "True", probes)
+    rows, delayed = {}, {}
+    for blk in read_cost_log(path):
+        runs = {}
+        for p in blk["points"]:
+            if p["mode"] in (a, b):
+                runs.setdefault(p["run"], {})[p["mode"]] = (
+                    p["cpu_us"], p["passed"], [p["call_ns"], p["wake_us"]])
+        rows.setdefault(blk["rate"], []).append(runs)
+        delayed.setdefault(blk["rate"], []).append(blk["delayed"])
     print(f"# per-run CPU per reply, {a} / {b}, from {path}; * = a point of the pair failed its "
           "checks, ! = the host delayed a point of the pair")
     every, clean = [], []
