@@ -287,8 +287,8 @@ pub struct Skq {
     /// Written once by `shutdown`; level-triggered in the shared epoll.
     shutdown_fd: EventFd,
     parkers: Box<[Parker]>,
-    /// With several pollers per set (`Config::pollers` ≠ 1): the signal
-    /// that ends one worker's blocking poll (`WakeVia::Targeted`).
+    /// Where a set may have several pollers (`Scheduler::targeted_wakes`):
+    /// the signal that ends one worker's blocking poll (`WakeVia::Targeted`).
     wake_signal: Option<skq_sys::signal::WakeSignal>,
     /// Per worker: the kernel thread id of the thread that last waited on
     /// it (0 before its first wait), for the targeted wake-up.
@@ -336,10 +336,10 @@ impl Skq {
         let cap = cfg.capacity;
         let core = Scheduler::new(cfg)?;
         let groups = core.poll_groups();
-        let wake_signal = if core.pollers_cap() == 1 {
-            None
-        } else {
+        let wake_signal = if core.targeted_wakes() {
             Some(skq_sys::signal::WakeSignal::install(WAKE_SIGNAL_OFFSET)?)
+        } else {
+            None
         };
         let shutdown_fd = EventFd::new()?;
         let mut sets = Vec::new();

@@ -740,3 +740,28 @@ fn a_harvested_high_priority_event_goes_to_an_idle_worker_rather_than_pile_on_th
         }
     );
 }
+
+#[test]
+fn a_worker_alone_in_its_set_is_woken_by_the_doorbell_without_a_targeted_wake_up() {
+    // Unlimited pollers, but one worker per set: one worker in all, or as
+    // many poll groups as workers.
+    for (workers, groups) in [(1, 1), (2, 2), (4, 4)] {
+        let s = sched_pollers(Policy::Hybrid, workers, groups, 0);
+        assert!(!s.targeted_wakes(), "{workers} workers, {groups} groups");
+        let mut ctx: Vec<WorkerCtx> = (0..workers).map(|w| s.worker(w)).collect();
+        for (w, c) in ctx.iter_mut().enumerate() {
+            let mut call = s.begin_wait(c, 0, None, Readiness::Polled);
+            assert_eq!(step(&s, c, &mut call, Done::Begin), Step::Poll(None));
+            assert_eq!(s.wake_via(w), WakeVia::Doorbell, "worker {w}");
+        }
+    }
+    // Two workers share a set: the one to wake is named.
+    let s = sched_pollers(Policy::Hybrid, 4, 2, 0);
+    assert!(s.targeted_wakes());
+    let mut w0 = s.worker(0);
+    let mut call = s.begin_wait(&mut w0, 0, None, Readiness::Polled);
+    assert_eq!(step(&s, &mut w0, &mut call, Done::Begin), Step::Poll(None));
+    assert_eq!(s.wake_via(0), WakeVia::Targeted);
+    // One poller per set never needs it.
+    assert!(!sched_pollers(Policy::Hybrid, 4, 1, 1).targeted_wakes());
+}
