@@ -24,6 +24,7 @@ runtimes alternate, so neither always goes first), each runtime gets a fresh ser
       Each point also records whether the generator's self-checks passed.
       Server CPU per reply at each rate comes from /proc/PID/stat (utime+stime of the
       whole process, every thread).
+`--no-sweep` skips (b): many runs of (a) alone, for the closed-loop ratios.
 It prints every run and the skq/tokio ratios (of the medians over runs), and writes the
 same text to `--out`. `--smoke` (one run, 1 s points, rates 1000 and 2000, both run whatever the
 first gives) only proves the script works end to end; its numbers are not results.
@@ -143,7 +144,7 @@ def one_run(args, runtime, run, root, work):
     try:
         res = {"wrk_file": wrk_rps(args, srv.port, "/files/small.html"),
                "wrk_json": wrk_rps(args, srv.port, "/api/hello?name=bench"), "sweep": []}
-        for rate in args.rates:
+        for rate in [] if args.no_sweep else args.rates:
             pt = measure_point(args, srv, rate, os.path.join(work, f"run{run}-{runtime}-{rate}.json"))
             res["sweep"].append(pt)
             if not pt["ok"] and not args.smoke:
@@ -176,8 +177,10 @@ def report(args, results):
                          (f"{{{'/'.join(map(str, p['attempts']))}}}" if "attempts" in p else "") +
                          ("" if p["checks"] else "(checks FAIL)") +
                          ("" if p["ok"] else "(fail)") for p in r["sweep"])
+        mx, cpu = ((f"{r['max_at_slo']:13d}", f"{r['sweep'][0]['cpu_us']:25.1f}")
+                   if r["sweep"] else (f"{'-':>13s}", f"{'-':>25s}"))
         lines.append(f"{run:3d} {rt:7s} {r['wrk_file']:14.0f}  {r['wrk_json']:14.0f}  "
-                     f"{r['max_at_slo']:13d}  {r['sweep'][0]['cpu_us']:25.1f}  {sweep}")
+                     f"{mx}  {cpu}  {sweep}")
     med = {}
     for rt in RUNTIMES:
         rs = [r for _, t, r in results if t == rt]
@@ -185,18 +188,27 @@ def report(args, results):
             "wrk_file": statistics.median(r["wrk_file"] for r in rs),
             "wrk_json": statistics.median(r["wrk_json"] for r in rs),
             "max_at_slo": statistics.median(r["max_at_slo"] for r in rs),
-            "cpu_us": statistics.median(r["sweep"][0]["cpu_us"] for r in rs),
+            "cpu_us": (statistics.median(r["sweep"][0]["cpu_us"] for r in rs)
+                       if not args.no_sweep else float("nan")),
         }
-    lines += ["", "skq/tokio (medians over runs; per run in brackets):"]
-    for key, label in [("wrk_file", "wrk req/s, small file"), ("wrk_json", "wrk req/s, JSON"),
-                       ("max_at_slo", "open-loop max load @SLO"),
-                       ("cpu_us", f"server CPU per reply @ {args.rates[0]} req/s")]:
+    lines += ["", "skq/tokio (medians over runs; per run in brackets; with more than two runs "
+              "also the median of the per-run ratios and their range):"]
+    rows = [("wrk_file", "wrk req/s, small file"), ("wrk_json", "wrk req/s, JSON")]
+    if not args.no_sweep:
+        rows += [("max_at_slo", "open-loop max load @SLO"),
+                 ("cpu_us", f"server CPU per reply @ {args.rates[0]} req/s")]
+    for key, label in rows:
         def val(r):
             return r["sweep"][0]["cpu_us"] if key == "cpu_us" else r[key]
         per_run = [ratio(val(a), val(b)) for (ra, ta, a) in results if ta == "skq"
                    for (rb, tb, b) in results if tb == "tokio" and rb == ra]
         lines.append(f"  {label:36s} {ratio(med['skq'][key], med['tokio'][key]):>6s}  "
                      f"[{', '.join(per_run)}]")
+        nums = [float(x) for x in per_run if x != "n/a"]
+        if len(nums) > 2:
+            at_least = sum(x >= 1.0 for x in nums)
+            lines.append(f"  {'':36s} per-run ratios: median {statistics.median(nums):.3f}, "
+                         f"range {min(nums):.2f}-{max(nums):.2f}, {at_least} of {len(nums)} >= 1.00")
     return "\n".join(lines) + "\n"
 
 
@@ -218,6 +230,9 @@ def main():
     ap.add_argument("--slo-us", type=float, default=500)
     ap.add_argument("--crossing-attempts", type=int, default=3,
                     help="attempts at a point over the SLO, median p99 kept (1: no re-measure)")
+    ap.add_argument("--no-sweep", action="store_true",
+                    help="wrk only (no open-loop sweep): many short alternating runs for the "
+                         "closed-loop ratios")
     ap.add_argument("--out", help="also write the table here")
     ap.add_argument("--smoke", action="store_true",
                     help="one run, 1 s points, rates 1000,2000: proves the script works, no result")

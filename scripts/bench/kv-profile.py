@@ -261,8 +261,14 @@ def main():
                 def fmt(key, digits):
                     return " / ".join(f"{r[key]:.{digits}f}" for r in rs)
 
-                ratio = (" / ".join(f"{r['cpu_us'] / b['cpu_us']:.2f}" for r, b in zip(rs, base))
-                         if base else "-")
+                xs = [r["cpu_us"] / b["cpu_us"] for r, b in zip(rs, base)] if base else []
+                ratio = " / ".join(f"{x:.2f}" for x in xs) if base else "-"
+                if len(xs) > 2:
+                    clean = [x for x, r, b in zip(xs, rs, base)
+                             if r["checks_pass"] and b["checks_pass"]]
+                    ratio += f" (median {statistics.median(xs):.2f}" + (
+                        f", clean {statistics.median(clean):.2f} of {len(clean)})" if clean
+                        else ", none clean)")
                 say(f"{t:>7} {w:<10} {s:<11} {fmt('cpu_us', 1):>15} {ratio:>11} "
                     f"{fmt('syscalls', 2):>11} {fmt('vol_cs', 2):>11} {fmt('invol_cs', 2):>11} "
                     f"{fmt('faults', 3):>11} {fmt('migrations', 3):>11} {fmt('p99_us', 0):>15} "

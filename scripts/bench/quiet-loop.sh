@@ -49,6 +49,10 @@
 #   costasyncN cost-per-reply.py async-hybrid,async-tokio at 9600 req/s -> costasyncN.txt
 #   costrpcN   cost-per-reply.py hybrid,epoll-shared at the main job's five loads -> costrpcN.txt
 #   hyperN     hyper-vs-tokio.py --runs 2 -> hyperN.txt, hyperN.log
+#   hyperwrkN  hyper-vs-tokio.py --no-sweep --runs 16 (wrk only, 16 alternating
+#              pairs) -> hyperwrkN.txt, hyperwrkN.log
+#   kvpairsN   kv-profile.py on the Sphinx mixes only, memcached, kv-tpc and
+#              kv-hybrid at 1 and 2 threads, eight runs -> kvpairsN.txt, kvpairsN.log
 #   prioN      SKQ §6.8 (priority-skq68.toml) --strict -> prioN/, prioN.log
 #   prioasyncN the same on skq-async (priority-skq68-async.toml) -> prioasyncN/, prioasyncN.log
 #   elasticN   the elastic step (elastic-step.toml) -> elasticN/, elasticN.txt (elastic_series.py)
@@ -88,6 +92,7 @@ run_job() {
                local rc=$?
                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
                return $rc ;;
+        kvpairs*) python3 scripts/bench/kv-profile.py --threads 1,2 --workloads sphinx-ro,sphinx-wo --servers memcached,kv-tpc,kv-hybrid --runs 8 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         kvprof*) python3 scripts/bench/kv-profile.py --threads 1,2 --servers memcached,kv-tpc,kv-hybrid --runs 2 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         kv2t*) "$SKQ" bench --config crates/skq-bench/examples/kv-groups-2t.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1 ;;
         kv*) "$SKQ" bench --config crates/skq-bench/examples/kv-vs-memcached.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1 ;;
@@ -95,6 +100,7 @@ run_job() {
         costrpc*) for r in 3200 6400 9600 12000 14400; do
                       python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate $r --secs 10 --runs 3
                   done > "$D/$job.txt" 2>&1 ;;
+        hyperwrk*) python3 scripts/bench/hyper-vs-tokio.py --no-sweep --runs 16 > "$D/$job.txt" 2> "$D/$job.log" ;;
         hyper*) python3 scripts/bench/hyper-vs-tokio.py --runs 2 > "$D/$job.txt" 2> "$D/$job.log" ;;
         prioasync*) "$SKQ" bench --config crates/skq-bench/examples/priority-skq68-async.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1 ;;
         prio*) "$SKQ" bench --config crates/skq-bench/examples/priority-skq68.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1 ;;
