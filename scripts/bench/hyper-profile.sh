@@ -10,7 +10,9 @@
 #     precise clock reads per reply when libc's clock_gettime has a uprobe
 #     (`perf probe -x /lib/x86_64-linux-gnu/libc.so.6 'clock_gettime clk=%di:s32'`);
 #   - a cpu-clock profile (`perf record -g`), its top symbols printed and
-#     kept as perf-RUNTIME.data in OUT.
+#     kept as perf-RUNTIME.data in OUT, with the replies wrk got during it
+#     (wrk-perf-RUNTIME.txt), so scripts/bench/perf-diff.py can compare the
+#     two per reply.
 #
 # Usage: scripts/bench/hyper-profile.sh [OUT_DIR] [PATH]
 #   OUT_DIR default /tmp/hyper-profile; PATH default /api/hello?name=bench
@@ -83,7 +85,7 @@ for rt in $RUNTIMES; do
     clocks=$(awk -F, '/probe_libc:clock_gettime/ {n += $1} END {print n + 0}' "$out/sys-$rt.csv")
     # The profile, in a third run.
     perf record -q -F 4999 -g -p "$spid" -o "$out/perf-$rt.data" -- \
-        taskset -c 1 wrk -t1 -c8 -d"${SECS}s" "http://127.0.0.1:$port$path" > /dev/null 2>&1
+        taskset -c 1 wrk -t1 -c8 -d"${SECS}s" "http://127.0.0.1:$port$path" > "$out/wrk-perf-$rt.txt" 2>&1
     kill "$spid"; wait "$spid" 2>/dev/null || true; spid=
     python3 - "$rt" "$rps" "$reqs" "$((t1 - t0))" "$((v1 - v0))" "$((i1 - i0))" "$hz" "$sys" "$sreqs" "$epolls" "$clocks" "${#clock_event[@]}" <<'PY' | tee -a "$out/summary.txt"
 import sys
@@ -98,3 +100,12 @@ PY
 done
 echo "(hyper_server --workers 1 on CPU 0, wrk -t1 -c8 on CPU 1, ${SECS} s per run, path $path, $(nproc) cores seen; skq mode $MODE)" | tee -a "$out/summary.txt"
 for rt in $RUNTIMES; do echo "== top symbols, $rt"; cat "$out/top-$rt.txt"; done
+# Replies during each profile, for scripts/bench/perf-diff.py --per.
+for rt in $RUNTIMES; do
+    echo "replies during the profile, $rt: $(awk '/requests in/ {print $1}' "$out/wrk-perf-$rt.txt")"
+done | tee -a "$out/summary.txt"
+set -- $RUNTIMES
+if [ $# -eq 2 ]; then
+    echo "compare: python3 scripts/bench/perf-diff.py $out/perf-$1.data $out/perf-$2.data --per" \
+        "$(awk '/requests in/ {print $1}' "$out/wrk-perf-$1.txt") $(awk '/requests in/ {print $1}' "$out/wrk-perf-$2.txt")"
+fi
