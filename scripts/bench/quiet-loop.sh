@@ -51,6 +51,8 @@
 #   hyperN     hyper-vs-tokio.py --runs 2 -> hyperN.txt, hyperN.log
 #   hyperwrkN  hyper-vs-tokio.py --no-sweep --runs 16 (wrk only, 16 alternating
 #              pairs) -> hyperwrkN.txt, hyperwrkN.log
+#   hyperlowN  hyper-vs-tokio.py --rates 5000,10000 --runs 6 (CPU per reply at the
+#              two lowest rates of the sweep, six alternating pairs) -> hyperlowN.txt, .log
 #   kvpairsN   kv-profile.py on the Sphinx mixes only, memcached, kv-tpc and
 #              kv-hybrid at 1 and 2 threads, eight runs -> kvpairsN.txt, kvpairsN.log
 #   prioN      SKQ §6.8 (priority-skq68.toml) --strict -> prioN/, prioN.log
@@ -100,6 +102,7 @@ run_job() {
         costrpc*) for r in 3200 6400 9600 12000 14400; do
                       python3 scripts/bench/cost-per-reply.py --modes hybrid,epoll-shared --rate $r --secs 10 --runs 3
                   done > "$D/$job.txt" 2>&1 ;;
+        hyperlow*) python3 scripts/bench/hyper-vs-tokio.py --rates 5000,10000 --runs 6 > "$D/$job.txt" 2> "$D/$job.log" ;;
         hyperwrk*) python3 scripts/bench/hyper-vs-tokio.py --no-sweep --runs 16 > "$D/$job.txt" 2> "$D/$job.log" ;;
         hyper*) python3 scripts/bench/hyper-vs-tokio.py --runs 2 > "$D/$job.txt" 2> "$D/$job.log" ;;
         prioasync*) "$SKQ" bench --config crates/skq-bench/examples/priority-skq68-async.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1 ;;
