@@ -103,10 +103,6 @@ thread_local! {
     /// the tasks it wakes are activated with `activate_next` (they take the
     /// event's place at the front of this worker's queue).
     static WAKE_NEXT: Cell<bool> = const { Cell::new(false) };
-    /// Set while this worker dispatches an I/O event whose first woken task
-    /// it may run at once (`Scheduler::next_is_immediate`); the first
-    /// task the event wakes is left here instead of being activated.
-    static RUN_NOW: Cell<(bool, Option<SourceId>)> = const { Cell::new((false, None)) };
 }
 
 /// Records how many events of the worker's batch follow the one about to
@@ -141,16 +137,6 @@ impl Notify for VirtualSource {
         // Queued, coalesced or deferred, the task runs after this call; a
         // stale activation (the task's source was dropped meanwhile) has
         // nothing left to run.
-        let taken = RUN_NOW.with(|r| match r.get() {
-            (true, None) => {
-                r.set((true, Some(self.id())));
-                true
-            }
-            _ => false,
-        });
-        if taken {
-            return;
-        }
         let _ = if WAKE_NEXT.with(|n| n.get()) {
             self.activate_next()
         } else {
@@ -342,9 +328,6 @@ pub(crate) struct Driver {
     entries: SegVec<Entry>,
     kicks: Box<[OnceLock<VirtualSource>]>,
     shutdown: AtomicBool,
-    /// Run a task woken by the batch's last I/O event at once when skq
-    /// would deliver it next (`Scheduler::next_is_immediate`).
-    run_now: bool,
 }
 
 impl Driver {
@@ -358,7 +341,6 @@ impl Driver {
             entries: SegVec::new(capacity),
             kicks: (0..workers).map(|_| OnceLock::new()).collect(),
             shutdown: AtomicBool::new(false),
-            run_now: std::env::var_os("SKQ_ASYNC_RUN_NOW").is_some_and(|v| v == "1"),
         })
     }
 
@@ -437,7 +419,20 @@ impl Driver {
         match ev.token {
             // The kick's delivery itself made the worker leave its wait.
             KICK => {}
-            TASK => self.run_task(ev.source),
+            TASK => {
+                let runnable = self
+                    .entry(ev.source)
+                    .and_then(|e| e.take_runnable(ev.source));
+                if let Some(r) = runnable {
+                    TASK_ID.with(|t| t.set(Some(ev.source)));
+                    BUDGET.with(|b| b.set(POLL_BUDGET));
+                    // The future is wrapped in a panic catcher (task.rs):
+                    // `run` does not unwind.
+                    r.run();
+                    TASK_ID.with(|t| t.set(None));
+                    BUDGET.with(|b| b.set(u32::MAX));
+                }
+            }
             IO => {
                 let io = self.entry(ev.source).and_then(|e| match &*e.lock() {
                     Slot::Io { id, io } if *id == ev.source => Some(io.clone()),
@@ -449,43 +444,11 @@ impl Driver {
                     // (skq-core's `activate_next`; locality policies only).
                     let last = BATCH_LEFT.with(|b| b.get()) == 0;
                     WAKE_NEXT.with(|n| n.set(last));
-                    // The first task this event wakes may run right here
-                    // when skq would deliver it next anyway.
-                    let now = last
-                        && self.run_now
-                        && self
-                            .current_worker()
-                            .is_some_and(|w| self.skq.core().next_is_immediate(w));
-                    RUN_NOW.with(|r| r.set((now, None)));
                     io.wake(ev.ready);
-                    let (_, first) = RUN_NOW.with(|r| r.replace((false, None)));
-                    if let Some(id) = first {
-                        if self.class_of(id) == Class::Regular {
-                            self.run_task(id);
-                        } else if let Some(e) = self.entry(id) {
-                            // Its class orders it: through skq after all.
-                            e.notify(id);
-                        }
-                    }
                     WAKE_NEXT.with(|n| n.set(false));
                 }
             }
             _ => {}
-        }
-    }
-
-    /// Polls task `id` once if its `Runnable` is here (`None`: a stale or
-    /// spurious delivery).
-    fn run_task(&self, id: SourceId) {
-        let runnable = self.entry(id).and_then(|e| e.take_runnable(id));
-        if let Some(r) = runnable {
-            TASK_ID.with(|t| t.set(Some(id)));
-            BUDGET.with(|b| b.set(POLL_BUDGET));
-            // The future is wrapped in a panic catcher (task.rs): `run`
-            // does not unwind.
-            r.run();
-            TASK_ID.with(|t| t.set(None));
-            BUDGET.with(|b| b.set(u32::MAX));
         }
     }
 

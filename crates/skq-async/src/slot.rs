@@ -97,18 +97,6 @@ impl<N: Notify, I> Entry<N, I> {
         }
     }
 
-    /// Activates task `id`'s source (its scheduled `Runnable` waits here),
-    /// as [`Entry::schedule`] does after storing it.
-    pub(crate) fn notify(&self, id: SourceId) {
-        let ev = match &*self.lock() {
-            Slot::Task { id: i, ev, .. } if *i == id => Some(ev.clone()),
-            _ => None,
-        };
-        if let Some(ev) = ev {
-            ev.notify();
-        }
-    }
-
     /// The delivered task's `Runnable`, for the worker skq delivered source
     /// `id` to (`None`: a stale or spurious delivery).
     pub(crate) fn take_runnable(&self, id: SourceId) -> Option<Runnable> {

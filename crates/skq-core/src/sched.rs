@@ -449,17 +449,6 @@ impl Scheduler {
         }
     }
 
-    /// Whether a source worker `by` activates now through
-    /// [`Scheduler::activate_next`] would be the next event `by` delivers:
-    /// a locality policy keeps it at `by`, `by`'s queues are empty, and no
-    /// source was ever high priority (whose readiness, harvested at the next
-    /// wait, would go first). An async runtime may then run the woken
-    /// regular task at once rather than queue it and take it back out: the
-    /// same order, one pass through the queue fewer.
-    pub fn next_is_immediate(&self, by: WorkerId) -> bool {
-        self.keeper(true, Some(by)).is_some() && self.queued(by) == 0 && !self.prioritized()
-    }
-
     /// The worker that keeps a source it activates through
     /// [`Scheduler::activate_next`] (`next`): `by`, under the locality
     /// policies, while it is alive.
