@@ -10,7 +10,10 @@ of one connection), and, summed over the workers, the events pushed behind a
 worker busy with a batch (`queued_behind_busy`: they wait for it or for a
 thief), the sources stolen, the wake-ups sent and the migrations by reason;
 each also per 1,000 events. Points of servers without skq's scheduler
-(epoll-*, tokio) have no such counters and are skipped.
+(epoll-*, tokio) have no such counters and are skipped. `skq bench` itself
+now keeps two of these per point (`wakeups_per_event`, `behind_busy_per_event`
+in points.csv/points.json and tables in summary.txt); this script still gives
+the raw counts, the migrations by reason and older output folders.
 """
 import glob
 import json

@@ -146,6 +146,8 @@ mod tests {
             least_busy_ms: 0.0,
             steals_per_s: None,
             migrations_per_s: None,
+            wakeups_per_event: None,
+            behind_busy_per_event: None,
             secs: 1.0,
             elastic,
             started_ns,

@@ -1,5 +1,6 @@
 //! What the server under test says about each point: the worker imbalance
-//! figure, steals per second and migrations per second, read from the
+//! figure, steals per second, migrations per second, and wake-ups and
+//! events queued behind a busy worker per event delivered, read from the
 //! server's own statistics file (`skq serve rpc|rocksdb --stats-json`, the
 //! `skq_net::ServerStats` it writes at shutdown).
 //!
@@ -14,6 +15,13 @@
 //!   server ran. Drivers without the skq scheduler (`epoll-1to1`,
 //!   `epoll-shared`, tokio) report none: their threads' hand-offs are not
 //!   counted, so the cells stay empty rather than read 0.
+//! * **Wake-ups per event** and **behind busy per event** come from the same
+//!   counters (`wakeups`: wake-ups sent to a worker by another;
+//!   `queued_behind_busy`: events pushed onto a worker's queue while it was
+//!   processing a batch), summed over the workers and divided by the events
+//!   they delivered (`delivered`): the scheduler's hand-offs behind each
+//!   event, beside the context switches per reply that `/proc` gives for
+//!   every driver. None when no event was delivered.
 //!
 //! The server runs for one point (warm-up included) and is stopped after it,
 //! so each figure covers that point alone. When a point is measured again
@@ -36,6 +44,14 @@ pub struct ServerPointStats {
     pub steals_per_s: Option<f64>,
     /// Sources moved between workers per second, all reasons (skq driver only).
     pub migrations_per_s: Option<f64>,
+    /// Wake-ups sent to workers by other workers, per event delivered (skq
+    /// driver only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeups_per_event: Option<f64>,
+    /// Events pushed onto a worker's queue while it processed a batch, per
+    /// event delivered (skq driver only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_busy_per_event: Option<f64>,
     /// Seconds the server ran.
     pub secs: f64,
     /// Elastic worker count: the resource manager's decisions as (ms since
@@ -76,6 +92,18 @@ pub fn from_stats_json(text: &str, secs: f64) -> Result<ServerPointStats> {
         .get("scheduler")
         .and_then(|s| s.get("per_worker"))
         .and_then(Value::as_array);
+    let sum = |ws: &[Value], k: &str| ws.iter().map(|w| u64_at(w, &[k])).sum::<u64>();
+    let per_event = |ws: &[Value], k: &str| {
+        let events = sum(ws, "delivered");
+        (events > 0).then(|| sum(ws, k) as f64 / events as f64)
+    };
+    let (wakeups_per_event, behind_busy_per_event) = match sched {
+        Some(ws) => (
+            per_event(ws, "wakeups"),
+            per_event(ws, "queued_behind_busy"),
+        ),
+        None => (None, None),
+    };
     let (steals_per_s, migrations_per_s) = match sched {
         Some(ws) => {
             let steals: u64 = ws.iter().map(|w| u64_at(w, &["steals_made"])).sum();
@@ -110,6 +138,8 @@ pub fn from_stats_json(text: &str, secs: f64) -> Result<ServerPointStats> {
         least_busy_ms: lo as f64 / 1e6,
         steals_per_s,
         migrations_per_s,
+        wakeups_per_event,
+        behind_busy_per_event,
         secs,
     })
 }
@@ -124,8 +154,10 @@ mod tests {
             "imbalance": 0.75,
             "per_worker": [{"busy_ns": 4000000}, {"busy_ns": 1000000}, {"busy_ns": 2000000}],
             "scheduler": {"per_worker": [
-                {"steals_made": 3, "migrations": {"cpu_follow": 1, "balance": 2, "steal": 3, "exit": 0}},
-                {"steals_made": 5, "migrations": {"cpu_follow": 0, "balance": 0, "steal": 5, "exit": 1}}
+                {"steals_made": 3, "migrations": {"cpu_follow": 1, "balance": 2, "steal": 3, "exit": 0},
+                 "delivered": 30, "wakeups": 6, "queued_behind_busy": 3},
+                {"steals_made": 5, "migrations": {"cpu_follow": 0, "balance": 0, "steal": 5, "exit": 1},
+                 "delivered": 10, "wakeups": 4, "queued_behind_busy": 0}
             ]}
         }"#;
         let s = from_stats_json(text, 2.0).unwrap();
@@ -133,10 +165,14 @@ mod tests {
         assert_eq!((s.busiest_ms, s.least_busy_ms), (4.0, 1.0));
         assert_eq!(s.steals_per_s, Some(4.0));
         assert_eq!(s.migrations_per_s, Some(6.0));
+        // (6 + 4) wake-ups and 3 events behind a busy worker over 40 events.
+        assert_eq!(s.wakeups_per_event, Some(0.25));
+        assert_eq!(s.behind_busy_per_event, Some(0.075));
         // A driver without the skq scheduler: no steal or migration figures.
         let s =
             from_stats_json(r#"{"per_worker": [{"busy_ns": 0}, {"busy_ns": 0}]}"#, 1.0).unwrap();
         assert_eq!((s.imbalance_pct, s.steals_per_s), (0.0, None));
+        assert_eq!((s.wakeups_per_event, s.behind_busy_per_event), (None, None));
         assert!(s.elastic.is_empty() && s.started_ns.is_none());
         assert!(from_stats_json("{}", 1.0).is_err());
         // Elastic decisions and the server's start time.
@@ -147,6 +183,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.started_ns, Some(77));
+        // A scheduler that delivered nothing has no per-event figure.
+        assert_eq!(s.wakeups_per_event, None);
         // An unmeasured demand (null) keeps the decision.
         assert_eq!(
             s.elastic,

@@ -156,9 +156,10 @@ fn the_servers_own_statistics_reach_the_point_record_and_points_csv() {
     let result = write_result(&dir, &s);
     // The stand-in server writes a statistics file where --stats-json says,
     // as `skq serve rpc` does at shutdown: workers busy 40 and 10 ms, 6
-    // steals and 9 migrations.
+    // steals and 9 migrations; 200 events delivered, 50 wake-ups sent and
+    // 10 events queued behind a busy worker.
     let server = r#"while [ $# -gt 0 ]; do [ "$1" = --stats-json ] && out="$2"; shift; done
-         echo '{"imbalance":0.75,"per_worker":[{"busy_ns":40000000},{"busy_ns":10000000}],"scheduler":{"per_worker":[{"steals_made":6,"migrations":{"cpu_follow":0,"balance":3,"steal":6,"exit":0}}]}}' > "$out"
+         echo '{"imbalance":0.75,"per_worker":[{"busy_ns":40000000},{"busy_ns":10000000}],"scheduler":{"per_worker":[{"steals_made":6,"migrations":{"cpu_follow":0,"balance":3,"steal":6,"exit":0},"delivered":200,"wakeups":50,"queued_behind_busy":10}]}}' > "$out"
          echo "listening on 127.0.0.1:1"; exec sleep 30"#;
     let skq = fake_skq(&dir, server, &result);
     let out = dir.join("out");
@@ -168,12 +169,26 @@ fn the_servers_own_statistics_reach_the_point_record_and_points_csv() {
     assert!(st.secs > 0.0);
     assert!((st.steals_per_s.unwrap() * st.secs - 6.0).abs() < 1e-6);
     assert!((st.migrations_per_s.unwrap() * st.secs - 9.0).abs() < 1e-6);
+    assert_eq!(st.wakeups_per_event, Some(0.25));
+    assert_eq!(st.behind_busy_per_event, Some(0.05));
     let serve = std::fs::read_to_string(dir.join("args.serve")).unwrap();
     assert!(serve.contains("--stats-json"), "{serve}");
     let csv = skq_bench::output::points_table(&s, &records).to_csv();
     let rows = skq_bench::output::parse_points_csv(&csv).unwrap();
     assert_eq!(rows[0].num("imbalance_pct"), Some(75.0));
     assert_eq!(rows[0].num("steals_per_s"), st.steals_per_s);
+    assert_eq!(rows[0].num("wakeups_per_event"), Some(0.25));
+    assert_eq!(rows[0].num("behind_busy_per_event"), Some(0.05));
+    // The text report prints them per load.
+    let lines = skq_bench::output::server_lines(&s, &records);
+    assert!(
+        lines.contains("wake-ups sent to workers per event"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("0.250") && lines.contains("0.050"),
+        "{lines}"
+    );
 }
 
 #[test]

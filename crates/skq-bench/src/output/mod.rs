@@ -330,17 +330,20 @@ pub fn disturbance_heading(settings: &Settings) -> String {
     )
 }
 
-/// The server's own figures per point (imbalance, steals/s, migrations/s),
-/// or nothing when no server wrote statistics.
+/// The server's own figures per point (imbalance, steals/s, migrations/s,
+/// wake-ups and events behind a busy worker per event), or nothing when no
+/// server wrote statistics.
 pub fn server_lines(sweep: &Sweep, records: &[PointRecord]) -> String {
     if records.iter().all(|r| r.server_stats().is_none()) {
         return String::new();
     }
     format!(
-        "worker imbalance, busiest vs least busy processing time (%), from the server's statistics:\n{}\nsteals per second (skq scheduler):\n{}\nmigrations per second (skq scheduler, all reasons):\n{}",
+        "worker imbalance, busiest vs least busy processing time (%), from the server's statistics:\n{}\nsteals per second (skq scheduler):\n{}\nmigrations per second (skq scheduler, all reasons):\n{}\nwake-ups sent to workers per event delivered (skq scheduler):\n{}\nevents queued behind a busy worker per event delivered (skq scheduler):\n{}",
         server_table(sweep, records, ServerMetric::Imbalance).to_text(),
         server_table(sweep, records, ServerMetric::Steals).to_text(),
-        server_table(sweep, records, ServerMetric::Migrations).to_text()
+        server_table(sweep, records, ServerMetric::Migrations).to_text(),
+        server_table(sweep, records, ServerMetric::Wakeups).to_text(),
+        server_table(sweep, records, ServerMetric::BehindBusy).to_text()
     )
 }
 

@@ -102,7 +102,7 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
 /// ([`crate::overshoot`]); `disturbed` whether either was found: the CPU
 /// figure above the sweep's `disturbed_above` ([`crate::disturbance`]) or
 /// the host delaying the server.
-pub const POINT_COLUMNS: [&str; 34] = [
+pub const POINT_COLUMNS: [&str; 36] = [
     "config",
     "mode",
     "workload",
@@ -133,6 +133,8 @@ pub const POINT_COLUMNS: [&str; 34] = [
     "imbalance_pct",
     "steals_per_s",
     "migrations_per_s",
+    "wakeups_per_event",
+    "behind_busy_per_event",
     "disturbance_cpu",
     "disturbed",
     "service_overshoot_us",
@@ -208,6 +210,10 @@ pub enum ServerMetric {
     Steals,
     /// Migrations per second, all reasons (skq driver).
     Migrations,
+    /// Wake-ups sent to workers per event delivered (skq driver).
+    Wakeups,
+    /// Events queued behind a busy worker per event delivered (skq driver).
+    BehindBusy,
 }
 
 /// `metric` of every curve at each load fraction, from the server's own
@@ -232,6 +238,8 @@ pub fn server_table(sweep: &Sweep, records: &[PointRecord], metric: ServerMetric
                     ServerMetric::Imbalance => Some(format!("{:.1}", s.imbalance_pct)),
                     ServerMetric::Steals => s.steals_per_s.map(|v| format!("{v:.0}")),
                     ServerMetric::Migrations => s.migrations_per_s.map(|v| format!("{v:.0}")),
+                    ServerMetric::Wakeups => s.wakeups_per_event.map(|v| format!("{v:.3}")),
+                    ServerMetric::BehindBusy => s.behind_busy_per_event.map(|v| format!("{v:.3}")),
                 })
                 .unwrap_or_else(|| "-".to_string());
             row.push(cell);
@@ -341,13 +349,15 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
             }
             Outcome::Skipped => row.push("skipped".into()),
         }
-        row.resize(POINT_COLUMNS.len() - 8, String::new());
+        row.resize(POINT_COLUMNS.len() - 10, String::new());
         row.push(r.rss.clone());
         let s = r.server_stats();
         let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
         row.push(num(s.map(|s| s.imbalance_pct)));
         row.push(num(s.and_then(|s| s.steals_per_s)));
         row.push(num(s.and_then(|s| s.migrations_per_s)));
+        row.push(num(s.and_then(|s| s.wakeups_per_event)));
+        row.push(num(s.and_then(|s| s.behind_busy_per_event)));
         let d = r.disturbance();
         let o = r.overshoot();
         row.push(num(d.map(|d| d.cpu)));
