@@ -106,7 +106,7 @@ pub fn from_stats_json(text: &str, secs: f64) -> Result<ServerPointStats> {
     };
     let (steals_per_s, migrations_per_s) = match sched {
         Some(ws) => {
-            let steals: u64 = ws.iter().map(|w| u64_at(w, &["steals_made"])).sum();
+            let steals = sum(ws, "steals_made");
             let migrations: u64 = ws
                 .iter()
                 .map(|w| {
