@@ -16,12 +16,14 @@
 //!   `epoll-shared`, tokio) report none: their threads' hand-offs are not
 //!   counted, so the cells stay empty rather than read 0.
 //! * **Wake-ups per event** and **behind busy per event** come from the same
-//!   counters (`wakeups`: wake-ups sent to a worker by another;
-//!   `queued_behind_busy`: events pushed onto a worker's queue while it was
-//!   processing a batch), summed over the workers and divided by the events
-//!   they delivered (`delivered`): the scheduler's hand-offs behind each
-//!   event, beside the context switches per reply that `/proc` gives for
-//!   every driver. None when no event was delivered.
+//!   counters (`wakeups`: pushes that claimed an idle worker, a wake-up
+//!   sent when that worker is another one and none when a worker that
+//!   harvested readiness claims itself; `queued_behind_busy`: events pushed
+//!   onto a worker's queue while it was processing a batch), summed over
+//!   the workers and divided by the events they delivered (`delivered`):
+//!   the scheduler's hand-offs behind each event, beside the context
+//!   switches per reply that `/proc` gives for every driver. None when no
+//!   event was delivered.
 //!
 //! The server runs for one point (warm-up included) and is stopped after it,
 //! so each figure covers that point alone. When a point is measured again
@@ -44,8 +46,9 @@ pub struct ServerPointStats {
     pub steals_per_s: Option<f64>,
     /// Sources moved between workers per second, all reasons (skq driver only).
     pub migrations_per_s: Option<f64>,
-    /// Wake-ups sent to workers by other workers, per event delivered (skq
-    /// driver only).
+    /// Idle workers claimed by a push (the scheduler's `wakeups`: a wake-up
+    /// when another worker is claimed, none when the harvester claims
+    /// itself), per event delivered (skq driver only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wakeups_per_event: Option<f64>,
     /// Events pushed onto a worker's queue while it processed a batch, per

@@ -156,8 +156,8 @@ fn the_servers_own_statistics_reach_the_point_record_and_points_csv() {
     let result = write_result(&dir, &s);
     // The stand-in server writes a statistics file where --stats-json says,
     // as `skq serve rpc` does at shutdown: workers busy 40 and 10 ms, 6
-    // steals and 9 migrations; 200 events delivered, 50 wake-ups sent and
-    // 10 events queued behind a busy worker.
+    // steals and 9 migrations; 200 events delivered, 50 idle workers
+    // claimed and 10 events queued behind a busy worker.
     let server = r#"while [ $# -gt 0 ]; do [ "$1" = --stats-json ] && out="$2"; shift; done
          echo '{"imbalance":0.75,"per_worker":[{"busy_ns":40000000},{"busy_ns":10000000}],"scheduler":{"per_worker":[{"steals_made":6,"migrations":{"cpu_follow":0,"balance":3,"steal":6,"exit":0},"delivered":200,"wakeups":50,"queued_behind_busy":10}]}}' > "$out"
          echo "listening on 127.0.0.1:1"; exec sleep 30"#;
@@ -182,7 +182,7 @@ fn the_servers_own_statistics_reach_the_point_record_and_points_csv() {
     // The text report prints them per load.
     let lines = skq_bench::output::server_lines(&s, &records);
     assert!(
-        lines.contains("wake-ups sent to workers per event"),
+        lines.contains("idle workers claimed by a push per event"),
         "{lines}"
     );
     assert!(

@@ -338,7 +338,7 @@ pub fn server_lines(sweep: &Sweep, records: &[PointRecord]) -> String {
         return String::new();
     }
     format!(
-        "worker imbalance, busiest vs least busy processing time (%), from the server's statistics:\n{}\nsteals per second (skq scheduler):\n{}\nmigrations per second (skq scheduler, all reasons):\n{}\nwake-ups sent to workers per event delivered (skq scheduler):\n{}\nevents queued behind a busy worker per event delivered (skq scheduler):\n{}",
+        "worker imbalance, busiest vs least busy processing time (%), from the server's statistics:\n{}\nsteals per second (skq scheduler):\n{}\nmigrations per second (skq scheduler, all reasons):\n{}\nidle workers claimed by a push per event delivered (skq scheduler; a wake-up unless the harvester claims itself):\n{}\nevents queued behind a busy worker per event delivered (skq scheduler):\n{}",
         server_table(sweep, records, ServerMetric::Imbalance).to_text(),
         server_table(sweep, records, ServerMetric::Steals).to_text(),
         server_table(sweep, records, ServerMetric::Migrations).to_text(),

@@ -210,7 +210,7 @@ pub enum ServerMetric {
     Steals,
     /// Migrations per second, all reasons (skq driver).
     Migrations,
-    /// Wake-ups sent to workers per event delivered (skq driver).
+    /// Idle workers claimed by a push per event delivered (skq driver).
     Wakeups,
     /// Events queued behind a busy worker per event delivered (skq driver).
     BehindBusy,
