@@ -9,6 +9,15 @@
 #     of them the epoll waits (epoll_wait, epoll_pwait, epoll_pwait2), and
 #     precise clock reads per reply when libc's clock_gettime has a uprobe
 #     (`perf probe -x /lib/x86_64-linux-gnu/libc.so.6 'clock_gettime clk=%di:s32'`);
+#   - in the same counting run, the kernel's network events per reply that
+#     run in the server's threads (tracepoints; a softirq counted when it
+#     runs there): packets processed (net:netif_receive_skb), data-ready
+#     callbacks (sock:sk_data_ready), segments taken in by a socket
+#     (tcp:tcp_probe), receive-buffer tuning (tcp:tcp_rcv_space_adjust),
+#     socket reads and sends (sock:sock_recv_length, sock:sock_send_length),
+#     buffers freed (skb:consume_skb, skb:kfree_skb): whether the kernel did
+#     more work per reply under one runtime or the same work slower
+#     (events-RUNTIME.txt, and a line each in summary.txt);
 #   - a cpu-clock profile (`perf record -g`), its top symbols printed and
 #     kept as perf-RUNTIME.data in OUT, with the replies wrk got during it
 #     (wrk-perf-RUNTIME.txt), so scripts/bench/perf-diff.py can compare the
@@ -61,6 +70,8 @@ hz=$(getconf CLK_TCK)
 # cheaper coarse clocks are not counted), when libc's clock_gettime has a
 # uprobe with the clock id (created once as root:
 # perf probe -x /lib/x86_64-linux-gnu/libc.so.6 'clock_gettime clk=%di:s32').
+net_events=net:netif_receive_skb,sock:sk_data_ready,tcp:tcp_probe,tcp:tcp_rcv_space_adjust,sock:sock_recv_length,sock:sock_send_length,skb:consume_skb,skb:kfree_skb
+perf stat -e "$net_events" -- true > /dev/null 2>&1 || { echo "perf cannot count $net_events here" >&2; exit 2; }
 clock_event=()
 if perf list 2>/dev/null | grep 'probe_libc:clock_gettime' >/dev/null; then
     clock_event=(-e probe_libc:clock_gettime --filter 'clk == 0 || clk == 1')
@@ -76,13 +87,15 @@ for rt in $RUNTIMES; do
     reqs=$(awk '/requests in/ {print $1}' "$out/wrk-$rt.txt")
     rps=$(awk '/Requests\/sec/ {print $2}' "$out/wrk-$rt.txt")
     # System calls per reply, counted in a run of its own.
-    perf stat -e "raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2" \
+    perf stat -e "raw_syscalls:sys_enter,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2,$net_events" \
         "${clock_event[@]}" -p "$spid" -x, -o "$out/sys-$rt.csv" -- \
         taskset -c 1 wrk -t1 -c8 -d"${SECS}s" "http://127.0.0.1:$port$path" > "$out/wrk-sys-$rt.txt"
     sreqs=$(awk '/requests in/ {print $1}' "$out/wrk-sys-$rt.txt")
     sys=$(awk -F, '/raw_syscalls/ {print $1}' "$out/sys-$rt.csv")
     epolls=$(awk -F, '/sys_enter_epoll/ {n += $1} END {print n + 0}' "$out/sys-$rt.csv")
     clocks=$(awk -F, '/probe_libc:clock_gettime/ {n += $1} END {print n + 0}' "$out/sys-$rt.csv")
+    awk -F, -v n="$sreqs" -v rt="$rt" '$3 ~ /^(net|sock|tcp|skb):/ { printf " %s=%.3f", $3, $1 / n }
+        END { printf "\n" }' "$out/sys-$rt.csv" | sed "s/^/kernel events per reply, $rt:/" > "$out/events-$rt.txt"
     # The profile, in a third run.
     perf record -q -F 4999 -g -p "$spid" -o "$out/perf-$rt.data" -- \
         taskset -c 1 wrk -t1 -c8 -d"${SECS}s" "http://127.0.0.1:$port$path" > "$out/wrk-perf-$rt.txt" 2>&1
@@ -99,6 +112,7 @@ PY
         | grep -v '^#' | grep -v '^$' | head -45 > "$out/top-$rt.txt"
 done
 echo "(hyper_server --workers 1 on CPU 0, wrk -t1 -c8 on CPU 1, ${SECS} s per run, path $path, $(nproc) cores seen; skq mode $MODE)" | tee -a "$out/summary.txt"
+for rt in $RUNTIMES; do cat "$out/events-$rt.txt"; done | tee -a "$out/summary.txt"
 for rt in $RUNTIMES; do echo "== top symbols, $rt"; cat "$out/top-$rt.txt"; done
 # Replies during each profile, for scripts/bench/perf-diff.py --per.
 for rt in $RUNTIMES; do

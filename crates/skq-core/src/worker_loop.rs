@@ -615,17 +615,6 @@ impl Scheduler {
         l.cap != 1 && l.groups.iter().any(|g| g.members.count_ones() > 1)
     }
 
-    /// Most workers blocked in one set at once (`Config::pollers`, 0 = no
-    /// limit).
-    pub fn pollers_cap(&self) -> usize {
-        let c = self.lp.cap;
-        if c == u32::MAX {
-            0
-        } else {
-            c as usize
-        }
-    }
-
     /// A parked follower of `me`'s group, other than `me`, to take over
     /// polling its set, if any.
     pub fn follower(&self, me: WorkerId) -> Option<WorkerId> {
