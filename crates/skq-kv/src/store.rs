@@ -16,10 +16,11 @@
 //!
 //! The index maps a 64-bit hash of the key to the record's [`Loc`]; the key itself lives
 //! only in the arena, so a lookup compares the stored key (hash collisions chain in a
-//! small vector).
+//! small vector). The hash is foldhash's, seeded at random per partition, so keys chosen
+//! to collide in one process do not collide in another; an operation hashes its key once.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::arena::{record_len, Arena, Loc, Meta, Record, ValueRef, HEADER, SEGMENT_SIZE};
@@ -102,19 +103,6 @@ enum Slot {
     Many(Vec<Loc>),
 }
 
-/// 64-bit key hash for the index (FNV-1a with a murmur-style finalizer).
-pub fn key_hash(key: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
-
 /// Converts a protocol exptime into a server-relative expiry second, as memcached does:
 /// 0 = never; negative = already expired; up to 30 days = offset from `now`; larger =
 /// unix time, which is in the past (expired) if not after the server's start.
@@ -146,6 +134,8 @@ static NEXT_CAS_BLOCK: AtomicU64 = AtomicU64::new(1);
 /// One partition.
 pub struct Partition {
     index: HashMap<u64, Slot, BuildHasherDefault<IdHasher>>,
+    /// The index's key hash (see [`Self::key_hash`]).
+    hasher: foldhash::fast::RandomState,
     arena: Arena,
     /// The next unique to give, and the end (exclusive) of the block it comes from.
     next_cas: u64,
@@ -190,6 +180,7 @@ impl Partition {
     pub fn new(limit_bytes: usize) -> Partition {
         Partition {
             index: HashMap::default(),
+            hasher: foldhash::fast::RandomState::default(),
             arena: Arena::new((limit_bytes / SEGMENT_SIZE).max(1)),
             next_cas: 0,
             cas_end: 0,
@@ -236,6 +227,11 @@ impl Partition {
         self.last_cas
     }
 
+    /// The 64-bit hash of `key` the index is keyed by (seeded per partition).
+    pub fn key_hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
     /// Current counters.
     pub fn stats(&self) -> PartStats {
         PartStats {
@@ -277,8 +273,12 @@ impl Partition {
 
     /// Finds the live record for `key`, dropping it from the index if it is dead.
     fn find(&mut self, key: &[u8], now: u32) -> Option<Loc> {
+        self.find_hashed(self.key_hash(key), key, now)
+    }
+
+    /// [`Self::find`] with the key's hash already computed.
+    fn find_hashed(&mut self, h: u64, key: &[u8], now: u32) -> Option<Loc> {
         self.tick(now);
-        let h = key_hash(key);
         let loc = self.lookup(h, key)?;
         let meta = self.arena.get(loc).meta;
         if self.is_live(&meta, now) {
@@ -376,8 +376,9 @@ impl Partition {
 
     /// `delete`.
     pub fn delete(&mut self, key: &[u8], now: u32) -> bool {
-        match self.find(key, now) {
-            Some(loc) => self.unlink(key_hash(key), loc),
+        let h = self.key_hash(key);
+        match self.find_hashed(h, key, now) {
+            Some(loc) => self.unlink(h, loc),
             None => false,
         }
     }
@@ -392,7 +393,8 @@ impl Partition {
         data: &[u8],
         now: u32,
     ) -> StoreOutcome {
-        let old = self.find(key, now);
+        let h = self.key_hash(key);
+        let old = self.find_hashed(h, key, now);
         let old_rec = old.map(|l| self.arena.get(l));
         match (mode, old_rec) {
             (StoreMode::Add, Some(_)) => return StoreOutcome::NotStored,
@@ -412,13 +414,13 @@ impl Partition {
         let outcome = match (mode, old_rec) {
             (StoreMode::Append, Some(r)) => {
                 let (old_value, meta) = (r.value.to_vec(), r.meta);
-                self.write(key, meta.flags, meta.exp_at, &[&old_value, data])
+                self.write(h, old, key, meta.flags, meta.exp_at, &[&old_value, data])
             }
             (StoreMode::Prepend, Some(r)) => {
                 let (old_value, meta) = (r.value.to_vec(), r.meta);
-                self.write(key, meta.flags, meta.exp_at, &[data, &old_value])
+                self.write(h, old, key, meta.flags, meta.exp_at, &[data, &old_value])
             }
-            _ => self.write(key, flags, exp_at, &[data]),
+            _ => self.write(h, old, key, flags, exp_at, &[data]),
         };
         self.compact_step(now);
         outcome
@@ -426,7 +428,8 @@ impl Partition {
 
     /// `incr`/`decr`: incr wraps at 2^64, decr stops at 0 (memcached semantics).
     pub fn arith(&mut self, key: &[u8], incr: bool, delta: u64, now: u32) -> ArithOutcome {
-        let Some(loc) = self.find(key, now) else {
+        let h = self.key_hash(key);
+        let Some(loc) = self.find_hashed(h, key, now) else {
             return ArithOutcome::NotFound;
         };
         let r = self.arena.get(loc);
@@ -445,7 +448,7 @@ impl Partition {
         if text.len() < r.value.len() {
             text.resize(r.value.len(), b' ');
         }
-        let outcome = self.write(key, meta.flags, meta.exp_at, &[&text]);
+        let outcome = self.write(h, Some(loc), key, meta.flags, meta.exp_at, &[&text]);
         self.compact_step(now);
         match outcome {
             StoreOutcome::Stored => ArithOutcome::Value(new),
@@ -503,7 +506,7 @@ impl Partition {
             if live {
                 // The arena's live records are exactly those the index points at.
                 let (h, unexpired, len) = (
-                    key_hash(rec.key),
+                    self.key_hash(rec.key),
                     self.is_live(&rec.meta, now),
                     record_len(rec.key.len(), rec.value.len()),
                 );
@@ -541,22 +544,44 @@ impl Partition {
         }
     }
 
-    /// Appends a new version of `key` and points the index at it.
-    fn write(&mut self, key: &[u8], flags: u32, exp_at: u32, parts: &[&[u8]]) -> StoreOutcome {
+    /// Appends a new version of `key` (hash `h`) and points the index at it. `old` is
+    /// the live version [`Self::find_hashed`] just found, if any: without an eviction
+    /// first, its index entry is pointed at the new version in place.
+    fn write(
+        &mut self,
+        h: u64,
+        mut old: Option<Loc>,
+        key: &[u8],
+        flags: u32,
+        exp_at: u32,
+        parts: &[&[u8]],
+    ) -> StoreOutcome {
         let vlen: usize = parts.iter().map(|p| p.len()).sum();
         let len = record_len(key.len(), vlen);
         if len > SEGMENT_SIZE {
             return StoreOutcome::TooLarge;
         }
         // Parts may borrow the old record (append/prepend copied it already): evict first.
-        while self.arena.needs_eviction(len) {
-            self.evict_segment();
-        }
-        let h = key_hash(key);
-        if let Some(old) = self.lookup(h, key) {
-            self.unlink(h, old);
+        if self.arena.needs_eviction(len) {
+            while self.arena.needs_eviction(len) {
+                self.evict_segment();
+            }
+            // The old version may have gone with an evicted segment.
+            old = self.lookup(h, key);
         }
         let cas = self.new_cas();
+        if let Some(old) = old {
+            let old_len = {
+                let r = self.arena.get(old);
+                record_len(r.key.len(), r.value.len())
+            };
+            self.arena.dead(old);
+            let loc = self.arena.append(Meta { flags, exp_at, cas }, key, parts);
+            self.repoint(h, old, loc);
+            self.stats.bytes = self.stats.bytes - old_len as u64 + len as u64;
+            self.stats.total_items += 1;
+            return StoreOutcome::Stored;
+        }
         let loc = self.arena.append(Meta { flags, exp_at, cas }, key, parts);
         match self.index.get_mut(&h) {
             None => {
@@ -579,9 +604,9 @@ impl Partition {
     /// expiry is not checked here because the arena has no clock).
     fn evict_segment(&mut self) {
         let mut dead: Vec<(u64, Loc, usize, bool)> = Vec::new();
-        let (index, flushed_below) = (&self.index, self.flushed_below);
+        let (index, hasher, flushed_below) = (&self.index, &self.hasher, self.flushed_below);
         self.arena.evict_oldest(|loc, rec| {
-            let h = key_hash(rec.key);
+            let h = hasher.hash_one(rec.key);
             // The index alone (the arena is borrowed for the walk).
             if index_points_at(index, h, loc) {
                 dead.push((

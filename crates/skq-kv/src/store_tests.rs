@@ -199,6 +199,49 @@ fn delete_and_replace_free_bytes() {
 }
 
 #[test]
+fn an_overwrite_keeps_the_counts_and_frees_the_old_version() {
+    let mut p = part();
+    set(&mut p, "a", "1234", 1);
+    set(&mut p, "b", "xy", 1);
+    assert_eq!(set(&mut p, "a", "123456", 1), StoreOutcome::Stored);
+    assert_eq!(val(&mut p, "a", 1).unwrap(), b"123456");
+    assert_eq!(val(&mut p, "b", 1).unwrap(), b"xy");
+    let s = p.stats();
+    assert_eq!((s.curr_items, s.total_items), (2, 3));
+    assert_eq!(s.bytes as usize, record_len(1, 6) + record_len(1, 2));
+    assert!(p.delete(b"a", 1));
+    assert!(p.delete(b"b", 1));
+    assert_eq!((p.stats().curr_items, p.stats().bytes), (0, 0));
+}
+
+#[test]
+fn an_overwrite_whose_eviction_takes_the_old_version_counts_it_once() {
+    // Two segments: `k` and two thirds of a segment in the first, two thirds in the
+    // second; the new `k` fits in neither, so writing it evicts the first segment and
+    // the old `k` with it.
+    let mut p = Partition::new(2 * SEGMENT_SIZE);
+    let third = vec![b'f'; SEGMENT_SIZE / 3];
+    set(&mut p, "k", "old", 1);
+    for f in ["f1", "f2", "f3", "f4"] {
+        assert_eq!(
+            p.store(StoreMode::Set, f.as_bytes(), 0, 0, &third, 1),
+            StoreOutcome::Stored
+        );
+    }
+    assert_eq!(
+        p.store(StoreMode::Set, b"k", 0, 0, &third, 1),
+        StoreOutcome::Stored
+    );
+    assert_eq!(p.get(b"k", 1).unwrap().value, &third[..]);
+    assert!(p.get(b"f1", 1).is_none() && p.get(b"f2", 1).is_none());
+    assert!(p.get(b"f3", 1).is_some() && p.get(b"f4", 1).is_some());
+    let s = p.stats();
+    assert_eq!((s.curr_items, s.evictions), (3, 3));
+    let (f, k) = (record_len(2, third.len()), record_len(1, third.len()));
+    assert_eq!(s.bytes as usize, 2 * f + k);
+}
+
+#[test]
 fn eviction_keeps_memory_under_limit_and_serving() {
     let limit = 3 * SEGMENT_SIZE;
     let mut p = Partition::new(limit);
@@ -330,11 +373,12 @@ fn hash_collisions_chain() {
     let mut p = part();
     set(&mut p, "a", "1", 1);
     set(&mut p, "b", "2", 1);
-    let loc_b = match p.index.remove(&key_hash(b"b")).unwrap() {
+    let hb = p.key_hash(b"b");
+    let loc_b = match p.index.remove(&hb).unwrap() {
         Slot::One(l) => l,
         Slot::Many(_) => unreachable!(),
     };
-    let ha = key_hash(b"a");
+    let ha = p.key_hash(b"a");
     let loc_a = match p.index.remove(&ha).unwrap() {
         Slot::One(l) => l,
         Slot::Many(_) => unreachable!(),

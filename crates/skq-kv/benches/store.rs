@@ -1,0 +1,79 @@
+//! Cost of one partition's hot operations on the Sphinx shape (30-byte keys, 200-byte
+//! values, 10,000 keys, as `kv-profile.py`'s sphinx-ro and sphinx-wo mixes), in ns per
+//! operation:
+//!
+//! * `get_hit`: `locate` + `record` of a present key, what a `get` does before its reply
+//!   is written;
+//! * `set_existing`: `store(Set)` over a present key, what an update does (the old
+//!   version is unlinked, the new one appended, compaction steps after the write);
+//! * `key_hash`: the index hash of one 30-byte key.
+//!
+//! Run: `flock /tmp/skq-measure.lock cargo bench -p skq-kv --bench store`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use skq_kv::protocol::StoreMode;
+use skq_kv::store::Partition;
+
+const KEYS: usize = 10_000;
+const KEY_LEN: usize = 30;
+const VALUE_LEN: usize = 200;
+
+fn keys() -> Vec<Vec<u8>> {
+    (0..KEYS)
+        .map(|i| {
+            let mut k = format!("key:{i:08}").into_bytes();
+            k.resize(KEY_LEN, b'x');
+            k
+        })
+        .collect()
+}
+
+fn filled(keys: &[Vec<u8>]) -> Partition {
+    let mut p = Partition::new(64 << 20);
+    let value = vec![b'v'; VALUE_LEN];
+    for k in keys {
+        assert_eq!(
+            p.store(StoreMode::Set, k, 0, 0, &value, 1),
+            skq_kv::store::StoreOutcome::Stored
+        );
+    }
+    p
+}
+
+fn store(c: &mut Criterion) {
+    let keys = keys();
+    // A fixed stride through the keys, so consecutive operations touch different records
+    // (as random requests do) without a generator in the loop.
+    let stride = 7_919;
+    let mut g = c.benchmark_group("store");
+    let mut p = filled(&keys);
+    g.bench_function("key_hash", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + stride) % KEYS;
+            black_box(p.key_hash(black_box(&keys[i])))
+        })
+    });
+    g.bench_function("get_hit", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + stride) % KEYS;
+            let loc = p.locate(&keys[i], None, 1).expect("present");
+            black_box(p.record(loc).value.len())
+        })
+    });
+    let value = vec![b'w'; VALUE_LEN];
+    g.bench_function("set_existing", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + stride) % KEYS;
+            black_box(p.store(StoreMode::Set, &keys[i], 0, 0, &value, 1))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, store);
+criterion_main!(benches);
