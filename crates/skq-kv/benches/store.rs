@@ -6,7 +6,11 @@
 //!   is written;
 //! * `set_existing`: `store(Set)` over a present key, what an update does (the old
 //!   version is unlinked, the new one appended, compaction steps after the write);
-//! * `key_hash`: the index hash of one 30-byte key.
+//! * `key_hash`: the index hash of one 30-byte key;
+//! * `get_hit_200k`: `get_hit` on a partition of 200,000 such keys (about 50 MB of
+//!   records in 25 segments), where a record read at a random place in the log can miss
+//!   the TLB as well as the caches, as it does in a server whose kernel work between two
+//!   requests evicts both.
 //!
 //! Run: `flock /tmp/skq-measure.lock cargo bench -p skq-kv --bench store`.
 
@@ -20,8 +24,8 @@ const KEYS: usize = 10_000;
 const KEY_LEN: usize = 30;
 const VALUE_LEN: usize = 200;
 
-fn keys() -> Vec<Vec<u8>> {
-    (0..KEYS)
+fn make_keys(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
         .map(|i| {
             let mut k = format!("key:{i:08}").into_bytes();
             k.resize(KEY_LEN, b'x');
@@ -43,7 +47,7 @@ fn filled(keys: &[Vec<u8>]) -> Partition {
 }
 
 fn store(c: &mut Criterion) {
-    let keys = keys();
+    let keys = make_keys(KEYS);
     // A fixed stride through the keys, so consecutive operations touch different records
     // (as random requests do) without a generator in the loop.
     let stride = 7_919;
@@ -70,6 +74,17 @@ fn store(c: &mut Criterion) {
         b.iter(|| {
             i = (i + stride) % KEYS;
             black_box(p.store(StoreMode::Set, &keys[i], 0, 0, &value, 1))
+        })
+    });
+    drop(p);
+    let many = make_keys(200_000);
+    let mut p = filled(&many);
+    g.bench_function("get_hit_200k", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + stride) % many.len();
+            let loc = p.locate(&many[i], None, 1).expect("present");
+            black_box(p.record(loc).value.len())
         })
     });
     g.finish();
