@@ -96,11 +96,95 @@ impl Hasher for IdHasher {
     }
 }
 
-/// Index slot: almost always one location; full 64-bit hash collisions share a vector.
-#[derive(Debug)]
-enum Slot {
-    One(Loc),
-    Many(Vec<Loc>),
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// The partition's index: key hash → the record's location. A hash almost always
+/// belongs to one live key, and such a hash's entry is 16 bytes (hash and location) in
+/// `one`; the rare hash shared by two or more live keys (a full 64-bit collision) has
+/// its locations in `many` instead, and none in `one`. Keeping the common entry small
+/// halves the table a lookup probes against an entry that could hold a list (32 bytes).
+#[derive(Default)]
+struct Index {
+    one: IdMap<Loc>,
+    many: IdMap<Vec<Loc>>,
+}
+
+impl Index {
+    /// The location under `h` that `is_key` accepts.
+    fn find(&self, h: u64, is_key: impl Fn(Loc) -> bool) -> Option<Loc> {
+        if let Some(&l) = self.one.get(&h) {
+            return is_key(l).then_some(l);
+        }
+        if self.many.is_empty() {
+            return None;
+        }
+        self.many.get(&h)?.iter().copied().find(|&l| is_key(l))
+    }
+
+    /// Whether the entry for `h` includes `loc`.
+    fn points_at(&self, h: u64, loc: Loc) -> bool {
+        match self.one.get(&h) {
+            Some(&l) => l == loc,
+            None => self.many.get(&h).is_some_and(|v| v.contains(&loc)),
+        }
+    }
+
+    /// Adds `h → loc` for a key the index does not hold.
+    fn insert(&mut self, h: u64, loc: Loc) {
+        if let Some(other) = self.one.remove(&h) {
+            self.many.insert(h, vec![other, loc]);
+        } else if let Some(v) = self.many.get_mut(&h) {
+            v.push(loc);
+        } else {
+            self.one.insert(h, loc);
+        }
+    }
+
+    /// Removes `h → loc`; whether it was there.
+    fn remove(&mut self, h: u64, loc: Loc) -> bool {
+        if self.one.get(&h) == Some(&loc) {
+            self.one.remove(&h);
+            return true;
+        }
+        let Some(v) = self.many.get_mut(&h) else {
+            return false;
+        };
+        let before = v.len();
+        v.retain(|l| *l != loc);
+        let removed = v.len() < before;
+        if v.len() == 1 {
+            let only = v[0];
+            self.many.remove(&h);
+            self.one.insert(h, only);
+        }
+        removed
+    }
+
+    /// Points `h → from` at `to` instead.
+    fn repoint(&mut self, h: u64, from: Loc, to: Loc) {
+        if let Some(l) = self.one.get_mut(&h).filter(|l| **l == from) {
+            *l = to;
+        } else if let Some(l) = self
+            .many
+            .get_mut(&h)
+            .and_then(|v| v.iter_mut().find(|l| **l == from))
+        {
+            *l = to;
+        } else {
+            debug_assert!(false, "repointing an entry the index does not hold");
+        }
+    }
+
+    /// Hashes indexed.
+    fn len(&self) -> usize {
+        self.one.len() + self.many.len()
+    }
+
+    /// Bytes of table the index holds (entries and one control byte each), lists aside.
+    fn table_bytes(&self) -> usize {
+        self.one.capacity() * (std::mem::size_of::<(u64, Loc)>() + 1)
+            + self.many.capacity() * (std::mem::size_of::<(u64, Vec<Loc>)>() + 1)
+    }
 }
 
 /// Converts a protocol exptime into a server-relative expiry second, as memcached does:
@@ -133,7 +217,7 @@ static NEXT_CAS_BLOCK: AtomicU64 = AtomicU64::new(1);
 
 /// One partition.
 pub struct Partition {
-    index: HashMap<u64, Slot, BuildHasherDefault<IdHasher>>,
+    index: Index,
     /// The index's key hash (see [`Self::key_hash`]).
     hasher: foldhash::fast::RandomState,
     arena: Arena,
@@ -179,7 +263,7 @@ impl Partition {
     /// segments; at least one segment).
     pub fn new(limit_bytes: usize) -> Partition {
         Partition {
-            index: HashMap::default(),
+            index: Index::default(),
             hasher: foldhash::fast::RandomState::default(),
             arena: Arena::new((limit_bytes / SEGMENT_SIZE).max(1)),
             next_cas: 0,
@@ -243,9 +327,8 @@ impl Partition {
     /// Estimated index bytes per stored item (hash table entry + control byte at the
     /// table's current load) plus the record header.
     pub fn overhead_per_item(&self) -> f64 {
-        let entry = std::mem::size_of::<(u64, Slot)>() + 1;
         let items = self.index.len().max(1) as f64;
-        (self.index.capacity() as f64 * entry as f64) / items + HEADER as f64
+        self.index.table_bytes() as f64 / items + HEADER as f64
     }
 
     /// Applies a pending delayed flush once its second has come.
@@ -290,32 +373,13 @@ impl Partition {
     }
 
     fn lookup(&self, h: u64, key: &[u8]) -> Option<Loc> {
-        match self.index.get(&h)? {
-            Slot::One(l) => (self.arena.get(*l).key == key).then_some(*l),
-            Slot::Many(v) => v.iter().copied().find(|l| self.arena.get(*l).key == key),
-        }
+        self.index.find(h, |l| self.arena.get(l).key == key)
     }
 
     /// Removes the index entry `h → loc` if present and tells the arena its record is
     /// dead (so a segment of dead records is reused); the counters are the caller's job.
     fn remove_entry(&mut self, h: u64, loc: Loc) -> bool {
-        let removed = match self.index.get_mut(&h) {
-            Some(Slot::One(l)) if *l == loc => {
-                self.index.remove(&h);
-                true
-            }
-            Some(Slot::Many(v)) => {
-                let before = v.len();
-                v.retain(|l| *l != loc);
-                let removed = v.len() < before;
-                if v.len() == 1 {
-                    let only = v[0];
-                    self.index.insert(h, Slot::One(only));
-                }
-                removed
-            }
-            _ => false,
-        };
+        let removed = self.index.remove(h, loc);
         if removed {
             self.arena.dead(loc);
         }
@@ -528,20 +592,12 @@ impl Partition {
 
     /// Whether the index entry for hash `h` includes `loc`.
     fn points_at(&self, h: u64, loc: Loc) -> bool {
-        index_points_at(&self.index, h, loc)
+        self.index.points_at(h, loc)
     }
 
     /// Points the index entry `h → from` at `to` instead.
     fn repoint(&mut self, h: u64, from: Loc, to: Loc) {
-        match self.index.get_mut(&h) {
-            Some(Slot::One(l)) if *l == from => *l = to,
-            Some(Slot::Many(v)) => {
-                if let Some(l) = v.iter_mut().find(|l| **l == from) {
-                    *l = to;
-                }
-            }
-            _ => debug_assert!(false, "repointing an entry the index does not hold"),
-        }
+        self.index.repoint(h, from, to);
     }
 
     /// Appends a new version of `key` (hash `h`) and points the index at it. `old` is
@@ -583,16 +639,7 @@ impl Partition {
             return StoreOutcome::Stored;
         }
         let loc = self.arena.append(Meta { flags, exp_at, cas }, key, parts);
-        match self.index.get_mut(&h) {
-            None => {
-                self.index.insert(h, Slot::One(loc));
-            }
-            Some(Slot::One(other)) => {
-                let other = *other;
-                self.index.insert(h, Slot::Many(vec![other, loc]));
-            }
-            Some(Slot::Many(v)) => v.push(loc),
-        }
+        self.index.insert(h, loc);
         self.stats.curr_items += 1;
         self.stats.total_items += 1;
         self.stats.bytes += len as u64;
@@ -608,7 +655,7 @@ impl Partition {
         self.arena.evict_oldest(|loc, rec| {
             let h = hasher.hash_one(rec.key);
             // The index alone (the arena is borrowed for the walk).
-            if index_points_at(index, h, loc) {
+            if index.points_at(h, loc) {
                 dead.push((
                     h,
                     loc,
@@ -624,19 +671,6 @@ impl Partition {
                 self.stats.evictions += u64::from(valid);
             }
         }
-    }
-}
-
-/// Whether `index`'s entry for hash `h` includes `loc`.
-fn index_points_at(
-    index: &HashMap<u64, Slot, BuildHasherDefault<IdHasher>>,
-    h: u64,
-    loc: Loc,
-) -> bool {
-    match index.get(&h) {
-        Some(Slot::One(l)) => *l == loc,
-        Some(Slot::Many(v)) => v.contains(&loc),
-        None => false,
     }
 }
 

@@ -369,25 +369,38 @@ fn record_larger_than_segment_is_refused() {
 
 #[test]
 fn hash_collisions_chain() {
-    // Force two keys into one slot by inserting a fake colliding entry.
+    // Force two keys under one hash by moving their entries into one collision list.
     let mut p = part();
     set(&mut p, "a", "1", 1);
     set(&mut p, "b", "2", 1);
-    let hb = p.key_hash(b"b");
-    let loc_b = match p.index.remove(&hb).unwrap() {
-        Slot::One(l) => l,
-        Slot::Many(_) => unreachable!(),
-    };
-    let ha = p.key_hash(b"a");
-    let loc_a = match p.index.remove(&ha).unwrap() {
-        Slot::One(l) => l,
-        Slot::Many(_) => unreachable!(),
-    };
-    p.index.insert(ha, Slot::Many(vec![loc_a, loc_b]));
+    let (ha, hb) = (p.key_hash(b"a"), p.key_hash(b"b"));
+    let loc_b = p.index.one.remove(&hb).unwrap();
+    let loc_a = p.index.one.remove(&ha).unwrap();
+    p.index.many.insert(ha, vec![loc_a, loc_b]);
     assert_eq!(p.lookup(ha, b"a"), Some(loc_a));
     assert_eq!(p.lookup(ha, b"b"), Some(loc_b));
+    assert_eq!(p.lookup(ha, b"c"), None);
+    assert!(p.index.points_at(ha, loc_a) && p.index.points_at(ha, loc_b));
+    // An overwrite of one colliding key repoints its own entry only.
+    let moved = Loc { seg: 9, off: 9 };
+    p.repoint(ha, loc_b, moved);
+    assert_eq!(p.index.many[&ha], vec![loc_a, moved]);
+    p.repoint(ha, moved, loc_b);
+    // A third key under the same hash joins the list; a lone entry moves to a list.
+    let loc_c = Loc { seg: 0, off: 1 };
+    p.index.insert(ha, loc_c);
+    assert_eq!(p.index.many[&ha], vec![loc_a, loc_b, loc_c]);
+    assert!(p.index.remove(ha, loc_c));
     assert!(p.remove_entry(ha, loc_a));
-    assert!(matches!(p.index.get(&ha), Some(Slot::One(l)) if *l == loc_b));
+    // Down to one key: the entry is a plain one again, and the list is gone.
+    assert_eq!(p.index.one.get(&ha), Some(&loc_b));
+    assert!(p.index.many.is_empty());
+    assert!(!p.index.remove(ha, loc_a));
+    let hd = ha ^ 1;
+    p.index.insert(hd, loc_c);
+    p.index.insert(hd, loc_a);
+    assert_eq!(p.index.many[&hd], vec![loc_c, loc_a]);
+    assert_eq!(p.index.one.get(&hd), None);
 }
 
 #[test]
