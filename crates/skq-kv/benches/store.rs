@@ -5,12 +5,13 @@
 //! * `get_hit`: `locate` + `record` of a present key, what a `get` does before its reply
 //!   is written;
 //! * `set_existing`: `store(Set)` over a present key, what an update does (the old
-//!   version is unlinked, the new one appended, compaction steps after the write);
+//!   version marked dead, the new one appended, the index entry pointed at it,
+//!   compaction's step after the write);
 //! * `key_hash`: the index hash of one 30-byte key;
 //! * `get_hit_200k`: `get_hit` on a partition of 200,000 such keys (about 50 MB of
-//!   records in 25 segments), where a record read at a random place in the log can miss
-//!   the TLB as well as the caches, as it does in a server whose kernel work between two
-//!   requests evicts both.
+//!   records in 25 segments and an index of several MB), so that the index probe and the
+//!   record read miss the core's caches, as they do in a server whose kernel work
+//!   between two requests evicts them (docs/KV-PROFILE.md).
 //!
 //! Run: `flock /tmp/skq-measure.lock cargo bench -p skq-kv --bench store`.
 
@@ -18,7 +19,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use skq_kv::protocol::StoreMode;
-use skq_kv::store::Partition;
+use skq_kv::store::{Partition, StoreOutcome};
 
 const KEYS: usize = 10_000;
 const KEY_LEN: usize = 30;
@@ -40,7 +41,7 @@ fn filled(keys: &[Vec<u8>]) -> Partition {
     for k in keys {
         assert_eq!(
             p.store(StoreMode::Set, k, 0, 0, &value, 1),
-            skq_kv::store::StoreOutcome::Stored
+            StoreOutcome::Stored
         );
     }
     p

@@ -15,8 +15,8 @@
 //! still rise, which the flush mark relies on.
 //!
 //! The index maps a 64-bit hash of the key to the record's [`Loc`]; the key itself lives
-//! only in the arena, so a lookup compares the stored key (hash collisions chain in a
-//! small vector). The hash is foldhash's, seeded at random per partition, so keys chosen
+//! only in the arena, so a lookup compares the stored key (a hash that two live keys
+//! share keeps their locations in a side table, see [`Index`]). The hash is foldhash's, seeded at random per partition, so keys chosen
 //! to collide in one process do not collide in another; an operation hashes its key once.
 
 use std::collections::HashMap;
@@ -101,8 +101,8 @@ type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 /// The partition's index: key hash → the record's location. A hash almost always
 /// belongs to one live key, and such a hash's entry is 16 bytes (hash and location) in
 /// `one`; the rare hash shared by two or more live keys (a full 64-bit collision) has
-/// its locations in `many` instead, and none in `one`. Keeping the common entry small
-/// halves the table a lookup probes against an entry that could hold a list (32 bytes).
+/// its locations in `many` instead, and none in `one`. An entry able to hold a list took
+/// 32 bytes; the common entry is half that, and so is the table a lookup probes.
 #[derive(Default)]
 struct Index {
     one: IdMap<Loc>,
