@@ -98,6 +98,24 @@ impl Hasher for IdHasher {
 
 type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
+/// The index's key hash: foldhash, seeded at random per partition. Tests can keep only
+/// a few bits of it, so that keys collide and the index's collision table is exercised.
+#[derive(Default)]
+struct KeyHasher {
+    state: foldhash::fast::RandomState,
+    #[cfg(test)]
+    mask: Option<u64>,
+}
+
+impl KeyHasher {
+    fn hash(&self, key: &[u8]) -> u64 {
+        let h = self.state.hash_one(key);
+        #[cfg(test)]
+        let h = self.mask.map_or(h, |m| h & m);
+        h
+    }
+}
+
 /// The partition's index: key hash → the record's location. A hash almost always
 /// belongs to one live key, and such a hash's entry is 16 bytes (hash and location) in
 /// `one`; the rare hash shared by two or more live keys (a full 64-bit collision) has
@@ -219,7 +237,7 @@ static NEXT_CAS_BLOCK: AtomicU64 = AtomicU64::new(1);
 pub struct Partition {
     index: Index,
     /// The index's key hash (see [`Self::key_hash`]).
-    hasher: foldhash::fast::RandomState,
+    hasher: KeyHasher,
     arena: Arena,
     /// The next unique to give, and the end (exclusive) of the block it comes from.
     next_cas: u64,
@@ -264,7 +282,7 @@ impl Partition {
     pub fn new(limit_bytes: usize) -> Partition {
         Partition {
             index: Index::default(),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: KeyHasher::default(),
             arena: Arena::new((limit_bytes / SEGMENT_SIZE).max(1)),
             next_cas: 0,
             cas_end: 0,
@@ -313,7 +331,7 @@ impl Partition {
 
     /// The 64-bit hash of `key` the index is keyed by (seeded per partition).
     pub fn key_hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        self.hasher.hash(key)
     }
 
     /// Current counters.
@@ -653,7 +671,7 @@ impl Partition {
         let mut dead: Vec<(u64, Loc, usize, bool)> = Vec::new();
         let (index, hasher, flushed_below) = (&self.index, &self.hasher, self.flushed_below);
         self.arena.evict_oldest(|loc, rec| {
-            let h = hasher.hash_one(rec.key);
+            let h = hasher.hash(rec.key);
             // The index alone (the arena is borrowed for the walk).
             if index.points_at(h, loc) {
                 dead.push((

@@ -403,6 +403,72 @@ fn hash_collisions_chain() {
     assert_eq!(p.index.one.get(&hd), None);
 }
 
+/// Random sets, appends, deletes and reads over 64 keys whose hashes keep only 2 bits (4
+/// distinct hashes, so nearly every key shares its hash with 15 others), in a partition
+/// small enough to evict, against a map of what was last written: a key reads back its
+/// last value or, once evicted, nothing, never an older value or another key's;
+/// `curr_items` and `bytes` always equal what can be read.
+#[test]
+fn colliding_keys_read_back_their_own_latest_values() {
+    for seed in [1u64, 7, 42] {
+        let mut p = Partition::new(2 * SEGMENT_SIZE);
+        p.hasher.mask = Some(0b11);
+        let mut pick = picks(seed);
+        let mut last: std::collections::HashMap<String, Vec<u8>> = Default::default();
+        for step in 0..6_000 {
+            let key = format!("key{}", pick(64));
+            let len = 1 + pick(12_000);
+            let value: Vec<u8> = (0..len).map(|i| b'a' + ((step + i) % 26) as u8).collect();
+            match pick(10) {
+                0 => {
+                    p.delete(key.as_bytes(), 1);
+                    last.remove(&key);
+                }
+                1 if p.get(key.as_bytes(), 1).is_some() => {
+                    let tail = b"+tail";
+                    let out = p.store(StoreMode::Append, key.as_bytes(), 0, 0, tail, 1);
+                    assert_eq!(out, StoreOutcome::Stored);
+                    last.get_mut(&key)
+                        .expect("readable keys were written")
+                        .extend(tail);
+                }
+                _ => {
+                    let out = p.store(StoreMode::Set, key.as_bytes(), 0, 0, &value, 1);
+                    assert_eq!(out, StoreOutcome::Stored);
+                    last.insert(key.clone(), value);
+                }
+            }
+            if step % 97 == 0 {
+                let (mut items, mut bytes) = (0u64, 0u64);
+                for k in 0..64 {
+                    let key = format!("key{k}");
+                    if let Some(r) = p.get(key.as_bytes(), 1) {
+                        assert_eq!(
+                            Some(&r.value.to_vec()),
+                            last.get(&key),
+                            "seed {seed}, {key}"
+                        );
+                        assert_eq!(r.key, key.as_bytes());
+                        items += 1;
+                        bytes += record_len(r.key.len(), r.value.len()) as u64;
+                    }
+                }
+                let s = p.stats();
+                assert_eq!(
+                    (s.curr_items, s.bytes),
+                    (items, bytes),
+                    "seed {seed}, step {step}"
+                );
+            }
+        }
+        assert!(
+            p.stats().evictions > 0,
+            "the partition evicted (seed {seed})"
+        );
+        assert!(!p.index.many.is_empty(), "keys shared hashes (seed {seed})");
+    }
+}
+
 #[test]
 fn append_past_the_item_limit_is_not_stored() {
     // Limit 100 with key "k" and flags 0: 40 value bytes fit (protocol::item_size).
