@@ -115,11 +115,13 @@ echo "(hyper_server --workers 1 on CPU 0, wrk -t1 -c8 on CPU 1, ${SECS} s per ru
 for rt in $RUNTIMES; do cat "$out/events-$rt.txt"; done | tee -a "$out/summary.txt"
 for rt in $RUNTIMES; do echo "== top symbols, $rt"; cat "$out/top-$rt.txt"; done
 # Replies during each profile, for scripts/bench/perf-diff.py --per.
+per=()
 for rt in $RUNTIMES; do
-    echo "replies during the profile, $rt: $(awk '/requests in/ {print $1}' "$out/wrk-perf-$rt.txt")"
-done | tee -a "$out/summary.txt"
+    n=$(awk '/requests in/ {print $1}' "$out/wrk-perf-$rt.txt")
+    per+=("$n")
+    echo "replies during the profile, $rt: $n" | tee -a "$out/summary.txt"
+done
 set -- $RUNTIMES
 if [ $# -eq 2 ]; then
-    echo "compare: python3 scripts/bench/perf-diff.py $out/perf-$1.data $out/perf-$2.data --per" \
-        "$(awk '/requests in/ {print $1}' "$out/wrk-perf-$1.txt") $(awk '/requests in/ {print $1}' "$out/wrk-perf-$2.txt")"
+    echo "compare: python3 scripts/bench/perf-diff.py $out/perf-$1.data $out/perf-$2.data --per ${per[*]}"
 fi

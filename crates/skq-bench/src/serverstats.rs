@@ -96,20 +96,8 @@ pub fn from_stats_json(text: &str, secs: f64) -> Result<ServerPointStats> {
         .and_then(|s| s.get("per_worker"))
         .and_then(Value::as_array);
     let sum = |ws: &[Value], k: &str| ws.iter().map(|w| u64_at(w, &[k])).sum::<u64>();
-    let per_event = |ws: &[Value], k: &str| {
-        let events = sum(ws, "delivered");
-        (events > 0).then(|| sum(ws, k) as f64 / events as f64)
-    };
-    let (wakeups_per_event, behind_busy_per_event) = match sched {
-        Some(ws) => (
-            per_event(ws, "wakeups"),
-            per_event(ws, "queued_behind_busy"),
-        ),
-        None => (None, None),
-    };
-    let (steals_per_s, migrations_per_s) = match sched {
+    let (steals_per_s, migrations_per_s, wakeups_per_event, behind_busy_per_event) = match sched {
         Some(ws) => {
-            let steals = sum(ws, "steals_made");
             let migrations: u64 = ws
                 .iter()
                 .map(|w| {
@@ -119,9 +107,16 @@ pub fn from_stats_json(text: &str, secs: f64) -> Result<ServerPointStats> {
                         .sum::<u64>()
                 })
                 .sum();
-            (per_s(steals), per_s(migrations))
+            let events = sum(ws, "delivered");
+            let per_event = |k: &str| (events > 0).then(|| sum(ws, k) as f64 / events as f64);
+            (
+                per_s(sum(ws, "steals_made")),
+                per_s(migrations),
+                per_event("wakeups"),
+                per_event("queued_behind_busy"),
+            )
         }
-        None => (None, None),
+        None => (None, None, None, None),
     };
     let scheduler = v.get("scheduler");
     let elastic = scheduler
