@@ -62,6 +62,7 @@ class Server:
                "--workers", "1", "--port", str(self.port), "--root", root]
         if runtime == "skq":
             cmd += ["--mode", args.mode]
+        cmd += args.server_args.split()
         self.log = open(log_path, "a")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log,
                                      stdin=subprocess.DEVNULL)
@@ -167,7 +168,9 @@ def report(args, results):
     lines = [f"# hyper_server, 1 worker on CPU {args.server_cpu}, clients on CPU "
              f"{args.client_cpu}; skq mode {args.mode}; wrk -t1 -c{args.connections} "
              f"-d{args.wrk_secs}s; sweep on {args.sweep_path}, {args.point_secs} s points, "
-             f"SLO p99 <= {args.slo_us:.0f} us" + ("; SMOKE, not a result" if args.smoke else ""),
+             f"SLO p99 <= {args.slo_us:.0f} us" +
+             (f"; hyper_server {args.server_args}" if args.server_args else "") +
+             ("; SMOKE, not a result" if args.smoke else ""),
              "", "run runtime  wrk file req/s  wrk json req/s  max load @SLO  "
              "cpu us/reply @ first rate  sweep (rate:p99 us:cpu us/reply, {p99s of a point "
              "over the SLO measured again, median kept}, (checks FAIL): the generator's "
@@ -218,6 +221,9 @@ def main():
     ap.add_argument("--skq", default=os.path.join(TARGET, "release", "skq"))
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--mode", default="hybrid", help="skq-async's scheduling mode")
+    ap.add_argument("--server-args", default="",
+                    help="extra hyper_server arguments for both runtimes, e.g. "
+                         "'--header-timeout-s 0' (no header-read timer)")
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--connections", type=int, default=8)

@@ -19,7 +19,9 @@
 //! Flags: `--runtime skq|tokio` (default skq), `--workers N` (default 2),
 //! `--mode MODE` (any `skq serve --mode` value; skq only, default hybrid),
 //! `--addr HOST:PORT` or `--port P` (on 127.0.0.1), `--root DIR`, `--pin`
-//! (skq only: worker w on skq's CPU for w).
+//! (skq only: worker w on skq's CPU for w), `--header-timeout-s S` (hyper's
+//! header-read timeout on the runtime's timer, default 30; 0: no timer, so
+//! no timer is armed per request).
 
 use std::convert::Infallible;
 use std::path::{Component, Path, PathBuf};
@@ -49,6 +51,8 @@ struct Opts {
     mode: Option<String>,
     root: PathBuf,
     pin: bool,
+    /// hyper's header-read timeout in seconds; 0: no timer at all.
+    header_timeout_s: u64,
 }
 
 /// The runtime the service runs on (what the routes ask of it).
@@ -97,6 +101,7 @@ fn parse_args() -> Result<Opts, String> {
         mode: None,
         root: PathBuf::from("."),
         pin: false,
+        header_timeout_s: 30,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -126,9 +131,15 @@ fn parse_args() -> Result<Opts, String> {
             "--mode" => o.mode = Some(val()?),
             "--root" => o.root = PathBuf::from(val()?),
             "--pin" => o.pin = true,
+            "--header-timeout-s" => {
+                let v = val()?;
+                o.header_timeout_s = v
+                    .parse()
+                    .map_err(|_| format!("--header-timeout-s {v} is not a number of seconds"))?;
+            }
             _ => {
                 return Err(format!(
-                    "unknown argument {a}: expected --runtime, --addr, --port, --workers, --mode, --root, --pin"
+                    "unknown argument {a}: expected --runtime, --addr, --port, --workers, --mode, --root, --pin, --header-timeout-s"
                 ))
             }
         }
@@ -236,6 +247,7 @@ fn serve_skq(o: Opts) -> std::io::Result<()> {
     };
     let root = Arc::new(o.root);
     let handle = rt.handle().clone();
+    let header_timeout_s = o.header_timeout_s;
     rt.block_on(async move {
         let l = TcpListener::bind(&o.addr).await?;
         println!(
@@ -254,11 +266,12 @@ fn serve_skq(o: Opts) -> std::io::Result<()> {
             skq_async::spawn(async move {
                 let svc =
                     hyper::service::service_fn(move |req| route(req, root.clone(), rt.clone()));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .timer(HyperTimer(Handle::current()))
-                    .header_read_timeout(Duration::from_secs(30))
-                    .serve_connection(s, svc)
-                    .await;
+                let mut b = hyper::server::conn::http1::Builder::new();
+                if header_timeout_s > 0 {
+                    b.timer(HyperTimer(Handle::current()))
+                        .header_read_timeout(Duration::from_secs(header_timeout_s));
+                }
+                let _ = b.serve_connection(s, svc).await;
             })
             .detach();
         }
@@ -276,6 +289,7 @@ fn serve_tokio(o: Opts) -> std::io::Result<()> {
         .build()?;
     let root = Arc::new(o.root);
     let handle = rt.handle().clone();
+    let header_timeout_s = o.header_timeout_s;
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind(&o.addr).await?;
         println!(
@@ -293,11 +307,12 @@ fn serve_tokio(o: Opts) -> std::io::Result<()> {
             tokio::spawn(async move {
                 let svc =
                     hyper::service::service_fn(move |req| route(req, root.clone(), rt.clone()));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .timer(tokio_glue::TokioTimer)
-                    .header_read_timeout(Duration::from_secs(30))
-                    .serve_connection(tokio_glue::TokioIo(s), svc)
-                    .await;
+                let mut b = hyper::server::conn::http1::Builder::new();
+                if header_timeout_s > 0 {
+                    b.timer(tokio_glue::TokioTimer)
+                        .header_read_timeout(Duration::from_secs(header_timeout_s));
+                }
+                let _ = b.serve_connection(tokio_glue::TokioIo(s), svc).await;
             });
         }
     })
