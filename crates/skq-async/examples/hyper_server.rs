@@ -231,6 +231,20 @@ fn main() {
     }
 }
 
+/// hyper's HTTP/1 connection settings, the same on both runtimes: a header-read
+/// timeout of `header_timeout_s` on `timer`, or (0) no timer and no timeout.
+fn http1(
+    timer: impl hyper::rt::Timer + Send + Sync + 'static,
+    header_timeout_s: u64,
+) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    if header_timeout_s > 0 {
+        b.timer(timer)
+            .header_read_timeout(Duration::from_secs(header_timeout_s));
+    }
+    b
+}
+
 fn serve_skq(o: Opts) -> std::io::Result<()> {
     let mode = o.mode.unwrap_or_else(|| "hybrid".into());
     let rt = match Builder::new()
@@ -266,12 +280,9 @@ fn serve_skq(o: Opts) -> std::io::Result<()> {
             skq_async::spawn(async move {
                 let svc =
                     hyper::service::service_fn(move |req| route(req, root.clone(), rt.clone()));
-                let mut b = hyper::server::conn::http1::Builder::new();
-                if header_timeout_s > 0 {
-                    b.timer(HyperTimer(Handle::current()))
-                        .header_read_timeout(Duration::from_secs(header_timeout_s));
-                }
-                let _ = b.serve_connection(s, svc).await;
+                let _ = http1(HyperTimer(Handle::current()), header_timeout_s)
+                    .serve_connection(s, svc)
+                    .await;
             })
             .detach();
         }
@@ -307,12 +318,9 @@ fn serve_tokio(o: Opts) -> std::io::Result<()> {
             tokio::spawn(async move {
                 let svc =
                     hyper::service::service_fn(move |req| route(req, root.clone(), rt.clone()));
-                let mut b = hyper::server::conn::http1::Builder::new();
-                if header_timeout_s > 0 {
-                    b.timer(tokio_glue::TokioTimer)
-                        .header_read_timeout(Duration::from_secs(header_timeout_s));
-                }
-                let _ = b.serve_connection(tokio_glue::TokioIo(s), svc).await;
+                let _ = http1(tokio_glue::TokioTimer, header_timeout_s)
+                    .serve_connection(tokio_glue::TokioIo(s), svc)
+                    .await;
             });
         }
     })

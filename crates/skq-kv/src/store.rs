@@ -16,8 +16,9 @@
 //!
 //! The index maps a 64-bit hash of the key to the record's [`Loc`]; the key itself lives
 //! only in the arena, so a lookup compares the stored key (a hash that two live keys
-//! share keeps their locations in a side table, see `Index`). The hash is foldhash's, seeded at random per partition, so keys chosen
-//! to collide in one process do not collide in another; an operation hashes its key once.
+//! share keeps their locations in a side table, see `Index`). The hash is foldhash's,
+//! seeded at random per partition, so keys chosen to collide in one process do not
+//! collide in another; an operation hashes its key once.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
