@@ -3,7 +3,7 @@
 
     python3 scripts/bench/capi-memcached.py [--threads 2] [--rate 15000] [--secs 3]
         [--runs 3] [--servers stock,mc-skq-cpu,...] [--workloads etc,...]
-        [--out docs/results/capi-memcached-DATE.txt]
+        [--split] [--out docs/results/capi-memcached-DATE.txt]
 
 Servers, each with --threads worker threads on loopback:
   stock          /usr/bin/memcached (Debian 1.6.18)            -- the baseline
@@ -17,6 +17,10 @@ Servers, each with --threads worker threads on loopback:
   kv-cpu         skq serve kv --arch shared --mode cpu
   kv-hybrid      skq serve kv --arch shared --mode hybrid
 Workloads: skq load's memcached mixes etc, sphinx-ro, sphinx-wo.
+
+--split (with --threads 1) gives the server CPU 0 and the generator CPU 1
+(`taskset -c 0` and `skq load --cpus 1`), so neither preempts the other and
+the generator's self-checks can pass; without it both share every CPU.
 
 Each point: start the server, prefill and warm it with a short skq load pass,
 read the server's CPU time (sum over its threads of /proc/PID/task/*/schedstat),
@@ -93,10 +97,12 @@ def cpu_ns(pid):
     return total
 
 
-def load(port, workload, rate, secs, extra, out_json=None):
+def load(port, workload, rate, secs, extra, out_json=None, split=False):
     cmd = [SKQ, "load", "--addr", f"127.0.0.1:{port}", "--protocol", "memcached",
            "--kv-workload", workload, "--rate", str(rate), "--duration", str(secs),
            "--connections", "64", "--quiet"] + extra
+    if split:
+        cmd += ["--cpus", "1"]
     if out_json:
         cmd += ["--json", out_json]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -106,6 +112,8 @@ def load(port, workload, rate, secs, extra, out_json=None):
 def point(server, workload, args):
     port = free_port()
     cmd, env = command(server, args.threads, port)
+    if args.split:
+        cmd = ["taskset", "-c", "0"] + cmd
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         for _ in range(200):
@@ -116,13 +124,13 @@ def point(server, workload, args):
                 time.sleep(0.025)
         else:
             raise RuntimeError(f"{server} did not start")
-        warm = load(port, workload, args.rate, 0.5, ["--warmup", "0"])
+        warm = load(port, workload, args.rate, 0.5, ["--warmup", "0"], split=args.split)
         if warm.returncode not in (0, 3):
             raise RuntimeError(f"warm-up load failed: {warm.stderr}")
         with tempfile.NamedTemporaryFile(suffix=".json") as tf:
             before = cpu_ns(p.pid)
             r = load(port, workload, args.rate, args.secs,
-                     ["--warmup", "0", "--no-prefill"], tf.name)
+                     ["--warmup", "0", "--no-prefill"], tf.name, split=args.split)
             after = cpu_ns(p.pid)
             d = json.load(open(tf.name))
     finally:
@@ -159,9 +167,15 @@ def main():
                          "mc-skq-POLICY+pin pins memcached's workers, "
                          "+groups gives each its own epoll set")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--split", action="store_true",
+                    help="server on CPU 0, generator on CPU 1 (needs --threads 1)")
     ap.add_argument("--out", default=os.path.join(
         ROOT, f"docs/results/capi-memcached-{datetime.date.today().isoformat()}.txt"))
     args = ap.parse_args()
+    if args.split and args.threads != 1:
+        sys.exit("--split gives the server one CPU (CPU 0): use it with --threads 1")
+    if args.split and len(os.sched_getaffinity(0)) < 2:
+        sys.exit("--split needs two CPUs (0 and 1) in this process's affinity")
     servers = [x for x in args.servers.split(",") if x]
     workloads = [x for x in args.workloads.split(",") if x]
     known = ("stock", "patched-off", "mc-skq-", "kv-")
@@ -184,9 +198,12 @@ def main():
     say(f"# capi-memcached: {datetime.datetime.now().isoformat(timespec='seconds')}")
     say(f"# command: python3 scripts/bench/capi-memcached.py --threads {args.threads} "
         f"--rate {args.rate:g} --secs {args.secs:g} --runs {args.runs} "
-        f"--servers {','.join(servers)} --workloads {','.join(workloads)}")
+        f"--servers {','.join(servers)} --workloads {','.join(workloads)}"
+        + (" --split" if args.split else ""))
+    placement = ("server on CPU 0, generator on CPU 1" if args.split
+                 else "server and generator share them")
     say(f"# cores seen: os.cpu_count()={os.cpu_count()}, "
-        f"affinity={len(os.sched_getaffinity(0))}; server and generator share them")
+        f"affinity={len(os.sched_getaffinity(0))}; {placement}")
     say(f"# servers: {', '.join(servers)}; baseline: stock; workloads: {', '.join(workloads)}")
     res = {}
     for run in range(args.runs):

@@ -58,7 +58,15 @@
 #   prioN      SKQ §6.8 (priority-skq68.toml) --strict -> prioN/, prioN.log
 #   prioasyncN the same on skq-async (priority-skq68-async.toml) -> prioasyncN/, prioasyncN.log
 #   elasticN   the elastic step (elastic-step.toml) -> elasticN/, elasticN.txt (elastic_series.py)
-#   capiN      capi-memcached.py --runs 2 --secs 3 -> capiN.txt
+#   capisplitN capi-memcached.py --threads 1 --split --runs 3 --secs 3 (server on
+#              CPU 0, generator on CPU 1) -> capisplitN.txt, .log
+#   capiN      capi-memcached.py --runs 2 --secs 3 (2 threads, CPUs shared)
+#              -> capiN.txt, .log
+#   pipesN     skq pipes, every mode (SKQ §6.1) -> after/pipes-runN/pipes.{txt,json};
+#              with BEFORE_SKQ=PATH the same first with that binary ->
+#              before/pipes-runN/ (python3 scripts/results-table.py OUTDIR/after pipes)
+#   cycleN     criterion-before-after.sh, BEFORE and AFTER from the environment
+#              (GROUP too) -> cycleN.txt
 #   profN      profile-rpc.sh with clock and system-call counts, hybrid and
 #              epoll-shared at 6,400 req/s for 8 s -> profN/, profN.log
 set -u
@@ -112,7 +120,17 @@ run_job() {
                   python3 scripts/bench/elastic_series.py "$D/$job/points.json" > "$D/$job.txt" 2>&1
                   return $rc ;;
         prof*) CLOCKS=1 RATE=6400 SECS=8 bash scripts/bench/profile-rpc.sh "$D/$job" hybrid epoll-shared > "$D/$job.log" 2>&1 ;;
-        capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 > "$D/$job.txt" 2>&1 ;;
+        capisplit*) python3 scripts/bench/capi-memcached.py --threads 1 --split --runs 3 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        pipes*) local modes=epoll-1to1,epoll-shared,vanilla,shared,cpu,hybrid
+                local b="$D/before/pipes-run${job#pipes}" a="$D/after/pipes-run${job#pipes}"
+                if [ -n "${BEFORE_SKQ:-}" ]; then
+                    mkdir -p "$b"
+                    "$BEFORE_SKQ" pipes --modes $modes --json "$b/pipes.json" > "$b/pipes.txt" 2>&1 || return $?
+                fi
+                mkdir -p "$a"
+                "$SKQ" pipes --modes $modes --json "$a/pipes.json" > "$a/pipes.txt" 2>&1 ;;
+        cycle*) bash scripts/bench/criterion-before-after.sh > "$D/$job.txt" 2>&1 ;;
         *) echo "quiet-loop: unknown job $job" >&2; return 2 ;;
     esac
 }
