@@ -60,6 +60,10 @@
 #   elasticN   the elastic step (elastic-step.toml) -> elasticN/, elasticN.txt (elastic_series.py)
 #   capisplitN capi-memcached.py --threads 1 --split --runs 3 --secs 3 (server on
 #              CPU 0, generator on CPU 1) -> capisplitN.txt, .log
+#   capilongN  the same with 10-s windows, stock, patched-off, mc-skq-cpu and
+#              mc-skq-hybrid only -> capilongN.txt, .log
+#   capi2tlongN  2 threads (CPUs shared), 10-s windows, --runs 2, the same four
+#              servers -> capi2tlongN.txt, .log
 #   capiN      capi-memcached.py --runs 2 --secs 3 (2 threads, CPUs shared)
 #              -> capiN.txt, .log
 #   pipesN     skq pipes, every mode (SKQ §6.1) -> after/pipes-runN/pipes.{txt,json};
@@ -121,6 +125,8 @@ run_job() {
                   return $rc ;;
         prof*) CLOCKS=1 RATE=6400 SECS=8 bash scripts/bench/profile-rpc.sh "$D/$job" hybrid epoll-shared > "$D/$job.log" 2>&1 ;;
         capisplit*) python3 scripts/bench/capi-memcached.py --threads 1 --split --runs 3 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        capilong*) python3 scripts/bench/capi-memcached.py --threads 1 --split --runs 3 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        capi2tlong*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         pipes*) local modes=epoll-1to1,epoll-shared,vanilla,shared,cpu,hybrid
                 local b="$D/before/pipes-run${job#pipes}" a="$D/after/pipes-run${job#pipes}"
