@@ -174,7 +174,7 @@ def main():
     args = ap.parse_args()
     if args.split and args.threads != 1:
         sys.exit("--split gives the server one CPU (CPU 0): use it with --threads 1")
-    if args.split and len(os.sched_getaffinity(0)) < 2:
+    if args.split and not {0, 1} <= os.sched_getaffinity(0):
         sys.exit("--split needs two CPUs (0 and 1) in this process's affinity")
     servers = [x for x in args.servers.split(",") if x]
     workloads = [x for x in args.workloads.split(",") if x]
