@@ -14,6 +14,8 @@ Servers, each with --threads worker threads on loopback:
                  each worker thread pinned to its skq worker's CPU
   mc-skq-P+groups  (not in the default set) MEMCACHED_SKQ_POLL_GROUPS=--threads:
                  one epoll set per worker; combines with +pin (mc-skq-P+pin+groups)
+  mc-skq-P+oneset  (not in the default set) MEMCACHED_SKQ_POLL_GROUPS=1: one
+                 epoll set shared by every worker, whatever the policy's default
   kv-cpu         skq serve kv --arch shared --mode cpu
   kv-hybrid      skq serve kv --arch shared --mode hybrid
 Workloads: skq load's memcached mixes etc, sphinx-ro, sphinx-wo.
@@ -77,8 +79,10 @@ def command(server, threads, port):
                     env["MEMCACHED_SKQ_PIN"] = "1"
                 elif extra == "groups":
                     env["MEMCACHED_SKQ_POLL_GROUPS"] = t
+                elif extra == "oneset":
+                    env["MEMCACHED_SKQ_POLL_GROUPS"] = "1"
                 else:
-                    sys.exit(f"{server}: unknown suffix +{extra} (+pin, +groups)")
+                    sys.exit(f"{server}: unknown suffix +{extra} (+pin, +groups, +oneset)")
             env["MEMCACHED_SKQ"] = policy
         return [MC_SKQ] + mc_args, env
     mode = server[len("kv-"):]
@@ -165,7 +169,8 @@ def main():
     ap.add_argument("--servers", default=",".join(SERVERS),
                     help="comma-separated; must include stock (the baseline); "
                          "mc-skq-POLICY+pin pins memcached's workers, "
-                         "+groups gives each its own epoll set")
+                         "+groups gives each its own epoll set, "
+                         "+oneset one set shared by all")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--split", action="store_true",
                     help="server on CPU 0, generator on CPU 1 (needs --threads 1)")

@@ -64,6 +64,12 @@
 #              mc-skq-hybrid only -> capilongN.txt, .log
 #   capi2tlongN  2 threads (CPUs shared), 10-s windows, --runs 2, the same four
 #              servers -> capi2tlongN.txt, .log
+#   capigroupsN  2 threads (CPUs shared), 10-s windows, --runs 2: stock,
+#              patched-off, mc-skq-cpu on one shared set (+oneset) and on one
+#              set per worker (+groups), mc-skq-hybrid -> capigroupsN.txt, .log
+#   cpusetsN   cpu on one shared set and on one set per worker in the main
+#              job's setting (cpu-sets.toml) --strict -> cpusetsN/, .log,
+#              cost-cpusetsN.txt
 #   capiN      capi-memcached.py --runs 2 --secs 3 (2 threads, CPUs shared)
 #              -> capiN.txt, .log
 #   pipesN     skq pipes, every mode (SKQ §6.1) -> after/pipes-runN/pipes.{txt,json};
@@ -127,6 +133,11 @@ run_job() {
         capisplit*) python3 scripts/bench/capi-memcached.py --threads 1 --split --runs 3 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capilong*) python3 scripts/bench/capi-memcached.py --threads 1 --split --runs 3 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capi2tlong*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        capigroups*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu+oneset,mc-skq-cpu+groups,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        cpusets*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
+                local rc=$?
+                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
+                return $rc ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         pipes*) local modes=epoll-1to1,epoll-shared,vanilla,shared,cpu,hybrid
                 local b="$D/before/pipes-run${job#pipes}" a="$D/after/pipes-run${job#pipes}"
