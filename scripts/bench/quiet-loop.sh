@@ -67,6 +67,11 @@
 #   capigroupsN  2 threads (CPUs shared), 10-s windows, --runs 2: stock,
 #              patched-off, mc-skq-cpu on one shared set (+oneset) and on one
 #              set per worker (+groups), mc-skq-hybrid -> capigroupsN.txt, .log
+#   capicpuN   as capigroupsN with mc-skq-cpu as the library chooses (one set
+#              per worker at -t 2 since 2026-12-05) beside +oneset ->
+#              capicpuN.txt, .log
+#   cpusets2wN cpu-sets-2w.toml (2 workers, one per CPU) --strict ->
+#              cpusets2wN/, .log, cost-cpusets2wN.txt
 #   cpusetsN   cpu on one shared set and on one set per worker in the main
 #              job's setting (cpu-sets.toml) --strict -> cpusetsN/, .log,
 #              cost-cpusetsN.txt
@@ -134,6 +139,11 @@ run_job() {
         capilong*) python3 scripts/bench/capi-memcached.py --threads 1 --split --runs 3 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capi2tlong*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capigroups*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu+oneset,mc-skq-cpu+groups,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        capicpu*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-cpu+oneset,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        cpusets2w*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets-2w.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
+                local rc=$?
+                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
+                return $rc ;;
         cpusets*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
                 local rc=$?
                 python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1

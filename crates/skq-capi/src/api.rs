@@ -84,8 +84,10 @@ pub struct skq_config {
     /// Seed for scheduling randomness.
     pub seed: u64,
     /// Epoll sets the workers are split into, each polled and harvested by
-    /// its own group, 1..=workers (1, the default: one shared set; workers:
-    /// one set per worker, fewer wake-ups and a longer tail).
+    /// its own group, 0..=workers (1: one shared set; workers: one set per
+    /// worker, fewer wake-ups, and under hybrid a longer tail). 0, the
+    /// default, is the policy's choice: one set per worker for cpu without
+    /// stealing when every worker has a CPU of its own, else one set.
     pub poll_groups: u32,
     /// A poller that wakes with work of its own hands the poll to a parked
     /// follower only if its processing per event is at least this, ns (0,

@@ -136,10 +136,14 @@ pub struct Config {
     /// ones (a blocking handler) leaves readiness unharvested for its whole
     /// length while followers sleep.
     pub promote_min_ns: u64,
-    /// Readiness sets the workers are split into (1..=workers, default 1):
-    /// each set is polled and harvested by its own group of workers
-    /// (`worker_loop.rs`; skq-rt keeps an epoll set per group, the
-    /// simulator models them). G = workers gives every worker its own set.
+    /// Readiness sets the workers are split into (0..=workers): each set is
+    /// polled and harvested by its own group of workers (`worker_loop.rs`;
+    /// skq-rt keeps an epoll set per group, the simulator models them).
+    /// G = workers gives every worker its own set. 0, the default, lets the
+    /// policy choose when the scheduler is built
+    /// ([`Config::effective_poll_groups`]): one set per worker for `cpu`
+    /// without stealing when every worker has a CPU of its own, else one
+    /// shared set.
     pub poll_groups: usize,
     /// Most workers blocked in one readiness set at once (0 = every idle
     /// worker of the set's group; 1 = leader/follower). With one, an idle
@@ -210,7 +214,7 @@ impl Config {
             steal_k: 1,
             steal_retry_ns: 0,
             promote_min_ns: DEFAULT_PROMOTE_MIN_NS,
-            poll_groups: 1,
+            poll_groups: 0,
             pollers: DEFAULT_POLLERS,
             rtshare: 100,
             rtfreq: 0,
@@ -237,6 +241,36 @@ impl Config {
         }
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The readiness sets the scheduler builds: [`Config::poll_groups`] when
+    /// it is set, else the policy's choice. `cpu` without stealing gets one
+    /// set per worker when `worker_cpus` gives every worker a CPU of its
+    /// own: a flow's CPU then names one worker, which the kernel can wake
+    /// directly, while a shared set wakes any idle worker and, when that is
+    /// not the flow's, adds a hand-over and a targeted wake-up (memcached on
+    /// skq at 2 threads: CPU per request 1.14–1.21× stock on one set,
+    /// 0.91–0.99× on per-worker sets; `docs/C-API.md`). With several
+    /// workers on a CPU the shared set is kept: it lets any idle worker of
+    /// the flow's CPU take the event, which per-worker sets would forbid
+    /// (max load at SLO 0.95–1.01× epoll-shared on one set, 0.41–0.58× on
+    /// per-worker sets; `crates/skq-bench/examples/cpu-sets.toml`). An
+    /// unknown placement (empty `worker_cpus`) keeps the shared set.
+    pub fn effective_poll_groups(&self) -> usize {
+        if self.poll_groups != 0 {
+            return self.poll_groups;
+        }
+        let own_cpus = !self.worker_cpus.is_empty() && {
+            let mut cpus = self.worker_cpus.clone();
+            cpus.sort_unstable();
+            cpus.dedup();
+            cpus.len() == self.worker_cpus.len()
+        };
+        if self.policy == Policy::Cpu && !self.steal && self.workers > 1 && own_cpus {
+            self.workers
+        } else {
+            1
+        }
     }
 
     /// The mode as [`Config::parse_mode`] reads it back.
@@ -288,9 +322,9 @@ impl Config {
         range(
             "poll-groups",
             self.poll_groups,
-            1,
+            0,
             self.workers.max(1),
-            "1..=workers",
+            "0 (the policy's choice) or 1..=workers",
         )?;
         range(
             "pollers",

@@ -96,8 +96,9 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Builds an instance; refuses an invalid configuration.
-    pub fn new(cfg: Config) -> Result<Scheduler, ConfigError> {
+    pub fn new(mut cfg: Config) -> Result<Scheduler, ConfigError> {
         cfg.validate()?;
+        cfg.poll_groups = cfg.effective_poll_groups();
         let n = cfg.workers;
         let nq = if cfg.policy == Policy::Shared { 1 } else { n };
         let cpu_map = CpuMap::new(&cfg);

@@ -426,8 +426,8 @@ mod tests {
         let plain = crate::shared::net_config(&cfg(&["--mode", "cpu"]).unwrap()).unwrap();
         assert_eq!(
             plain.core_config().unwrap().poll_groups,
-            1,
-            "one set by default"
+            0,
+            "the policy's choice by default"
         );
 
         let e = cfg(&["--arch", "tpc", "--poll-groups", "2"])

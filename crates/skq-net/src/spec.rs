@@ -322,8 +322,10 @@ pub struct CoreTunables {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub promote_min_us: Option<u64>,
     /// Epoll sets the workers are split into, each polled and harvested by
-    /// its own group of workers (1..=workers; default 1, one shared set;
-    /// = workers: one set per worker, woken directly by the kernel).
+    /// its own group of workers (1..=workers; 1: one shared set; = workers:
+    /// one set per worker, woken directly by the kernel). Default: one set
+    /// per worker for `cpu` without stealing when every worker has a CPU of
+    /// its own, else one shared set.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poll_groups: Option<usize>,

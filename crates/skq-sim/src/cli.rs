@@ -234,8 +234,9 @@ pub struct TunableArgs {
     #[arg(long)]
     pub promote_min_us: Option<f64>,
     /// Core tunable: readiness sets (poll groups) the workers are split
-    /// into, each harvested by its own group (1..=workers; default 1, one
-    /// shared set). With --harvest runtime.
+    /// into, each harvested by its own group (1..=workers; default: one set
+    /// per worker for `cpu` without stealing when every worker has a CPU of
+    /// its own, else one shared set). With --harvest runtime.
     #[arg(long)]
     pub poll_groups: Option<usize>,
     /// Core tunable: most workers blocked in one readiness set at once (0,

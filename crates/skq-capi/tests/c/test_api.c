@@ -44,7 +44,7 @@ static void test_errors_and_config(void) {
     CHECK(strstr(skq_last_error(), "policy") != NULL);
     OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
     CHECK(cfg.steal == 1 && cfg.steal_k == 1 && cfg.rtshare == 100 && cfg.workers == 2);
-    CHECK(cfg.poll_groups == 1 && cfg.promote_min_ns == 0 && cfg.pollers == 0);
+    CHECK(cfg.poll_groups == 0 && cfg.promote_min_ns == 0 && cfg.pollers == 0);
 
     skq_t *skq = NULL;
     CHECK(skq_new(NULL, &skq) == SKQ_EINVAL);
@@ -67,6 +67,11 @@ static void test_errors_and_config(void) {
     CHECK(skq_new(&cfg, &skq) == SKQ_ECONFIG);
     CHECK(strstr(skq_last_error(), "poll-groups") != NULL);
     cfg.poll_groups = 2; /* one epoll set per worker */
+    OK(skq_new(&cfg, &skq));
+    skq_free(skq);
+    skq = NULL;
+    OK(skq_config_init(&cfg, SKQ_POLICY_CPU, 2));
+    CHECK(cfg.poll_groups == 0); /* the policy's choice */
     OK(skq_new(&cfg, &skq));
     skq_free(skq);
     skq = NULL;

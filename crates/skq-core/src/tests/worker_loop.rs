@@ -122,8 +122,52 @@ fn poll_groups_are_checked() {
         .unwrap_err()
         .to_string()
         .contains("poll-groups"));
-    c.poll_groups = 0;
-    assert!(c.validate().is_err());
+    c.poll_groups = 0; // the policy's choice
+    assert!(c.validate().is_ok());
+}
+
+#[test]
+fn cpu_gets_a_set_per_worker_only_when_each_worker_has_its_own_cpu() {
+    let built = |policy: Policy, cpus: &[u32], tune: &dyn Fn(&mut Config)| {
+        let mut c = Config::new(policy, cpus.len().max(2));
+        c.capacity = 16;
+        c.worker_cpus = cpus.to_vec();
+        tune(&mut c);
+        let s = Scheduler::new(c).unwrap();
+        assert_eq!(
+            s.config().poll_groups,
+            s.poll_groups(),
+            "the choice is recorded"
+        );
+        s.poll_groups()
+    };
+    assert_eq!(
+        Config::new(Policy::Cpu, 2).poll_groups,
+        0,
+        "the policy chooses"
+    );
+    assert_eq!(built(Policy::Cpu, &[0, 1], &|_| {}), 2);
+    assert_eq!(built(Policy::Cpu, &[3, 1, 2, 0], &|_| {}), 4);
+    // Several workers on a CPU: the shared set lets any of them take the
+    // CPU's events.
+    assert_eq!(built(Policy::Cpu, &[0, 1, 0, 1], &|_| {}), 1);
+    // Unknown placement, stealing, or another policy: one shared set.
+    assert_eq!(built(Policy::Cpu, &[], &|_| {}), 1);
+    assert_eq!(built(Policy::Cpu, &[0, 1], &|c| c.steal = true), 1);
+    for p in [
+        Policy::Hybrid,
+        Policy::Best2,
+        Policy::Queue,
+        Policy::Vanilla,
+    ] {
+        assert_eq!(built(p, &[0, 1], &|_| {}), 1, "{p}");
+    }
+    // One worker: one set either way. An explicit count is kept.
+    let mut one = Config::new(Policy::Cpu, 1);
+    one.worker_cpus = vec![0];
+    assert_eq!(one.effective_poll_groups(), 1);
+    assert_eq!(built(Policy::Cpu, &[0, 1], &|c| c.poll_groups = 1), 1);
+    assert_eq!(built(Policy::Hybrid, &[0, 1], &|c| c.poll_groups = 2), 2);
 }
 
 #[test]
@@ -337,6 +381,9 @@ fn harvests_after(event_ns: u64, tune: impl Fn(&mut Config), after: impl Fn(&Sch
     c.capacity = 16;
     c.pollers = 0;
     c.worker_cpus = vec![0, 1];
+    // One shared set unless `tune` says otherwise (cpu would choose one set
+    // per worker here).
+    c.poll_groups = 1;
     tune(&mut c);
     let s = Scheduler::new(c).unwrap();
     after(&s);
