@@ -14,8 +14,10 @@
 #   SERVER: stock (/usr/bin/memcached) or an skq policy for the patched
 #   build (hybrid, cpu, ...), POLICY+pin with MEMCACHED_SKQ_PIN=1 (each
 #   worker pinned to its skq worker's CPU), POLICY+groups with
-#   MEMCACHED_SKQ_POLL_GROUPS=2 (one epoll set per worker), or both
-#   (POLICY+pin+groups); default: stock hybrid cpu, 2 runs, 15000 req/s.
+#   MEMCACHED_SKQ_POLL_GROUPS=2 (one epoll set per worker), POLICY+oneset
+#   with MEMCACHED_SKQ_POLL_GROUPS=1 (one shared set), or +pin with either;
+#   without them the library chooses (cpu: one set per worker at -t 2 on 2
+#   CPUs; the others one set). Default: stock hybrid cpu, 2 runs, 15000 req/s.
 # Needs perf, bash scripts/build-memcached-skq.sh, cargo build --release -p skq.
 # MC_SKQ=path runs another build of the patched memcached (an A/B).
 # Measure on a quiet machine.
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --runs) runs=$2; shift 2 ;;
         --rate) rate=$2; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
@@ -47,8 +49,11 @@ for run in $(seq "$runs"); do
             env -u MEMCACHED_SKQ /usr/bin/memcached -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         else
             pin=0; [[ $s == *+pin* ]] && pin=1
-            groups=1; [[ $s == *+groups* ]] && groups=2
-            MEMCACHED_SKQ=${s%%+*} MEMCACHED_SKQ_PIN=$pin MEMCACHED_SKQ_POLL_GROUPS=$groups \
+            # Unset: the library's choice (cpu: one set per worker here).
+            groups=(-u MEMCACHED_SKQ_POLL_GROUPS)
+            [[ $s == *+groups* ]] && groups=(MEMCACHED_SKQ_POLL_GROUPS=2)
+            [[ $s == *+oneset* ]] && groups=(MEMCACHED_SKQ_POLL_GROUPS=1)
+            env "${groups[@]}" MEMCACHED_SKQ=${s%%+*} MEMCACHED_SKQ_PIN=$pin \
                 "$mc_skq" -u root -U 0 -t 2 -l 127.0.0.1 -p "$port" &
         fi
         pid=$!

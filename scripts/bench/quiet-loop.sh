@@ -70,8 +70,10 @@
 #   capicpuN   as capigroupsN with mc-skq-cpu as the library chooses (one set
 #              per worker at -t 2 since 2026-12-05) beside +oneset ->
 #              capicpuN.txt, .log
-#   cpusets2wN cpu-sets-2w.toml (2 workers, one per CPU) --strict ->
-#              cpusets2wN/, .log, cost-cpusets2wN.txt
+#   cpusets2wN cpu-sets-2w.toml (2 workers sharing the server's CPU) --strict
+#              -> cpusets2wN/, .log, cost-cpusets2wN.txt
+#   cpusetsspreadN cpu-sets-spread.toml (2 workers, one per CPU, generator
+#              beside them) --strict -> cpusetsspreadN/, .log, cost-...txt
 #   cpusetsN   cpu on one shared set and on one set per worker in the main
 #              job's setting (cpu-sets.toml) --strict -> cpusetsN/, .log,
 #              cost-cpusetsN.txt
@@ -140,6 +142,10 @@ run_job() {
         capi2tlong*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capigroups*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu+oneset,mc-skq-cpu+groups,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capicpu*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-cpu+oneset,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
+        cpusetsspread*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets-spread.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
+                local rc=$?
+                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
+                return $rc ;;
         cpusets2w*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets-2w.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
                 local rc=$?
                 python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
