@@ -50,6 +50,8 @@ def main():
     for path in args:
         try:
             pts = points(path, metric)
+        except OSError as e:
+            sys.exit(f"{path}: {e.strerror}")
         except KeyError:
             sys.exit(f"{path}: the point lines have no field {metric}")
         except ValueError:
