@@ -249,12 +249,12 @@ impl Config {
     /// own: a flow's CPU then names one worker, which the kernel can wake
     /// directly, while a shared set wakes any idle worker and, when that is
     /// not the flow's, adds a hand-over and a targeted wake-up (memcached on
-    /// skq at 2 threads: CPU per request 1.14–1.21× stock on one set,
-    /// 0.91–0.99× on per-worker sets; `docs/C-API.md`). With several
-    /// workers on a CPU the shared set is kept: it lets any idle worker of
-    /// the flow's CPU take the event, which per-worker sets would forbid
-    /// (max load at SLO 0.95–1.01× epoll-shared on one set, 0.41–0.58× on
-    /// per-worker sets; `crates/skq-bench/examples/cpu-sets.toml`). An
+    /// skq at 2 threads: CPU per request 1.19–1.21× stock on one set,
+    /// 0.94–0.99× on per-worker sets, medians of four runs; `docs/C-API.md`).
+    /// With several workers on a CPU the shared set is kept: it lets any
+    /// idle worker of the flow's CPU take the event, which per-worker sets
+    /// would forbid (max load at SLO 0.95–1.01× epoll-shared on one set,
+    /// 0.41–0.62× on per-worker sets; `crates/skq-bench/examples/cpu-sets.toml`). An
     /// unknown placement (empty `worker_cpus`) keeps the shared set.
     pub fn effective_poll_groups(&self) -> usize {
         if self.poll_groups != 0 {
