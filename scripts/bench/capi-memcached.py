@@ -18,6 +18,8 @@ Servers, each with --threads worker threads on loopback:
                  epoll set shared by every worker, whatever the policy's default
   kv-cpu         skq serve kv --arch shared --mode cpu
   kv-hybrid      skq serve kv --arch shared --mode hybrid
+  kv-P+groups, kv-P+oneset  (not in the default set) the cache with
+                 --poll-groups --threads (one set per worker) or 1 (one set)
 Workloads: skq load's memcached mixes etc, sphinx-ro, sphinx-wo.
 
 --split (with --threads 1) gives the server CPU 0 and the generator CPU 1
@@ -85,9 +87,17 @@ def command(server, threads, port):
                     sys.exit(f"{server}: unknown suffix +{extra} (+pin, +groups, +oneset)")
             env["MEMCACHED_SKQ"] = policy
         return [MC_SKQ] + mc_args, env
-    mode = server[len("kv-"):]
+    mode, *extras = server[len("kv-"):].split("+")
+    sets = []
+    for extra in extras:
+        if extra == "groups":
+            sets = ["--poll-groups", t]
+        elif extra == "oneset":
+            sets = ["--poll-groups", "1"]
+        else:
+            sys.exit(f"{server}: unknown suffix +{extra} (+groups, +oneset)")
     return [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t,
-            "--arch", "shared", "--mode", mode], env
+            "--arch", "shared", "--mode", mode] + sets, env
 
 
 def cpu_ns(pid):
