@@ -62,6 +62,10 @@ def free_port():
     return p
 
 
+# Suffixes that choose the epoll sets: +groups one per worker, +oneset one.
+SETS = {"groups": lambda t: t, "oneset": lambda t: "1"}
+
+
 def command(server, threads, port):
     t = str(threads)
     mc_args = ["-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "1024", "-c", "4096",
@@ -79,10 +83,8 @@ def command(server, threads, port):
             for extra in extras:
                 if extra == "pin":
                     env["MEMCACHED_SKQ_PIN"] = "1"
-                elif extra == "groups":
-                    env["MEMCACHED_SKQ_POLL_GROUPS"] = t
-                elif extra == "oneset":
-                    env["MEMCACHED_SKQ_POLL_GROUPS"] = "1"
+                elif extra in SETS:
+                    env["MEMCACHED_SKQ_POLL_GROUPS"] = SETS[extra](t)
                 else:
                     sys.exit(f"{server}: unknown suffix +{extra} (+pin, +groups, +oneset)")
             env["MEMCACHED_SKQ"] = policy
@@ -90,10 +92,8 @@ def command(server, threads, port):
     mode, *extras = server[len("kv-"):].split("+")
     sets = []
     for extra in extras:
-        if extra == "groups":
-            sets = ["--poll-groups", t]
-        elif extra == "oneset":
-            sets = ["--poll-groups", "1"]
+        if extra in SETS:
+            sets = ["--poll-groups", SETS[extra](t)]
         else:
             sys.exit(f"{server}: unknown suffix +{extra} (+groups, +oneset)")
     return [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t,

@@ -107,6 +107,15 @@ case $PROBE in generator|load) ;; *) echo "quiet-loop: PROBE is generator or loa
 mkdir -p "$D"
 [ -x "$SKQ" ] || { echo "quiet-loop: $SKQ not built (cargo build --release -p skq)" >&2; exit 2; }
 
+# A --strict sweep of config $1 into $D/$job, then CPU per reply at equal load
+# against epoll-shared; returns the sweep's status.
+sweep_with_cost() {
+    "$SKQ" bench --config "$1" --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
+    local rc=$?
+    python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
+    return $rc
+}
+
 run_job() {
     local job=$1
     case $job in
@@ -142,18 +151,9 @@ run_job() {
         capi2tlong*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capigroups*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu+oneset,mc-skq-cpu+groups,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         capicpu*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 10 --servers stock,patched-off,mc-skq-cpu,mc-skq-cpu+oneset,mc-skq-hybrid --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
-        cpusetsspread*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets-spread.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
-                local rc=$?
-                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
-                return $rc ;;
-        cpusets2w*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets-2w.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
-                local rc=$?
-                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
-                return $rc ;;
-        cpusets*) "$SKQ" bench --config crates/skq-bench/examples/cpu-sets.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
-                local rc=$?
-                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
-                return $rc ;;
+        cpusetsspread*) sweep_with_cost crates/skq-bench/examples/cpu-sets-spread.toml ;;
+        cpusets2w*) sweep_with_cost crates/skq-bench/examples/cpu-sets-2w.toml ;;
+        cpusets*) sweep_with_cost crates/skq-bench/examples/cpu-sets.toml ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         pipes*) local modes=epoll-1to1,epoll-shared,vanilla,shared,cpu,hybrid
                 local b="$D/before/pipes-run${job#pipes}" a="$D/after/pipes-run${job#pipes}"

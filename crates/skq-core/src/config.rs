@@ -260,12 +260,9 @@ impl Config {
         if self.poll_groups != 0 {
             return self.poll_groups;
         }
-        let own_cpus = !self.worker_cpus.is_empty() && {
-            let mut cpus = self.worker_cpus.clone();
-            cpus.sort_unstable();
-            cpus.dedup();
-            cpus.len() == self.worker_cpus.len()
-        };
+        let mut seen = std::collections::HashSet::new();
+        let own_cpus =
+            !self.worker_cpus.is_empty() && self.worker_cpus.iter().all(|&c| seen.insert(c));
         if self.policy == Policy::Cpu && !self.steal && self.workers > 1 && own_cpus {
             self.workers
         } else {
