@@ -429,6 +429,14 @@ int skq_pin_current_thread(skq_t *skq, uint32_t worker, uint32_t *out_cpu);
 // `skq` is NULL or a live handle; `out` writable for `cap` entries.
 int skq_stats(skq_t *skq, skq_worker_stats *out, uintptr_t cap);
 
+// Stores the configuration the instance was built with in `*out`, with
+// every choice left to the library made: `poll_groups` is the number of
+// epoll sets built (never 0), whatever skq_config.poll_groups asked for.
+//
+// # Safety
+// `skq` is NULL or a live handle; `out` NULL or writable.
+int skq_get_config(skq_t *skq, skq_config *out);
+
 // Stores (max − min) / max of per-worker processing time in `*out`.
 //
 // # Safety

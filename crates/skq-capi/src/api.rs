@@ -276,27 +276,40 @@ pub unsafe extern "C" fn skq_config_init(
         if cfg.is_null() {
             return fail(SKQ_EINVAL, "cfg is NULL");
         }
-        let d = Config::new(p, workers as usize);
-        let c = skq_config {
-            policy,
-            workers,
-            steal: d.steal as c_int,
-            steal_k: d.steal_k as u32,
-            steal_retry_ns: d.steal_retry_ns,
-            rtshare: d.rtshare,
-            rtfreq: d.rtfreq,
-            penalty_ns: d.penalty_ns,
-            capacity: d.capacity as u32,
-            hint_refresh: d.hint_refresh,
-            seed: d.seed,
-            poll_groups: d.poll_groups as u32,
-            promote_min_ns: d.promote_min_ns,
-            pollers: d.pollers as u32,
-        };
+        let mut c = c_config_of(&Config::new(p, workers as usize));
+        // Kept as given: skq_new checks the count.
+        c.workers = workers;
         // SAFETY: non-NULL and writable (the caller's guarantee).
         unsafe { cfg.write(c) };
         SKQ_OK
     })
+}
+
+/// The C form of a runtime configuration (the inverse of [`config_of`]).
+fn c_config_of(d: &Config) -> skq_config {
+    skq_config {
+        policy: match d.policy {
+            Policy::Vanilla => SKQ_POLICY_VANILLA,
+            Policy::Shared => SKQ_POLICY_SHARED,
+            Policy::Queue => SKQ_POLICY_QUEUE,
+            Policy::Cpu => SKQ_POLICY_CPU,
+            Policy::Best2 => SKQ_POLICY_BEST2,
+            Policy::Hybrid => SKQ_POLICY_HYBRID,
+        },
+        workers: d.workers as u32,
+        steal: d.steal as c_int,
+        steal_k: d.steal_k as u32,
+        steal_retry_ns: d.steal_retry_ns,
+        rtshare: d.rtshare,
+        rtfreq: d.rtfreq,
+        penalty_ns: d.penalty_ns,
+        capacity: d.capacity as u32,
+        hint_refresh: d.hint_refresh,
+        seed: d.seed,
+        poll_groups: d.poll_groups as u32,
+        promote_min_ns: d.promote_min_ns,
+        pollers: d.pollers as u32,
+    }
 }
 
 /// Creates an instance. On success stores the handle in `*out`.
@@ -890,6 +903,30 @@ pub unsafe extern "C" fn skq_stats(
             unsafe { out.add(i).write(o) };
         }
         stats.len() as c_int
+    })
+}
+
+/// Stores the configuration the instance was built with in `*out`, with
+/// every choice left to the library made: `poll_groups` is the number of
+/// epoll sets built (never 0), whatever skq_config.poll_groups asked for.
+///
+/// # Safety
+/// `skq` is NULL or a live handle; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn skq_get_config(skq: *mut skq_t, out: *mut skq_config) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's guarantee.
+        let inst = match unsafe { instance(skq) } {
+            Ok(i) => i,
+            Err(c) => return c,
+        };
+        if out.is_null() {
+            return fail(SKQ_EINVAL, "out is NULL");
+        }
+        let c = c_config_of(inst.skq.config());
+        // SAFETY: non-NULL and writable.
+        unsafe { out.write(c) };
+        SKQ_OK
     })
 }
 

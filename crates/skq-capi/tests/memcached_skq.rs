@@ -348,11 +348,12 @@ fn epoll_sets(pid: u32) -> usize {
 }
 
 /// `MEMCACHED_SKQ_POLL_GROUPS=G` splits the workers into G epoll sets: with
-/// one set per worker the process holds three more than with the default
-/// one, and the cache serves every command either way.
+/// one set per worker the process holds three more than with one, and the
+/// cache serves every command either way. (One is asked for explicitly:
+/// `cpu`'s own choice depends on how many CPUs the machine has.)
 #[test]
 fn poll_groups_give_each_worker_its_own_epoll_set_cpu() {
-    let one = start("cpu", 4);
+    let one = start_with("cpu", 4, &[("MEMCACHED_SKQ_POLL_GROUPS", "1")]);
     let (ok, out) = run("python3", &["-c", PY, &one.port.to_string()]);
     assert!(ok && out.contains("pymemcache ok"), "one set: {out}");
     let four = start_with("cpu", 4, &[("MEMCACHED_SKQ_POLL_GROUPS", "4")]);
@@ -362,6 +363,72 @@ fn poll_groups_give_each_worker_its_own_epoll_set_cpu() {
         epoll_sets(four.child.id()),
         epoll_sets(one.child.id()) + 3,
         "one epoll set per group"
+    );
+}
+
+/// With `-v` the patched memcached says what skq built, `skq_get_config`'s
+/// view: the policy, the workers and the epoll sets the library chose when
+/// `MEMCACHED_SKQ_POLL_GROUPS` is unset (for `cpu` at `-t 2`, one per worker
+/// where the process may use two CPUs, else one). The count printed is the
+/// count of epoll sets the process holds beyond one with a single set.
+#[test]
+fn verbose_start_reports_the_sets_the_library_chose_cpu() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(memcached_bin())
+        .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "64", "-v"])
+        .args(["-p", &port.to_string(), "-t", "2"])
+        .env("MEMCACHED_SKQ", "cpu")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let srv = Server { child, port };
+    let line = loop {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) if l.starts_with("skq: policy") => break l,
+            Ok(_) => continue,
+            Err(e) => panic!("no `skq: policy` line on stderr with -v: {e}"),
+        }
+    };
+    let sets: usize = line
+        .split(", ")
+        .find_map(|f| f.strip_suffix(" epoll sets"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no set count in {line:?}"));
+    assert!(line.starts_with("skq: policy cpu, 2 workers, "), "{line}");
+    assert!(line.ends_with("stealing off"), "{line}");
+    // The child inherits this process's CPUs.
+    let allowed = skq_rt::sys::cpu::allowed_cpu_count();
+    assert_eq!(sets, if allowed >= 2 { 2 } else { 1 }, "{line}");
+    // Wait until it serves, then count its sets against a one-set server.
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", srv.port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let one = start_with("cpu", 2, &[("MEMCACHED_SKQ_POLL_GROUPS", "1")]);
+    assert_eq!(
+        epoll_sets(srv.child.id()),
+        epoll_sets(one.child.id()) + sets - 1,
+        "{line}"
     );
 }
 

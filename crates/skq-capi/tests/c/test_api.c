@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,12 +68,35 @@ static void test_errors_and_config(void) {
     CHECK(skq_new(&cfg, &skq) == SKQ_ECONFIG);
     CHECK(strstr(skq_last_error(), "poll-groups") != NULL);
     cfg.poll_groups = 2; /* one epoll set per worker */
+    cfg.seed = 77;
     OK(skq_new(&cfg, &skq));
+    skq_config built;
+    memset(&built, 0xff, sizeof built);
+    CHECK(skq_get_config(NULL, &built) == SKQ_EBADHANDLE);
+    CHECK(skq_get_config(skq, NULL) == SKQ_EINVAL);
+    OK(skq_get_config(skq, &built));
+    CHECK(built.policy == SKQ_POLICY_HYBRID && built.workers == 2 && built.steal == 1);
+    CHECK(built.poll_groups == 2 && built.seed == 77 && built.steal_k == cfg.steal_k);
+    CHECK(built.rtshare == cfg.rtshare && built.capacity == cfg.capacity);
+    CHECK(built.pollers == 0 && built.promote_min_ns == 0);
+    skq_free(skq);
+    skq = NULL;
+    OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
+    OK(skq_new(&cfg, &skq));
+    OK(skq_get_config(skq, &built));
+    CHECK(built.poll_groups == 1); /* hybrid's choice: one shared set */
     skq_free(skq);
     skq = NULL;
     OK(skq_config_init(&cfg, SKQ_POLICY_CPU, 2));
     CHECK(cfg.poll_groups == 0); /* the policy's choice */
     OK(skq_new(&cfg, &skq));
+    /* cpu takes a set per worker when each worker has a CPU of its own: the
+     * library places worker w on the w-th CPU this process may use. */
+    cpu_set_t allowed;
+    CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+    OK(skq_get_config(skq, &built));
+    CHECK(built.policy == SKQ_POLICY_CPU && built.workers == 2 && built.steal == 0);
+    CHECK(built.poll_groups == (CPU_COUNT(&allowed) >= 2 ? 2u : 1u));
     skq_free(skq);
     skq = NULL;
     OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
