@@ -914,20 +914,8 @@ pub unsafe extern "C" fn skq_stats(
 /// `skq` is NULL or a live handle; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn skq_get_config(skq: *mut skq_t, out: *mut skq_config) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's guarantee.
-        let inst = match unsafe { instance(skq) } {
-            Ok(i) => i,
-            Err(c) => return c,
-        };
-        if out.is_null() {
-            return fail(SKQ_EINVAL, "out is NULL");
-        }
-        let c = c_config_of(inst.skq.config());
-        // SAFETY: non-NULL and writable.
-        unsafe { out.write(c) };
-        SKQ_OK
-    })
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { read_into(skq, out, |inst| c_config_of(inst.skq.config())) }
 }
 
 /// Stores (max − min) / max of per-worker processing time in `*out`.
@@ -936,6 +924,16 @@ pub unsafe extern "C" fn skq_get_config(skq: *mut skq_t, out: *mut skq_config) -
 /// `skq` is NULL or a live handle; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn skq_imbalance(skq: *mut skq_t, out: *mut f64) -> c_int {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { read_into(skq, out, |inst| inst.skq.imbalance()) }
+}
+
+/// Stores what `read` takes from a live instance in `*out`: the body of the
+/// instance's read-only getters.
+///
+/// # Safety
+/// `skq` is NULL or a live handle; `out` NULL or writable.
+unsafe fn read_into<T>(skq: *mut skq_t, out: *mut T, read: impl FnOnce(&Instance) -> T) -> c_int {
     guard(|| {
         // SAFETY: the caller's guarantee.
         let inst = match unsafe { instance(skq) } {
@@ -945,8 +943,9 @@ pub unsafe extern "C" fn skq_imbalance(skq: *mut skq_t, out: *mut f64) -> c_int 
         if out.is_null() {
             return fail(SKQ_EINVAL, "out is NULL");
         }
+        let v = read(inst);
         // SAFETY: non-NULL and writable.
-        unsafe { out.write(inst.skq.imbalance()) };
+        unsafe { out.write(v) };
         SKQ_OK
     })
 }

@@ -62,12 +62,28 @@ fn start(policy: &str, threads: u32) -> Server {
     start_with(policy, threads, &[])
 }
 
-fn start_with(policy: &str, threads: u32, env: &[(&str, &str)]) -> Server {
-    let port = TcpListener::bind("127.0.0.1:0")
+/// A loopback port free now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+/// Whether something accepts on `port` within 5 s.
+fn serving(port: u16) -> bool {
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    false
+}
+
+fn start_with(policy: &str, threads: u32, env: &[(&str, &str)]) -> Server {
+    let port = free_port();
     let mut child = Command::new(memcached_bin())
         .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "256"])
         .args(["-p", &port.to_string(), "-t", &threads.to_string()])
@@ -77,11 +93,8 @@ fn start_with(policy: &str, threads: u32, env: &[(&str, &str)]) -> Server {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    for _ in 0..200 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Server { child, port };
-        }
-        std::thread::sleep(Duration::from_millis(25));
+    if serving(port) {
+        return Server { child, port };
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -373,11 +386,7 @@ fn poll_groups_give_each_worker_its_own_epoll_set_cpu() {
 /// count of epoll sets the process holds beyond one with a single set.
 #[test]
 fn verbose_start_reports_the_sets_the_library_chose_cpu() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut child = Command::new(memcached_bin())
         .args(["-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "64", "-v"])
         .args(["-p", &port.to_string(), "-t", "2"])
@@ -417,13 +426,8 @@ fn verbose_start_reports_the_sets_the_library_chose_cpu() {
     // The child inherits this process's CPUs.
     let allowed = skq_rt::sys::cpu::allowed_cpu_count();
     assert_eq!(sets, if allowed >= 2 { 2 } else { 1 }, "{line}");
-    // Wait until it serves, then count its sets against a one-set server.
-    for _ in 0..200 {
-        if TcpStream::connect(("127.0.0.1", srv.port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    // Once it serves, count its sets against a one-set server.
+    assert!(serving(srv.port), "memcached -v did not start");
     let one = start_with("cpu", 2, &[("MEMCACHED_SKQ_POLL_GROUPS", "1")]);
     assert_eq!(
         epoll_sets(srv.child.id()),
