@@ -106,6 +106,17 @@ case $PROBE in generator|load) ;; *) echo "quiet-loop: PROBE is generator or loa
 [ "$PROBE" = load ] && PERIOD=20
 mkdir -p "$D"
 [ -x "$SKQ" ] || { echo "quiet-loop: $SKQ not built (cargo build --release -p skq)" >&2; exit 2; }
+# What the other jobs run, checked before the first gate so a fresh machine
+# fails here rather than hours later at the job that needs it.
+for job in "${jobs[@]}"; do
+    case $job in
+        hyper*) need=target/release/examples/hyper_server
+                how="cargo build --release -p skq-async --example hyper_server" ;;
+        capi*) need=target/capi/memcached-skq/memcached how="bash scripts/build-memcached-skq.sh" ;;
+        *) continue ;;
+    esac
+    [ -x "$need" ] || { echo "quiet-loop: job $job needs $need ($how)" >&2; exit 2; }
+done
 
 # A --strict sweep of config $1 into $D/$job, then CPU per reply at equal load
 # against epoll-shared; returns the sweep's status.
