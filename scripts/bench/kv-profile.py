@@ -12,6 +12,11 @@ Servers (loopback, each with T worker threads):
   kv-tpc-strict  the same with --tpc-strict (every command for another
               worker's key over the rings, never a borrowed partition)
   kv-MODE     skq serve kv --arch shared --mode MODE --workers T (cpu, hybrid, ...)
+  kv-MODE+groups  the same with --poll-groups T (an epoll set per worker)
+  kv-MODE+FLAG=VALUE  the same with --FLAG VALUE, one of skq's tunables
+              (e.g. kv-hybrid+pollers=1+promote-min-us=50); several may follow
+  NAME@PATH   server NAME run from the skq binary at PATH (a before/after
+              comparison in one run; the generator stays $SKQ)
 
 Placement: with 1 thread the server is pinned to CPU 0 and the generator to
 CPU 1 (each has a CPU of its own); with 2 threads neither is pinned and they
@@ -59,19 +64,35 @@ FLAME = os.path.join(ROOT, "scripts/flamegraph.py")
 
 def server_cmd(server, threads, port, profiled=False):
     t = str(threads)
+    server, _, skq = server.partition("@")
+    skq = skq or SKQ
+    server, *extras = server.split("+")
+    tunables = []
+    for e in extras:
+        if e == "groups":
+            tunables += ["--poll-groups", t]
+        elif "=" in e:
+            flag, _, value = e.partition("=")
+            tunables += [f"--{flag}", value]
+        else:
+            sys.exit(f"{server}+{e}: expected +groups or +FLAG=VALUE (e.g. +pollers=1)")
+    if tunables and (not server.startswith("kv-") or server in ("kv-tpc", "kv-tpc-strict")):
+        sys.exit(f"{server}: only the shared modes (kv-MODE) take skq's tunables")
     if server == "memcached":
         binary = PROF if profiled else STOCK
         cmd = [binary, "-u", "root", "-U", "0", "-l", "127.0.0.1", "-m", "1024",
                "-c", "4096", "-p", str(port), "-t", t]
     elif server in ("kv-tpc", "kv-tpc-strict"):
-        cmd = [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t, "--arch", "tpc"]
+        cmd = [skq, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t, "--arch", "tpc"]
         if server == "kv-tpc-strict":
             cmd.append("--tpc-strict")
     elif server.startswith("kv-"):
-        cmd = [SKQ, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t,
+        cmd = [skq, "serve", "kv", "--addr", f"127.0.0.1:{port}", "--workers", t,
                "--arch", "shared", "--mode", server[len("kv-"):]]
+        cmd += tunables
     else:
-        sys.exit(f"unknown server {server!r}: memcached, kv-tpc, kv-tpc-strict or kv-MODE")
+        sys.exit(f"unknown server {server!r}: memcached, kv-tpc, kv-tpc-strict or kv-MODE"
+                 "[+groups][+FLAG=VALUE], each optionally @PATH")
     if threads == 1:
         cmd = ["taskset", "-c", "0"] + cmd
     return cmd
@@ -179,7 +200,8 @@ def point(server, threads, workload, args, mode="count", flame_dir=None):
         by["other"] = (total - named) / replies
         res["by_call"] = by
     else:
-        tag = f"kv-{server.replace('kv-', '')}-{threads}t-{workload}"
+        name = server.split("@")[0] + ("-other-build" if "@" in server else "")
+        tag = f"kv-{name.replace('kv-', '')}-{threads}t-{workload}"
         svg = os.path.join(flame_dir, tag + ".svg")
         title = (f"{server}, {threads} thread(s), {workload} at {rate:g} req/s "
                  f"({'CPU 0, generator on CPU 1' if threads == 1 else 'both CPUs shared'})")
@@ -221,6 +243,11 @@ def main():
     for path in (SKQ, STOCK):
         if not os.path.exists(path):
             sys.exit(f"{path} missing: run bash scripts/setup.sh and cargo build --release -p skq")
+    for s in servers:
+        other = s.partition("@")[2]
+        if other and not os.access(other, os.X_OK):
+            sys.exit(f"{s}: {other} is not an executable skq binary")
+        server_cmd(s, 1, 0)  # names checked before the first point
     if args.flame and "memcached" in servers and not os.path.exists(PROF):
         sys.exit(f"{PROF} missing: run bash scripts/build-memcached-prof.sh")
     lines = []
