@@ -395,6 +395,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(w) = output::host_delay_warning(&records) {
         println!("skq bench: warning: {w}");
     }
+    if let Some(e) = output::episode_lines(&summaries) {
+        print!("skq bench: {e}");
+    }
     if let Some(w) = output::busy_machine_warning(&info) {
         println!("skq bench: warning: {w}");
     }

@@ -56,6 +56,8 @@
 //!   service overshot what was asked;
 //! * [`summary`]: max load at SLO, ratios, self-check verdicts and the
 //!   disturbed decisive points;
+//! * [`episode`]: decisive points whose p99 came from a few seconds of the
+//!   run (a host stall, a burst), named beside the verdicts;
 //! * [`bound`]: the theoretical bound from the simulator;
 //! * [`crosscheck`]: wrk's independent closed-loop figure beside a curve's;
 //! * [`output`] and [`hdr`]: files, tables, plots and the HTML report,
@@ -70,6 +72,7 @@ pub mod cli;
 pub mod config;
 pub mod crosscheck;
 pub mod disturbance;
+pub mod episode;
 pub mod hdr;
 pub mod interrupt;
 pub mod output;

@@ -26,7 +26,8 @@
 //! its emulated service's overshoot shows, [`crate::overshoot`]);
 //! [`strict_problems`] turns failed self-checks
 //! and disturbed decisive points into the reasons `skq bench --strict`
-//! fails.
+//! fails. Each curve also lists its decisive points whose p99 came from a
+//! short episode ([`crate::episode`]): information, not a problem.
 
 use serde::{Deserialize, Serialize};
 use skq_report::result::PointResult;
@@ -123,6 +124,11 @@ pub struct CurveSummary {
     /// points, when measured.
     #[serde(default)]
     pub max_disturbance_cpu: Option<f64>,
+    /// The decisive points whose p99 came from a short episode
+    /// ([`crate::episode`]), one line each. Information only: no verdict
+    /// and no `--strict` problem.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub episodes: Vec<String>,
 }
 
 impl CurveSummary {
@@ -263,6 +269,19 @@ fn summarize_curve(
             ));
         }
     }
+    let episodes: Vec<String> = decisive
+        .iter()
+        .filter_map(|r| {
+            let e = crate::episode::tail_episode(r.result()?)?;
+            Some(format!(
+                "{} [{}] at load {:.2}: {}",
+                curve.name,
+                curve.group(),
+                r.load,
+                e.describe()
+            ))
+        })
+        .collect();
     let max_disturbance_cpu = decisive
         .iter()
         .filter_map(|r| r.disturbance().map(|d| d.cpu))
@@ -339,6 +358,7 @@ fn summarize_curve(
         decisive_points: decisive.len(),
         disturbed,
         max_disturbance_cpu,
+        episodes,
         cpu_s_per_request,
         ctx_switches_per_request,
         curve: i,

@@ -186,6 +186,79 @@ fn disturbances_reach_every_output() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_tail_episode_at_a_decisive_point_is_named_in_every_summary_and_fails_nothing() {
+    let s = one_curve("hybrid");
+    let (records, sums) = run(&s, &mut FakeRunner::default(), "episode-none");
+    assert!(sums[0].episodes.is_empty());
+    assert_eq!(output::episode_lines(&sums), None);
+    let slo = sums[0].slo_us.unwrap();
+    let over: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.result().is_some_and(|x| x.latency.p99.value > slo))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(over.len() >= 2, "{over:?}");
+
+    // Past the crossing a point decides nothing: its episode is not named.
+    let mut runner = FakeRunner {
+        episode: vec![("hybrid".into(), over[1])],
+        ..Default::default()
+    };
+    let (_, sums) = run(&s, &mut runner, "episode-late");
+    assert!(sums[0].episodes.is_empty(), "{:?}", sums[0].episodes);
+
+    // Under the SLO and at the crossing it is, as information only.
+    for at in [1, over[0]] {
+        let dir = temp_dir("episode-outputs");
+        let mut runner = FakeRunner {
+            episode: vec![("hybrid".into(), at)],
+            ..Default::default()
+        };
+        let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+        let sums = summary::summarize(&s, &records);
+        assert_eq!(sums[0].episodes.len(), 1, "{:?}", sums[0].episodes);
+        let e = &sums[0].episodes[0];
+        assert!(
+            e.starts_with(&format!(
+                "hybrid [{}] at load {:.2}",
+                s.curves[0].group(),
+                records[at].load
+            )) && e.contains("2 of 8 one-second intervals (0–1 s, 1–2 s)"),
+            "{e}"
+        );
+        assert_eq!(sums[0].self_check, SelfCheck::Pass);
+        assert!(
+            strict_verdict(&sums, &records).is_ok(),
+            "not a --strict problem"
+        );
+        let decisive = sums[0].decisive_points;
+        let lines = output::episode_lines(&sums).unwrap();
+        assert!(
+            lines.starts_with(&format!(
+                "tail episodes at decisive points: 1 of {decisive}"
+            )),
+            "{lines}"
+        );
+
+        let info = common::run_info("skq bench");
+        output::write_all(&dir, &s, &records, &sums, &info).unwrap();
+        let text = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+        assert!(text.contains(&lines), "{text}");
+        let sj: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(sj["curves"][0]["episodes"][0], e.as_str());
+        let back: Vec<CurveSummary> = serde_json::from_value(sj["curves"].clone()).unwrap();
+        assert_eq!(back[0].episodes, sums[0].episodes, "read back");
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("tail episodes at decisive points: 1 of"));
+        assert!(html.contains("episode: hybrid"), "an alert per episode");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
 /// One curve of `mode` over loads that all meet the SLO.
 fn under_the_slo(mode: &str) -> Sweep {
     let mut s = one_curve(mode);

@@ -30,7 +30,9 @@
 //! per configuration the disturbed decisive points (`disturbed/decisive` in
 //! the summary table; `disturbed`, `decisive_points` and
 //! `max_disturbance_cpu` in `summary.json`), with their total in
-//! [`disturbance_line`].
+//! [`disturbance_line`]. Decisive points whose p99 came from a short
+//! episode ([`crate::episode`]) are listed after it ([`episode_lines`];
+//! `episodes` of each curve in `summary.json`).
 //!
 //! Every one of them names how each server was started
 //! ([`crate::peers::ServerSetup`]: the command line, nginx's whole
@@ -190,6 +192,29 @@ pub fn disturbance_line(summaries: &[CurveSummary], settings: &Settings) -> Stri
     )
 }
 
+/// The decisive points whose p99 came from a short episode
+/// ([`crate::episode`]): a line that counts them, then one line each
+/// (`  episode: …`); None when there is none.
+pub fn episode_lines(summaries: &[CurveSummary]) -> Option<String> {
+    let decisive: usize = summaries.iter().map(|s| s.decisive_points).sum();
+    let episodes: Vec<&String> = summaries.iter().flat_map(|s| &s.episodes).collect();
+    if episodes.is_empty() {
+        return None;
+    }
+    let mut out = format!(
+        "tail episodes at decisive points: {} of {decisive} (with at most {:.0}% of a point's \
+         one-second intervals set aside, its p99 is over {}× every other interval's: a host \
+         stall or a burst held the tail; information, no verdict changes)\n",
+        episodes.len(),
+        crate::episode::MAX_SHARE * 100.0,
+        crate::episode::FACTOR
+    );
+    for e in episodes {
+        out.push_str(&format!("  episode: {e}\n"));
+    }
+    Some(out)
+}
+
 /// The servers section of `summary.txt`: each way a server was started,
 /// with the files it was given.
 pub fn server_setup_lines(setups: &[ServerSetup]) -> String {
@@ -233,13 +258,14 @@ pub fn write_all(
     w(
         "summary.txt",
         format!(
-            "{}\n{}{}\n{}{}p99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}\n{}\n{}{}",
+            "{}\n{}{}\n{}{}{}p99 (µs) at each offered load (* = the point failed a self-check):\n{}\np50 (µs) at each offered load:\n{}\nserver CPU (user + system) per reply, µs:\n{}\nserver context switches per reply, voluntary+involuntary:\n{}\n{}\n{}\n{}{}",
             run_lines(run).join("\n"),
             table.to_text(),
             disturbance_line(summaries, &sweep.settings),
             host_delay_warning(records)
                 .map(|w| format!("warning: {w}\n"))
                 .unwrap_or_default(),
+            episode_lines(summaries).unwrap_or_default(),
             cross_check_lines(run)
                 .iter()
                 .map(|l| format!("{l}\n"))

@@ -195,6 +195,25 @@ pub struct FakeRunner {
     pub delay: Vec<(String, usize, usize)>,
     /// Measurements so far of each (configuration name, point index).
     pub attempts: std::collections::HashMap<(String, usize), usize>,
+    /// (configuration name, point index) whose tail two of eight one-second
+    /// intervals hold ([`plant_episode`]); the other points have no intervals.
+    pub episode: Vec<(String, usize)>,
+}
+
+/// Gives `r` eight one-second intervals of which the first two read twice
+/// its p99 and the other six a quarter of it: a tail episode
+/// (`skq_bench::episode`).
+pub fn plant_episode(r: &mut PointResult) {
+    let p99 = r.latency.p99.value;
+    r.intervals = (0..8)
+        .map(|k| skq_report::result::IntervalPoint {
+            start_s: k as f64,
+            offered_rps: r.target_rps,
+            achieved_rps: r.target_rps,
+            p50_us: Some(p99 / 8.0),
+            p99_us: Some(if k < 2 { 2.0 * p99 } else { p99 / 4.0 }),
+        })
+        .collect();
 }
 
 /// The overshoot of a point the host delays (µs).
@@ -240,6 +259,13 @@ impl Runner for FakeRunner {
             .any(|(c, i, k)| *c == curve.name && *i == p.index && *n <= *k)
         {
             r.measured_service_us = r.requested_service_us.map(|s| s + DELAYED_OVERSHOOT_US);
+        }
+        if self
+            .episode
+            .iter()
+            .any(|(c, i)| *c == curve.name && *i == p.index)
+        {
+            plant_episode(&mut r);
         }
         if self.hdr {
             write_hdr_log(&files.hdr_log, &r);
