@@ -36,6 +36,16 @@ fn run(s: &Sweep, runner: &mut FakeRunner, tag: &str) -> (Vec<PointRecord>, Vec<
     (records, sums)
 }
 
+/// Indexes of the measured points whose p99 is over `slo`.
+fn over_the_slo(records: &[PointRecord], slo: f64) -> Vec<usize> {
+    records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.result().is_some_and(|x| x.latency.p99.value > slo))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 #[test]
 fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
     // Clean: every decisive point passed and was quiet.
@@ -53,12 +63,7 @@ fn strict_fails_on_a_disturbed_or_failed_decisive_point_only() {
 
     // A point past the crossing decides nothing: disturbing it passes.
     let slo = sums[0].slo_us.unwrap();
-    let over: Vec<usize> = records
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.result().is_some_and(|x| x.latency.p99.value > slo))
-        .map(|(i, _)| i)
-        .collect();
+    let over = over_the_slo(&records, slo);
     assert!(
         over.len() >= 2,
         "the fixture curve goes past its crossing: {over:?}"
@@ -193,12 +198,7 @@ fn a_tail_episode_at_a_decisive_point_is_named_in_every_summary_and_fails_nothin
     assert!(sums[0].episodes.is_empty());
     assert_eq!(output::episode_lines(&sums), None);
     let slo = sums[0].slo_us.unwrap();
-    let over: Vec<usize> = records
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.result().is_some_and(|x| x.latency.p99.value > slo))
-        .map(|(i, _)| i)
-        .collect();
+    let over = over_the_slo(&records, slo);
     assert!(over.len() >= 2, "{over:?}");
 
     // Past the crossing a point decides nothing: its episode is not named.
