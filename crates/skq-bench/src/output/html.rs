@@ -11,8 +11,8 @@ use skq_report::plot::{Chart, Labels, Series};
 
 use super::tables::{compact_points, load_table, p99_table, summary_table, PointMetric};
 use super::{
-    busy_machine_warning, disturbance_heading, disturbance_line, episode_lines, host_delay_warning,
-    opt, RunInfo, INTERRUPTED,
+    busy_machine_warning, disturbance_heading, disturbance_line, episode_heading,
+    host_delay_warning, opt, RunInfo, INTERRUPTED,
 };
 use crate::bound;
 use crate::config::Sweep;
@@ -185,13 +185,10 @@ fn tables(
     if let Some(w) = host_delay_warning(records) {
         r = r.alert(w);
     }
-    if let Some(e) = episode_lines(summaries) {
-        let mut lines = e.lines();
-        if let Some(head) = lines.next() {
-            r = r.paragraph(head);
-        }
-        for l in lines {
-            r = r.alert(l.trim_start());
+    if let Some(head) = episode_heading(summaries) {
+        r = r.paragraph(head);
+        for e in summaries.iter().flat_map(|s| &s.episodes) {
+            r = r.alert(format!("episode: {e}"));
         }
     }
     if !run.cross_checks.is_empty() {

@@ -192,24 +192,27 @@ pub fn disturbance_line(summaries: &[CurveSummary], settings: &Settings) -> Stri
     )
 }
 
-/// The decisive points whose p99 came from a short episode
-/// ([`crate::episode`]): a line that counts them, then one line each
-/// (`  episode: …`); None when there is none.
-pub fn episode_lines(summaries: &[CurveSummary]) -> Option<String> {
+/// The line that counts the decisive points whose p99 came from a short
+/// episode ([`crate::episode`]); None when there is none.
+pub fn episode_heading(summaries: &[CurveSummary]) -> Option<String> {
     let decisive: usize = summaries.iter().map(|s| s.decisive_points).sum();
-    let episodes: Vec<&String> = summaries.iter().flat_map(|s| &s.episodes).collect();
-    if episodes.is_empty() {
-        return None;
-    }
-    let mut out = format!(
-        "tail episodes at decisive points: {} of {decisive} (with at most {:.0}% of a point's \
-         one-second intervals set aside, its p99 is over {}× every other interval's: a host \
-         stall or a burst held the tail; information, no verdict changes)\n",
-        episodes.len(),
-        crate::episode::MAX_SHARE * 100.0,
-        crate::episode::FACTOR
-    );
-    for e in episodes {
+    let n: usize = summaries.iter().map(|s| s.episodes.len()).sum();
+    (n > 0).then(|| {
+        format!(
+            "tail episodes at decisive points: {n} of {decisive} (with at most {:.0}% of a \
+             point's one-second intervals set aside, its p99 is over {}× every other \
+             interval's: a host stall or a burst held the tail; information, no verdict changes)",
+            crate::episode::MAX_SHARE * 100.0,
+            crate::episode::FACTOR
+        )
+    })
+}
+
+/// [`episode_heading`], then one line per episode (`  episode: …`), each
+/// line ending in a newline; None when there is none.
+pub fn episode_lines(summaries: &[CurveSummary]) -> Option<String> {
+    let mut out = episode_heading(summaries)? + "\n";
+    for e in summaries.iter().flat_map(|s| &s.episodes) {
         out.push_str(&format!("  episode: {e}\n"));
     }
     Some(out)
