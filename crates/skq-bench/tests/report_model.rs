@@ -28,6 +28,7 @@ fn the_report_model_holds_each_groups_charts_as_data() {
                     achieved_rps: 990.0,
                     p50_us: Some(10.0),
                     p99_us: Some(50.0),
+                    ..Default::default()
                 })
                 .collect();
         }

@@ -108,7 +108,9 @@ pub struct ShapeArgs {
     #[arg(long)]
     pub rate_profile: Option<crate::profile::RateProfile>,
     /// Report offered rate, achieved rate and latency per interval of this
-    /// many ms (default with --rate-profile: 1000).
+    /// many ms, with the replies' mean service overshoot (service reported
+    /// beyond what was asked) and the time the generator lost to the
+    /// machine's stalls in each (default with --rate-profile: 1000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub interval_ms: Option<u64>,
 }
@@ -658,17 +660,23 @@ pub fn render_summary(cfg: &LoadConfig, r: &PointResult) -> String {
         if let Some(p) = &cfg.rate_profile {
             let _ = writeln!(s, "rate profile {p}; per interval:");
         }
-        let _ = writeln!(s, "  start_s  offered/s  achieved/s    p50_us    p99_us");
+        let _ = writeln!(
+            s,
+            "  start_s  offered/s  achieved/s    p50_us    p99_us  overshoot_us  gen_stalls_ms"
+        );
         let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
         for i in &r.intervals {
             let _ = writeln!(
                 s,
-                "  {:>7.2}  {:>9.0}  {:>10.0}  {:>8}  {:>8}",
+                "  {:>7.2}  {:>9.0}  {:>10.0}  {:>8}  {:>8}  {:>12}  {:>13}",
                 i.start_s,
                 i.offered_rps,
                 i.achieved_rps,
                 us(i.p50_us),
-                us(i.p99_us)
+                us(i.p99_us),
+                us(i.service_overshoot_us),
+                ms(i.generator_stall_ms)
             );
         }
     }

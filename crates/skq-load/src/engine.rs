@@ -369,6 +369,8 @@ fn assemble(
     let mut unstamped_reads = 0;
     let mut intervals: Vec<Hist> = Vec::new();
     let mut intervals_sent: Vec<u64> = Vec::new();
+    let mut intervals_service: Vec<(f64, f64, u64)> = Vec::new();
+    let mut intervals_stall_ns: Vec<u64> = Vec::new();
     let mut errors = Errors::default();
     let (mut sent, mut recv_window, mut received, mut misses) = (0, 0, 0, 0);
     let (mut service_sum, mut requested_sum, mut service_n) = (0.0, 0.0, 0);
@@ -405,6 +407,19 @@ fn assemble(
                 intervals_sent.resize(k + 1, 0);
             }
             intervals_sent[k] += n;
+        }
+        for (k, &(d, a, n)) in o.intervals_service.iter().enumerate() {
+            if intervals_service.len() <= k {
+                intervals_service.resize(k + 1, (0.0, 0.0, 0));
+            }
+            let v = &mut intervals_service[k];
+            *v = (v.0 + d, v.1 + a, v.2 + n);
+        }
+        for (k, &ns) in o.intervals_stall_ns.iter().enumerate() {
+            if intervals_stall_ns.len() <= k {
+                intervals_stall_ns.resize(k + 1, 0);
+            }
+            intervals_stall_ns[k] += ns;
         }
         errors.missing += o.errors.missing;
         errors.duplicate += o.errors.duplicate;
@@ -512,7 +527,16 @@ fn assemble(
             f.max_gap_us
         ));
     }
-    let series_points = interval_points(cfg, &intervals, &intervals_sent, &mut checks.notes);
+    let series_points = interval_points(
+        cfg,
+        IntervalTallies {
+            lat: &intervals,
+            sent: &intervals_sent,
+            service: &intervals_service,
+            stall_ns: &intervals_stall_ns,
+        },
+        &mut checks.notes,
+    );
     if let Some(path) = &cfg.output.hdr_log {
         let whole: Vec<_> = LOG_TAGS.into_iter().zip(&lat[1..]).collect();
         write_hdr_log(path, &intervals, &whole, secs, window_start)
@@ -592,14 +616,28 @@ fn machine_floor(outs: &[WorkerOut]) -> Option<MachineFloor> {
         .max_by(|a, b| a.lateness_p99_us.total_cmp(&b.lateness_p99_us))
 }
 
+/// What the generator threads counted per log interval, merged.
+struct IntervalTallies<'a> {
+    /// Latency of the load requests scheduled in each interval.
+    lat: &'a [Hist],
+    /// Load requests scheduled in each interval.
+    sent: &'a [u64],
+    /// (delivered ns, asked ns, replies) of the replies that reported a
+    /// service time, by their request's interval.
+    service: &'a [(f64, f64, u64)],
+    /// Time the generator's loops lost to the machine's stalls ending in
+    /// each interval (ns, summed over threads).
+    stall_ns: &'a [u64],
+}
+
 /// The per-interval series, judged per interval: an interval whose replies
 /// (to requests scheduled in it) fall below 90% of its sends is noted.
 fn interval_points(
     cfg: &LoadConfig,
-    lat: &[Hist],
-    sent: &[u64],
+    t: IntervalTallies<'_>,
     notes: &mut Vec<String>,
 ) -> Vec<IntervalPoint> {
+    let (lat, sent) = (t.lat, t.sent);
     let Some(iv) = interval_ns(cfg) else {
         return Vec::new();
     };
@@ -624,6 +662,12 @@ fn interval_points(
                 achieved_rps: done as f64 / secs,
                 p50_us: q(0.5),
                 p99_us: q(0.99),
+                service_overshoot_us: t
+                    .service
+                    .get(k)
+                    .filter(|v| v.2 > 0)
+                    .map(|&(d, a, n)| (d - a) / n as f64 / 1e3),
+                generator_stall_ms: Some(t.stall_ns.get(k).copied().unwrap_or(0) as f64 / 1e6),
             }
         })
         .collect();

@@ -248,6 +248,12 @@ pub struct WorkerOut {
     pub intervals: Vec<Hist>,
     /// Load requests scheduled per log interval (measured window).
     pub intervals_sent: Vec<u64>,
+    /// Per log interval, over the replies to load requests scheduled in it
+    /// that reported a service time: (delivered ns, asked ns, replies).
+    pub intervals_service: Vec<(f64, f64, u64)>,
+    /// Per log interval of the measured window, the time (ns) this thread's
+    /// loop lost to the machine's stalls ([`STALL_NS`]) that ended in it.
+    pub intervals_stall_ns: Vec<u64>,
     /// Load requests sent in the measured window.
     pub sent_window: u64,
     /// Load replies received in the measured window.
@@ -740,6 +746,13 @@ impl<'a> Worker<'a> {
         if now > since + STALL_NS {
             self.out.stalls += 1;
             self.out.stall_ns += now - since;
+            if let (true, Some(iv)) = (self.measured(now), self.p.interval_ns) {
+                let k = ((now - self.p.warm_end) / iv) as usize;
+                if self.out.intervals_stall_ns.len() <= k {
+                    self.out.intervals_stall_ns.resize(k + 1, 0);
+                }
+                self.out.intervals_stall_ns[k] += now - since;
+            }
             if self.stall_ring.len() == STALL_RING {
                 self.stall_ring.pop_front();
             }
@@ -1136,6 +1149,13 @@ impl<'a> Worker<'a> {
                 self.out.intervals.resize_with(k + 1, Hist::new);
             }
             self.out.intervals[k].record(lat);
+            if let Some(s) = service_ns {
+                if self.out.intervals_service.len() <= k {
+                    self.out.intervals_service.resize(k + 1, (0.0, 0.0, 0));
+                }
+                let v = &mut self.out.intervals_service[k];
+                *v = (v.0 + s as f64, v.1 + f64::from(asked_ns), v.2 + 1);
+            }
         }
     }
 }

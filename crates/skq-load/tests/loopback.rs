@@ -153,6 +153,67 @@ fn the_service_asked_for_is_reported_beside_the_service_delivered() {
     assert!(text.contains("(requested "), "{text}");
 }
 
+/// Answers every request at once, reporting `extra_ns` more service than
+/// the request asked for: a server whose every sleep overran.
+fn overrunning_rpc_server(extra_ns: u32) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut frame = [0u8; HEADER_LEN];
+                while s.read_exact(&mut frame).is_ok() {
+                    let h = wire::decode_request(&frame).unwrap().unwrap();
+                    let mut out = Vec::new();
+                    h.reply(h.service_ns + extra_ns).encode(&mut out);
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn each_interval_reports_its_service_overshoot_and_the_generators_stalls() {
+    let addr = overrunning_rpc_server(250_000);
+    let mut cfg = short(addr, 1000.0, 4);
+    cfg.duration = Duration::from_millis(800);
+    cfg.interval = Some(Duration::from_millis(200));
+    cfg.service = ServiceSpec::new(Workload::Exponential, 100_000.0);
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
+    assert_eq!(r.intervals.len(), 4, "{:?}", r.intervals);
+    let mut stall_ms = 0.0;
+    for i in &r.intervals {
+        // Every reply overran by exactly 250 µs, in every interval.
+        let o = i.service_overshoot_us.expect("replies report service");
+        assert!((o - 250.0).abs() < 1e-6, "{i:?}");
+        stall_ms += i
+            .generator_stall_ms
+            .expect("stalls are counted per interval");
+    }
+    // The intervals share out at most the stalls of the whole run.
+    let lost_ms = r.client_stalls.as_ref().expect("stalls reported").lost_s * 1e3;
+    assert!(stall_ms <= lost_ms + 1e-6, "{stall_ms} ms of {lost_ms} ms");
+    // Without emulated service there is no overshoot to give.
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 1000.0, 4);
+    cfg.interval = Some(Duration::from_millis(200));
+    let r = skq_load::run(&cfg).unwrap();
+    assert!(!r.intervals.is_empty());
+    assert!(
+        r.intervals
+            .iter()
+            .all(|i| i.service_overshoot_us == Some(0.0)),
+        "{:?}",
+        r.intervals
+    );
+}
+
 #[test]
 fn a_stalled_sender_fails_the_lateness_check() {
     let server = RefServer::start(RefMode::Echo).unwrap();

@@ -350,6 +350,19 @@ pub struct IntervalPoint {
     pub p50_us: Option<f64>,
     /// p99 latency (µs); None without replies.
     pub p99_us: Option<f64>,
+    /// Mean service the replies to this interval's requests reported beyond
+    /// what the requests asked for (µs; emulated or spun service only, None
+    /// without such replies and in results from before it was recorded).
+    /// Against the rest of the point it shows whether the server's threads
+    /// were held off their CPU in this interval (see skq-bench's
+    /// `overshoot` module for the point-level judgement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_overshoot_us: Option<f64>,
+    /// Time the generator's loops lost to the machine's stalls (steps over
+    /// 50 µs) that ended in this interval, summed over its threads (ms; None
+    /// in results from before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_stall_ms: Option<f64>,
 }
 
 /// Context switches of a server's threads over a measured run, summed over

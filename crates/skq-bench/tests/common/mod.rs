@@ -212,6 +212,7 @@ pub fn plant_episode(r: &mut PointResult) {
             achieved_rps: r.target_rps,
             p50_us: Some(p99 / 8.0),
             p99_us: Some(if k < 2 { 2.0 * p99 } else { p99 / 4.0 }),
+            ..Default::default()
         })
         .collect();
 }
