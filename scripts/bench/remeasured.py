@@ -18,6 +18,9 @@ generator's own the same way.
 Since 2026-12-03 `skq bench` also measures again a point whose server the
 host delayed (its emulated service overshot the run's median past the
 limit, docs/MEASUREMENT.md "Host delays"); those lines are counted apart.
+Since 2026-12-06 it also measures again a point whose tail came from seconds
+in which the host held the machine (docs/MEASUREMENT.md "Tail episodes");
+those are counted apart too.
 
 Usage: python3 scripts/bench/remeasured.py BENCH_LOG ...
 """
@@ -36,6 +39,10 @@ LINE = re.compile(
 DELAYED = re.compile(
     r"skq bench: (\S+) \[(.*?)\]: load ([\d.]+): the host delayed the server: "
     r"emulated service (\d+) µs over"
+)
+HELD = re.compile(
+    r"skq bench: (\S+) \[(.*?)\]: load ([\d.]+): the host held the machine through the tail: "
+    r"p99 (\d+) µs"
 )
 
 
@@ -61,10 +68,15 @@ if len(sys.argv) < 2:
 for path in sys.argv[1:]:
     rows = []
     delayed = []
+    held = []
     for line in open(path, encoding="utf-8"):
         d = DELAYED.search(line)
         if d:
             delayed.append((d.group(1), float(d.group(3)), int(d.group(4))))
+            continue
+        h = HELD.search(line)
+        if h:
+            held.append((h.group(1), float(h.group(3)), int(h.group(4))))
             continue
         m = LINE.search(line)
         if not m:
@@ -109,6 +121,9 @@ for path in sys.argv[1:]:
     if delayed:
         print(f"  measured again because the host delayed the server: {len(delayed)} "
               f"(config, load, overshoot µs): {delayed[:10]}")
+    if held:
+        print(f"  measured again because the host held the machine through the tail: {len(held)} "
+              f"(config, load, p99 µs): {held[:10]}")
     if mach:
         print("  machine's:", [(r["mode"], r["load"], r["late"], r["without"] or r["floor"])
                                for r in mach][:10])

@@ -22,12 +22,14 @@
 //! judges (every point at or under the SLO, and the crossing). Each curve
 //! counts them and lists those that were disturbed (processes outside the
 //! run used more CPU than the sweep's `disturbed_above` while they ran,
-//! [`crate::disturbance`], or the host delayed the server's threads, which
-//! its emulated service's overshoot shows, [`crate::overshoot`]);
-//! [`strict_problems`] turns failed self-checks
-//! and disturbed decisive points into the reasons `skq bench --strict`
-//! fails. Each curve also lists its decisive points whose p99 came from a
-//! short episode ([`crate::episode`]): information, not a problem.
+//! [`crate::disturbance`], the host delayed the server's threads, which
+//! its emulated service's overshoot shows, [`crate::overshoot`], or the
+//! point's tail came from seconds in which the host held the whole machine,
+//! [`crate::episode::host_held`]); [`strict_problems`] turns failed
+//! self-checks and disturbed decisive points into the reasons `skq bench
+//! --strict` fails. Each curve also lists its decisive points whose p99
+//! came from a short episode ([`crate::episode`]): information, not a
+//! problem, unless the host held it (then it is also disturbed).
 
 use serde::{Deserialize, Serialize};
 use skq_report::result::PointResult;
@@ -266,6 +268,15 @@ fn summarize_curve(
             disturbed.push(format!(
                 "{at}: the host delayed the server: {}",
                 o.describe()
+            ));
+        }
+        if let Some(e) = r.result().and_then(crate::episode::host_held) {
+            disturbed.push(format!(
+                "{at}: the host held the machine through the tail: p99 {:.0} µs from {} of {} \
+                 one-second intervals",
+                e.p99_us,
+                e.starts_s.len(),
+                e.intervals
             ));
         }
     }

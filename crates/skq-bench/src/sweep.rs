@@ -311,11 +311,16 @@ impl PointRecord {
     }
 
     /// Whether the point was measured and found disturbed: processes
-    /// outside the run used CPU beside it ([`crate::disturbance`]), or the
-    /// host delayed the server's threads ([`crate::overshoot`]).
+    /// outside the run used CPU beside it ([`crate::disturbance`]), the
+    /// host delayed the server's threads ([`crate::overshoot`]), or the
+    /// point's tail came from seconds in which the host held the machine
+    /// ([`crate::episode::host_held`]).
     pub fn disturbed(&self) -> bool {
         self.disturbance().is_some_and(|d| d.disturbed)
             || self.overshoot().is_some_and(|o| o.delayed)
+            || self
+                .result()
+                .is_some_and(|r| crate::episode::host_held(r).is_some())
     }
 
     /// (voluntary, involuntary) server context switches per reply received
@@ -436,21 +441,43 @@ fn generator_delay(c: &skq_report::result::Checks) -> f64 {
     c.lateness_p99_us + c.read_lag_p99_us.unwrap_or(0.0)
 }
 
-/// The faults that make an attempt worth measuring again: the generator
-/// fell behind its schedule (the lateness or the read-lag check failed), and
-/// the host delayed the server (its emulated service overshot `reference`
-/// past the limit, [`crate::overshoot`]).
-fn faults(r: &PointResult, reference: Option<f64>) -> (bool, bool) {
-    let c = &r.checks;
-    (
-        !(c.lateness_ok && c.read_lag_ok),
-        overshoot::delayed(r, reference),
-    )
+/// The faults that make an attempt worth measuring again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Faults {
+    /// The generator fell behind its schedule (the lateness or the
+    /// read-lag check failed).
+    late: bool,
+    /// The host delayed the server: its emulated service overshot
+    /// `reference` past the limit ([`crate::overshoot`]).
+    delayed: bool,
+    /// The point's tail came from seconds in which the host held the
+    /// machine ([`crate::episode::host_held`]).
+    held: bool,
+}
+
+impl Faults {
+    fn of(r: &PointResult, reference: Option<f64>) -> Faults {
+        let c = &r.checks;
+        Faults {
+            late: !(c.lateness_ok && c.read_lag_ok),
+            delayed: overshoot::delayed(r, reference),
+            held: crate::episode::host_held(r).is_some(),
+        }
+    }
+
+    fn count(self) -> u8 {
+        u8::from(self.late) + u8::from(self.delayed) + u8::from(self.held)
+    }
+
+    fn any(self) -> bool {
+        self.count() > 0
+    }
 }
 
 /// Measures one point; while the generator fell behind its schedule or the
-/// host delayed the server ([`faults`], judged against `reference`, the
-/// sweep's median overshoot so far) it is measured again, up to
+/// host delayed the server or held the machine through the point's tail
+/// ([`Faults`], judged against `reference`, the sweep's median overshoot so
+/// far) it is measured again, up to
 /// `settings.retries` times, and the attempt with the fewest faults, then
 /// the lowest send lateness plus read lag, is kept (with the runner's
 /// figures of that same attempt), with a note saying how many attempts it
@@ -468,23 +495,23 @@ fn measure(
 ) -> anyhow::Result<Attempt> {
     let mut best = attempt(runner, curve, settings, p, files)?;
     let mut attempts = 1;
-    let (mut for_late, mut for_delay) = (false, false);
+    let mut seen = Faults::default();
     let rank = |a: &Attempt| {
-        let (late, delayed) = faults(&a.result, reference);
         (
-            u8::from(late) + u8::from(delayed),
+            Faults::of(&a.result, reference).count(),
             generator_delay(&a.result.checks),
         )
     };
     loop {
-        let (late, delayed) = faults(&best.result, reference);
-        if !(late || delayed) || attempts > settings.retries || progress.cancelled() {
+        let f = Faults::of(&best.result, reference);
+        if !f.any() || attempts > settings.retries || progress.cancelled() {
             break;
         }
-        for_late |= late;
-        for_delay |= delayed;
+        seen.late |= f.late;
+        seen.delayed |= f.delayed;
+        seen.held |= f.held;
         let c = &best.result.checks;
-        let why = if late {
+        let why = if f.late {
             format!(
                 "generator {:.0} µs late at p99 sending, {} reading{}",
                 c.lateness_p99_us,
@@ -494,9 +521,15 @@ fn measure(
                     .generator_preemption()
                     .map_or(String::new(), |s| format!(" ({s})"))
             )
-        } else {
+        } else if f.delayed {
             let o = overshoot::judge(&best.result, reference).expect("judged delayed above");
             format!("the host delayed the server: {}", o.describe())
+        } else {
+            let e = crate::episode::host_held(&best.result).expect("judged held above");
+            format!(
+                "the host held the machine through the tail: {}",
+                e.describe()
+            )
         };
         progress.note(&format!(
             "{} [{}]: load {:.2}: {why}, measuring again",
@@ -523,13 +556,21 @@ fn measure(
         }
     }
     if attempts > 1 {
-        let because = match (for_late, for_delay) {
-            (true, true) => {
-                "the generator fell behind its schedule and the host delayed the server"
-            }
-            (false, true) => "the host delayed the server (emulated service overshot)",
-            _ => "the generator fell behind its schedule",
-        };
+        let mut reasons = Vec::new();
+        if seen.late {
+            reasons.push("the generator fell behind its schedule");
+        }
+        if seen.delayed {
+            reasons.push(if seen.late || seen.held {
+                "the host delayed the server"
+            } else {
+                "the host delayed the server (emulated service overshot)"
+            });
+        }
+        if seen.held {
+            reasons.push("the host held the machine through the point's tail");
+        }
+        let because = reasons.join(" and ");
         best.result.checks.notes.push(format!(
             "info: measured {attempts} times because {because}; kept the attempt with the fewest such faults, then the lowest send lateness plus read lag"
         ));

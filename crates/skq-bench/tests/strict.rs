@@ -259,6 +259,71 @@ fn a_tail_episode_at_a_decisive_point_is_named_in_every_summary_and_fails_nothin
     }
 }
 
+#[test]
+fn a_tail_the_host_held_is_measured_again_and_counted_while_it_stays_held() {
+    let s = under_the_slo("hybrid");
+    assert_eq!(s.settings.retries, 1);
+
+    // Held once at load 0.4: measured again, the clean attempt kept, no
+    // episode and nothing disturbed.
+    let mut runner = FakeRunner {
+        held: vec![("hybrid".into(), 3, 1)],
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "held-once");
+    assert_eq!(calls_at(&runner, 0.4), 2);
+    assert_eq!(calls_at(&runner, 0.3), 1);
+    assert!(!records[3].disturbed());
+    let x = records[3].result().unwrap();
+    assert!(x.intervals.is_empty(), "the clean attempt was kept");
+    assert!(
+        x.checks.notes.iter().any(|n| n.contains(
+            "measured 2 times because the host held the machine through the point's tail"
+        )),
+        "{:?}",
+        x.checks.notes
+    );
+    assert!(sums[0].disturbed.is_empty() && sums[0].episodes.is_empty());
+    assert!(strict_verdict(&sums, &records).is_ok());
+
+    // Held at every attempt: kept, named as an episode that says so,
+    // counted among the disturbed decisive points, and --strict fails.
+    let mut runner = FakeRunner {
+        held: vec![("hybrid".into(), 3, usize::MAX)],
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "held-always");
+    assert_eq!(calls_at(&runner, 0.4), 2, "one retry");
+    assert!(records[3].disturbed() && !records[2].disturbed());
+    assert_eq!(sums[0].disturbed.len(), 1, "{:?}", sums[0].disturbed);
+    assert!(
+        sums[0].disturbed[0]
+            .contains("at load 0.40: the host held the machine through the tail: p99"),
+        "{:?}",
+        sums[0].disturbed
+    );
+    assert_eq!(sums[0].episodes.len(), 1);
+    assert!(
+        sums[0].episodes[0].contains("the host held the machine"),
+        "{:?}",
+        sums[0].episodes
+    );
+    let e = strict_verdict(&sums, &records).unwrap_err();
+    assert!(e.0.contains("the host held the machine"), "{e}");
+
+    // An episode whose seconds show no host (no overshoot or stall
+    // figures) is not measured again and stays information only.
+    let mut runner = FakeRunner {
+        episode: vec![("hybrid".into(), 3)],
+        ..Default::default()
+    };
+    let (records, sums) = run(&s, &mut runner, "episode-not-held");
+    assert_eq!(calls_at(&runner, 0.4), 1);
+    assert!(!records[3].disturbed());
+    assert_eq!(sums[0].episodes.len(), 1);
+    assert!(strict_verdict(&sums, &records).is_ok());
+}
+
 /// One curve of `mode` over loads that all meet the SLO.
 fn under_the_slo(mode: &str) -> Sweep {
     let mut s = one_curve(mode);

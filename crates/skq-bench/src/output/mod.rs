@@ -183,9 +183,10 @@ pub fn disturbance_line(summaries: &[CurveSummary], settings: &Settings) -> Stri
     let disturbed: usize = summaries.iter().map(|s| s.disturbed.len()).sum();
     format!(
         "disturbed decisive points: {disturbed} of {decisive} (processes outside the run used more \
-         than {} CPU while the point ran, or the server's emulated service overshot the run's \
-         median by more than {:.0} µs or {:.0}% of the service asked; the points at or under the \
-         SLO and the first over it decide max load)",
+         than {} CPU while the point ran, the server's emulated service overshot the run's \
+         median by more than {:.0} µs or {:.0}% of the service asked, or the point's tail came \
+         from seconds in which the host held the machine; the points at or under the SLO and \
+         the first over it decide max load)",
         settings.disturbed_above,
         crate::overshoot::SLACK_US,
         crate::overshoot::SLACK_FRACTION * 100.0
@@ -201,7 +202,8 @@ pub fn episode_heading(summaries: &[CurveSummary]) -> Option<String> {
         format!(
             "tail episodes at decisive points: {n} of {decisive} (with at most {:.0}% of a \
              point's one-second intervals set aside, its p99 is over {}× every other \
-             interval's: a host stall or a burst held the tail; information, no verdict changes)",
+             interval's: a host stall or a burst held the tail; information, but for those \
+             the host held, counted as disturbed above)",
             crate::episode::MAX_SHARE * 100.0,
             crate::episode::FACTOR
         )

@@ -198,6 +198,10 @@ pub struct FakeRunner {
     /// (configuration name, point index) whose tail two of eight one-second
     /// intervals hold ([`plant_episode`]); the other points have no intervals.
     pub episode: Vec<(String, usize)>,
+    /// (configuration name, point index, attempts) whose first `attempts`
+    /// measurements hold an episode in seconds where the host held the
+    /// machine ([`plant_held_episode`]).
+    pub held: Vec<(String, usize, usize)>,
 }
 
 /// Gives `r` eight one-second intervals of which the first two read twice
@@ -215,6 +219,17 @@ pub fn plant_episode(r: &mut PointResult) {
             ..Default::default()
         })
         .collect();
+}
+
+/// [`plant_episode`], and in the episode's two seconds the server's sleeps
+/// overran (180 µs against 50) and the generator stalled (30 ms against 2):
+/// the host held the machine (`skq_bench::episode::host_held`).
+pub fn plant_held_episode(r: &mut PointResult) {
+    plant_episode(r);
+    for (k, i) in r.intervals.iter_mut().enumerate() {
+        i.service_overshoot_us = Some(if k < 2 { 180.0 } else { 50.0 });
+        i.generator_stall_ms = Some(if k < 2 { 30.0 } else { 2.0 });
+    }
 }
 
 /// The overshoot of a point the host delays (µs).
@@ -267,6 +282,13 @@ impl Runner for FakeRunner {
             .any(|(c, i)| *c == curve.name && *i == p.index)
         {
             plant_episode(&mut r);
+        }
+        if self
+            .held
+            .iter()
+            .any(|(c, i, k)| *c == curve.name && *i == p.index && *n <= *k)
+        {
+            plant_held_episode(&mut r);
         }
         if self.hdr {
             write_hdr_log(&files.hdr_log, &r);
