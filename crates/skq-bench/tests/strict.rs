@@ -310,6 +310,18 @@ fn a_tail_the_host_held_is_measured_again_and_counted_while_it_stays_held() {
     );
     let e = strict_verdict(&sums, &records).unwrap_err();
     assert!(e.0.contains("the host held the machine"), "{e}");
+    // points.csv marks the point held and disturbed.
+    let dir = temp_dir("held-csv");
+    let info = common::run_info("skq bench");
+    output::write_all(&dir, &s, &records, &sums, &info).unwrap();
+    let rows = output::parse_points_csv(&std::fs::read_to_string(dir.join("points.csv")).unwrap())
+        .unwrap();
+    assert_eq!(
+        (rows[3].get("host_held"), rows[3].get("disturbed")),
+        ("true", "true")
+    );
+    assert_eq!(rows[2].get("host_held"), "false");
+    std::fs::remove_dir_all(&dir).unwrap();
 
     // An episode whose seconds show no host (no overshoot or stall
     // figures) is not measured again and stays information only.

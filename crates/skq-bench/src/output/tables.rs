@@ -102,7 +102,7 @@ fn summary_with(summaries: &[CurveSummary], baseline: &str, rss: Option<&str>) -
 /// ([`crate::overshoot`]); `disturbed` whether either was found: the CPU
 /// figure above the sweep's `disturbed_above` ([`crate::disturbance`]) or
 /// the host delaying the server.
-pub const POINT_COLUMNS: [&str; 36] = [
+pub const POINT_COLUMNS: [&str; 37] = [
     "config",
     "mode",
     "workload",
@@ -139,6 +139,7 @@ pub const POINT_COLUMNS: [&str; 36] = [
     "disturbed",
     "service_overshoot_us",
     "host_delayed",
+    "host_held",
 ];
 
 /// One row of `points.csv`, typed (what [`parse_points_csv`] returns).
@@ -349,7 +350,7 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
             }
             Outcome::Skipped => row.push("skipped".into()),
         }
-        row.resize(POINT_COLUMNS.len() - 10, String::new());
+        row.resize(POINT_COLUMNS.len() - 11, String::new());
         row.push(r.rss.clone());
         let s = r.server_stats();
         let num = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
@@ -368,6 +369,9 @@ pub fn points_table(sweep: &Sweep, records: &[PointRecord]) -> Table {
         });
         row.push(num(r.result().and_then(|x| x.service_overshoot_us())));
         row.push(o.map_or(String::new(), |o| o.delayed.to_string()));
+        row.push(r.result().map_or(String::new(), |x| {
+            crate::episode::host_held(x).is_some().to_string()
+        }));
         t.push(row);
     }
     t
