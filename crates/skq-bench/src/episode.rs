@@ -28,7 +28,8 @@
 //! rest: the mean service overshoot of their replies (how late the
 //! server's emulated or spun service ended; [`crate::overshoot`] judges
 //! the same figure per point) and the time the generator's loop lost to
-//! the machine's stalls. When every set-aside interval's overshoot is above
+//! the machine's stalls (the overshoot for emulated service only, as
+//! [`crate::overshoot`] judges it). When every set-aside interval's overshoot is above
 //! every other interval's, the line says the server's sleeps overran most
 //! exactly then: its threads were held off their CPU, by the host or by
 //! something else on it, not queued behind each other by the scheduler.
@@ -223,6 +224,7 @@ pub fn tail_episode(r: &PointResult) -> Option<Episode> {
 /// for a point too short to judge.
 fn candidates(r: &PointResult) -> impl Iterator<Item = Episode> + '_ {
     let p99 = r.latency.p99.value;
+    let emulated = r.meta.service_mode == "emulate";
     let kept: Vec<&IntervalPoint> = r
         .intervals
         .iter()
@@ -256,7 +258,11 @@ fn candidates(r: &PointResult) -> impl Iterator<Item = Episode> + '_ {
             intervals: n,
             p99_us: p99,
             others_p99_us: p99_of(kept[order[m]]),
-            overshoot_us: figure(|i| i.service_overshoot_us),
+            // Spun service's overshoot is the server's own preemption, part
+            // of what is measured ([`crate::overshoot`]): not a sign of the host.
+            overshoot_us: emulated
+                .then(|| figure(|i| i.service_overshoot_us))
+                .flatten(),
             generator_stall_ms: figure(|i| i.generator_stall_ms),
         }
     })
@@ -268,6 +274,7 @@ mod tests {
 
     fn point(p99: f64, ivs: &[f64]) -> PointResult {
         let mut r = PointResult::default();
+        r.meta.service_mode = "emulate".into();
         r.latency.p99.value = p99;
         r.intervals = ivs
             .iter()
@@ -365,6 +372,14 @@ mod tests {
         assert_eq!(e.overshoot_us, None);
         assert!(!e.describe().contains("overshoot"));
         assert!(e.describe().contains("generator stalls"));
+
+        // Spun service: its overshoot is the server's own, not the host's.
+        r.intervals[1].service_overshoot_us = Some(220.0);
+        r.intervals[4].service_overshoot_us = Some(61.0);
+        assert!(host_held(&r).is_some());
+        r.meta.service_mode = "spin".into();
+        assert_eq!(host_held(&r), None);
+        assert_eq!(tail_episode(&r).unwrap().overshoot_us, None);
     }
 
     /// A point with per-interval p99 (µs), overshoot (µs) and stalls (ms).
