@@ -32,38 +32,22 @@ fn short(addr: SocketAddr, rate: f64, conns: usize) -> LoadConfig {
     c
 }
 
-/// Serves each connection on its own thread, misbehaving on chosen ids:
-/// 3 → also a reply for an id never sent; 5 → dropped; 7 → answered twice;
-/// 10 and 11 → answered as 11, 10.
-fn faulty_rpc_server() -> SocketAddr {
+/// Serves each connection on its own thread: `answer` writes into `out`
+/// what a request gets back, with the connection's own state (`S::default()`
+/// at accept).
+fn rpc_server<S: Default + 'static>(answer: fn(Header, &mut S, &mut Vec<u8>)) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { return };
             std::thread::spawn(move || {
-                let mut held: Option<Header> = None;
+                let mut state = S::default();
                 let mut frame = [0u8; HEADER_LEN];
                 while s.read_exact(&mut frame).is_ok() {
                     let h = wire::decode_request(&frame).unwrap().unwrap();
                     let mut out = Vec::new();
-                    match h.id {
-                        3 => {
-                            h.reply(0).encode(&mut out);
-                            Header::request(1_000_000, 0, 0).reply(0).encode(&mut out);
-                        }
-                        5 => {}
-                        7 => {
-                            h.reply(0).encode(&mut out);
-                            h.reply(0).encode(&mut out);
-                        }
-                        10 => held = Some(h),
-                        11 => {
-                            h.reply(0).encode(&mut out);
-                            held.take().unwrap().reply(0).encode(&mut out);
-                        }
-                        _ => h.reply(0).encode(&mut out),
-                    }
+                    answer(h, &mut state, &mut out);
                     if s.write_all(&out).is_err() {
                         return;
                     }
@@ -72,6 +56,28 @@ fn faulty_rpc_server() -> SocketAddr {
         }
     });
     addr
+}
+
+/// Misbehaves on chosen ids: 3 → also a reply for an id never sent;
+/// 5 → dropped; 7 → answered twice; 10 and 11 → answered as 11, 10.
+fn faulty_rpc_server() -> SocketAddr {
+    rpc_server(|h, held: &mut Option<Header>, out| match h.id {
+        3 => {
+            h.reply(0).encode(out);
+            Header::request(1_000_000, 0, 0).reply(0).encode(out);
+        }
+        5 => {}
+        7 => {
+            h.reply(0).encode(out);
+            h.reply(0).encode(out);
+        }
+        10 => *held = Some(h),
+        11 => {
+            h.reply(0).encode(out);
+            held.take().unwrap().reply(0).encode(out);
+        }
+        _ => h.reply(0).encode(out),
+    })
 }
 
 #[test]
@@ -153,33 +159,18 @@ fn the_service_asked_for_is_reported_beside_the_service_delivered() {
     assert!(text.contains("(requested "), "{text}");
 }
 
-/// Answers every request at once, reporting `extra_ns` more service than
-/// the request asked for: a server whose every sleep overran.
-fn overrunning_rpc_server(extra_ns: u32) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut frame = [0u8; HEADER_LEN];
-                while s.read_exact(&mut frame).is_ok() {
-                    let h = wire::decode_request(&frame).unwrap().unwrap();
-                    let mut out = Vec::new();
-                    h.reply(h.service_ns + extra_ns).encode(&mut out);
-                    if s.write_all(&out).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
+/// How much more service than asked [`overrunning_rpc_server`] reports (ns).
+const OVERRUN_NS: u32 = 250_000;
+
+/// Answers every request at once, reporting [`OVERRUN_NS`] more service
+/// than the request asked for: a server whose every sleep overran.
+fn overrunning_rpc_server() -> SocketAddr {
+    rpc_server(|h, _: &mut (), out| h.reply(h.service_ns + OVERRUN_NS).encode(out))
 }
 
 #[test]
 fn each_interval_reports_its_service_overshoot_and_the_generators_stalls() {
-    let addr = overrunning_rpc_server(250_000);
+    let addr = overrunning_rpc_server();
     let mut cfg = short(addr, 1000.0, 4);
     cfg.duration = Duration::from_millis(800);
     cfg.interval = Some(Duration::from_millis(200));
@@ -191,7 +182,7 @@ fn each_interval_reports_its_service_overshoot_and_the_generators_stalls() {
     for i in &r.intervals {
         // Every reply overran by exactly 250 µs, in every interval.
         let o = i.service_overshoot_us.expect("replies report service");
-        assert!((o - 250.0).abs() < 1e-6, "{i:?}");
+        assert!((o - f64::from(OVERRUN_NS) / 1e3).abs() < 1e-6, "{i:?}");
         stall_ms += i
             .generator_stall_ms
             .expect("stalls are counted per interval");
