@@ -26,11 +26,11 @@
 //! **Whose episode.** Where the generator recorded them per interval, the
 //! line also gives two figures for the set-aside intervals against the
 //! rest: the mean service overshoot of their replies (how late the
-//! server's emulated or spun service ended; [`crate::overshoot`] judges
-//! the same figure per point) and the time the generator's loop lost to
-//! the machine's stalls (the overshoot for emulated service only, as
-//! [`crate::overshoot`] judges it). When every set-aside interval's overshoot is above
-//! every other interval's, the line says the server's sleeps overran most
+//! server's emulated service ended; emulated only, as [`crate::overshoot`]
+//! judges the same figure per point) and the time the generator's loop
+//! lost to the machine's stalls. When every set-aside interval's overshoot
+//! is above every other interval's and clears their median by
+//! [`HELD_OVERSHOOT_US`], the line says the server's sleeps overran most
 //! exactly then: its threads were held off their CPU, by the host or by
 //! something else on it, not queued behind each other by the scheduler.
 //!

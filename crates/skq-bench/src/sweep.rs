@@ -561,11 +561,7 @@ fn measure(
             reasons.push("the generator fell behind its schedule");
         }
         if seen.delayed {
-            reasons.push(if seen.late || seen.held {
-                "the host delayed the server"
-            } else {
-                "the host delayed the server (emulated service overshot)"
-            });
+            reasons.push("the host delayed the server (emulated service overshot)");
         }
         if seen.held {
             reasons.push("the host held the machine through the point's tail");

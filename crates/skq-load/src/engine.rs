@@ -24,7 +24,7 @@ use crate::protocol::rpc::Rpc;
 use crate::protocol::{Codec, Protocol};
 use crate::schedule::{ConnSchedule, ScheduleKind, Trace};
 use crate::stats::Hist;
-use crate::worker::{ConnSetup, Role, Worker, WorkerOut, WorkerParams};
+use crate::worker::{slot, ConnSetup, Role, ServiceTally, Worker, WorkerOut, WorkerParams};
 use skq_sys::{cpu, limits, net};
 
 /// Target number of samples for the AD and independence checks.
@@ -369,7 +369,7 @@ fn assemble(
     let mut unstamped_reads = 0;
     let mut intervals: Vec<Hist> = Vec::new();
     let mut intervals_sent: Vec<u64> = Vec::new();
-    let mut intervals_service: Vec<(f64, f64, u64)> = Vec::new();
+    let mut intervals_service: Vec<ServiceTally> = Vec::new();
     let mut intervals_stall_ns: Vec<u64> = Vec::new();
     let mut errors = Errors::default();
     let (mut sent, mut recv_window, mut received, mut misses) = (0, 0, 0, 0);
@@ -397,29 +397,16 @@ fn assemble(
         own_read_lag.merge(&o.own_read_lag);
         unstamped_reads += o.unstamped_reads;
         for (k, h) in o.intervals.iter().enumerate() {
-            if intervals.len() <= k {
-                intervals.resize_with(k + 1, Hist::new);
-            }
-            intervals[k].merge(h);
+            slot(&mut intervals, k, Hist::new).merge(h);
         }
         for (k, &n) in o.intervals_sent.iter().enumerate() {
-            if intervals_sent.len() <= k {
-                intervals_sent.resize(k + 1, 0);
-            }
-            intervals_sent[k] += n;
+            *slot(&mut intervals_sent, k, || 0) += n;
         }
-        for (k, &(d, a, n)) in o.intervals_service.iter().enumerate() {
-            if intervals_service.len() <= k {
-                intervals_service.resize(k + 1, (0.0, 0.0, 0));
-            }
-            let v = &mut intervals_service[k];
-            *v = (v.0 + d, v.1 + a, v.2 + n);
+        for (k, &t) in o.intervals_service.iter().enumerate() {
+            slot(&mut intervals_service, k, ServiceTally::default).add(t);
         }
         for (k, &ns) in o.intervals_stall_ns.iter().enumerate() {
-            if intervals_stall_ns.len() <= k {
-                intervals_stall_ns.resize(k + 1, 0);
-            }
-            intervals_stall_ns[k] += ns;
+            *slot(&mut intervals_stall_ns, k, || 0) += ns;
         }
         errors.missing += o.errors.missing;
         errors.duplicate += o.errors.duplicate;
@@ -622,9 +609,9 @@ struct IntervalTallies<'a> {
     lat: &'a [Hist],
     /// Load requests scheduled in each interval.
     sent: &'a [u64],
-    /// (delivered ns, asked ns, replies) of the replies that reported a
-    /// service time, by their request's interval.
-    service: &'a [(f64, f64, u64)],
+    /// The replies that reported a service time, by their request's
+    /// interval.
+    service: &'a [ServiceTally],
     /// Time the generator's loops lost to the machine's stalls ending in
     /// each interval (ns, summed over threads).
     stall_ns: &'a [u64],
@@ -662,11 +649,7 @@ fn interval_points(
                 achieved_rps: done as f64 / secs,
                 p50_us: q(0.5),
                 p99_us: q(0.99),
-                service_overshoot_us: t
-                    .service
-                    .get(k)
-                    .filter(|v| v.2 > 0)
-                    .map(|&(d, a, n)| (d - a) / n as f64 / 1e3),
+                service_overshoot_us: t.service.get(k).and_then(ServiceTally::overshoot_us),
                 generator_stall_ms: Some(t.stall_ns.get(k).copied().unwrap_or(0) as f64 / 1e6),
             }
         })

@@ -248,9 +248,9 @@ pub struct WorkerOut {
     pub intervals: Vec<Hist>,
     /// Load requests scheduled per log interval (measured window).
     pub intervals_sent: Vec<u64>,
-    /// Per log interval, over the replies to load requests scheduled in it
-    /// that reported a service time: (delivered ns, asked ns, replies).
-    pub intervals_service: Vec<(f64, f64, u64)>,
+    /// Per log interval, the replies to load requests scheduled in it that
+    /// reported a service time.
+    pub intervals_service: Vec<ServiceTally>,
     /// Per log interval of the measured window, the time (ns) this thread's
     /// loop lost to the machine's stalls ([`STALL_NS`]) that ended in it.
     pub intervals_stall_ns: Vec<u64>,
@@ -351,6 +351,40 @@ pub struct WorkerOut {
 /// generator far past its capacity can take steps this long by itself
 /// (reads of many kB); the count of stalls is reported beside it.
 pub const STALL_NS: u64 = 50_000;
+
+/// The `k`th entry of a per-interval tally, growing it with `fill` first
+/// when it is shorter.
+pub(crate) fn slot<T>(v: &mut Vec<T>, k: usize, fill: impl FnMut() -> T) -> &mut T {
+    if v.len() <= k {
+        v.resize_with(k + 1, fill);
+    }
+    &mut v[k]
+}
+
+/// Service the replies reported against what their requests asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ServiceTally {
+    /// Sum of the service the replies reported (ns).
+    pub delivered_ns: f64,
+    /// Sum of the service their requests asked for (ns).
+    pub asked_ns: f64,
+    /// Replies counted.
+    pub replies: u64,
+}
+
+impl ServiceTally {
+    /// Adds `o`'s replies.
+    pub fn add(&mut self, o: ServiceTally) {
+        self.delivered_ns += o.delivered_ns;
+        self.asked_ns += o.asked_ns;
+        self.replies += o.replies;
+    }
+
+    /// Mean service beyond what was asked (µs); None without replies.
+    pub fn overshoot_us(&self) -> Option<f64> {
+        (self.replies > 0).then(|| (self.delivered_ns - self.asked_ns) / self.replies as f64 / 1e3)
+    }
+}
 
 /// Stalls a thread remembers to subtract from the lateness of the sends they
 /// delayed (only recent ones can overlap a send's lateness).
@@ -748,10 +782,7 @@ impl<'a> Worker<'a> {
             self.out.stall_ns += now - since;
             if let (true, Some(iv)) = (self.measured(now), self.p.interval_ns) {
                 let k = ((now - self.p.warm_end) / iv) as usize;
-                if self.out.intervals_stall_ns.len() <= k {
-                    self.out.intervals_stall_ns.resize(k + 1, 0);
-                }
-                self.out.intervals_stall_ns[k] += now - since;
+                *slot(&mut self.out.intervals_stall_ns, k, || 0) += now - since;
             }
             if self.stall_ring.len() == STALL_RING {
                 self.stall_ring.pop_front();
@@ -840,10 +871,7 @@ impl<'a> Worker<'a> {
         }
         if let (true, Some(iv)) = (load && self.measured(sched), self.p.interval_ns) {
             let k = ((sched - self.p.warm_end) / iv) as usize;
-            if self.out.intervals_sent.len() <= k {
-                self.out.intervals_sent.resize(k + 1, 0);
-            }
-            self.out.intervals_sent[k] += 1;
+            *slot(&mut self.out.intervals_sent, k, || 0) += 1;
         }
         // Scheduled gaps in schedule order (writes are grouped per
         // connection, so stamping order is not schedule order).
@@ -1145,16 +1173,13 @@ impl<'a> Worker<'a> {
         }
         if let Some(iv) = self.p.interval_ns {
             let k = ((sched - warm_end) / iv) as usize;
-            if self.out.intervals.len() <= k {
-                self.out.intervals.resize_with(k + 1, Hist::new);
-            }
-            self.out.intervals[k].record(lat);
+            slot(&mut self.out.intervals, k, Hist::new).record(lat);
             if let Some(s) = service_ns {
-                if self.out.intervals_service.len() <= k {
-                    self.out.intervals_service.resize(k + 1, (0.0, 0.0, 0));
-                }
-                let v = &mut self.out.intervals_service[k];
-                *v = (v.0 + s as f64, v.1 + f64::from(asked_ns), v.2 + 1);
+                slot(&mut self.out.intervals_service, k, ServiceTally::default).add(ServiceTally {
+                    delivered_ns: s as f64,
+                    asked_ns: f64::from(asked_ns),
+                    replies: 1,
+                });
             }
         }
     }
