@@ -219,6 +219,22 @@ pub fn tail_episode(r: &PointResult) -> Option<Episode> {
     candidates(r).find(|e| e.p99_us > FACTOR * e.others_p99_us)
 }
 
+/// How many of `r`'s intervals that had replies read a p99 at or under
+/// `slo_us`, and how many had replies; `None` for a point with fewer than
+/// [`MIN_INTERVALS`] of them. A point over the SLO that most of its own
+/// seconds met owes its p99 to the others (`sweep::confirm_crossings`
+/// measures such a crossing again).
+pub fn seconds_meeting(r: &PointResult, slo_us: f64) -> Option<(usize, usize)> {
+    let p99s: Vec<f64> = r
+        .intervals
+        .iter()
+        .filter_map(|i| i.p99_us)
+        .filter(|v| v.is_finite())
+        .collect();
+    (p99s.len() >= MIN_INTERVALS)
+        .then(|| (p99s.iter().filter(|&&v| v <= slo_us).count(), p99s.len()))
+}
+
 /// The point's worst intervals by p99 set aside one more at a time, up to
 /// [`MAX_SHARE`] of them, each as an [`Episode`] whatever its ratio; none
 /// for a point too short to judge.

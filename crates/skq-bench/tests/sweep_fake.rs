@@ -10,7 +10,7 @@ use skq_bench::output::{self, RunInfo};
 use skq_bench::rss::RssStatus;
 use skq_bench::summary::{self, SelfCheck};
 use skq_bench::sweep::{self, Outcome, PointRecord, Quiet};
-use skq_report::result::PointResult;
+use skq_report::result::{IntervalPoint, PointResult};
 
 #[test]
 fn saturated_curves_stop_and_failures_do_not_stop_the_sweep() {
@@ -655,6 +655,9 @@ struct SpikeRunner {
     attempts: usize,
     /// Attempts at `index` after this many fail (the server died).
     fail_after: Option<usize>,
+    /// With `Some(k)`, a spiked attempt has eight one-second intervals of
+    /// which `k` read half the SLO and the others four times it.
+    seconds: Option<usize>,
 }
 
 impl sweep::Runner for SpikeRunner {
@@ -674,6 +677,18 @@ impl sweep::Runner for SpikeRunner {
             if self.attempts <= self.spikes {
                 let slo = sweep::slo_us(curve, s, &[&r]).unwrap();
                 r.latency.p99.value = 2.0 * slo;
+                if let Some(met) = self.seconds {
+                    r.intervals = (0..8)
+                        .map(|k| IntervalPoint {
+                            start_s: k as f64,
+                            offered_rps: r.target_rps,
+                            achieved_rps: r.target_rps,
+                            p50_us: Some(slo / 8.0),
+                            p99_us: Some(if k < met { slo / 2.0 } else { 4.0 * slo }),
+                            ..Default::default()
+                        })
+                        .collect();
+                }
             }
         }
         Ok(r)
@@ -712,6 +727,7 @@ fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_medi
             spikes,
             attempts: 0,
             fail_after,
+            seconds: None,
         };
         let records = sweep::run(s, &dir, &mut runner, &mut Quiet);
         (runner, records)
@@ -780,6 +796,60 @@ fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_medi
 }
 
 #[test]
+fn a_crossing_that_most_of_its_own_seconds_met_is_measured_three_times_and_the_median_kept() {
+    let s = spike_sweep();
+    let dir = temp_dir("seconds");
+    // The crossing is the curve's last load: no load above it met the SLO.
+    let run = |spikes: usize, seconds: Option<usize>| {
+        let mut runner = SpikeRunner {
+            inner: FakeRunner::default(),
+            index: 2,
+            spikes,
+            attempts: 0,
+            fail_after: None,
+            seconds,
+        };
+        let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+        (runner, records)
+    };
+    // Six of its eight seconds met the SLO; one spike in three: the median
+    // attempt meets it, and the note says why it was measured again.
+    let (runner, records) = run(1, Some(6));
+    assert_eq!(calls_at(&runner, 0.3), 3, "{:?}", runner.inner.calls);
+    assert_eq!(runner.inner.calls.len(), 5);
+    let r = records[2].result().unwrap();
+    let slo = sweep::slo_us(&s.curves[0], &s.settings, &[r]).unwrap();
+    assert!(
+        r.latency.p99.value < slo,
+        "{} vs {slo}",
+        r.latency.p99.value
+    );
+    assert!(
+        r.checks
+            .notes
+            .iter()
+            .any(|n| n.contains("though 6 of its 8 seconds met it: measured 3 times")),
+        "{:?}",
+        r.checks.notes
+    );
+    // Half of its seconds is enough.
+    let (runner, _) = run(1, Some(4));
+    assert_eq!(calls_at(&runner, 0.3), 3);
+    // A crossing that holds in every attempt stays.
+    let (runner, records) = run(10, Some(6));
+    assert_eq!(calls_at(&runner, 0.3), 3);
+    assert!(records[2].result().unwrap().latency.p99.value > slo);
+    // Three of eight: the tail is most of the point's seconds, its own.
+    let (runner, records) = run(1, Some(3));
+    assert_eq!(runner.inner.calls.len(), 3);
+    assert!(records[2].result().unwrap().latency.p99.value > slo);
+    // No intervals to judge by: measured once, as before.
+    let (runner, _) = run(1, None);
+    assert_eq!(runner.inner.calls.len(), 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn each_load_has_a_schedule_of_its_own_shared_by_the_configurations_and_measured_again_afresh() {
     let dir = temp_dir("seeds");
     let mut s = six_mode_sweep();
@@ -837,6 +907,7 @@ fn each_load_has_a_schedule_of_its_own_shared_by_the_configurations_and_measured
         spikes: 1,
         attempts: 0,
         fail_after: None,
+        seconds: None,
     };
     sweep::run(&spikes, &dir, &mut runner, &mut Quiet);
     let mut at_crossing = at(

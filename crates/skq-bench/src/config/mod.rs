@@ -16,7 +16,7 @@
 //! drain_secs = 1.0      # generator waits this long for late replies (stops early when none)
 //! retries = 1          # re-measure a point whose generator fell behind (lateness check)
 //!                       # or whose server the host delayed (emulated service overshot)
-//! crossing_attempts = 3 # a point over the SLO below one that met it: measured 3 times, median kept
+//! crossing_attempts = 3 # a point over the SLO below one that met it, or though most of its seconds met it: measured 3 times, median kept
 //! baseline = "vanilla"  # the × column's reference: the curve of this mode (or
 //!                       # name) in the same group (e.g. "memcached")
 //! out = "results/my-run" # output folder (default `results/bench-<timestamp>`)

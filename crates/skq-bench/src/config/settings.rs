@@ -38,9 +38,10 @@ pub struct Settings {
     /// least late, is kept).
     #[serde(default)]
     pub retries: u32,
-    /// A point whose p99 crossed the SLO below a load that met it again is
-    /// measured this many times in all and the median p99's attempt kept
-    /// (1 = never measured again; see `sweep::confirm_crossings`).
+    /// A point whose p99 crossed the SLO below a load that met it again, or
+    /// though at least half of its one-second intervals met it, is measured
+    /// this many times in all and the median p99's attempt kept (1 = never
+    /// measured again; see `sweep::confirm_crossings`).
     #[serde(default = "default_crossing_attempts")]
     pub crossing_attempts: u32,
     /// Emulated RSS asked for (what was in force is in the run's
