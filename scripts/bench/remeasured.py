@@ -20,7 +20,10 @@ host delayed (its emulated service overshot the run's median past the
 limit, docs/MEASUREMENT.md "Host delays"); those lines are counted apart.
 Since 2026-12-06 it also measures again a point whose tail came from seconds
 in which the host held the machine (docs/MEASUREMENT.md "Tail episodes");
-those are counted apart too.
+those are counted apart too, and so are crossings measured three times (a
+p99 over the SLO below a load that met it, since 2026-11-27, or though at
+least half of the point's seconds met it, since 2026-12-06: docs/MEASUREMENT.md
+"A crossing below a load that met the SLO is measured three times").
 
 Usage: python3 scripts/bench/remeasured.py BENCH_LOG ...
 """
@@ -43,6 +46,11 @@ DELAYED = re.compile(
 HELD = re.compile(
     r"skq bench: (\S+) \[(.*?)\]: load ([\d.]+): the host held the machine through the tail: "
     r"p99 (\d+) µs"
+)
+
+CROSSING = re.compile(
+    r"skq bench: (\S+) \[(.*?)\]: load ([\d.]+): p99 (\d+) µs over the SLO \((\d+) µs\) "
+    r"(below a load that met it|though \d+ of its \d+ seconds met it), measuring again"
 )
 
 
@@ -69,7 +77,13 @@ for path in sys.argv[1:]:
     rows = []
     delayed = []
     held = []
+    crossings = []
     for line in open(path, encoding="utf-8"):
+        c = CROSSING.search(line)
+        if c:
+            why = "below" if c.group(6).startswith("below") else "seconds"
+            crossings.append((c.group(1), float(c.group(3)), int(c.group(4)), why))
+            continue
         d = DELAYED.search(line)
         if d:
             delayed.append((d.group(1), float(d.group(3)), int(d.group(4))))
@@ -124,6 +138,11 @@ for path in sys.argv[1:]:
     if held:
         print(f"  measured again because the host held the machine through the tail: {len(held)} "
               f"(config, load, p99 µs): {held[:10]}")
+    if crossings:
+        below = sum(1 for c in crossings if c[3] == "below")
+        print(f"  crossings measured three times: {len(crossings)} (below a load that met "
+              f"the SLO {below}, most of their seconds met it {len(crossings) - below}) "
+              f"(config, load, p99 µs): {[c[:3] for c in crossings][:10]}")
     if mach:
         print("  machine's:", [(r["mode"], r["load"], r["late"], r["without"] or r["floor"])
                                for r in mach][:10])
