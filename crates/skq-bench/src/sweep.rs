@@ -610,10 +610,10 @@ fn confirm_crossings(
     points: &[PlannedPoint],
     out_dir: &std::path::Path,
     recs: &mut [PointRecord],
+    confirmed: &mut [bool],
     reference: Option<f64>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<()> {
-    let mut confirmed = vec![false; recs.len()];
     while settings.crossing_attempts > 1 && !progress.cancelled() {
         let results: Vec<Option<&PointResult>> = recs.iter().map(|r| r.result()).collect();
         let measured: Vec<&PointResult> = results.iter().flatten().copied().collect();
@@ -747,106 +747,138 @@ pub fn run(
     runner: &mut dyn Runner,
     progress: &mut dyn Progress,
 ) -> Vec<PointRecord> {
-    let mut records = Vec::new();
+    let mut records: Vec<PointRecord> = Vec::new();
     let rss = runner.rss_label();
     for (curve, points) in sweep.curves.iter().zip(plan(sweep)) {
         let first = records.len();
+        let record = |p: &PlannedPoint, outcome| PointRecord {
+            curve: p.curve,
+            config: curve.name.clone(),
+            load: p.load,
+            target_rps: p.target_rps,
+            rss: rss.clone(),
+            outcome,
+        };
         let mut measured: Vec<PointResult> = Vec::new();
-        let mut stopped = false;
-        for p in &points {
-            let record = |outcome| PointRecord {
-                curve: p.curve,
-                config: curve.name.clone(),
-                load: p.load,
-                target_rps: p.target_rps,
-                rss: rss.clone(),
-                outcome,
-            };
-            if stopped || progress.cancelled() {
-                records.push(record(Outcome::Skipped));
+        let mut confirmed = vec![false; points.len()];
+        // The next point to measure; the ones from there on are recorded
+        // as skipped once the curve has stopped for good.
+        let mut next = 0;
+        loop {
+            let mut stopped = false;
+            while next < points.len() && !stopped && !progress.cancelled() {
+                let p = &points[next];
+                next += 1;
+                progress.start(curve, p);
+                let files = PointFiles::under(out_dir, curve, p);
+                // Judged against every point measured so far, every curve's.
+                let reference = overshoot::reference(records.iter().filter_map(|r| r.result()));
+                match measure(
+                    runner,
+                    curve,
+                    &sweep.settings,
+                    p,
+                    &files,
+                    reference,
+                    progress,
+                ) {
+                    Ok(Attempt {
+                        result,
+                        server,
+                        series,
+                        ctx_switches,
+                        disturbance,
+                    }) => {
+                        measured.push(result.clone());
+                        let refs: Vec<&PointResult> = measured.iter().collect();
+                        let slo = slo_us(curve, &sweep.settings, &refs);
+                        let sat = saturated(&result, p.target_rps, slo, &sweep.settings);
+                        if sat {
+                            stopped = true;
+                            progress.note(&format!(
+                                "{} [{}]: saturated at load {:.2} (p99 {:.0} µs, achieved {:.0}/{:.0} req/s)",
+                                curve.name,
+                                curve.group(),
+                                p.load,
+                                result.latency.p99.value,
+                                result.achieved_rps,
+                                p.target_rps
+                            ));
+                        }
+                        let hdr_log = files.hdr_log.exists().then(|| files.hdr_log.clone());
+                        records.push(record(
+                            p,
+                            Outcome::Measured {
+                                result: Box::new(result),
+                                hdr_log,
+                                saturated: sat,
+                                server,
+                                series,
+                                server_ctx_switches: ctx_switches,
+                                disturbance,
+                                overshoot: None, // judged once the sweep is done
+                            },
+                        ));
+                    }
+                    Err(e) => {
+                        let error = format!("{e:#}");
+                        progress.note(&format!(
+                            "{} [{}]: load {:.2}: {error}",
+                            curve.name,
+                            curve.group(),
+                            p.load
+                        ));
+                        records.push(record(p, Outcome::Failed { error }));
+                        stopped = true;
+                    }
+                }
                 progress.advance(1);
-                continue;
             }
-            progress.start(curve, p);
-            let files = PointFiles::under(out_dir, curve, p);
-            // Judged against every point measured so far, every curve's.
             let reference = overshoot::reference(records.iter().filter_map(|r| r.result()));
-            match measure(
+            let recs = &mut records[first..];
+            if let Err(e) = confirm_crossings(
                 runner,
                 curve,
                 &sweep.settings,
-                p,
-                &files,
+                &points,
+                out_dir,
+                recs,
+                &mut confirmed,
                 reference,
                 progress,
             ) {
-                Ok(Attempt {
-                    result,
-                    server,
-                    series,
-                    ctx_switches,
-                    disturbance,
-                }) => {
-                    measured.push(result.clone());
-                    let refs: Vec<&PointResult> = measured.iter().collect();
-                    let slo = slo_us(curve, &sweep.settings, &refs);
-                    let sat = saturated(&result, p.target_rps, slo, &sweep.settings);
-                    if sat {
-                        stopped = true;
-                        progress.note(&format!(
-                            "{} [{}]: saturated at load {:.2} (p99 {:.0} µs, achieved {:.0}/{:.0} req/s)",
-                            curve.name,
-                            curve.group(),
-                            p.load,
-                            result.latency.p99.value,
-                            result.achieved_rps,
-                            p.target_rps
-                        ));
-                    }
-                    let hdr_log = files.hdr_log.exists().then(|| files.hdr_log.clone());
-                    records.push(record(Outcome::Measured {
-                        result: Box::new(result),
-                        hdr_log,
-                        saturated: sat,
-                        server,
-                        series,
-                        server_ctx_switches: ctx_switches,
-                        disturbance,
-                        overshoot: None, // judged once the sweep is done
-                    }));
-                }
-                Err(e) => {
-                    let error = format!("{e:#}");
-                    progress.note(&format!(
-                        "{} [{}]: load {:.2}: {error}",
-                        curve.name,
-                        curve.group(),
-                        p.load
-                    ));
-                    records.push(record(Outcome::Failed { error }));
-                    stopped = true;
-                }
+                // The curve keeps what it had; the failed attempt is reported.
+                progress.note(&format!(
+                    "{} [{}]: measuring a crossing again failed: {e:#}",
+                    curve.name,
+                    curve.group()
+                ));
             }
-            progress.advance(1);
-        }
-        let reference = overshoot::reference(records.iter().filter_map(|r| r.result()));
-        let recs = &mut records[first..];
-        if let Err(e) = confirm_crossings(
-            runner,
-            curve,
-            &sweep.settings,
-            &points,
-            out_dir,
-            recs,
-            reference,
-            progress,
-        ) {
-            // The curve keeps what it had; the failed attempt is reported.
+            // A point that stopped the curve as saturated and, measured
+            // again for its crossing, no longer is: the loads above it
+            // are measured after all.
+            let resume = matches!(
+                records[first..].last().map(|r| &r.outcome),
+                Some(Outcome::Measured {
+                    saturated: false,
+                    ..
+                })
+            ) && stopped
+                && next < points.len()
+                && !progress.cancelled();
+            if !resume {
+                break;
+            }
             progress.note(&format!(
-                "{} [{}]: measuring a crossing again failed: {e:#}",
+                "{} [{}]: load {:.2} no longer saturated once measured again, going on",
                 curve.name,
-                curve.group()
+                curve.group(),
+                points[next - 1].load
             ));
+        }
+        for p in &points[next..] {
+            records.push(record(p, Outcome::Skipped));
+            progress.advance(1);
         }
     }
     judge_overshoots(&mut records);

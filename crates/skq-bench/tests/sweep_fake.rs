@@ -850,6 +850,46 @@ fn a_crossing_that_most_of_its_own_seconds_met_is_measured_three_times_and_the_m
 }
 
 #[test]
+fn a_curve_stopped_at_a_crossing_that_measured_again_meets_the_slo_goes_on() {
+    let mut s = spike_sweep();
+    // The spike (twice the SLO) saturates the curve.
+    s.settings.stop_p99_factor = 1.5;
+    let dir = temp_dir("resume");
+    let run = |spikes: usize, seconds: Option<usize>| {
+        let mut runner = SpikeRunner {
+            inner: FakeRunner::default(),
+            index: 1,
+            spikes,
+            attempts: 0,
+            fail_after: None,
+            seconds,
+        };
+        let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+        (runner, records)
+    };
+    // Six of eight seconds met the SLO, one spike in three: the median
+    // attempt meets it and the load above is measured after all.
+    let (runner, records) = run(1, Some(6));
+    assert_eq!(calls_at(&runner, 0.2), 3, "{:?}", runner.inner.calls);
+    assert_eq!(calls_at(&runner, 0.3), 1);
+    assert_eq!(records.len(), 3);
+    assert!(records[2].result().is_some(), "{:?}", records[2].outcome);
+    let Outcome::Measured { saturated, .. } = &records[1].outcome else {
+        panic!("measured")
+    };
+    assert!(!saturated);
+    // The spike holds: the curve stays stopped there.
+    let (runner, records) = run(10, Some(6));
+    assert_eq!(runner.inner.calls.len(), 4);
+    assert!(matches!(records[2].outcome, Outcome::Skipped));
+    // Nothing to judge the seconds by: stopped after one attempt.
+    let (runner, records) = run(1, None);
+    assert_eq!(runner.inner.calls.len(), 2);
+    assert!(matches!(records[2].outcome, Outcome::Skipped));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn each_load_has_a_schedule_of_its_own_shared_by_the_configurations_and_measured_again_afresh() {
     let dir = temp_dir("seeds");
     let mut s = six_mode_sweep();
