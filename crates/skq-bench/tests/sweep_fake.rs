@@ -795,23 +795,34 @@ fn a_crossing_below_a_load_that_met_the_slo_is_measured_three_times_and_the_medi
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Runs `s` with a [`SpikeRunner`] whose first `spikes` attempts at point
+/// `index` read twice the SLO (`seconds`: how many of their eight
+/// one-second intervals met it).
+fn run_spiked(
+    s: &Sweep,
+    dir: &std::path::Path,
+    index: usize,
+    spikes: usize,
+    seconds: Option<usize>,
+) -> (SpikeRunner, Vec<PointRecord>) {
+    let mut runner = SpikeRunner {
+        inner: FakeRunner::default(),
+        index,
+        spikes,
+        attempts: 0,
+        fail_after: None,
+        seconds,
+    };
+    let records = sweep::run(s, dir, &mut runner, &mut Quiet);
+    (runner, records)
+}
+
 #[test]
 fn a_crossing_that_most_of_its_own_seconds_met_is_measured_three_times_and_the_median_kept() {
     let s = spike_sweep();
     let dir = temp_dir("seconds");
     // The crossing is the curve's last load: no load above it met the SLO.
-    let run = |spikes: usize, seconds: Option<usize>| {
-        let mut runner = SpikeRunner {
-            inner: FakeRunner::default(),
-            index: 2,
-            spikes,
-            attempts: 0,
-            fail_after: None,
-            seconds,
-        };
-        let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
-        (runner, records)
-    };
+    let run = |spikes: usize, seconds: Option<usize>| run_spiked(&s, &dir, 2, spikes, seconds);
     // Six of its eight seconds met the SLO; one spike in three: the median
     // attempt meets it, and the note says why it was measured again.
     let (runner, records) = run(1, Some(6));
@@ -855,18 +866,7 @@ fn a_curve_stopped_at_a_crossing_that_measured_again_meets_the_slo_goes_on() {
     // The spike (twice the SLO) saturates the curve.
     s.settings.stop_p99_factor = 1.5;
     let dir = temp_dir("resume");
-    let run = |spikes: usize, seconds: Option<usize>| {
-        let mut runner = SpikeRunner {
-            inner: FakeRunner::default(),
-            index: 1,
-            spikes,
-            attempts: 0,
-            fail_after: None,
-            seconds,
-        };
-        let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
-        (runner, records)
-    };
+    let run = |spikes: usize, seconds: Option<usize>| run_spiked(&s, &dir, 1, spikes, seconds);
     // Six of eight seconds met the SLO, one spike in three: the median
     // attempt meets it and the load above is measured after all.
     let (runner, records) = run(1, Some(6));
