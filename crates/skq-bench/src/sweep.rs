@@ -599,7 +599,6 @@ fn measure(
 /// median rejects one spike in three; a crossing that holds in two of
 /// three stays. Points under the SLO are never measured again, so
 /// nothing is chosen for looking good.
-/// looking good.
 // The sweep's state, passed down as it is: bundling it for this one caller
 // would only rename it.
 #[allow(clippy::too_many_arguments)]
@@ -869,6 +868,11 @@ pub fn run(
             if !resume {
                 break;
             }
+            // The SLO of the loads to come is the kept attempts' S̄.
+            measured = records[first..]
+                .iter()
+                .filter_map(|r| r.result().cloned())
+                .collect();
             progress.note(&format!(
                 "{} [{}]: load {:.2} no longer saturated once measured again, going on",
                 curve.name,
