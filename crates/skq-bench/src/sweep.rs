@@ -758,7 +758,6 @@ pub fn run(
             rss: rss.clone(),
             outcome,
         };
-        let mut measured: Vec<PointResult> = Vec::new();
         let mut confirmed = vec![false; points.len()];
         // The next point to measure; the ones from there on are recorded
         // as skipped once the curve has stopped for good.
@@ -788,8 +787,12 @@ pub fn run(
                         ctx_switches,
                         disturbance,
                     }) => {
-                        measured.push(result.clone());
-                        let refs: Vec<&PointResult> = measured.iter().collect();
+                        // S̄ measured so far: the curve's kept attempts and this one.
+                        let refs: Vec<&PointResult> = records[first..]
+                            .iter()
+                            .filter_map(|r| r.result())
+                            .chain(std::iter::once(&result))
+                            .collect();
                         let slo = slo_us(curve, &sweep.settings, &refs);
                         let sat = saturated(&result, p.target_rps, slo, &sweep.settings);
                         if sat {
@@ -868,11 +871,6 @@ pub fn run(
             if !resume {
                 break;
             }
-            // The SLO of the loads to come is the kept attempts' S̄.
-            measured = records[first..]
-                .iter()
-                .filter_map(|r| r.result().cloned())
-                .collect();
             progress.note(&format!(
                 "{} [{}]: load {:.2} no longer saturated once measured again, going on",
                 curve.name,
