@@ -32,6 +32,15 @@
 //! configuration's figure weighted towards a different hour of the host
 //! (one run's CPU per reply moves by a tenth between runs of the same
 //! build). The per-run ratios' range and count are printed beside it.
+//!
+//! Pooling only the points that passed is not neutral between
+//! configurations: where one configuration's slow points fail a check
+//! more often than another's (the generator falls behind a server whose
+//! tail is long, say), leaving them out favours it. So the regular
+//! latency of every measured point is pooled beside the kept points', and
+//! without `--all` the text names each configuration whose max load at SLO
+//! would differ with every point pooled, and each point whose left-out
+//! attempts put its pooled p99 on the other side of the SLO.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -123,6 +132,11 @@ pub struct PooledPoint {
     /// Server context switches per reply, (voluntary, involuntary), pooled
     /// the same way.
     pub ctx_per_reply: Option<(f64, f64)>,
+    /// The regular class's p99 pooled over every measured point with an
+    /// interval log, those left out included (µs): what `--all` would give.
+    pub every_p99_us: Option<f64>,
+    /// Points behind `every_p99_us`.
+    pub every_points: usize,
     /// The points behind `cpu_us_per_reply`, one per run: the CPU ratios
     /// pair them by run.
     pub cpu_runs: Vec<RunCpu>,
@@ -188,6 +202,11 @@ pub struct PooledGrowth {
     /// No pooled point exceeded the SLO: the maximum is at least
     /// `max_load_rps`.
     pub max_load_is_lower_bound: bool,
+    /// The same from every measured point's regular latency
+    /// ([`PooledPoint::every_p99_us`]), left-out points included.
+    pub every_max_load_rps: Option<f64>,
+    /// See `every_max_load_rps` and `max_load_is_lower_bound`.
+    pub every_max_load_is_lower_bound: bool,
 }
 
 /// Everything `skq pool` prints.
@@ -311,6 +330,8 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
         left_out: Vec<String>,
         /// (index in [`CLASSES`], one run's histogram).
         hists: Vec<(usize, Histogram<u64>)>,
+        /// Every measured point's regular histogram, left out or not.
+        every: Vec<Histogram<u64>>,
         /// Server CPU-seconds and the replies they served, per run.
         cpu_runs: Vec<RunCpu>,
         /// Server context switches (voluntary, involuntary) and replies.
@@ -339,6 +360,7 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
                     target_sum: 0.0,
                     left_out: Vec::new(),
                     hists: Vec::new(),
+                    every: Vec::new(),
                     cpu_runs: Vec::new(),
                     ctx: (0, 0),
                     ctx_replies: 0.0,
@@ -354,6 +376,15 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
             } else {
                 None
             };
+            let mut by_tag = match &rec.outcome {
+                crate::sweep::Outcome::Measured {
+                    hdr_log: Some(log), ..
+                } => Some(hdr::read_classes(&r.log_of(log))?),
+                _ => None,
+            };
+            if let Some(h) = by_tag.as_ref().and_then(|m| m.get(&None)) {
+                cell.every.push(h.clone());
+            }
             if let Some(why) = why {
                 cell.left_out.push(format!("{}: {why}", r.dir.display()));
                 continue;
@@ -373,15 +404,11 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
                     cell.ctx_replies += replies;
                 }
             }
-            let crate::sweep::Outcome::Measured {
-                hdr_log: Some(log), ..
-            } = &rec.outcome
-            else {
+            let Some(by_tag) = by_tag.as_mut() else {
                 cell.left_out
                     .push(format!("{}: no interval log", r.dir.display()));
                 continue;
             };
-            let mut by_tag = hdr::read_classes(&r.log_of(log))?;
             for (k, (tag, _)) in CLASSES.iter().enumerate() {
                 if let Some(h) = by_tag.remove(&tag.map(String::from)) {
                     cell.hists.push((k, h));
@@ -397,23 +424,21 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
             target_sum,
             left_out,
             hists,
+            every,
             cpu_runs,
             ctx,
             ctx_replies,
         } = cell;
         let mut classes = Vec::new();
         for (k, (_, name)) in CLASSES.iter().enumerate() {
-            let mine: Vec<_> = hists.iter().filter(|(c, _)| *c == k).collect();
-            let Some((_, first)) = mine.first() else {
+            let mine: Vec<_> = hists
+                .iter()
+                .filter(|(c, _)| *c == k)
+                .map(|(_, h)| h)
+                .collect();
+            let Some(merged) = merge(&mine)? else {
                 continue;
             };
-            let mut merged = Histogram::new_from(first);
-            merged.auto(true);
-            for (_, h) in &mine {
-                merged
-                    .add(h)
-                    .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
-            }
             // skq load logs nanoseconds.
             let us = |q: f64| merged.value_at_quantile(q) as f64 / 1e3;
             classes.push(PooledClass {
@@ -438,6 +463,9 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
             ctx_per_reply: (ctx_replies > 0.0)
                 .then(|| (ctx.0 as f64 / ctx_replies, ctx.1 as f64 / ctx_replies)),
             cpu_runs,
+            every_p99_us: merge(&every.iter().collect::<Vec<_>>())?
+                .map(|m| m.value_at_quantile(0.99) as f64 / 1e3),
+            every_points: every.len(),
         });
     }
     let cpu_ratios = cpu_vs.map_or_else(Vec::new, |base| cpu_ratios(&points, base));
@@ -454,6 +482,21 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
         cpu_ratios,
         delayed_runs,
     })
+}
+
+/// One histogram from several (`None` from none).
+fn merge(hists: &[&Histogram<u64>]) -> Result<Option<Histogram<u64>>> {
+    let Some(first) = hists.first() else {
+        return Ok(None);
+    };
+    let mut merged = Histogram::new_from(*first);
+    merged.auto(true);
+    for h in hists {
+        merged
+            .add(*h)
+            .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
+    }
+    Ok(Some(merged))
 }
 
 /// The workload group of a label `name [group]` (empty without one).
@@ -540,6 +583,14 @@ fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<Po
         let pts: Vec<(f64, f64)> = mine.iter().map(|(p, p99)| (p.target_rps, *p99)).collect();
         max_load_at_slo(&pts, slo)
     });
+    let every_max = slo_us.and_then(|slo| {
+        let pts: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.config == config)
+            .filter_map(|p| Some((p.target_rps, p.every_p99_us?)))
+            .collect();
+        max_load_at_slo(&pts, slo)
+    });
     let p99_us = CLASSES
         .iter()
         .filter_map(|(_, name)| {
@@ -556,6 +607,8 @@ fn growth_of(config: &str, points: &[PooledPoint], runs: &[RunDir]) -> Option<Po
         unpooled_loads,
         max_load_rps: max.map(|m| m.load),
         max_load_is_lower_bound: max.is_some_and(|m| m.lower_bound),
+        every_max_load_rps: every_max.map(|m| m.load),
+        every_max_load_is_lower_bound: every_max.is_some_and(|m| m.lower_bound),
     })
 }
 
@@ -635,11 +688,16 @@ pub fn render(p: &Pooled) -> String {
             let loads: Vec<String> = g.unpooled_loads.iter().map(|l| format!("{l:.2}")).collect();
             format!(" [no point pooled at {}]", loads.join(", "))
         };
-        let max = match (g.max_load_rps, g.max_load_is_lower_bound) {
+        let mut max = match (g.max_load_rps, g.max_load_is_lower_bound) {
             (Some(m), false) => format!("; max load at SLO {m:.0} req/s"),
             (Some(m), true) => format!("; max load at SLO ≥ {m:.0} req/s"),
             (None, _) => String::new(),
         };
+        if !p.all {
+            if let Some(every) = selection_changes_max_load(g) {
+                max.push_str(&format!(" ({every})"));
+            }
+        }
         out.push_str(&format!(
             "{}: {:.2} → {:.2} ({slo}): {}{gaps}{max}\n",
             g.config,
@@ -647,6 +705,15 @@ pub fn render(p: &Pooled) -> String {
             g.peak_load,
             parts.join(", ")
         ));
+    }
+    if !p.all {
+        let flips = selection_flips(p);
+        if !flips.is_empty() {
+            out.push_str(&format!(
+                "\npoints whose left-out attempts put the pooled regular p99 on the other side of the SLO (the kept points favour, or hurt, that configuration; --all pools them):\n{}\n",
+                flips.join("\n")
+            ));
+        }
     }
     if let Some(base) = &p.cpu_vs {
         out.push_str(&format!(
@@ -692,6 +759,71 @@ pub fn render(p: &Pooled) -> String {
             "\nleft out ({}):\n{}\n",
             left.len(),
             left.join("\n")
+        ));
+    }
+    out
+}
+
+/// How the max load at SLO reads from every measured point, when that
+/// disagrees with the kept points' figure: two figures more than 1% apart,
+/// unless the lower of them is a lower bound ("≥"), which the higher then
+/// agrees with; or only one of them exists. A sweep's points past its
+/// crossing often fail a check (the server saturated), so the kept figure
+/// is often "≥ L" where every point's crosses just above L: no disagreement.
+fn selection_changes_max_load(g: &PooledGrowth) -> Option<String> {
+    let kept = (g.max_load_rps, g.max_load_is_lower_bound);
+    let every = (g.every_max_load_rps, g.every_max_load_is_lower_bound);
+    let agree = match (kept, every) {
+        ((Some(a), la), (Some(b), lb)) => {
+            let close = (a - b).abs() <= 0.01 * a.max(b);
+            // "≥ a" holds for any b above it (and the other way round).
+            close || (la && b >= a) || (lb && a >= b)
+        }
+        ((None, _), (None, _)) => true,
+        _ => false,
+    };
+    if agree {
+        return None;
+    }
+    Some(match every {
+        (Some(m), false) => format!("every point measured: {m:.0} req/s"),
+        (Some(m), true) => format!("every point measured: ≥ {m:.0} req/s"),
+        (None, _) => "every point measured: over the SLO at its lowest load".into(),
+    })
+}
+
+/// The points with something left out whose every-point regular p99 and
+/// kept p99 (or the absence of one) fall on different sides of their
+/// configuration's SLO, one line each.
+fn selection_flips(p: &Pooled) -> Vec<String> {
+    let mut out = Vec::new();
+    for x in p.points.iter().filter(|x| !x.left_out.is_empty()) {
+        let Some(slo) = p
+            .growth
+            .iter()
+            .find(|g| g.config == x.config)
+            .and_then(|g| g.slo_us)
+        else {
+            continue;
+        };
+        let Some(every) = x.every_p99_us else {
+            continue;
+        };
+        let kept = x.class("regular").map(|c| c.p99_us);
+        let flips = match kept {
+            Some(k) => (k <= slo) != (every <= slo),
+            // Nothing kept: the load is already named as unpooled; it
+            // matters here only where every point would have met the SLO.
+            None => every <= slo,
+        };
+        if !flips {
+            continue;
+        }
+        let pooled = x.measured - x.left_out.len();
+        let kept = kept.map_or("none pooled".into(), |k| format!("p99 {k:.0} µs"));
+        out.push(format!(
+            "  {} at {:.2}: {pooled} of {} points kept, {kept}; every point ({}) {every:.0} µs; SLO {slo:.0} µs",
+            x.config, x.load, x.measured, x.every_points
         ));
     }
     out
@@ -868,6 +1000,61 @@ mod tests {
         assert_eq!(p.growth[0].unpooled_loads, vec![0.5]);
         assert!(render(&p).contains("[no point pooled at 0.50]"));
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn left_out_points_that_would_change_the_verdict_are_named() {
+        let root = std::env::temp_dir().join(format!("skq-pool-sel-{}", std::process::id()));
+        let flat: [&[(u64, u64)]; 2] = [&[(1_000, 100)], &[(2_000, 100)]];
+        let passing = run_dir(&root, "a", flat, flat, true);
+        // 0.5 failed a check and was slow (50 µs against the 10 µs SLO).
+        let slow_failed = run_dir(&root, "b", [&[(1_000, 100)], &[(50_000, 100)]], flat, false);
+        let p = pool(&[passing.clone(), slow_failed.clone()], false, None).unwrap();
+        let half = &p.points[1];
+        assert_eq!((half.every_points, half.measured), (2, 2));
+        assert!((half.every_p99_us.unwrap() - 50.0).abs() < 0.1, "{half:?}");
+        let g = &p.growth[0];
+        // Kept: 2 µs at 0.5, a lower bound at 500 req/s; every point: the
+        // 0.5 point pools to 50 µs and the maximum falls between the loads.
+        assert_eq!(
+            (g.max_load_rps, g.max_load_is_lower_bound),
+            (Some(500.0), true)
+        );
+        let every = g.every_max_load_rps.unwrap();
+        assert!(!g.every_max_load_is_lower_bound && (every - 173.5).abs() < 0.5);
+        let text = render(&p);
+        assert!(
+            text.contains("max load at SLO ≥ 500 req/s (every point measured: 17"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "c at 0.50: 1 of 2 points kept, p99 2 µs; every point (2) 50 µs; SLO 10 µs"
+            ),
+            "{text}"
+        );
+        // --all pools them: nothing to say.
+        let text = render(&pool(&[passing.clone(), slow_failed], true, None).unwrap());
+        assert!(!text.contains("every point measured") && !text.contains("other side"));
+
+        // A failed point as fast as the kept ones changes nothing.
+        let fast_failed = run_dir(&root, "c", flat, flat, false);
+        let p = pool(&[passing, fast_failed.clone()], false, None).unwrap();
+        let text = render(&p);
+        assert!(!text.contains("every point measured") && !text.contains("other side"));
+
+        // Every point of a load left out where they met the SLO: named.
+        // The max load reads "≥ 100" kept and "≥ 500" from every point,
+        // which agree: no note on the growth line.
+        let p = pool(&[fast_failed], false, None).unwrap();
+        let text = render(&p);
+        assert!(
+            text.contains("c at 0.50: 0 of 1 points kept, none pooled; every point (1) 2 µs"),
+            "{text}"
+        );
+        assert_eq!(p.growth[0].every_max_load_rps, Some(500.0));
+        assert!(!text.contains("every point measured"), "{text}");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

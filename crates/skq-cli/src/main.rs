@@ -31,7 +31,8 @@ enum Cmd {
     /// Pool several `skq bench` runs of one sweep: per configuration and load, merge every
     /// class's latency histograms (regular, probe, high-priority, best-effort) and print the
     /// pooled percentiles, each configuration's p99 growth from low load to peak and its
-    /// max load at SLO from the pooled p99s.
+    /// max load at SLO from the pooled p99s, and where the points left out for failed
+    /// checks would change that max load.
     Pool(skq_bench::pool::PoolArgs),
     /// Discrete-event simulator driving the real scheduling core in virtual time.
     Sim(skq_sim::cli::SimArgs),
