@@ -379,7 +379,16 @@ pub fn pool(runs: &[RunDir], all: bool, cpu_vs: Option<&str>) -> Result<Pooled> 
             let mut by_tag = match &rec.outcome {
                 crate::sweep::Outcome::Measured {
                     hdr_log: Some(log), ..
-                } => Some(hdr::read_classes(&r.log_of(log))?),
+                } => {
+                    let read = hdr::read_classes(&r.log_of(log));
+                    // A point left out only adds to the every-point figure:
+                    // an unreadable log there is skipped, not an error.
+                    if why.is_some() {
+                        read.ok()
+                    } else {
+                        Some(read?)
+                    }
+                }
                 _ => None,
             };
             if let Some(h) = by_tag.as_ref().and_then(|m| m.get(&None)) {
