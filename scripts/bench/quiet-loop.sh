@@ -30,13 +30,13 @@
 # failed 18 and 22 checks, one of them delayed as a whole
 # (docs/results/quiet-2026-12-03e); but the run after the evening's quietest
 # probe (8 and 4) still failed 11, and one gated with HOST_PROBE=30 failed
-# 26. Since 2026-12-06 N defaults to 10 with PROBE=load: over the 70 main
+# 26. Since 2026-12-06 N defaults to 10 with PROBE=load: over the 74 main
 # and async sweeps started after a logged probe (2026-12-03 to 12-06,
 # `python3 scripts/bench/probe-vs-strict.py docs/results/quiet-2026-12-0*`),
 # those whose probe found at most 10 late sleeps per CPU had a mean of 1.7
-# `--strict` problems (21 of 48 passed) against 4.3 (5 of 22) above it,
-# one-sided permutation p 0.022; the four sweeps first gated at 10
-# (docs/results/quiet-2026-12-06d) all passed `--strict`. HOST_PROBE=off
+# `--strict` problems (22 of 52 passed) against 4.3 (5 of 22) above it,
+# one-sided permutation p 0.018; 5 of the 8 sweeps gated at 10 that day
+# passed `--strict` (docs/results/quiet-2026-12-06d; docs/MEASUREMENT.md). HOST_PROBE=off
 # turns the gate off; HOST_PROBE=1000000 only logs.
 #
 # BENCH_ARGS is appended to every `skq bench` job's command line (for
