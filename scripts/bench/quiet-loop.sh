@@ -30,12 +30,12 @@
 # failed 18 and 22 checks, one of them delayed as a whole
 # (docs/results/quiet-2026-12-03e); but the run after the evening's quietest
 # probe (8 and 4) still failed 11, and one gated with HOST_PROBE=30 failed
-# 26. Since 2026-12-06 N defaults to 10 with PROBE=load: over the 74 main
+# 26. Since 2026-12-06 N defaults to 10 with PROBE=load: over the 76 main
 # and async sweeps started after a logged probe (2026-12-03 to 12-06,
 # `python3 scripts/bench/probe-vs-strict.py docs/results/quiet-2026-12-0*`),
-# those whose probe found at most 10 late sleeps per CPU had a mean of 1.7
-# `--strict` problems (22 of 52 passed) against 4.3 (5 of 22) above it,
-# one-sided permutation p 0.018; 5 of the 8 sweeps gated at 10 that day
+# those whose probe found at most 10 late sleeps per CPU had a mean of 1.8
+# `--strict` problems (22 of 54 passed) against 4.3 (5 of 22) above it,
+# one-sided permutation p 0.020; 5 of the 10 sweeps gated at 10 that day
 # passed `--strict` (docs/results/quiet-2026-12-06d; docs/MEASUREMENT.md). HOST_PROBE=off
 # turns the gate off; HOST_PROBE=1000000 only logs.
 #
