@@ -46,6 +46,9 @@
 # Jobs (outputs under OUTDIR):
 #   capacity   skq load --capacity for rpc over 64 connections (the main job's generator capacity)
 #   mainN      skq bench --strict on its built-in default -> mainN/, mainN.log, cost-mainN.txt
+#   gmainN     the same with the host gate before every point (--host-gate $POINT_GATE,
+#              default 2 of 200 sleeps late per CPU; docs/MEASUREMENT.md, "A gate before
+#              every point") -> gmainN/, gmainN.log, cost-gmainN.txt
 #   asyncmainN the main job's sweep on skq-async against tokio (--modes
 #              async-hybrid,async-tokio) -> asyncmainN/, asyncmainN.log, cost-asyncmainN.txt
 #   kvN        the 1-thread cache sweep (kv-vs-memcached.toml) --strict -> kvN/, kvN.log
@@ -142,7 +145,10 @@ run_job() {
                local rc=$?
                python3 scripts/bench/cost-at-equal-load.py async-tokio "$D/$job" > "$D/cost-$job.txt" 2>&1
                return $rc ;;
-        main*) "$SKQ" bench --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
+        main*|gmain*)
+               local gate=""
+               [[ $job == g* ]] && gate="--host-gate ${POINT_GATE:-2}"
+               "$SKQ" bench --strict $gate $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
                local rc=$?
                python3 scripts/bench/cost-at-equal-load.py epoll-shared "$D/$job" > "$D/cost-$job.txt" 2>&1
                return $rc ;;

@@ -111,6 +111,17 @@ pub struct BenchArgs {
     /// `--seed` repeats a run's schedules).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Before each measurement of a point, probe every CPU of the run (200
+    /// sleeps of 500 µs, then 0.1 s of spinning, about 0.25 s) and, while
+    /// more than N sleeps on a CPU overshot by over 200 µs (the host holding
+    /// it), wait 5 s and probe again; the point's record keeps the probe and
+    /// the wait. Off by default (the file's `host_gate`).
+    #[arg(long, value_name = "N")]
+    pub host_gate: Option<u32>,
+    /// Longest wait of --host-gate before measuring a point all the same
+    /// (default 120).
+    #[arg(long, value_name = "S")]
+    pub host_gate_wait: Option<f64>,
 }
 
 /// `skq bench --strict`'s exit status when the sweep ran but its figures
@@ -208,6 +219,8 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     sw.rss_migrate_ms = a.rss_migrate_ms.or(sw.rss_migrate_ms);
     sw.disturbed_above = a.disturbed_above.or(sw.disturbed_above);
     sw.seed = a.seed.or(sw.seed).or_else(|| Some(rand::random()));
+    sw.host_gate = a.host_gate.or(sw.host_gate);
+    sw.host_gate_wait_s = a.host_gate_wait.or(sw.host_gate_wait_s);
     let what = if a.config.is_some() {
         "--config with flags"
     } else {
@@ -400,6 +413,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if let Some(w) = output::busy_machine_warning(&info) {
         println!("skq bench: warning: {w}");
+    }
+    if let Some(spec) = &sweep.settings.host_gate {
+        let gated = records.iter().filter_map(|r| r.host_gate());
+        if let Some(line) = crate::hostgate::summary_line(spec, gated) {
+            println!("skq bench: {line}");
+        }
     }
     println!(
         "skq bench: {:.0} s; report {}",

@@ -52,6 +52,8 @@
 //! * [`rss`]: emulated RSS, the network namespace the processes run in;
 //! * [`interrupt`]: Ctrl-C and SIGTERM;
 //! * [`disturbance`]: CPU used outside the run per point;
+//! * [`hostgate`]: a probe of the run's CPUs before each point, and a wait
+//!   while the host holds them (`--host-gate`);
 //! * [`overshoot`]: the host's delays of the server, from how far emulated
 //!   service overshot what was asked;
 //! * [`summary`]: max load at SLO, ratios, self-check verdicts and the
@@ -74,6 +76,7 @@ pub mod crosscheck;
 pub mod disturbance;
 pub mod episode;
 pub mod hdr;
+pub mod hostgate;
 pub mod interrupt;
 pub mod output;
 pub mod overshoot;

@@ -894,6 +894,7 @@ mod tests {
                 server_ctx_switches: ctx,
                 disturbance: None,
                 overshoot: None,
+                host_gate: None,
             },
         }
     }

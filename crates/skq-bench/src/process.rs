@@ -535,6 +535,11 @@ impl Runner for ProcessRunner {
     fn take_disturbance(&mut self) -> Option<Disturbance> {
         self.disturbance.take()
     }
+
+    fn probe_host(&mut self, sleeps: u32) -> Option<crate::hostgate::HostProbe> {
+        // Every CPU the run may use: the server's and the generator's.
+        crate::hostgate::probe(&self.cpus, sleeps).ok()
+    }
 }
 
 #[cfg(test)]

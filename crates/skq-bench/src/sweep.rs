@@ -199,6 +199,13 @@ pub trait Runner {
     fn take_disturbance(&mut self) -> Option<Disturbance> {
         None
     }
+
+    /// Probes the run's CPUs for the host gate ([`crate::hostgate`]):
+    /// `sleeps` sleeps per CPU. None when this runner cannot (the gate is
+    /// then skipped).
+    fn probe_host(&mut self, _sleeps: u32) -> Option<crate::hostgate::HostProbe> {
+        None
+    }
 }
 
 /// What happened to one planned point.
@@ -237,6 +244,10 @@ pub enum Outcome {
         /// where not judged.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         overshoot: Option<Overshoot>,
+        /// What the host gate did before the kept attempt, when on
+        /// ([`crate::hostgate`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host_gate: Option<crate::hostgate::GateOutcome>,
     },
     /// The runner failed; the curve ended here.
     Failed {
@@ -332,6 +343,14 @@ impl PointRecord {
         self.ctx_switches()?.per_reply(x.window_replies())
     }
 
+    /// What the host gate did before the kept attempt, when it was on.
+    pub fn host_gate(&self) -> Option<&crate::hostgate::GateOutcome> {
+        match &self.outcome {
+            Outcome::Measured { host_gate, .. } => host_gate.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The result, when measured.
     pub fn result(&self) -> Option<&PointResult> {
         match &self.outcome {
@@ -418,23 +437,74 @@ struct Attempt {
     series: Option<crate::series::PointSeries>,
     ctx_switches: Option<CtxSwitches>,
     disturbance: Option<Disturbance>,
+    gate: Option<crate::hostgate::GateOutcome>,
 }
 
+/// One measurement of `p`, after the host gate when it is on.
 fn attempt(
     runner: &mut dyn Runner,
     curve: &Curve,
     settings: &Settings,
     p: &PlannedPoint,
     files: &PointFiles,
+    progress: &mut dyn Progress,
 ) -> anyhow::Result<Attempt> {
-    let result = runner.run_point(curve, settings, p, files)?;
+    let gate = settings
+        .host_gate
+        .as_ref()
+        .and_then(|spec| host_gate(runner, curve, spec, p, progress));
+    let mut result = runner.run_point(curve, settings, p, files)?;
+    if let (Some(g), Some(spec)) = (&gate, &settings.host_gate) {
+        result.checks.notes.push(g.note(spec));
+    }
     Ok(Attempt {
         result,
         server: runner.take_server_stats(),
         series: runner.take_series(),
         ctx_switches: runner.take_ctx_switches(),
         disturbance: runner.take_disturbance(),
+        gate,
     })
+}
+
+/// The host gate before one measurement ([`crate::hostgate::wait_for_quiet`]
+/// with the runner's probe), saying above the bar when it waits.
+fn host_gate(
+    runner: &mut dyn Runner,
+    curve: &Curve,
+    spec: &crate::hostgate::GateSpec,
+    p: &PlannedPoint,
+    progress: &mut dyn Progress,
+) -> Option<crate::hostgate::GateOutcome> {
+    // The waits are announced as they happen; cancellation is read between
+    // probes. Both need the progress, which the closures share by cell.
+    let progress = std::cell::RefCell::new(progress);
+    crate::hostgate::wait_for_quiet(
+        spec,
+        |n| runner.probe_host(n),
+        |d| {
+            // Sleep in short steps so Ctrl-C is not held up by a pause.
+            let end = std::time::Instant::now() + d;
+            while std::time::Instant::now() < end && !progress.borrow().cancelled() {
+                std::thread::sleep(Duration::from_millis(100).min(d));
+            }
+        },
+        |probe, waited| {
+            progress.borrow_mut().note(&format!(
+                "{} [{}]: load {:.2}: host busy ({}), waiting{}",
+                curve.name,
+                curve.group(),
+                p.load,
+                probe.describe(),
+                if waited.is_zero() {
+                    String::new()
+                } else {
+                    format!(" ({:.0} s so far)", waited.as_secs_f64())
+                }
+            ))
+        },
+        || progress.borrow().cancelled(),
+    )
 }
 
 /// How late the generator was at p99, sending and reading (µs).
@@ -494,7 +564,7 @@ fn measure(
     reference: Option<f64>,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Attempt> {
-    let mut best = attempt(runner, curve, settings, p, files)?;
+    let mut best = attempt(runner, curve, settings, p, files, progress)?;
     let mut attempts = 1;
     let mut seen = Faults::default();
     let rank = |a: &Attempt| {
@@ -547,6 +617,7 @@ fn measure(
             settings,
             &p.again(u64::from(attempts)),
             files,
+            progress,
         )?;
         attempts += 1;
         if rank(&again).partial_cmp(&rank(&best)) == Some(std::cmp::Ordering::Less) {
@@ -685,6 +756,7 @@ fn confirm_crossings(
                 series,
                 server_ctx_switches,
                 disturbance,
+                host_gate,
                 ..
             } => Attempt {
                 result: *result,
@@ -692,6 +764,7 @@ fn confirm_crossings(
                 series,
                 ctx_switches: server_ctx_switches,
                 disturbance,
+                gate: host_gate,
             },
             _ => unreachable!("checked above"),
         };
@@ -734,6 +807,7 @@ fn confirm_crossings(
             server_ctx_switches: kept.ctx_switches,
             disturbance: kept.disturbance,
             overshoot: None, // judged once the sweep is done
+            host_gate: kept.gate,
         };
     }
     Ok(())
@@ -786,6 +860,7 @@ pub fn run(
                         series,
                         ctx_switches,
                         disturbance,
+                        gate,
                     }) => {
                         // S̄ measured so far: the curve's kept attempts and this one.
                         let refs: Vec<&PointResult> = records[first..]
@@ -819,6 +894,7 @@ pub fn run(
                                 server_ctx_switches: ctx_switches,
                                 disturbance,
                                 overshoot: None, // judged once the sweep is done
+                                host_gate: gate,
                             },
                         ));
                     }

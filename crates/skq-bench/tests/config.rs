@@ -215,6 +215,47 @@ fn flags_override_file_and_defaults() {
 }
 
 #[test]
+fn the_host_gate_comes_from_toml_and_flags_and_is_off_by_default() {
+    use skq_bench::hostgate::{DEFAULT_MAX_WAIT, DEFAULT_SLEEPS};
+    let settings = |text: &str| Sweep::from_file(&SweepFile::parse(text).unwrap(), 2);
+    let s = settings("[matrix]\nmodes=['cpu']").unwrap().settings;
+    assert_eq!(s.host_gate, None);
+    let s = settings("[sweep]\nhost_gate = 3\nhost_gate_wait_s = 30\n[matrix]\nmodes=['cpu']")
+        .unwrap()
+        .settings;
+    let g = s.host_gate.expect("on");
+    assert_eq!((g.max_late, g.sleeps), (3, DEFAULT_SLEEPS));
+    assert_eq!(g.max_wait, std::time::Duration::from_secs(30));
+    let err = |text: &str| format!("{:#}", settings(text).unwrap_err());
+    assert!(
+        err("[sweep]\nhost_gate_wait_s = 30\n[matrix]\nmodes=['cpu']")
+            .contains("needs `host_gate`")
+    );
+    assert!(
+        err("[sweep]\nhost_gate = 2\nhost_gate_wait_s = -1\n[matrix]\nmodes=['cpu']")
+            .contains("0 to 3600")
+    );
+    assert!(err("[sweep]\nhost_gate = 201\n[matrix]\nmodes=['cpu']").contains("at most 200"));
+    // Flags: on over the built-in default, with its default longest wait.
+    let a = BenchArgs {
+        host_gate: Some(4),
+        ..Default::default()
+    };
+    let g = build_sweep(&a, 2)
+        .unwrap()
+        .0
+        .settings
+        .host_gate
+        .expect("on");
+    assert_eq!((g.max_late, g.max_wait), (4, DEFAULT_MAX_WAIT));
+    let a = BenchArgs {
+        host_gate_wait: Some(10.0),
+        ..Default::default()
+    };
+    assert!(format!("{:#}", build_sweep(&a, 2).unwrap_err()).contains("needs `host_gate`"));
+}
+
+#[test]
 fn rss_settings_come_from_toml_and_flags() {
     let f = SweepFile::parse("[sweep]\nrss = '0-1'\nrss_migrate_ms = 200\n[matrix]\nmodes=['cpu']")
         .unwrap();

@@ -966,3 +966,93 @@ fn each_load_has_a_schedule_of_its_own_shared_by_the_configurations_and_measured
     assert_eq!(at_crossing.len(), 3, "{at_crossing:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_host_gate_probes_before_each_measurement_and_waits_while_the_host_is_busy() {
+    use skq_bench::hostgate::GateSpec;
+    use std::time::Duration;
+    let mut s = one_point_sweep();
+    s.settings.loads = vec![0.2, 0.4];
+    let dir = temp_dir("hostgate");
+    let fast = |max_late, max_wait_ms| GateSpec {
+        max_wait: Duration::from_millis(max_wait_ms),
+        retry_every: Duration::from_millis(1),
+        ..GateSpec::new(max_late)
+    };
+
+    // Off: the runner is never asked, and nothing is recorded.
+    let mut runner = FakeRunner {
+        probe: true,
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert!(runner.probed_before.is_empty());
+    assert!(records.iter().all(|r| matches!(
+        &r.outcome,
+        Outcome::Measured {
+            host_gate: None,
+            ..
+        }
+    )));
+
+    // On: the first point waits out two busy probes, the second is probed once;
+    // every probe comes before its measurement.
+    s.settings.host_gate = Some(fast(2, 1_000));
+    let mut runner = FakeRunner {
+        probe: true,
+        host_busy: 2,
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.probed_before, vec![0, 0, 0, 1]);
+    assert_eq!(runner.calls.len(), 2, "each point measured once");
+    let gate = |r: &PointRecord| match &r.outcome {
+        Outcome::Measured { host_gate, .. } => host_gate.clone().expect("gated"),
+        _ => panic!("measured"),
+    };
+    let (g0, g1) = (gate(&records[0]), gate(&records[1]));
+    assert_eq!((g0.probes, g0.passed, g0.waited_s), (3, true, 0.002));
+    assert_eq!((g1.probes, g1.passed), (1, true));
+    assert_eq!(g0.last.worst_late(), 0);
+    let notes = &records[0].result().unwrap().checks.notes;
+    assert!(
+        notes.iter().any(|n| n.contains("host gate: waited")),
+        "{notes:?}"
+    );
+    // The record reads back from points.json with the gate's figures.
+    let json = serde_json::to_string(&records).unwrap();
+    let back: Vec<PointRecord> = serde_json::from_str(&json).unwrap();
+    assert_eq!(gate(&back[0]), g0);
+
+    // A host busy past the longest wait: measured all the same, and said so.
+    s.settings.host_gate = Some(fast(2, 3));
+    let mut runner = FakeRunner {
+        probe: true,
+        host_busy: usize::MAX,
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.calls.len(), 2);
+    let g = gate(&records[0]);
+    assert_eq!((g.probes, g.passed), (4, false));
+    assert!(records[0]
+        .result()
+        .unwrap()
+        .checks
+        .notes
+        .iter()
+        .any(|n| n.contains("stayed busy")));
+
+    // A runner that cannot probe measures ungated.
+    let mut runner = FakeRunner::default();
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.calls.len(), 2);
+    assert!(matches!(
+        &records[0].outcome,
+        Outcome::Measured {
+            host_gate: None,
+            ..
+        }
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -288,6 +288,12 @@ pub struct SweepEntry {
     pub disturbed_above: Option<f64>,
     /// The run's seed (see [`Settings::seed`]).
     pub seed: Option<u64>,
+    /// The host gate: before each measurement of a point, wait while a
+    /// probe finds more than this many of 200 sleeps late on a CPU of the
+    /// run ([`crate::hostgate`]). Off when absent.
+    pub host_gate: Option<u32>,
+    /// Longest wait of the host gate before a point, seconds (default 120).
+    pub host_gate_wait_s: Option<f64>,
     /// Output folder.
     pub out: Option<PathBuf>,
 }

@@ -62,6 +62,10 @@ pub struct Settings {
     /// unless `--seed` or `seed` gives it, and prints it.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// The host gate before each measurement of a point
+    /// ([`crate::hostgate`]; `None`: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_gate: Option<crate::hostgate::GateSpec>,
 }
 
 fn default_seed() -> u64 {
@@ -94,6 +98,7 @@ impl Default for Settings {
             rss_migrate_ms: None,
             disturbed_above: default_disturbed_above(),
             seed: default_seed(),
+            host_gate: None,
         }
     }
 }
@@ -101,6 +106,23 @@ impl Default for Settings {
 impl Settings {
     /// Defaults overridden by a `[sweep]` table, validated.
     pub fn from_entry(e: &SweepEntry) -> Result<Settings> {
+        if let Some(w) = e.host_gate_wait_s {
+            if !(w.is_finite() && (0.0..=3600.0).contains(&w)) {
+                bail!("`host_gate_wait_s`: {w} must be 0 to 3600 seconds");
+            }
+            if e.host_gate.is_none() {
+                bail!("`host_gate_wait_s` needs `host_gate` (the most late sleeps per CPU)");
+            }
+        }
+        if e.host_gate
+            .is_some_and(|l| l > crate::hostgate::DEFAULT_SLEEPS)
+        {
+            bail!(
+                "`host_gate`: at most {} late sleeps of {} per CPU",
+                crate::hostgate::DEFAULT_SLEEPS,
+                crate::hostgate::DEFAULT_SLEEPS
+            );
+        }
         let d = Settings::default();
         let mut loads = e.loads.clone().unwrap_or(d.loads);
         if loads.is_empty()
@@ -128,7 +150,15 @@ impl Settings {
             rss_migrate_ms: e.rss_migrate_ms.filter(|&ms| ms > 0),
             disturbed_above: e.disturbed_above.unwrap_or(d.disturbed_above),
             seed: e.seed.unwrap_or(d.seed),
+            host_gate: e.host_gate.map(|late| crate::hostgate::GateSpec {
+                max_wait: e.host_gate_wait_s.map_or(
+                    crate::hostgate::DEFAULT_MAX_WAIT,
+                    std::time::Duration::from_secs_f64,
+                ),
+                ..crate::hostgate::GateSpec::new(late)
+            }),
         };
+
         if let Some(ms) = s.rss_migrate_ms {
             if s.rss == RssSpec::Off {
                 bail!("`rss_migrate_ms`: flows can only migrate under emulated RSS; set `rss` too");

@@ -202,6 +202,14 @@ pub struct FakeRunner {
     /// measurements hold an episode in seconds where the host held the
     /// machine ([`plant_held_episode`]).
     pub held: Vec<(String, usize, usize)>,
+    /// Answer the host gate's probes ([`Runner::probe_host`]); otherwise
+    /// the runner cannot probe and the gate is skipped.
+    pub probe: bool,
+    /// How many probes, from the first, find the host busy (9 of the
+    /// sleeps late on CPU 1); the rest find it quiet.
+    pub host_busy: usize,
+    /// `calls.len()` at each probe: which measurement it came before.
+    pub probed_before: Vec<usize>,
 }
 
 /// Gives `r` eight one-second intervals of which the first two read twice
@@ -322,6 +330,25 @@ impl Runner for FakeRunner {
 
     fn take_disturbance(&mut self) -> Option<Disturbance> {
         self.disturbance.take()
+    }
+
+    fn probe_host(&mut self, sleeps: u32) -> Option<skq_bench::hostgate::HostProbe> {
+        if !self.probe {
+            return None;
+        }
+        let busy = self.probed_before.len() < self.host_busy;
+        self.probed_before.push(self.calls.len());
+        let cpu = |cpu: usize, late: u32| skq_bench::hostgate::CpuProbe {
+            cpu,
+            sleeps,
+            late,
+            max_overshoot_us: if late > 0 { 900.0 } else { 95.0 },
+            spin_lost_ms: 0.2,
+            spin_s: 0.1,
+        };
+        Some(skq_bench::hostgate::HostProbe {
+            cpus: vec![cpu(0, 0), cpu(1, if busy { 9 } else { 0 })],
+        })
     }
 }
 
