@@ -114,14 +114,23 @@ pub struct BenchArgs {
     /// Before each measurement of a point, probe every CPU of the run (200
     /// sleeps of 500 µs, then 0.1 s of spinning, about 0.25 s) and, while
     /// more than N sleeps on a CPU overshot by over 200 µs (the host holding
-    /// it), wait 5 s and probe again; the point's record keeps the probe and
-    /// the wait. Off by default (the file's `host_gate`).
+    /// it), wait 5 s and probe again; and have the generator end a start at
+    /// the end of its warm-up, measuring nothing, when the machine's stalls
+    /// took more of it than --host-gate-warmup allows, the point starting
+    /// again 5 s later (all within --host-gate-wait). The point's record
+    /// keeps the probe, the waits and the starts. Off by default (the
+    /// file's `host_gate`).
     #[arg(long, value_name = "N")]
     pub host_gate: Option<u32>,
     /// Longest wait of --host-gate before measuring a point all the same
     /// (default 120).
     #[arg(long, value_name = "S")]
     pub host_gate_wait: Option<f64>,
+    /// With --host-gate: the ms per second of warm-up the machine's stalls
+    /// may take from the generator's loop before it ends the start (default
+    /// 10; 0: never ends one).
+    #[arg(long, value_name = "MS_PER_S")]
+    pub host_gate_warmup: Option<f64>,
 }
 
 /// `skq bench --strict`'s exit status when the sweep ran but its figures
@@ -221,6 +230,7 @@ pub fn build_sweep(a: &BenchArgs, cpus: usize) -> Result<(Sweep, Option<PathBuf>
     sw.seed = a.seed.or(sw.seed).or_else(|| Some(rand::random()));
     sw.host_gate = a.host_gate.or(sw.host_gate);
     sw.host_gate_wait_s = a.host_gate_wait.or(sw.host_gate_wait_s);
+    sw.host_gate_warmup_ms_per_s = a.host_gate_warmup.or(sw.host_gate_warmup_ms_per_s);
     let what = if a.config.is_some() {
         "--config with flags"
     } else {

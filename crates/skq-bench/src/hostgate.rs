@@ -40,6 +40,33 @@ pub const GAP_US: f64 = 50.0;
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(120);
 /// Pause between two probes that failed.
 pub const DEFAULT_RETRY_EVERY: Duration = Duration::from_secs(5);
+/// The generator ends a gated point's run at the end of its warm-up when
+/// the machine's stalls took more than this many ms per second of it from
+/// the generator's loop (`skq load --abort-if-warmup-stalled`). Over the
+/// main and async sweeps of 2026-12-03 to 12-06, every point whose
+/// generator lost 20 ms a second or more failed its checks, a third of
+/// those at 15–20 ms, 2% at 10–15 and none below; a point whose first
+/// second lost under 5 ms went on to lose 12 ms a second or more 3% of the
+/// time, over 10 ms 30–56% (`scripts/bench/stall-onset.py`).
+pub const DEFAULT_WARMUP_STALL_MS_PER_S: f64 = 10.0;
+
+/// The error of a point whose generator ended its run at the end of the
+/// warm-up because the machine stalled it (the generator's last line):
+/// nothing was measured, and the host gate starts the point again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartStalled(pub String);
+
+impl std::fmt::Display for StartStalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the host stalled the generator in the warm-up: {}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for StartStalled {}
 
 /// One CPU's probe.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -147,6 +174,12 @@ pub struct GateSpec {
     pub max_wait: Duration,
     /// Pause between two probes.
     pub retry_every: Duration,
+    /// Have the generator end the run at the end of its warm-up when the
+    /// machine's stalls took more than this many ms per second of it
+    /// (`None`: measure whatever the warm-up saw); the point then starts
+    /// again after a pause, within the same longest wait.
+    #[serde(default)]
+    pub warmup_stall_ms_per_s: Option<f64>,
 }
 
 impl GateSpec {
@@ -157,6 +190,7 @@ impl GateSpec {
             sleeps: DEFAULT_SLEEPS,
             max_wait: DEFAULT_MAX_WAIT,
             retry_every: DEFAULT_RETRY_EVERY,
+            warmup_stall_ms_per_s: Some(DEFAULT_WARMUP_STALL_MS_PER_S),
         }
     }
 }
@@ -173,12 +207,28 @@ pub struct GateOutcome {
     pub passed: bool,
     /// The last probe.
     pub last: HostProbe,
+    /// Starts the generator ended at the end of their warm-up because the
+    /// machine stalled it ([`StartStalled`]), each followed by a pause.
+    #[serde(default)]
+    pub stalled_starts: u32,
 }
 
 impl GateOutcome {
     /// One line for the point's notes.
     pub fn note(&self, spec: &GateSpec) -> String {
-        if self.passed && self.probes == 1 {
+        let line = self.probe_note(spec);
+        if self.stalled_starts == 0 {
+            return line;
+        }
+        format!(
+            "{line}; {} start(s) ended at the warm-up's end, the machine having stalled the generator more than {:.0} ms a second",
+            self.stalled_starts,
+            spec.warmup_stall_ms_per_s.unwrap_or(0.0)
+        )
+    }
+
+    fn probe_note(&self, spec: &GateSpec) -> String {
+        if self.passed && self.probes == 1 && self.waited_s == 0.0 {
             format!(
                 "info: host gate passed at once (at most {} of {} sleeps late per CPU): {}",
                 spec.max_late,
@@ -231,6 +281,7 @@ pub fn wait_for_quiet(
                 waited_s: waited.as_secs_f64(),
                 passed,
                 last,
+                stalled_starts: 0,
             });
         }
         on_wait(&last, waited);
@@ -251,14 +302,18 @@ pub fn summary_line<'a>(
     }
     let waited: Vec<f64> = all
         .iter()
-        .filter(|g| g.probes > 1)
+        .filter(|g| g.waited_s > 0.0)
         .map(|g| g.waited_s)
         .collect();
     let busy = all.iter().filter(|g| !g.passed).count();
+    let stalled: u32 = all.iter().map(|g| g.stalled_starts).sum();
+    let restarted = all.iter().filter(|g| g.stalled_starts > 0).count();
     Some(format!(
-        "host gate (at most {} of {} sleeps late per CPU): {} points gated, {} of them waited ({:.0} s in all, longest {:.0} s), {} measured with the host still busy after {:.0} s",
+        "host gate (at most {} of {} sleeps late per CPU{}): {} points gated, {} of them waited ({:.0} s in all, longest {:.0} s), {} measured with the host still busy after {:.0} s; {stalled} start(s) of {restarted} point(s) ended at the warm-up's end",
         spec.max_late,
         spec.sleeps,
+        spec.warmup_stall_ms_per_s
+            .map_or(String::new(), |l| format!(", warm-up stalls at most {l:.0} ms/s")),
         all.len(),
         waited.len(),
         waited.iter().sum::<f64>(),
@@ -367,18 +422,20 @@ mod tests {
             waited_s: 0.0,
             passed: true,
             last: reading(&[0]),
+            stalled_starts: 0,
         };
         let waited = |s: f64, passed| GateOutcome {
             probes: 3,
             waited_s: s,
             passed,
             last: reading(&[9]),
+            stalled_starts: 1,
         };
         assert_eq!(summary_line(&spec, []), None);
         let outcomes = [at_once.clone(), waited(10.0, true), waited(120.0, false)];
         let line = summary_line(&spec, &outcomes).unwrap();
         assert!(
-            line.contains("3 points gated, 2 of them waited (130 s in all, longest 120 s), 1 measured with the host still busy"),
+            line.contains("3 points gated, 2 of them waited (130 s in all, longest 120 s), 1 measured with the host still busy after 120 s; 2 start(s) of 2 point(s)"),
             "{line}"
         );
     }

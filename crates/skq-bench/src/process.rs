@@ -73,6 +73,9 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// `skq load`'s exit status when its run completed but a self-check failed
 /// (`skq_load::cli::EXIT_CHECK_FAILED`).
 const LOAD_CHECK_FAILED: i32 = 3;
+/// `skq load`'s exit status when it ended a run at the end of its warm-up
+/// (`--abort-if-warmup-stalled`; `skq_load::engine::EXIT_WARMUP_STALLED`).
+const LOAD_WARMUP_STALLED: i32 = 4;
 
 /// How long a server may take to exit after SIGTERM before SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -292,6 +295,9 @@ impl ProcessRunner {
             &curve.load.threads.to_string(),
         ]);
         c.args(["--drain", &s.drain_secs.to_string()]);
+        if let Some(l) = s.host_gate.as_ref().and_then(|g| g.warmup_stall_ms_per_s) {
+            c.args(["--abort-if-warmup-stalled", &l.to_string()]);
+        }
         match curve.load.protocol.as_str() {
             "rpc" => {
                 c.args(["--workload", &curve.workload]);
@@ -456,6 +462,9 @@ impl Runner for ProcessRunner {
             None => {}
         }
         alive?;
+        if code == Some(LOAD_WARMUP_STALLED) {
+            return Err(crate::hostgate::StartStalled(log_tail(&files.load_log, 1)).into());
+        }
         // 3: the run completed but a self-check failed; its result is read
         // and judged like any other.
         if code != Some(0) && code != Some(LOAD_CHECK_FAILED) {

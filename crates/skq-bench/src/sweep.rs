@@ -440,7 +440,12 @@ struct Attempt {
     gate: Option<crate::hostgate::GateOutcome>,
 }
 
-/// One measurement of `p`, after the host gate when it is on.
+/// One measurement of `p`, after the host gate when it is on. With the
+/// gate's warm-up limit, a start the generator ended at the end of its
+/// warm-up ([`crate::hostgate::StartStalled`]: the host stalled it, nothing
+/// was measured) is followed by a pause and the gate again, within the
+/// gate's longest wait; the last start allowed measures whatever its
+/// warm-up saw.
 fn attempt(
     runner: &mut dyn Runner,
     curve: &Curve,
@@ -449,22 +454,97 @@ fn attempt(
     files: &PointFiles,
     progress: &mut dyn Progress,
 ) -> anyhow::Result<Attempt> {
-    let gate = settings
-        .host_gate
-        .as_ref()
-        .and_then(|spec| host_gate(runner, curve, spec, p, progress));
-    let mut result = runner.run_point(curve, settings, p, files)?;
-    if let (Some(g), Some(spec)) = (&gate, &settings.host_gate) {
-        result.checks.notes.push(g.note(spec));
+    let Some(spec) = &settings.host_gate else {
+        let result = runner.run_point(curve, settings, p, files)?;
+        return Ok(finish(runner, result, None));
+    };
+    let mut total: Option<crate::hostgate::GateOutcome> = None;
+    let mut waited = Duration::ZERO;
+    loop {
+        let left = crate::hostgate::GateSpec {
+            max_wait: spec.max_wait.saturating_sub(waited),
+            ..spec.clone()
+        };
+        let g = host_gate(runner, curve, &left, p, progress);
+        if let Some(g) = &g {
+            waited += Duration::from_secs_f64(g.waited_s);
+        }
+        total = match (total, g) {
+            (Some(t), Some(g)) => Some(crate::hostgate::GateOutcome {
+                probes: t.probes + g.probes,
+                waited_s: waited.as_secs_f64(),
+                stalled_starts: t.stalled_starts,
+                ..g
+            }),
+            (t, g) => g.or(t),
+        };
+        // The generator may end this start early only while a pause and
+        // another start fit in the longest wait.
+        let may_end_early = spec.warmup_stall_ms_per_s.is_some()
+            && waited + spec.retry_every <= spec.max_wait
+            && !progress.cancelled();
+        let run = if may_end_early {
+            runner.run_point(curve, settings, p, files)
+        } else {
+            let mut s = settings.clone();
+            if let Some(g) = &mut s.host_gate {
+                g.warmup_stall_ms_per_s = None;
+            }
+            runner.run_point(curve, &s, p, files)
+        };
+        match run {
+            Err(e)
+                if may_end_early && e.downcast_ref::<crate::hostgate::StartStalled>().is_some() =>
+            {
+                progress.note(&format!(
+                    "{} [{}]: load {:.2}: {e:#}; starting it again in {:.0} s",
+                    curve.name,
+                    curve.group(),
+                    p.load,
+                    spec.retry_every.as_secs_f64()
+                ));
+                if let Some(t) = &mut total {
+                    t.stalled_starts += 1;
+                }
+                pause(spec.retry_every, progress);
+                waited += spec.retry_every;
+                if let Some(t) = &mut total {
+                    t.waited_s = waited.as_secs_f64();
+                }
+            }
+            run => {
+                let mut result = run?;
+                if let Some(g) = &total {
+                    result.checks.notes.push(g.note(spec));
+                }
+                return Ok(finish(runner, result, total));
+            }
+        }
     }
-    Ok(Attempt {
+}
+
+/// An attempt from its result and what the runner measured beside it.
+fn finish(
+    runner: &mut dyn Runner,
+    result: PointResult,
+    gate: Option<crate::hostgate::GateOutcome>,
+) -> Attempt {
+    Attempt {
         result,
         server: runner.take_server_stats(),
         series: runner.take_series(),
         ctx_switches: runner.take_ctx_switches(),
         disturbance: runner.take_disturbance(),
         gate,
-    })
+    }
+}
+
+/// Sleeps `d` in short steps, so Ctrl-C is not held up by a pause.
+fn pause(d: Duration, progress: &dyn Progress) {
+    let end = std::time::Instant::now() + d;
+    while std::time::Instant::now() < end && !progress.cancelled() {
+        std::thread::sleep(Duration::from_millis(100).min(d));
+    }
 }
 
 /// The host gate before one measurement ([`crate::hostgate::wait_for_quiet`]
@@ -482,13 +562,7 @@ fn host_gate(
     crate::hostgate::wait_for_quiet(
         spec,
         |n| runner.probe_host(n),
-        |d| {
-            // Sleep in short steps so Ctrl-C is not held up by a pause.
-            let end = std::time::Instant::now() + d;
-            while std::time::Instant::now() < end && !progress.borrow().cancelled() {
-                std::thread::sleep(Duration::from_millis(100).min(d));
-            }
-        },
+        |d| pause(d, *progress.borrow()),
         |probe, waited| {
             progress.borrow_mut().note(&format!(
                 "{} [{}]: load {:.2}: host busy ({}), waiting{}",

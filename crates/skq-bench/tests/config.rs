@@ -226,6 +226,20 @@ fn the_host_gate_comes_from_toml_and_flags_and_is_off_by_default() {
     let g = s.host_gate.expect("on");
     assert_eq!((g.max_late, g.sleeps), (3, DEFAULT_SLEEPS));
     assert_eq!(g.max_wait, std::time::Duration::from_secs(30));
+    assert_eq!(
+        g.warmup_stall_ms_per_s,
+        Some(skq_bench::hostgate::DEFAULT_WARMUP_STALL_MS_PER_S)
+    );
+    let g =
+        settings("[sweep]\nhost_gate = 3\nhost_gate_warmup_ms_per_s = 0\n[matrix]\nmodes=['cpu']")
+            .unwrap()
+            .settings
+            .host_gate
+            .expect("on");
+    assert_eq!(
+        g.warmup_stall_ms_per_s, None,
+        "0 turns the warm-up limit off"
+    );
     let err = |text: &str| format!("{:#}", settings(text).unwrap_err());
     assert!(
         err("[sweep]\nhost_gate_wait_s = 30\n[matrix]\nmodes=['cpu']")
@@ -236,6 +250,10 @@ fn the_host_gate_comes_from_toml_and_flags_and_is_off_by_default() {
             .contains("0 to 3600")
     );
     assert!(err("[sweep]\nhost_gate = 201\n[matrix]\nmodes=['cpu']").contains("at most 200"));
+    assert!(
+        err("[sweep]\nhost_gate_warmup_ms_per_s = 5\n[matrix]\nmodes=['cpu']")
+            .contains("needs `host_gate`")
+    );
     // Flags: on over the built-in default, with its default longest wait.
     let a = BenchArgs {
         host_gate: Some(4),

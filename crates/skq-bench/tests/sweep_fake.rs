@@ -1056,3 +1056,70 @@ fn the_host_gate_probes_before_each_measurement_and_waits_while_the_host_is_busy
     ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_start_the_host_stalled_in_its_warm_up_is_started_again_within_the_longest_wait() {
+    use skq_bench::hostgate::GateSpec;
+    use std::time::Duration;
+    let mut s = one_point_sweep();
+    let dir = temp_dir("stalledstart");
+    s.settings.host_gate = Some(GateSpec {
+        max_wait: Duration::from_millis(50),
+        retry_every: Duration::from_millis(10),
+        ..GateSpec::new(2)
+    });
+    // Two starts end in the warm-up, the third measures.
+    let mut runner = FakeRunner {
+        probe: true,
+        stalled_starts: 2,
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.calls.len(), 3);
+    assert_eq!(runner.warmup_limit, vec![true; 3]);
+    assert_eq!(
+        runner.probed_before,
+        vec![0, 1, 2],
+        "the gate before every start"
+    );
+    let Outcome::Measured {
+        host_gate: Some(g), ..
+    } = &records[0].outcome
+    else {
+        panic!("measured and gated: {:?}", records[0].outcome);
+    };
+    assert_eq!((g.stalled_starts, g.probes, g.passed), (2, 3, true));
+    assert!((g.waited_s - 0.02).abs() < 1e-9, "{}", g.waited_s);
+    assert!(records[0]
+        .result()
+        .unwrap()
+        .checks
+        .notes
+        .iter()
+        .any(|n| n.contains("2 start(s) ended at the warm-up's end")));
+    // A host that stalls every warm-up: once the longest wait leaves no room
+    // for a pause and another start, the last start measures whatever its
+    // warm-up saw (the limit off), and the point is measured.
+    let mut runner = FakeRunner {
+        probe: true,
+        stalled_starts: usize::MAX,
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(
+        runner.warmup_limit,
+        vec![true, true, true, true, true, false]
+    );
+    assert!(records[0].result().is_some());
+    assert_eq!(records[0].host_gate().unwrap().stalled_starts, 5);
+    // Without the warm-up limit the generator is never asked to end early.
+    s.settings.host_gate.as_mut().unwrap().warmup_stall_ms_per_s = None;
+    let mut runner = FakeRunner {
+        probe: true,
+        stalled_starts: 3,
+        ..Default::default()
+    };
+    sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    assert_eq!(runner.warmup_limit, vec![false]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

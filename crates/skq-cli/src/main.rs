@@ -85,6 +85,11 @@ fn main() {
         if e.downcast_ref::<skq_load::cli::CheckFailed>().is_some() {
             std::process::exit(skq_load::cli::EXIT_CHECK_FAILED);
         }
+        if e.downcast_ref::<skq_load::engine::WarmupStalled>()
+            .is_some()
+        {
+            std::process::exit(skq_load::engine::EXIT_WARMUP_STALLED);
+        }
         if e.downcast_ref::<skq_bench::cli::StrictFailed>().is_some() {
             std::process::exit(skq_bench::cli::EXIT_STRICT);
         }

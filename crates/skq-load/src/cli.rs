@@ -205,6 +205,13 @@ pub struct TimingArgs {
     /// read-lag check (to measure what the check costs the generator).
     #[arg(long)]
     pub no_read_stamps: bool,
+    /// End the run when its warm-up ends, measuring nothing, if the
+    /// machine's stalls of a generator thread's loop (steps over 50 µs it
+    /// did not spend working) took more than this many ms per second of
+    /// warm-up; exits with status 4 (`skq bench --host-gate` waits and
+    /// starts the point again). Needs a warm-up of at least 0.1 s.
+    #[arg(long, value_name = "MS_PER_S")]
+    pub abort_if_warmup_stalled: Option<f64>,
     /// Spin instead of sleeping for the last µs before each send. Default:
     /// 2000 when a generator thread has a CPU to itself (`--cpus`, or an
     /// affinity of one CPU per thread) and runs at normal priority, else 100.
@@ -364,6 +371,7 @@ impl LoadArgs {
         cfg.keeping.max_read_lag_us = self.timing.max_read_lag_us;
         cfg.keeping.poll_events = usize::from(self.timing.poll_events);
         cfg.keeping.read_stamps = !self.timing.no_read_stamps;
+        cfg.keeping.abort_if_warmup_stalled_ms_per_s = self.timing.abort_if_warmup_stalled;
         cfg.keeping.spin_us = self.timing.spin_us;
         cfg.output.hdr_log = self.output.hdr_log.clone();
         cfg.output.trace_late = self.timing.trace_late.clone().or_else(|| {

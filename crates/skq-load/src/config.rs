@@ -146,6 +146,10 @@ pub struct Keeping {
     pub cpus: Vec<u32>,
     /// Test hook: deliberately stall the sender.
     pub stall: Option<Stall>,
+    /// Test hook: stall the sender as the host does, unseen by the loop
+    /// until it reads the clock again, so the pauses count as the
+    /// machine's stalls (the hook `stall` is the generator's own).
+    pub host_stall: Option<Stall>,
     /// Test hook: stall before every `every`-th read (of a socket `epoll`
     /// reported readable), so that read's data waits at least `pause`.
     pub read_stall: Option<Stall>,
@@ -161,6 +165,12 @@ pub struct Keeping {
     /// check (to measure what the check costs, or on a kernel without
     /// stamps).
     pub read_stamps: bool,
+    /// End the run when its warm-up ends, measuring nothing, if the
+    /// machine's stalls ([`crate::worker`]'s `STALL_NS`) took more than this
+    /// many ms per second of warm-up from a generator thread's loop (`None`:
+    /// never). `skq bench` uses it to wait out a host that holds the
+    /// generator's CPU instead of measuring through it.
+    pub abort_if_warmup_stalled_ms_per_s: Option<f64>,
 }
 
 /// Events a generator thread takes per `epoll_wait`. When the loop still
@@ -180,10 +190,12 @@ impl Default for Keeping {
             rt_priority: None,
             cpus: Vec::new(),
             stall: None,
+            host_stall: None,
             read_stall: None,
             max_read_lag_us: 50.0,
             poll_events: DEFAULT_POLL_EVENTS,
             read_stamps: true,
+            abort_if_warmup_stalled_ms_per_s: None,
         }
     }
 }
@@ -331,6 +343,18 @@ impl LoadConfig {
             }
             if self.protocol != ProtocolConfig::Rpc {
                 return Err("--batch-rate needs --protocol rpc (its class byte)".into());
+            }
+        }
+        if let Some(l) = self.keeping.abort_if_warmup_stalled_ms_per_s {
+            if !(l.is_finite() && (0.0..=1000.0).contains(&l)) {
+                return Err(format!(
+                    "--abort-if-warmup-stalled must be 0..=1000 ms per second, got {l}"
+                ));
+            }
+            if self.warmup < std::time::Duration::from_millis(100) {
+                return Err(
+                    "--abort-if-warmup-stalled needs a warm-up of at least 0.1 s (--warmup)".into(),
+                );
             }
         }
         if let Some(p) = self.keeping.rt_priority {

@@ -202,6 +202,11 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
         ),
         _ => None,
     };
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    let warm_stall_limit_ns = cfg
+        .keeping
+        .abort_if_warmup_stalled_ms_per_s
+        .map(|l| (l * 1e6 * cfg.warmup.as_secs_f64()) as u64);
     let mut workers = Vec::with_capacity(cfg.threads);
     for (t, setups) in per_thread.into_iter().enumerate() {
         let params = WorkerParams {
@@ -218,6 +223,7 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             series_p,
             interval_ns: interval_ns(cfg),
             stall: cfg.keeping.stall.map(|s| (s.every, s.pause)),
+            host_stall: cfg.keeping.host_stall.map(|s| (s.every, s.pause)),
             read_stall: cfg.keeping.read_stall.map(|s| (s.every, s.pause)),
             seed: cfg.seed.wrapping_mul(31).wrapping_add(t as u64),
             rt_priority: cfg.keeping.rt_priority,
@@ -236,6 +242,8 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
                 .map(|p| crate::engine::per_thread_path(p, t, cfg.threads)),
             poll_events: cfg.keeping.poll_events,
             read_stamps: cfg.keeping.read_stamps,
+            warm_stall_limit_ns,
+            abort: warm_stall_limit_ns.map(|_| &abort),
         };
         workers.push(Worker::new(params, codec(cfg), setups)?);
     }
@@ -279,6 +287,15 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
             })
             .collect()
     })?;
+    if abort.load(std::sync::atomic::Ordering::Relaxed) {
+        let worst = outs.iter().map(|o| o.warm_stall_ns).max().unwrap_or(0);
+        return Err(WarmupStalled {
+            stalled_ms: worst as f64 / 1e6,
+            warmup_s: cfg.warmup.as_secs_f64(),
+            limit_ms_per_s: cfg.keeping.abort_if_warmup_stalled_ms_per_s.unwrap_or(0.0),
+        }
+        .into());
+    }
     let cpu1 = cpu::process_cpu_ns();
     let busy_ns: u64 = outs.iter().map(|o| o.busy_ns).sum();
     let waited_ns: Option<u64> = outs.iter().map(|o| o.waited_ns).sum();
@@ -309,6 +326,38 @@ pub fn run_with_cost(cfg: &LoadConfig) -> anyhow::Result<(PointResult, RunCost)>
     result.client_preempted = Some(preempted);
     Ok((result, cost))
 }
+
+/// The error of a run ended at the end of its warm-up, measuring nothing,
+/// because the machine's stalls took more of a generator thread's loop in
+/// the warm-up than `--abort-if-warmup-stalled` allows: `skq load` exits
+/// with [`EXIT_WARMUP_STALLED`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarmupStalled {
+    /// The most a thread lost to the machine's stalls in the warm-up (ms).
+    pub stalled_ms: f64,
+    /// The warm-up's length (s).
+    pub warmup_s: f64,
+    /// The limit (ms per second of warm-up).
+    pub limit_ms_per_s: f64,
+}
+
+impl std::fmt::Display for WarmupStalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not measured: the machine stalled the generator's loop for {:.1} ms of its {:.2}-s warm-up ({:.1} ms per second, over the {:.1} allowed)",
+            self.stalled_ms,
+            self.warmup_s,
+            self.stalled_ms / self.warmup_s.max(1e-9),
+            self.limit_ms_per_s
+        )
+    }
+}
+
+impl std::error::Error for WarmupStalled {}
+
+/// `skq load`'s exit status for [`WarmupStalled`].
+pub const EXIT_WARMUP_STALLED: i32 = 4;
 
 /// The trace file of thread `t`: `path` itself with one thread, else
 /// `path.T`.

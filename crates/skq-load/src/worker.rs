@@ -204,6 +204,9 @@ pub struct WorkerParams<'a> {
     pub interval_ns: Option<u64>,
     /// Fault injection: sleep this long after every `n` sends.
     pub stall: Option<(u64, std::time::Duration)>,
+    /// Test hook: (every, pause) sends, slept through as the host holds a
+    /// CPU: the loop counts it as the machine's stall.
+    pub host_stall: Option<(u64, std::time::Duration)>,
     /// Fault injection: sleep this long before every `n`-th read.
     pub read_stall: Option<(u64, std::time::Duration)>,
     /// RNG seed of this thread.
@@ -222,6 +225,12 @@ pub struct WorkerParams<'a> {
     pub poll_events: usize,
     /// Read with `recvmsg` and kernel receive stamps (else plain `read`).
     pub read_stamps: bool,
+    /// End the run at the end of the warm-up when the machine's stalls of
+    /// this thread's loop in it took longer than this (ns; `None`: never).
+    pub warm_stall_limit_ns: Option<u64>,
+    /// Set by the thread that ends the run so (see `warm_stall_limit_ns`);
+    /// every thread stops when it is set.
+    pub abort: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// One regular request, as scheduled and as answered.
@@ -338,6 +347,12 @@ pub struct WorkerOut {
     /// Reads whose data carried no kernel stamp (the kernel turns stamping
     /// on from a work queue, so the first reads of a machine may have none).
     pub unstamped_reads: u64,
+    /// The machine's stalls of this thread's loop during the warm-up (ns).
+    pub warm_stall_ns: u64,
+    /// The run ended at the end of its warm-up, measuring nothing: this
+    /// thread's warm-up stalls passed `warm_stall_limit_ns`, or another
+    /// thread's did (then false here but the flag set).
+    pub aborted_at_warm_end: bool,
 }
 
 /// A step of the generator loop longer than this (ns) is counted as a stall
@@ -643,8 +658,31 @@ impl<'a> Worker<'a> {
         // timeout) and nothing was sent since: the start of a floor sample.
         let mut idle_since: Option<u64> = None;
         self.last_tick = cpu::monotonic_ns();
+        let mut warm_checked = self.p.warm_stall_limit_ns.is_none();
         loop {
             let mut now = self.tick();
+            if !warm_checked && now >= self.p.warm_end {
+                warm_checked = true;
+                if self
+                    .p
+                    .warm_stall_limit_ns
+                    .is_some_and(|l| self.out.warm_stall_ns > l)
+                {
+                    self.out.aborted_at_warm_end = true;
+                    if let Some(flag) = self.p.abort {
+                        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    break;
+                }
+            }
+            // Another thread ended the run at the warm-up's end.
+            if self
+                .p
+                .abort
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                break;
+            }
             if sending {
                 let began = now;
                 let mut burst = 0;
@@ -780,6 +818,9 @@ impl<'a> Worker<'a> {
         if now > since + STALL_NS {
             self.out.stalls += 1;
             self.out.stall_ns += now - since;
+            if now < self.p.warm_end && now > self.p.start {
+                self.out.warm_stall_ns += now - since.max(self.p.start);
+            }
             if let (true, Some(iv)) = (self.measured(now), self.p.interval_ns) {
                 let k = ((now - self.p.warm_end) / iv) as usize;
                 *slot(&mut self.out.intervals_stall_ns, k, || 0) += now - since;
@@ -888,6 +929,11 @@ impl<'a> Worker<'a> {
             if self.sends >= every {
                 self.sends = 0;
                 self.pause(pause);
+            }
+        }
+        if let Some((every, pause)) = self.p.host_stall {
+            if self.sends % every == 0 {
+                std::thread::sleep(pause);
             }
         }
     }

@@ -652,3 +652,38 @@ fn a_generator_behind_schedule_still_draws_a_poisson_schedule() {
     );
     assert_eq!(r.errors.total(), 0, "{:?}", r.errors);
 }
+
+#[test]
+fn a_warm_up_the_host_stalls_ends_the_run_unmeasured_when_asked() {
+    let server = RefServer::start(RefMode::Echo).unwrap();
+    let mut cfg = short(server.addr(), 2000.0, 4);
+    // About 400 sends in the 0.2-s warm-up, one in 20 followed by a 3-ms
+    // hold the loop only sees afterwards: some 60 ms lost, 300 ms a second.
+    cfg.keeping.host_stall = Some(Stall {
+        every: 20,
+        pause: Duration::from_millis(3),
+    });
+    cfg.keeping.abort_if_warmup_stalled_ms_per_s = Some(100.0);
+    let e = skq_load::run(&cfg).expect_err("the warm-up lost more than 100 ms a second");
+    let w = e
+        .downcast_ref::<skq_load::engine::WarmupStalled>()
+        .unwrap_or_else(|| panic!("not a WarmupStalled: {e:#}"));
+    assert!(w.stalled_ms / w.warmup_s > 100.0, "{w}");
+    assert!(w.to_string().starts_with("not measured"), "{w}");
+    // Without the limit the same run measures, and the machine's stalls it
+    // saw are reported as such.
+    cfg.keeping.abort_if_warmup_stalled_ms_per_s = None;
+    let r = skq_load::run(&cfg).unwrap();
+    assert!(r.received > 0 && r.errors.total() == 0);
+    let st = r.client_stalls.expect("stalls reported");
+    assert!(st.count > 0 && st.lost_s > 0.03, "{st:?}");
+    // A limit the warm-up stays under: measured as usual.
+    cfg.keeping.host_stall = None;
+    cfg.keeping.abort_if_warmup_stalled_ms_per_s = Some(1000.0);
+    let r = skq_load::run(&cfg).unwrap();
+    assert_eq!(r.received, r.sent);
+    // A warm-up too short to judge is refused.
+    cfg.warmup = Duration::from_millis(50);
+    let e = format!("{:#}", skq_load::run(&cfg).unwrap_err());
+    assert!(e.contains("warm-up of at least 0.1 s"), "{e}");
+}

@@ -294,6 +294,10 @@ pub struct SweepEntry {
     pub host_gate: Option<u32>,
     /// Longest wait of the host gate before a point, seconds (default 120).
     pub host_gate_wait_s: Option<f64>,
+    /// Under the host gate, the generator ends a start at the end of its
+    /// warm-up when the machine's stalls took more than this many ms per
+    /// second of it (default 10; 0 turns it off).
+    pub host_gate_warmup_ms_per_s: Option<f64>,
     /// Output folder.
     pub out: Option<PathBuf>,
 }

@@ -114,6 +114,14 @@ impl Settings {
                 bail!("`host_gate_wait_s` needs `host_gate` (the most late sleeps per CPU)");
             }
         }
+        if let Some(l) = e.host_gate_warmup_ms_per_s {
+            if !(l.is_finite() && (0.0..=1000.0).contains(&l)) {
+                bail!("`host_gate_warmup_ms_per_s`: {l} must be 0 (off) to 1000 ms per second");
+            }
+            if e.host_gate.is_none() {
+                bail!("`host_gate_warmup_ms_per_s` needs `host_gate`");
+            }
+        }
         if e.host_gate
             .is_some_and(|l| l > crate::hostgate::DEFAULT_SLEEPS)
         {
@@ -155,6 +163,11 @@ impl Settings {
                     crate::hostgate::DEFAULT_MAX_WAIT,
                     std::time::Duration::from_secs_f64,
                 ),
+                warmup_stall_ms_per_s: match e.host_gate_warmup_ms_per_s {
+                    Some(l) if l == 0.0 => None,
+                    Some(l) => Some(l),
+                    None => Some(crate::hostgate::DEFAULT_WARMUP_STALL_MS_PER_S),
+                },
                 ..crate::hostgate::GateSpec::new(late)
             }),
         };

@@ -210,6 +210,11 @@ pub struct FakeRunner {
     pub host_busy: usize,
     /// `calls.len()` at each probe: which measurement it came before.
     pub probed_before: Vec<usize>,
+    /// How many starts, from the first, the generator ends at the end of
+    /// the warm-up (the host stalled it) when the gate's warm-up limit is on.
+    pub stalled_starts: usize,
+    /// Per call: whether the gate's warm-up limit was on.
+    pub warmup_limit: Vec<bool>,
 }
 
 /// Gives `r` eight one-second intervals of which the first two read twice
@@ -264,6 +269,18 @@ impl Runner for FakeRunner {
         self.calls.push((curve.name.clone(), p.load));
         self.seeds.push(p.seed);
         self.switches = None;
+        let limit = s
+            .host_gate
+            .as_ref()
+            .is_some_and(|g| g.warmup_stall_ms_per_s.is_some());
+        self.warmup_limit.push(limit);
+        if limit && self.stalled_starts > 0 {
+            self.stalled_starts -= 1;
+            return Err(skq_bench::hostgate::StartStalled(
+                "not measured: 40.0 ms of stalls in a 0.5-s warm-up (fixture)".into(),
+            )
+            .into());
+        }
         if self
             .fail
             .iter()
