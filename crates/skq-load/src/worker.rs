@@ -932,7 +932,7 @@ impl<'a> Worker<'a> {
             }
         }
         if let Some((every, pause)) = self.p.host_stall {
-            if self.sends % every == 0 {
+            if self.sends.is_multiple_of(every) {
                 std::thread::sleep(pause);
             }
         }

@@ -164,7 +164,7 @@ impl Settings {
                     std::time::Duration::from_secs_f64,
                 ),
                 warmup_stall_ms_per_s: match e.host_gate_warmup_ms_per_s {
-                    Some(l) if l == 0.0 => None,
+                    Some(0.0) => None,
                     Some(l) => Some(l),
                     None => Some(crate::hostgate::DEFAULT_WARMUP_STALL_MS_PER_S),
                 },
