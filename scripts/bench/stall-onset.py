@@ -3,8 +3,10 @@
 
     python3 scripts/bench/stall-onset.py DIR...   (sweep folders or folders of them)
 
-For every measured point of the sweeps given (points.json with per-second intervals),
-the milliseconds of the generator's loop that the machine's stalls took in the point's
+For every measured point of the sweeps given (points.json with per-second intervals), it
+first bins the points by the mean milliseconds per second the machine's stalls took from
+the generator's loop, with how many failed the generator's lateness or read-lag check.
+Then the milliseconds of the generator's loop that the machine's stalls took in the point's
 first second (`generator_stall_ms` of interval 0) are binned, and per bin the script
 prints how many points failed the generator's lateness or read-lag check, and how many
 had a later second (the third on) that lost 20 ms or more. A stall that is already
@@ -55,8 +57,12 @@ def label(lo, hi):
     return f"{lo:g}-{hi:g} ms" if hi != float("inf") else f">= {lo:g} ms"
 
 
+MEAN_BINS = [(0, 5), (5, 10), (10, 15), (15, 20), (20, float("inf"))]
+
+
 def onset(paths):
     rows = {b: [0, 0, 0] for b in BINS}
+    by_mean = {b: [0, 0] for b in MEAN_BINS}
     for _, _, r in points(paths):
         iv = [i.get("generator_stall_ms") for i in r.get("intervals") or []]
         if len(iv) < 4 or None in iv:
@@ -65,6 +71,15 @@ def onset(paths):
         rows[b][0] += 1
         rows[b][1] += not generator_ok(r)
         rows[b][2] += max(iv[2:]) >= 20
+        mean = sum(iv) / len(iv)
+        m = next(b for b in MEAN_BINS if b[0] <= mean < b[1])
+        by_mean[m][0] += 1
+        by_mean[m][1] += not generator_ok(r)
+    print("stalls per second, the point's mean   points   failed a generator check")
+    for (lo, hi), (n, bad) in by_mean.items():
+        if n:
+            print(f"{label(lo, hi):>35} {n:8d} {bad:10d} ({100 * bad / n:4.1f}%)")
+    print()
     print("first second's stalls   points   failed a generator check   a later second >= 20 ms")
     for (lo, hi), (n, bad, later) in rows.items():
         if n:

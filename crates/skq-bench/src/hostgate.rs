@@ -290,8 +290,10 @@ pub fn wait_for_quiet(
     }
 }
 
-/// One line on what the gate did over a sweep (from the kept attempts'
-/// outcomes), or None when no point was gated.
+/// One line on what the gate did over a sweep, or None when no point was
+/// gated. Only the kept attempt of each point keeps its gate's outcome, so
+/// the waits before attempts measured again and not kept are not in it
+/// (the sweep's log shows every wait).
 pub fn summary_line<'a>(
     spec: &GateSpec,
     outcomes: impl IntoIterator<Item = &'a GateOutcome>,
@@ -309,7 +311,7 @@ pub fn summary_line<'a>(
     let stalled: u32 = all.iter().map(|g| g.stalled_starts).sum();
     let restarted = all.iter().filter(|g| g.stalled_starts > 0).count();
     Some(format!(
-        "host gate (at most {} of {} sleeps late per CPU{}): {} points gated, {} of them waited ({:.0} s in all, longest {:.0} s), {} measured with the host still busy after {:.0} s; {stalled} start(s) of {restarted} point(s) ended at the warm-up's end",
+        "host gate (at most {} of {} sleeps late per CPU{}), before the kept attempts: {} points gated, {} of them waited ({:.0} s in all, longest {:.0} s), {} measured with the host still busy after {:.0} s; {stalled} start(s) of {restarted} point(s) ended at the warm-up's end",
         spec.max_late,
         spec.sleeps,
         spec.warmup_stall_ms_per_s

@@ -503,9 +503,16 @@ fn attempt(
                     p.load,
                     spec.retry_every.as_secs_f64()
                 ));
-                if let Some(t) = &mut total {
-                    t.stalled_starts += 1;
-                }
+                // A runner that cannot probe still has its starts counted.
+                total
+                    .get_or_insert_with(|| crate::hostgate::GateOutcome {
+                        probes: 0,
+                        waited_s: 0.0,
+                        passed: true,
+                        last: crate::hostgate::HostProbe::default(),
+                        stalled_starts: 0,
+                    })
+                    .stalled_starts += 1;
                 pause(spec.retry_every, progress);
                 waited += spec.retry_every;
                 if let Some(t) = &mut total {

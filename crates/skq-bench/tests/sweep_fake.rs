@@ -1112,6 +1112,14 @@ fn a_start_the_host_stalled_in_its_warm_up_is_started_again_within_the_longest_w
     );
     assert!(records[0].result().is_some());
     assert_eq!(records[0].host_gate().unwrap().stalled_starts, 5);
+    // A runner that cannot probe: the starts ended early are still counted.
+    let mut runner = FakeRunner {
+        stalled_starts: 1,
+        ..Default::default()
+    };
+    let records = sweep::run(&s, &dir, &mut runner, &mut Quiet);
+    let g = records[0].host_gate().expect("the ended start is recorded");
+    assert_eq!((g.probes, g.stalled_starts), (0, 1));
     // Without the warm-up limit the generator is never asked to end early.
     s.settings.host_gate.as_mut().unwrap().warmup_stall_ms_per_s = None;
     let mut runner = FakeRunner {
