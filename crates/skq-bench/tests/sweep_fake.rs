@@ -1035,13 +1035,7 @@ fn the_host_gate_probes_before_each_measurement_and_waits_while_the_host_is_busy
     assert_eq!(runner.calls.len(), 2);
     let g = gate(&records[0]);
     assert_eq!((g.probes, g.passed), (4, false));
-    assert!(records[0]
-        .result()
-        .unwrap()
-        .checks
-        .notes
-        .iter()
-        .any(|n| n.contains("stayed busy")));
+    assert!(has_note(&records[0], "stayed busy"));
 
     // A runner that cannot probe measures ungated.
     let mut runner = FakeRunner::default();
@@ -1090,13 +1084,10 @@ fn a_start_the_host_stalled_in_its_warm_up_is_started_again_within_the_longest_w
     };
     assert_eq!((g.stalled_starts, g.probes, g.passed), (2, 3, true));
     assert!((g.waited_s - 0.02).abs() < 1e-9, "{}", g.waited_s);
-    assert!(records[0]
-        .result()
-        .unwrap()
-        .checks
-        .notes
-        .iter()
-        .any(|n| n.contains("2 start(s) ended at the warm-up's end")));
+    assert!(has_note(
+        &records[0],
+        "2 start(s) ended at the warm-up's end"
+    ));
     // A host that stalls every warm-up: once the longest wait leaves no room
     // for a pause and another start, the last start measures whatever its
     // warm-up saw (the limit off), and the point is measured.
@@ -1130,4 +1121,10 @@ fn a_start_the_host_stalled_in_its_warm_up_is_started_again_within_the_longest_w
     sweep::run(&s, &dir, &mut runner, &mut Quiet);
     assert_eq!(runner.warmup_limit, vec![false]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Whether a measured point's notes hold a line containing `text`.
+fn has_note(r: &PointRecord, text: &str) -> bool {
+    r.result()
+        .is_some_and(|x| x.checks.notes.iter().any(|n| n.contains(text)))
 }
