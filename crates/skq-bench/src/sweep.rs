@@ -458,26 +458,20 @@ fn attempt(
         let result = runner.run_point(curve, settings, p, files)?;
         return Ok(finish(runner, result, None));
     };
-    let mut total: Option<crate::hostgate::GateOutcome> = None;
     let mut waited = Duration::ZERO;
+    let (mut probes, mut stalled_starts) = (0, 0);
+    // Whether the last probe passed, and what it read.
+    let mut last: Option<(bool, crate::hostgate::HostProbe)> = None;
     loop {
         let left = crate::hostgate::GateSpec {
             max_wait: spec.max_wait.saturating_sub(waited),
             ..spec.clone()
         };
-        let g = host_gate(runner, curve, &left, p, progress);
-        if let Some(g) = &g {
+        if let Some(g) = host_gate(runner, curve, &left, p, progress) {
             waited += Duration::from_secs_f64(g.waited_s);
+            probes += g.probes;
+            last = Some((g.passed, g.last));
         }
-        total = match (total, g) {
-            (Some(t), Some(g)) => Some(crate::hostgate::GateOutcome {
-                probes: t.probes + g.probes,
-                waited_s: waited.as_secs_f64(),
-                stalled_starts: t.stalled_starts,
-                ..g
-            }),
-            (t, g) => g.or(t),
-        };
         // The generator may end this start early only while a pause and
         // another start fit in the longest wait.
         let may_end_early = spec.warmup_stall_ms_per_s.is_some()
@@ -503,28 +497,28 @@ fn attempt(
                     p.load,
                     spec.retry_every.as_secs_f64()
                 ));
-                // A runner that cannot probe still has its starts counted.
-                total
-                    .get_or_insert_with(|| crate::hostgate::GateOutcome {
-                        probes: 0,
-                        waited_s: 0.0,
-                        passed: true,
-                        last: crate::hostgate::HostProbe::default(),
-                        stalled_starts: 0,
-                    })
-                    .stalled_starts += 1;
+                stalled_starts += 1;
                 pause(spec.retry_every, progress);
                 waited += spec.retry_every;
-                if let Some(t) = &mut total {
-                    t.waited_s = waited.as_secs_f64();
-                }
             }
             run => {
                 let mut result = run?;
-                if let Some(g) = &total {
+                // A runner that cannot probe still has its ended starts
+                // recorded.
+                let gate = (probes > 0 || stalled_starts > 0).then(|| {
+                    let (passed, last) = last.unwrap_or_default();
+                    crate::hostgate::GateOutcome {
+                        probes,
+                        waited_s: waited.as_secs_f64(),
+                        passed: passed || probes == 0,
+                        last,
+                        stalled_starts,
+                    }
+                });
+                if let Some(g) = &gate {
                     result.checks.notes.push(g.note(spec));
                 }
-                return Ok(finish(runner, result, total));
+                return Ok(finish(runner, result, gate));
             }
         }
     }

@@ -349,10 +349,6 @@ pub struct WorkerOut {
     pub unstamped_reads: u64,
     /// The machine's stalls of this thread's loop during the warm-up (ns).
     pub warm_stall_ns: u64,
-    /// The run ended at the end of its warm-up, measuring nothing: this
-    /// thread's warm-up stalls passed `warm_stall_limit_ns`, or another
-    /// thread's did (then false here but the flag set).
-    pub aborted_at_warm_end: bool,
 }
 
 /// A step of the generator loop longer than this (ns) is counted as a stall
@@ -668,7 +664,6 @@ impl<'a> Worker<'a> {
                     .warm_stall_limit_ns
                     .is_some_and(|l| self.out.warm_stall_ns > l)
                 {
-                    self.out.aborted_at_warm_end = true;
                     if let Some(flag) = self.p.abort {
                         flag.store(true, std::sync::atomic::Ordering::Relaxed);
                     }

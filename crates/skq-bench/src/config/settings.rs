@@ -171,7 +171,6 @@ impl Settings {
                 ..crate::hostgate::GateSpec::new(late)
             }),
         };
-
         if let Some(ms) = s.rss_migrate_ms {
             if s.rss == RssSpec::Off {
                 bail!("`rss_migrate_ms`: flows can only migrate under emulated RSS; set `rss` too");
