@@ -45,6 +45,8 @@
 #
 # Jobs (outputs under OUTDIR):
 #   capacity   skq load --capacity for rpc over 64 connections (the main job's generator capacity)
+#   capkvN     skq load --capacity for memcached over 24, 96 and 384 connections (the cache
+#              sweep's; its top loads exceed it over 96 and 384 here) -> capkvN.txt
 #   mainN      skq bench --strict on its built-in default -> mainN/, mainN.log, cost-mainN.txt
 #   gmainN     the same with the host gate before every point (--host-gate $POINT_GATE,
 #              default 2 of 200 sleeps late per CPU; docs/MEASUREMENT.md, "A gate before
@@ -141,6 +143,7 @@ run_job() {
     local job=$1
     case $job in
         capacity) "$SKQ" load --capacity --protocol rpc --capacity-conns 64 > "$D/capacity.txt" 2>&1 ;;
+        capkv*) "$SKQ" load --capacity --protocol memcached --capacity-conns 24,96,384 > "$D/$job.txt" 2>&1 ;;
         asyncmain*) "$SKQ" bench --strict --modes async-hybrid,async-tokio $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
                local rc=$?
                python3 scripts/bench/cost-at-equal-load.py async-tokio "$D/$job" > "$D/cost-$job.txt" 2>&1
