@@ -3,13 +3,20 @@
 //! `skq load --capacity` recorded for that protocol and connection count on
 //! this machine (`skq_report::capacity`), and says which curves will ask the
 //! generator for more than it was seen to sustain within its lateness bound
-//! (their top points may then fail the lateness self-check), and which
-//! protocols have no recorded capacity yet.
+//! (their top points may then fail the lateness self-check), which
+//! curves' slowest points ask less than the rate from which the recorded
+//! search met its bound (its slower steps failed: those points may fail
+//! the lateness or read-lag self-check), and which protocols have no
+//! recorded capacity yet.
 
 use skq_report::capacity::{CapacityEntry, CapacityFile, Machine, Verdict};
 
 use crate::config::Sweep;
 use crate::sweep::plan;
+
+/// Curves grouped by what they ask of the generator: protocol,
+/// connections, threads, per-thread rate, the entry judged against, names.
+type Group = (String, usize, usize, f64, CapacityEntry, String);
 
 /// Lines to print before the sweep: a warning per group of curves that ask
 /// the generator the same rate above its capacity, a note per (protocol,
@@ -24,13 +31,40 @@ pub fn capacity_lines(
     let mut lines = Vec::new();
     let mut unknown: Vec<(String, usize)> = Vec::new();
     // Curves above capacity, grouped by what they ask of the generator.
-    let mut above: Vec<(String, usize, usize, f64, CapacityEntry, String)> = Vec::new();
+    let mut above: Vec<Group> = Vec::new();
+    // Curves whose slowest points ask less than the rate from which the
+    // generator met its bound, grouped the same way.
+    let mut below: Vec<Group> = Vec::new();
     for (c, pts) in sweep.curves.iter().zip(plan(sweep)) {
         // The RocksDB front end has no echo server to measure against.
         if c.load.protocol == "rocksdb" {
             continue;
         }
         let top = pts.iter().map(|p| p.target_rps).fold(0.0, f64::max);
+        let bottom = pts
+            .iter()
+            .map(|p| p.target_rps)
+            .fold(f64::INFINITY, f64::min);
+        if let Some((per, e)) = CapacityFile::check_slowest(
+            file,
+            machine,
+            &c.load.protocol,
+            c.connections,
+            c.load.threads,
+            bottom,
+        ) {
+            group(
+                &mut below,
+                (
+                    c.load.protocol.clone(),
+                    c.connections,
+                    c.load.threads.max(1),
+                ),
+                per,
+                e,
+                &c.name,
+            );
+        }
         match CapacityFile::check(
             file,
             machine,
@@ -40,24 +74,17 @@ pub fn capacity_lines(
             top,
         ) {
             Verdict::Within(_) => {}
-            Verdict::Above(per, e) => {
-                let key = (
+            Verdict::Above(per, e) => group(
+                &mut above,
+                (
                     c.load.protocol.clone(),
                     c.connections,
                     c.load.threads.max(1),
-                );
-                match above
-                    .iter_mut()
-                    .find(|a| a.0 == key.0 && (a.1, a.2) == (key.1, key.2) && a.3 == per)
-                {
-                    Some(a) => {
-                        if !a.5.split(", ").any(|n| n == c.name) {
-                            a.5.push_str(&format!(", {}", c.name));
-                        }
-                    }
-                    None => above.push((key.0, key.1, key.2, per, e, c.name.clone())),
-                }
-            }
+                ),
+                per,
+                e,
+                &c.name,
+            ),
             Verdict::Unknown => {
                 let k = (c.load.protocol.clone(), c.connections);
                 if !unknown.contains(&k) {
@@ -83,12 +110,42 @@ pub fn capacity_lines(
             ));
         }
     }
+    for (p, conns, threads, per, e, names) in below {
+        let from = e.met_from_rps.unwrap_or(0.0);
+        lines.push(format!(
+            "warning: {names}: down to {per:.0} req/s per generator thread ({p} over {conns} connections, {threads} thread(s)), below the {from:.0} req/s from which one thread kept its lateness and read lag within {:.0} us here (`skq load --capacity`, {}; its slower steps failed); the slowest points may fail the lateness or read-lag self-check",
+            e.bound_us,
+            age(e.measured_unix_s)
+        ));
+    }
     for (p, n) in unknown {
         lines.push(format!(
             "note: no generator capacity recorded for {p} over {n} connections on this machine ({file_desc}); `skq load --capacity --protocol {p} --capacity-conns {n}` measures it (about a minute)"
         ));
     }
     lines
+}
+
+/// Adds curve `name` to the group of `key` asking `per` req/s per thread,
+/// or starts that group.
+fn group(
+    groups: &mut Vec<Group>,
+    key: (String, usize, usize),
+    per: f64,
+    e: CapacityEntry,
+    name: &str,
+) {
+    match groups
+        .iter_mut()
+        .find(|a| a.0 == key.0 && (a.1, a.2) == (key.1, key.2) && a.3 == per)
+    {
+        Some(a) => {
+            if !a.5.split(", ").any(|n| n == name) {
+                a.5.push_str(&format!(", {name}"));
+            }
+        }
+        None => groups.push((key.0, key.1, key.2, per, e, name.to_string())),
+    }
 }
 
 /// How long ago `unix_s` was, in words ("3 h ago").

@@ -586,7 +586,7 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
         cpus: 2,
         kernel: "k".into(),
     };
-    let with = |rps: f64| {
+    let with_met_from = |rps: f64, met_from: Option<f64>| {
         let mut f = None;
         for c in &s.curves {
             let e = CapacityEntry {
@@ -596,6 +596,7 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
                 at_bound_rps: rps,
                 relative_bound_us: 30.0,
                 at_relative_bound_rps: rps,
+                met_from_rps: met_from,
                 ceiling_rps: 2.0 * rps,
                 cpu_us_per_request: 5.0,
                 measured_unix_s: 0,
@@ -604,6 +605,7 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
         }
         f.unwrap()
     };
+    let with = |rps: f64| with_met_from(rps, None);
     // Nothing recorded: one note per protocol and connection count.
     let lines = capacity_lines(&s, None, &here, "test");
     assert!(!lines.is_empty() && lines.iter().all(|l| l.starts_with("note:")));
@@ -639,6 +641,24 @@ fn the_sweep_is_checked_against_the_generators_recorded_capacity() {
         );
         assert!(!l.contains("above the 0 req/s"), "{l}");
     }
+    // A search whose slower steps failed the bound, met from a rate above
+    // every curve's slowest point: each curve is warned about its slowest
+    // points, and about nothing else.
+    let lines = capacity_lines(&s, Some(&with_met_from(1e9, Some(1e8))), &here, "test");
+    assert!(!lines.is_empty());
+    for l in &lines {
+        assert!(
+            l.starts_with("warning:")
+                && l.contains("below the 100000000 req/s from which one thread kept")
+                && l.contains("slowest points may fail"),
+            "{l}"
+        );
+    }
+    for c in &s.curves {
+        assert!(lines.iter().any(|l| l.contains(&c.name)), "{}", c.name);
+    }
+    // Met from a rate below every curve's slowest point: silence.
+    assert!(capacity_lines(&s, Some(&with_met_from(1e9, Some(1.0))), &here, "test").is_empty());
     // Another machine's figures do not count.
     let elsewhere = Machine {
         hostname: "other".into(),

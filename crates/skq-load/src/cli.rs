@@ -534,6 +534,7 @@ fn run_capacity(args: &LoadArgs) -> anyhow::Result<()> {
             at_bound_rps: c.at_bound,
             relative_bound_us: c.relative_bound_us,
             at_relative_bound_rps: c.at_relative_bound,
+            met_from_rps: c.met_from,
             ceiling_rps: c.ceiling.achieved,
             cpu_us_per_request: u + k,
             measured_unix_s: std::time::SystemTime::now()

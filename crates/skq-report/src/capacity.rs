@@ -57,6 +57,11 @@ pub struct CapacityEntry {
     pub relative_bound_us: f64,
     /// Highest rate (req/s) within `relative_bound_us`.
     pub at_relative_bound_rps: f64,
+    /// The rate (req/s) from which `bound_us` was met, when the search's
+    /// slower steps failed it (absent: its first step met it, or none did,
+    /// or the file predates the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub met_from_rps: Option<f64>,
     /// The thread's saturated rate (req/s).
     pub ceiling_rps: f64,
     /// Generator thread CPU per request at the ceiling (µs).
@@ -73,6 +78,10 @@ impl CapacityEntry {
         self.at_bound_rps
     }
 }
+
+/// A curve whose slowest points ask one generator thread for less than the
+/// rate from which it met its bound: per-thread rate asked, and the entry.
+pub type BelowMet = (f64, CapacityEntry);
 
 /// The capacity file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -188,6 +197,27 @@ impl CapacityFile {
     }
 }
 
+impl CapacityFile {
+    /// Judges a curve's slowest point, offering `bottom_rps` of `protocol`
+    /// over `connections` from `threads` generator threads: `Some` when
+    /// that is below the rate from which the recorded search met its bound
+    /// (the slower steps failed it, so such points may fail the lateness
+    /// or read-lag self-check).
+    pub fn check_slowest(
+        file: Option<&CapacityFile>,
+        machine: &Machine,
+        protocol: &str,
+        connections: usize,
+        threads: usize,
+        bottom_rps: f64,
+    ) -> Option<BelowMet> {
+        let e = file.and_then(|f| f.lookup(machine, protocol, connections))?;
+        let per_thread = bottom_rps / threads.max(1) as f64;
+        let from = e.met_from_rps?;
+        (per_thread < from).then(|| (per_thread, e.clone()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +238,7 @@ mod tests {
             at_bound_rps: rps,
             relative_bound_us: 35.0,
             at_relative_bound_rps: rps * 1.5,
+            met_from_rps: None,
             ceiling_rps: rps * 3.0,
             cpu_us_per_request: 4.0,
             measured_unix_s: 1,
@@ -253,6 +284,42 @@ mod tests {
             CapacityFile::check(None, &m("a"), "rpc", 64, 1, 1.0),
             Verdict::Unknown
         );
+    }
+
+    #[test]
+    fn slowest_points_below_the_rate_met_from_are_named() {
+        let met_from = |from: Option<f64>| {
+            let mut e = entry("memcached", 384, 38_000.0);
+            e.met_from_rps = from;
+            CapacityFile::record(None, &m("a"), e)
+        };
+        let f = met_from(Some(2_250.0));
+        let (per, e) =
+            CapacityFile::check_slowest(Some(&f), &m("a"), "memcached", 384, 2, 3_000.0).unwrap();
+        assert_eq!((per, e.met_from_rps), (1_500.0, Some(2_250.0)));
+        assert!(
+            CapacityFile::check_slowest(Some(&f), &m("a"), "memcached", 384, 1, 3_000.0).is_none()
+        );
+        // The first step met the bound: nothing is known below it.
+        let f = met_from(None);
+        assert!(
+            CapacityFile::check_slowest(Some(&f), &m("a"), "memcached", 384, 1, 10.0).is_none()
+        );
+        assert!(CapacityFile::check_slowest(None, &m("a"), "memcached", 384, 1, 10.0).is_none());
+    }
+
+    #[test]
+    fn a_file_written_before_met_from_reads_without_it() {
+        let v = serde_json::to_value(CapacityFile::record(
+            None,
+            &m("a"),
+            entry("rpc", 64, 1000.0),
+        ))
+        .unwrap();
+        assert!(v["entries"][0].get("met_from_rps").is_none());
+        let f: CapacityFile = serde_json::from_value(v).unwrap();
+        assert_eq!(f.entries[0].met_from_rps, None);
+        assert_eq!(f.entries[0].at_bound_rps, 1000.0);
     }
 
     #[test]
