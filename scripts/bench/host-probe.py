@@ -14,6 +14,13 @@ probes per CPU, pinned to it, show them:
 * **spin**: `--spin-secs` of reading the clock in a loop; the gaps over 100 µs between two
   reads (time the thread did not run), their count, the longest and their sum.
 
+`--together-secs S` adds a third probe: the spin on every CPU of `--cpus` at once, for S
+seconds (one process per CPU), printing each CPU's gaps over 1 ms. A host that can give
+this VM one physical CPU at a time but not all of them shows there and nowhere else: on
+the Firecracker VM of 2026-12-06 (evening), 25 s of spinning on one CPU had no gap over
+2 ms, while both CPUs spinning together lost 100-ms stretches every 2-6 s on each
+(docs/MEASUREMENT.md, "Both CPUs busy at once").
+
 One line per CPU. `--max-late N` makes the exit status 1 when more than N sleeps
 overshot by more than 200 µs on any CPU (`scripts/bench/quiet-loop.sh` with
 HOST_PROBE=N uses it as a gate). Run it with nothing else running: it measures the
@@ -50,6 +57,38 @@ def spin_probe(secs):
     return gaps
 
 
+def together_probe(cpus, secs):
+    """Spins on every CPU of `cpus` at once for `secs`; per CPU, the gaps over 1 ms as
+    (seconds from the start, ms)."""
+    import multiprocessing as mp
+
+    def spin(cpu, start, q):
+        os.sched_setaffinity(0, {cpu})
+        now = time.perf_counter_ns
+        while now() < start:
+            pass
+        end = start + int(secs * 1e9)
+        last = now()
+        gaps = []
+        while last < end:
+            t = now()
+            if t - last > 1_000_000:
+                gaps.append(((last - start) / 1e9, (t - last) / 1e6))
+            last = t
+        q.put((cpu, gaps))
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    start = time.perf_counter_ns() + 200_000_000
+    ps = [ctx.Process(target=spin, args=(c, start, q)) for c in cpus]
+    for p in ps:
+        p.start()
+    out = dict(q.get() for _ in ps)
+    for p in ps:
+        p.join()
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cpus", default="0,1")
@@ -57,9 +96,12 @@ def main():
     p.add_argument("--spin-secs", type=float, default=1.0)
     p.add_argument("--max-late", type=int, default=None,
                    help="exit 1 when more sleeps than this overshot by over 200 µs on a CPU")
+    p.add_argument("--together-secs", type=float, default=0.0,
+                   help="also spin on all --cpus at once for this long (0: not)")
     a = p.parse_args()
-    if a.sleeps < 1 or a.spin_secs < 0:
-        sys.exit("host-probe: --sleeps must be at least 1 and --spin-secs not negative")
+    if a.sleeps < 1 or a.spin_secs < 0 or a.together_secs < 0:
+        sys.exit("host-probe: --sleeps must be at least 1, --spin-secs and --together-secs "
+                 "not negative")
     worst = 0
     for cpu in (int(c) for c in a.cpus.split(",")):
         try:
@@ -75,6 +117,13 @@ def main():
               f"max {over[-1]:.0f} us, {late} over {LATE_US} us; spin {a.spin_secs:g} s: "
               f"{len(gaps)} gaps over 100 us, longest {max(gaps, default=0):.0f} us, "
               f"{sum(gaps) / 1000:.1f} ms in all", flush=True)
+    if a.together_secs > 0:
+        cpus = [int(c) for c in a.cpus.split(",")]
+        for cpu, gaps in sorted(together_probe(cpus, a.together_secs).items()):
+            at = ", ".join(f"{ms:.1f} ms at {t:.2f} s" for t, ms in gaps)
+            print(f"cpu{cpu}: spin {a.together_secs:g} s with all of {a.cpus} spinning: "
+                  f"{len(gaps)} gaps over 1 ms, longest {max((g for _, g in gaps), default=0):.1f} ms, "
+                  f"{sum(g for _, g in gaps):.1f} ms in all{': ' + at if at else ''}", flush=True)
     if a.max_late is not None and worst > a.max_late:
         return 1
     return 0

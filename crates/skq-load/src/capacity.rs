@@ -18,7 +18,9 @@
 //! starts at 1k req/s and grows ×1.5 per step; a step passes a lateness bound
 //! when its send lateness and read lag p99 are under the bound, its achieved
 //! rate is within 5% of the offered one, and it has no correctness error (a
-//! failed step is tried once more, so one hiccup does not end the search).
+//! failed step is tried once more, so one hiccup does not end the search,
+//! and up to five times while the machine's stalls took more than 10 ms
+//! from the best try; see [`search`]).
 //! The send lateness judged is the generator's own: the part of each send's
 //! lateness that the machine's stalls of its loop cover (steps over 50 µs
 //! that no poll, read or write takes; `skq bench` calls a point late for
@@ -64,6 +66,11 @@ const FIRST_RATE: f64 = 1_000.0;
 const GROWTH: f64 = 1.5;
 /// Highest rate offered in the search (req/s); also the ceiling step's rate.
 const MAX_RATE: f64 = 3_000_000.0;
+/// Machine stalls (ms) over a step beyond which it is tried again while it
+/// fails (see [`search`]).
+pub const DISTURBED_MS: f64 = 10.0;
+/// Most tries of one rate.
+const MAX_TRIES: usize = 5;
 
 /// The timing floor of one CPU, from [`spin_floor`].
 #[derive(Clone, Copy, Debug)]
@@ -162,6 +169,9 @@ pub struct CapacityStep {
     pub errors: u64,
     /// Generator thread CPU per request sent, user space and kernel (µs).
     pub cpu_us_per_request: (f64, f64),
+    /// Time the machine's stalls took from the generator's loop over the
+    /// run, ms (0: not reported).
+    pub stalled_ms: f64,
 }
 
 impl CapacityStep {
@@ -181,6 +191,12 @@ impl CapacityStep {
     pub fn own_lateness(&self) -> f64 {
         self.own_lateness_p99_us
             .map_or(self.lateness_p99_us, |o| o.min(self.lateness_p99_us))
+    }
+
+    /// Whether the machine took more than [`DISTURBED_MS`] from the
+    /// generator's loop during the step.
+    pub fn disturbed(&self) -> bool {
+        self.stalled_ms > DISTURBED_MS
     }
 
     /// The read lag the step is judged on: the generator's own, or the
@@ -308,6 +324,7 @@ pub fn capacity(
             rate_ok: r.checks.rate_ok,
             errors: r.errors.total(),
             cpu_us_per_request: (per(cost.cpu_ns.0), per(cost.cpu_ns.1)),
+            stalled_ms: r.client_stalls.map_or(0.0, |s| s.lost_s * 1e3),
         };
         on_step(&step);
         steps.push(step.clone());
@@ -386,6 +403,14 @@ pub struct Found {
 /// capacity is about how fast the thread keeps its schedule. The first
 /// failure after a pass ends the search at that bound; a rate the thread
 /// could not even send ends it at both.
+///
+/// A failing rate is tried twice, and then again (up to [`MAX_TRIES`] in
+/// all) while its best try lost more than [`DISTURBED_MS`] to the
+/// machine's stalls: a host that holds a vCPU off for 100 ms leaves the
+/// generator a backlog whose catch-up counts as its own lateness (on the
+/// VM of 2026-12-06, evening, about half the steps of a search whose echo
+/// server busy-polls the other CPU had such a hold; docs/MEASUREMENT.md).
+/// The step is judged on its best try.
 pub fn search(
     bound_us: f64,
     relative_bound_us: f64,
@@ -395,14 +420,17 @@ pub fn search(
     let mut rate = FIRST_RATE;
     while rate <= MAX_RATE && !(f.strict.closed && f.relative.closed) {
         let mut s = trial(rate)?;
-        // One more try for a step that fails a bound still open, so a single
-        // hiccup of a shared machine does not end the search.
+        let mut tries = 1;
+        // A step that fails a bound still open is tried again, so a single
+        // hiccup of a shared machine does not end the search; and again,
+        // up to MAX_TRIES, while the best try so far was disturbed.
         let wanted = |s: &CapacityStep, f: &Found| {
             (!f.strict.closed && !s.passes(bound_us))
                 || (!f.relative.closed && !s.passes(relative_bound_us))
         };
-        if wanted(&s, &f) {
+        while wanted(&s, &f) && tries < MAX_TRIES && (tries == 1 || s.disturbed()) {
             let again = trial(rate)?;
+            tries += 1;
             let late = |s: &CapacityStep| s.own_lateness() + s.own_read_lag().unwrap_or(0.0);
             if late(&again) < late(&s) || !s.rate_ok {
                 s = again;
@@ -508,6 +536,7 @@ mod tests {
             rate_ok,
             errors: 0,
             cpu_us_per_request: (1.0, 1.0),
+            stalled_ms: 0.0,
         }
     }
 
@@ -614,6 +643,48 @@ mod tests {
     }
 
     #[test]
+    fn a_disturbed_failing_rate_is_tried_again_and_an_undisturbed_one_is_not() {
+        // The first rate fails three times with 100 ms lost to the machine,
+        // then passes; the second fails twice undisturbed.
+        let r = rates(3);
+        let mut offered = Vec::new();
+        let found = search(50.0, 60.0, |rate| {
+            offered.push(rate);
+            let n = offered.iter().filter(|&&x| x == rate).count();
+            Ok(if rate == r[0] {
+                if n <= 3 {
+                    CapacityStep {
+                        stalled_ms: 100.0,
+                        ..step(rate, 2_000.0, 10.0, true)
+                    }
+                } else {
+                    step(rate, 20.0, 10.0, true)
+                }
+            } else {
+                step(rate, 70.0, 10.0, true)
+            })
+        })
+        .unwrap();
+        assert_eq!(offered, vec![r[0], r[0], r[0], r[0], r[1], r[1]]);
+        assert_eq!(found.strict.highest, r[0]);
+        assert!(found.strict.closed && found.relative.closed);
+        // Disturbed at every try: MAX_TRIES, then judged on the best (the
+        // next rate cannot be sent, which ends the search).
+        let mut offered = Vec::new();
+        let found = search(50.0, 60.0, |rate| {
+            offered.push(rate);
+            Ok(CapacityStep {
+                stalled_ms: 100.0,
+                ..step(rate, 2_000.0, 10.0, rate == r[0])
+            })
+        })
+        .unwrap();
+        assert_eq!(offered.iter().filter(|&&x| x == r[0]).count(), MAX_TRIES);
+        assert_eq!(found.strict.lowest, None);
+        assert!(!offered.contains(&r[2]));
+    }
+
+    #[test]
     fn cpus_are_split_when_there_are_two() {
         assert_eq!(pick_cpus(None, &[0, 1]), (Some(0), Some(1)));
         assert_eq!(pick_cpus(Some(1), &[0, 1]), (Some(1), Some(0)));
@@ -632,6 +703,7 @@ mod tests {
             rate_ok: true,
             errors: 0,
             cpu_us_per_request: (0.5, 3.0),
+            stalled_ms: 0.0,
         };
         assert!(s.passes(20.0));
         assert!(!s.passes(10.0));

@@ -502,7 +502,7 @@ fn run_capacity(args: &LoadArgs) -> anyhow::Result<()> {
             if !quiet {
                 let (u, k) = s.cpu_us_per_request;
                 eprintln!(
-                    "  {:>9.0} req/s: lateness p99 {:>9.1} us ({:.1} us without stalls), read lag p99 {:>9}, achieved {:>9.0}, errors {}, thread CPU {:.2} us/req ({:.2} user + {:.2} kernel)",
+                    "  {:>9.0} req/s: lateness p99 {:>9.1} us ({:.1} us without stalls), read lag p99 {:>9}, achieved {:>9.0}, errors {}, thread CPU {:.2} us/req ({:.2} user + {:.2} kernel), machine stalls {:.1} ms",
                     s.rate,
                     s.lateness_p99_us,
                     s.own_lateness(),
@@ -514,7 +514,8 @@ fn run_capacity(args: &LoadArgs) -> anyhow::Result<()> {
                     s.errors,
                     u + k,
                     u,
-                    k
+                    k,
+                    s.stalled_ms
                 );
             }
         })?;
