@@ -40,6 +40,12 @@ pub fn capacity_lines(
         if c.load.protocol == "rocksdb" {
             continue;
         }
+        // What the curve asks of the generator: protocol, connections, threads.
+        let key = (
+            c.load.protocol.clone(),
+            c.connections,
+            c.load.threads.max(1),
+        );
         let top = pts.iter().map(|p| p.target_rps).fold(0.0, f64::max);
         let bottom = pts
             .iter()
@@ -53,17 +59,7 @@ pub fn capacity_lines(
             c.load.threads,
             bottom,
         ) {
-            group(
-                &mut below,
-                (
-                    c.load.protocol.clone(),
-                    c.connections,
-                    c.load.threads.max(1),
-                ),
-                per,
-                e,
-                &c.name,
-            );
+            group(&mut below, key.clone(), per, e, &c.name);
         }
         match CapacityFile::check(
             file,
@@ -74,17 +70,7 @@ pub fn capacity_lines(
             top,
         ) {
             Verdict::Within(_) => {}
-            Verdict::Above(per, e) => group(
-                &mut above,
-                (
-                    c.load.protocol.clone(),
-                    c.connections,
-                    c.load.threads.max(1),
-                ),
-                per,
-                e,
-                &c.name,
-            ),
+            Verdict::Above(per, e) => group(&mut above, key, per, e, &c.name),
             Verdict::Unknown => {
                 let k = (c.load.protocol.clone(), c.connections);
                 if !unknown.contains(&k) {
