@@ -17,9 +17,10 @@ probes per CPU, pinned to it, show them:
 `--together-secs S` adds a third probe: the spin on every CPU of `--cpus` at once, for S
 seconds (one process per CPU), printing each CPU's gaps over 1 ms. A host that can give
 this VM one physical CPU at a time but not all of them shows there and nowhere else: on
-the Firecracker VM of 2026-12-06 (evening), 25 s of spinning on one CPU had no gap over
-2 ms, while both CPUs spinning together lost 100-ms stretches every 2-6 s on each
-(docs/MEASUREMENT.md, "Both CPUs busy at once").
+the Firecracker VM of 2026-12-06 (evening), 20 s of spinning on one CPU had no gap over
+221 µs, while both CPUs spinning together lost 100-ms stretches
+(docs/results/quiet-2026-12-06g/probe-*.txt; docs/MEASUREMENT.md, "Both CPUs busy at
+once").
 
 One line per CPU. `--max-late N` makes the exit status 1 when more than N sleeps
 overshot by more than 200 µs on any CPU (`scripts/bench/quiet-loop.sh` with
@@ -44,17 +45,25 @@ def sleep_probe(n):
     return over
 
 
-def spin_probe(secs):
+def spin_gaps(start_ns, secs, min_gap_ns):
+    """Reads the clock in a loop from `start_ns` (perf_counter_ns) for `secs`; the gaps
+    between two reads over `min_gap_ns`, as (ns from the start, gap ns)."""
     now = time.perf_counter_ns
-    end = now() + int(secs * 1e9)
+    while now() < start_ns:
+        pass
+    end = start_ns + int(secs * 1e9)
     last = now()
     gaps = []
     while last < end:
         t = now()
-        if t - last > 100_000:
-            gaps.append((t - last) / 1000)
+        if t - last > min_gap_ns:
+            gaps.append((last - start_ns, t - last))
         last = t
     return gaps
+
+
+def spin_probe(secs):
+    return [g / 1000 for _, g in spin_gaps(time.perf_counter_ns(), secs, 100_000)]
 
 
 def together_probe(cpus, secs):
@@ -64,18 +73,7 @@ def together_probe(cpus, secs):
 
     def spin(cpu, start, q):
         os.sched_setaffinity(0, {cpu})
-        now = time.perf_counter_ns
-        while now() < start:
-            pass
-        end = start + int(secs * 1e9)
-        last = now()
-        gaps = []
-        while last < end:
-            t = now()
-            if t - last > 1_000_000:
-                gaps.append(((last - start) / 1e9, (t - last) / 1e6))
-            last = t
-        q.put((cpu, gaps))
+        q.put((cpu, [(t / 1e9, g / 1e6) for t, g in spin_gaps(start, secs, 1_000_000)]))
 
     ctx = mp.get_context("fork")
     q = ctx.Queue()

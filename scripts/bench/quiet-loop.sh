@@ -46,7 +46,7 @@
 # Jobs (outputs under OUTDIR):
 #   capacity   skq load --capacity for rpc over 64 connections (the main job's generator capacity)
 #   capkvN     skq load --capacity for memcached over 24, 96 and 384 connections (the cache
-#              sweep's; its top loads exceed it over 96 and 384 here) -> capkvN.txt
+#              sweep's counts) -> capkvN.txt
 #   mainN      skq bench --strict on its built-in default -> mainN/, mainN.log, cost-mainN.txt
 #   gmainN     the same with the host gate before every point (--host-gate $POINT_GATE,
 #              default 2 of 200 sleeps late per CPU; docs/MEASUREMENT.md, "A gate before

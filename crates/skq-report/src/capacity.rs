@@ -195,9 +195,7 @@ impl CapacityFile {
             Verdict::Within(e.clone())
         }
     }
-}
 
-impl CapacityFile {
     /// Judges a curve's slowest point, offering `bottom_rps` of `protocol`
     /// over `connections` from `threads` generator threads: `Some` when
     /// that is below the rate from which the recorded search met its bound
