@@ -24,7 +24,7 @@ import re
 import sys
 from collections import defaultdict
 
-AGAIN = re.compile(r"^skq bench: ([\w+-]+) \[([\w.-]+) .*?\]: load ([\d.]+): p99 \d+ µs over the SLO "
+AGAIN = re.compile(r"^skq bench: (.+?) \[([\w.-]+) .*?\]: load ([\d.]+): p99 \d+ µs over the SLO "
                    r"\(\d+ µs\) though (\d+) of its (\d+) seconds met it, measuring again")
 
 
@@ -40,7 +40,9 @@ def earlier_tries(d, loads):
                 continue
             load = round(float(m.group(3)), 3)
             if loads is None or load in loads:
-                out[(m.group(1), m.group(2))].append(
+                # Named configurations ("hybrid spin 50") name their
+                # point files with dashes for the spaces.
+                out[(m.group(1).replace(" ", "-"), m.group(2))].append(
                     (os.path.basename(d.rstrip("/")), load, int(m.group(5)) - int(m.group(4))))
         break
     return out
