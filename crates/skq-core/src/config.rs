@@ -176,15 +176,6 @@ pub struct Config {
     /// before asking the kernel again (`SO_INCOMING_CPU`), 1..=4096; 1 asks
     /// on every activation.
     pub hint_refresh: u32,
-    /// Runtime only: how long an idle worker about to block in its group's
-    /// readiness set keeps polling it without blocking first, ns (0, the
-    /// default: block at once; at most 1 ms). At most one worker per set
-    /// spins at a time; it stops at the first readiness, at work queued for
-    /// it, or when the time is up, and then blocks as before. A CPU that
-    /// spins does not halt: on a virtual machine each halt and wake-up is
-    /// work for the host that the guest never sees (docs/MEASUREMENT.md,
-    /// "Both CPUs busy at once"); the spin costs the guest's CPU instead.
-    pub spin_ns: u64,
     /// Seed for scheduling randomness.
     pub seed: u64,
     /// Priority diffusion: bit w set = worker w runs batch-class sources
@@ -232,7 +223,6 @@ impl Config {
             worker_cpus: Vec::new(),
             cpu_topology: Vec::new(),
             hint_refresh: 16,
-            spin_ns: 0,
             seed: 0x5eed,
             batch_workers: 0,
         }
@@ -345,7 +335,6 @@ impl Config {
         range("penalty-ns", self.penalty_ns, 0, 1_000_000, "0..=1000000")?;
         range("capacity", self.capacity, 1, 1 << 24, "1..=16777216")?;
         range("hint-refresh", self.hint_refresh, 1, 4096, "1..=4096")?;
-        range("spin-us", self.spin_ns / 1000, 0, 1000, "0..=1000")?;
         if self.steal && matches!(self.policy, Policy::Vanilla | Policy::Shared) {
             return Err(ConfigError::Conflict(format!(
                 "--mode {}+steal is not allowed: {} never moves work between queues; use queue, cpu, best2 or hybrid with +steal",

@@ -11,7 +11,7 @@ use crate::spec::KvSpec;
 use skq_net::CoreTunables;
 
 /// The flags a `--spec` replaces (it conflicts with each).
-const SPEC_FLAGS: [&str; 12] = [
+const SPEC_FLAGS: [&str; 11] = [
     "arch",
     "mode",
     "workers",
@@ -23,7 +23,6 @@ const SPEC_FLAGS: [&str; 12] = [
     "poll_groups",
     "pollers",
     "penalty_ns",
-    "spin_us",
 ];
 
 /// Arguments of `skq serve kv`.

@@ -415,9 +415,6 @@ impl ServerConfig {
         if let Some(v) = s.penalty_ns {
             c.penalty_ns = v;
         }
-        if let Some(us) = s.spin_us {
-            c.spin_ns = us.saturating_mul(1_000);
-        }
         for &w in &s.batch_workers {
             if w >= self.workers {
                 return Err(skq_core::ConfigError::Conflict(format!(

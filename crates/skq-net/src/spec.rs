@@ -252,10 +252,6 @@ pub struct SchedSpec {
     /// Hybrid's cache-miss penalty (ns).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub penalty_ns: Option<u64>,
-    /// How long an idle worker spins on its epoll set before it blocks (µs,
-    /// 0..=1000; 0 = off).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spin_us: Option<u64>,
     /// Most events one `wait()` (skq) or `epoll_wait` (epoll drivers)
     /// returns (1..=1024). Events in a worker's batch cannot be taken by
     /// another worker, so large batches trade tail latency (head-of-line
@@ -295,7 +291,6 @@ impl SchedSpec {
             ("--rtshare", self.rtshare.is_some()),
             ("--rtfreq", self.rtfreq.is_some()),
             ("--penalty-ns", self.penalty_ns.is_some()),
-            ("--spin-us", self.spin_us.is_some()),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -345,15 +340,6 @@ pub struct CoreTunables {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub penalty_ns: Option<u64>,
-    /// An idle worker about to block in its epoll set polls it without
-    /// blocking for up to this long first, µs (0..=1000; 0, the default:
-    /// block at once). One worker per set spins at a time. Its CPU then
-    /// does not halt between requests that come closer together than
-    /// this, which on a virtual machine saves the host a halt and a
-    /// wake-up each, at the cost of the guest's CPU while it spins.
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spin_us: Option<u64>,
 }
 
 impl CoreTunables {
@@ -370,7 +356,6 @@ impl CoreTunables {
         s.poll_groups = self.poll_groups;
         s.pollers = self.pollers;
         s.penalty_ns = self.penalty_ns;
-        s.spin_us = self.spin_us;
     }
 
     /// The flag of the first tunable set, if any.
@@ -392,7 +377,6 @@ impl Default for SchedSpec {
             rtshare: None,
             rtfreq: None,
             penalty_ns: None,
-            spin_us: None,
             batch: 1,
             min_workers: None,
             elastic_period_us: None,

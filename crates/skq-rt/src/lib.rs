@@ -279,14 +279,6 @@ pub struct Skq {
     sets: Box<[Epoll]>,
     /// Per set: rung to wake the worker blocked in it (its poller).
     doorbells: Box<[EventFd]>,
-    /// Per set: whether one of its workers is spinning on it before it
-    /// blocks (`Config::spin_ns`; at most one at a time).
-    spinning: Box<[AtomicBool]>,
-    /// `Config::spin_ns`.
-    spin_ns: u64,
-    /// Spins begun, and those that ended with work found.
-    spins: AtomicU64,
-    spins_found: AtomicU64,
     /// Spreads sources with no locality over the sets.
     next_set: AtomicU64,
     /// Per set: the set it is nested in while its group has no live
@@ -336,7 +328,6 @@ impl Skq {
             cfg.cpu_topology = topo.map(|t| t.places()).unwrap_or_default();
         }
         let hint_refresh = cfg.hint_refresh;
-        let spin_ns = cfg.spin_ns;
         // A hint only chooses among workers: with one there is nothing to
         // choose, and no `getsockopt` is spent on it.
         let need_cpu =
@@ -365,10 +356,6 @@ impl Skq {
             core,
             sets: sets.into_boxed_slice(),
             doorbells: doorbells.into_boxed_slice(),
-            spinning: (0..groups).map(|_| AtomicBool::new(false)).collect(),
-            spin_ns,
-            spins: AtomicU64::new(0),
-            spins_found: AtomicU64::new(0),
             next_set: AtomicU64::new(0),
             adopted: Mutex::new(vec![None; groups]),
             shutdown_fd,
@@ -754,17 +741,6 @@ impl Skq {
             }
             skq_core::WakeVia::Parker => self.parkers[w].unpark(),
         }
-    }
-
-    /// Spins before a blocking poll so far (`Config::spin_ns`), and how
-    /// many of them found work (readiness, or work queued for the worker)
-    /// before their time was up: each of those is a sleep and a wake-up
-    /// saved.
-    pub fn spins(&self) -> (u64, u64) {
-        (
-            self.spins.load(Ordering::Relaxed),
-            self.spins_found.load(Ordering::Relaxed),
-        )
     }
 
     /// `getsockopt(SO_INCOMING_CPU)` calls made so far (one per

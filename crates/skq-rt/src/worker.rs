@@ -8,7 +8,6 @@
 //! wakes the workers the core names, by the means it names.
 
 use std::io;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -197,29 +196,10 @@ impl Worker {
                     return Ok(0);
                 }
                 Step::Harvest | Step::Poll(_) => {
-                    let (mut timeout, kind) = match step {
+                    let (timeout, done) = match step {
                         Step::Poll(t) => (t, Done::Polled),
                         _ => (Some(0), Done::Harvested),
                     };
-                    // Before blocking, spin on the set for a while
-                    // (`Config::spin_ns`; one spinner per set at a time).
-                    if kind == Done::Polled {
-                        match spin(skq, ctx, ep_buf, timeout, now) {
-                            Ok(Spin::Found(t)) => {
-                                now = t.unwrap_or_else(monotonic_ns);
-                                done = kind;
-                                continue;
-                            }
-                            Ok(Spin::Spent(ns)) => timeout = timeout.map(|t| t.saturating_sub(ns)),
-                            Ok(Spin::No) => {}
-                            Err(e) => {
-                                core.abort_wait(ctx, &mut call, monotonic_ns());
-                                flush_wakes(skq, ctx, wakes);
-                                events.inner.clear();
-                                return Err(e);
-                            }
-                        }
-                    }
                     // How much a blocking poll takes is the core's call
                     // (`WaitCall::poll_max`: the whole batch once a source
                     // is high priority); a harvest on the way takes all.
@@ -236,7 +216,7 @@ impl Worker {
                             return Err(e);
                         }
                     }
-                    kind
+                    done
                 }
                 Step::Park(t) => {
                     skq.parkers[me].park(t);
@@ -346,67 +326,6 @@ fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
     for w in wakes.drain(..) {
         skq.wake(w, me);
     }
-}
-
-/// How a spin before a blocking poll ended.
-enum Spin {
-    /// No spin: spinning is off, the poll may not block, or another worker
-    /// of the set is spinning.
-    No,
-    /// It found readiness (and activated it: the clock read that stamped
-    /// it) or work queued for the worker, or the instance shut down.
-    Found(Option<u64>),
-    /// Nothing came in its time (ns spent): block for what is left.
-    Spent(u64),
-}
-
-/// Polls the worker's group's set without blocking, again and again, for at
-/// most `Config::spin_ns` (and at most the poll's `timeout`), while no other
-/// worker of the set spins. The worker counts as blocked in the set
-/// meanwhile (the core chose `Step::Poll`): a wake-up by the set's doorbell
-/// shows as readiness, and work pushed to it (a targeted wake-up, whose
-/// signal stays pending until the blocking poll) is seen in its queue.
-fn spin(
-    skq: &Skq,
-    ctx: &mut WorkerCtx,
-    ep_buf: &mut Vec<skq_sys::epoll::Event>,
-    timeout: Option<u64>,
-    start: u64,
-) -> io::Result<Spin> {
-    let limit = skq.spin_ns.min(timeout.unwrap_or(u64::MAX));
-    if limit == 0 {
-        return Ok(Spin::No);
-    }
-    let me = ctx.id();
-    let flag = &skq.spinning[skq.core.poll_group(me)];
-    if flag.load(Ordering::Relaxed)
-        || flag
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-    {
-        return Ok(Spin::No);
-    }
-    skq.spins.fetch_add(1, Ordering::Relaxed);
-    let r = loop {
-        match harvest(skq, ctx, ep_buf, Some(0), usize::MAX, None) {
-            Ok(Some(t)) => break Ok(Spin::Found(Some(t))),
-            Ok(None) => {}
-            Err(e) => break Err(e),
-        }
-        if skq.core.has_work(me) || skq.core.is_shut_down() {
-            break Ok(Spin::Found(None));
-        }
-        let spent = monotonic_ns().saturating_sub(start);
-        if spent >= limit {
-            break Ok(Spin::Spent(spent));
-        }
-        std::hint::spin_loop();
-    };
-    flag.store(false, Ordering::Release);
-    if matches!(r, Ok(Spin::Found(_))) {
-        skq.spins_found.fetch_add(1, Ordering::Relaxed);
-    }
-    r
 }
 
 /// Non-blocking (timeout 0) or blocking harvest of the worker's group's

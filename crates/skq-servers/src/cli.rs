@@ -10,7 +10,7 @@ use crate::server::{RpcConfig, RpcServer, RuntimeKind};
 use crate::service::ServiceMode;
 
 /// The flags a `--spec` replaces (it conflicts with each).
-const SPEC_FLAGS: [&str; 19] = [
+const SPEC_FLAGS: [&str; 18] = [
     "mode",
     "runtime",
     "workers",
@@ -24,7 +24,6 @@ const SPEC_FLAGS: [&str; 19] = [
     "rtshare",
     "rtfreq",
     "penalty_ns",
-    "spin_us",
     "batch",
     "min_workers",
     "elastic_period_us",

@@ -370,7 +370,6 @@ impl Curve {
             if server == ServerKind::Skq {
                 s.pollers = e.pollers.filter(|_| has_core);
                 s.poll_groups = e.poll_groups.filter(|_| has_core);
-                s.spin_us = e.spin_us.filter(|_| has_core);
             }
             spec
         });
@@ -397,7 +396,6 @@ impl Curve {
                             steal_k: e.steal_k.filter(|_| core),
                             poll_groups: e.poll_groups.filter(|_| core),
                             pollers: e.pollers.filter(|_| core),
-                            spin_us: e.spin_us.filter(|_| core),
                             ..CoreTunables::default()
                         },
                     }

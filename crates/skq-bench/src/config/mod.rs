@@ -63,10 +63,9 @@
 //!
 //! Keys of a configuration (`[defaults]`, `[[config]]`): `name`, `mode`,
 //! `workload`, `workers`, `service`, `mean_us`, `scale`, `pin`, `rtshare`,
-//! `rtfreq`, `steal_k`, `poll_groups`, `pollers`, `spin_us` (these six tune
-//! skq's scheduler and reach skq modes only: all six the rpc server's,
-//! `steal_k`, `poll_groups`, `pollers` and `spin_us` the cache's `kv-MODE`;
-//! a baseline or `kv-tpc`
+//! `rtfreq`, `steal_k`, `poll_groups`, `pollers` (these five tune skq's
+//! scheduler and reach skq modes only: all five the rpc server's, `steal_k`,
+//! `poll_groups` and `pollers` the cache's `kv-MODE`; a baseline or `kv-tpc`
 //! curve of the same `[defaults]` runs without them), `connections`, `threads`, `protocol`,
 //! `capacity_rps`, `slo_us`, `affinity` (`none` or `split`: server and load
 //! generator on disjoint halves of the CPUs; default `split`), `batch`
@@ -143,8 +142,6 @@ pub struct ConfigEntry {
     pub poll_groups: Option<usize>,
     /// `--pollers` (skq modes of the RPC server and of the cache).
     pub pollers: Option<usize>,
-    /// `--spin-us` (skq modes of the RPC server and of the cache).
-    pub spin_us: Option<u64>,
     /// Load connections.
     pub connections: Option<usize>,
     /// Generator threads.
@@ -225,7 +222,6 @@ impl ConfigEntry {
             steal_k,
             poll_groups,
             pollers,
-            spin_us,
             connections,
             threads,
             protocol,
