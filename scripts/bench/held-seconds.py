@@ -11,6 +11,11 @@ seconds at loads the configuration otherwise meets (docs/MEASUREMENT.md, "Both C
 at once"); this tells whether some configurations draw them more than others. With
 `--loads`, only points at those offered loads count.
 
+Where the run recorded the host's steal time per second (`host_steal_ms`, skq bench from
+2026-12-06 night on), it also gives the configuration's steal over all its kept seconds and
+how many of its held seconds had 50 ms or more of it (a 100-ms hold of the host's shows as
+10 ticks).
+
 A point that `skq bench` measured again keeps only its last measurement; the earlier
 tries are counted from the run's log (`DIR.log` beside the folder, or `DIR/bench.log`),
 whose line for each says how many of its seconds met the SLO: the rest are added as
@@ -57,6 +62,11 @@ def main():
     loads = None if a.loads is None else {round(float(x), 3) for x in a.loads.split(",")}
     secs = defaultdict(int)
     held = defaultdict(list)
+    # The host's steal per second where skq bench recorded it (host_steal_ms):
+    # over every second, and in the seconds over the bound.
+    steal_all = defaultdict(float)
+    steal_secs = defaultdict(int)
+    steal_held = defaultdict(list)
     again = defaultdict(list)
     seen = 0
     for d in a.dirs:
@@ -79,9 +89,15 @@ def main():
             for iv in pt.get("intervals") or []:
                 secs[key] += 1
                 seen += 1
-                if iv.get("p99_us", 0) > a.over_ms * 1e3:
+                st = iv.get("host_steal_ms")
+                if st is not None:
+                    steal_all[key] += st
+                    steal_secs[key] += 1
+                if (iv.get("p99_us") or 0) > a.over_ms * 1e3:
                     held[key].append((os.path.basename(d.rstrip("/")), load, iv["start_s"],
                                       iv["p99_us"] / 1e3))
+                    if st is not None:
+                        steal_held[key].append(st)
     if not seen:
         sys.exit("held-seconds: no intervals in the points given (older results have none)")
     print(f"seconds with p99 over {a.over_ms:g} ms, per configuration "
@@ -93,8 +109,14 @@ def main():
         ag = again.get(key, [])
         tries = (f"; earlier tries' seconds over the SLO {sum(n for _, _, n in ag)} in {len(ag)} "
                  f"({'; '.join(f'{r} {l:g}' for r, l, _ in ag)})") if ag else ""
+        steal = ""
+        if steal_secs[key]:
+            sh = steal_held[key]
+            steal = (f"; the host's steal {steal_all[key]:.0f} ms over {steal_secs[key]} s"
+                     + (f", {sum(1 for x in sh if x >= 50):d} of the {len(sh)} held seconds "
+                        f"with 50 ms or more" if sh else ""))
         print(f"  {key[0]:<14} {key[1]:<12} {len(h):>3} of {secs[key]:>4}"
-              f"{'  (' + where + ')' if where else ''}{tries}")
+              f"{'  (' + where + ')' if where else ''}{tries}{steal}")
     return 0
 
 

@@ -48,6 +48,16 @@
 //! information only, whoever caused it: a server that stalls by itself for
 //! a second must not be measured until it does not.
 //!
+//! **The host's steal.** `skq bench` reads the steal time of the run's
+//! CPUs every 100 ms (`/proc/stat`; time the hypervisor kept a vCPU that
+//! had work from running) and records it per interval; where the
+//! set-aside seconds had any, the line gives it against the others'. On
+//! the 2-CPU VM of 2026-12-06 the host's 100-ms holds show there as 10
+//! ticks on the held CPU (docs/MEASUREMENT.md, "Both CPUs busy at once").
+//! It is information and does not make seconds the host's: how much the
+//! VM runs draws the holds, so a server that spends more CPU draws more of
+//! them (that page's spinner experiment).
+//!
 //! On the 2-CPU VM (2026-12-06, `docs/results/quiet-2026-12-06b/episodes`:
 //! 250-ms intervals of 30-s points at load 0.6 of eight emulated workers,
 //! async-hybrid, tokio, hybrid and epoll-shared alike) 18 of the 22
@@ -93,6 +103,9 @@ pub struct Episode {
     /// Time (ms) the generator's loop lost to stalls of the machine, in the
     /// set-aside intervals against the rest, when every interval recorded it.
     pub generator_stall_ms: Option<Spread>,
+    /// Steal time (ms) of the run's CPUs in the set-aside intervals against
+    /// the rest, when every interval recorded it.
+    pub host_steal_ms: Option<Spread>,
 }
 
 /// A per-interval figure over an episode's intervals and over the others.
@@ -200,6 +213,13 @@ impl Episode {
                 g.others_max
             );
         }
+        if let Some(h) = self.host_steal_ms.filter(|h| h.episode.1 > 0.0) {
+            line += &format!(
+                "; the host's steal {} ms there, at most {:.0} ms in the others",
+                range(h.episode, 0),
+                h.others_max
+            );
+        }
         if self.held_by_host() {
             line += " (the server's sleeps overran and the generator, on a CPU of its own, \
                      stalled most exactly then: the host held the machine)";
@@ -280,6 +300,7 @@ fn candidates(r: &PointResult) -> impl Iterator<Item = Episode> + '_ {
                 .then(|| figure(|i| i.service_overshoot_us))
                 .flatten(),
             generator_stall_ms: figure(|i| i.generator_stall_ms),
+            host_steal_ms: figure(|i| i.host_steal_ms),
         }
     })
 }
@@ -458,6 +479,40 @@ mod tests {
         let (o, g) = (e.overshoot_us.unwrap(), e.generator_stall_ms.unwrap());
         assert!(o.stands_out() && g.stands_out());
         assert!(!o.stands_out_by(HELD_OVERSHOOT_US) && !g.stands_out_by(HELD_STALL_MS));
+    }
+
+    #[test]
+    fn an_episode_gives_the_hosts_steal_but_is_not_made_the_hosts_by_it() {
+        // Two held seconds with 100 ms of steal each on the server's CPU,
+        // the generator not stalled (only the server's CPU was held).
+        let mut r = point_with(
+            96000.0,
+            &[
+                3300.0, 98000.0, 3400.0, 3200.0, 3500.0, 3300.0, 101000.0, 3400.0,
+            ],
+            &[5.0, 70.0, 4.0, 5.0, 4.0, 6.0, 65.0, 5.0],
+            &[1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 1.1, 1.0],
+        );
+        let steal = [0.0, 100.0, 0.0, 10.0, 0.0, 0.0, 100.0, 0.0];
+        for (i, v) in r.intervals.iter_mut().zip(steal) {
+            i.host_steal_ms = Some(v);
+        }
+        let e = tail_episode(&r).expect("an episode");
+        let h = e.host_steal_ms.expect("every interval has steal");
+        assert_eq!((h.episode, h.others_max), ((100.0, 100.0), 10.0));
+        let d = e.describe();
+        assert!(
+            d.contains("the host's steal 100 ms there, at most 10 ms in the others"),
+            "{d}"
+        );
+        // Information only: the generator did not stall, so not the host's.
+        assert!(!e.held_by_host());
+        assert_eq!(host_held(&r), None);
+        // No steal in the episode's seconds: nothing said about it.
+        for i in r.intervals.iter_mut() {
+            i.host_steal_ms = Some(0.0);
+        }
+        assert!(!tail_episode(&r).unwrap().describe().contains("steal"));
     }
 
     #[test]

@@ -411,6 +411,13 @@ impl Runner for ProcessRunner {
                     let stop = &stop;
                     sc.spawn(move || crate::series::sample_cpu(server_pid, every, stop))
                 });
+                // The host's steal time, always: which seconds it held.
+                let steal = {
+                    let stop = &stop;
+                    sc.spawn(move || {
+                        crate::series::sample_steal(cpus, crate::series::STEAL_PERIOD, stop)
+                    })
+                };
                 let warmup_end = started + Duration::from_secs_f64(s.warmup_secs);
                 while Instant::now() < warmup_end && !interrupt::interrupted() {
                     std::thread::sleep(
@@ -428,15 +435,17 @@ impl Runner for ProcessRunner {
                 let machine1 = MachineCpu::read_for(cpus).ok().map(|m| (m, Instant::now()));
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 let samples = sampler.and_then(|h| h.join().ok());
+                let steal = steal.join().unwrap_or_default();
                 let switches = cs0.zip(cs1).map(|(a, b)| ctx_switches_between(a, b));
                 let machine = machine0.zip(machine1).zip(gen0);
-                ((cpu0, waited, cpu1, samples), (switches, machine))
+                ((cpu0, waited, cpu1, samples), (switches, machine, steal))
             })
         };
-        let (((cpu0, waited, cpu1, samples), (switches, machine)), migrations) = match &self.rss {
-            Some(r) => r.while_migrating(measure),
-            None => (measure(), Default::default()),
-        };
+        let (((cpu0, waited, cpu1, samples), (switches, machine, steal)), migrations) =
+            match &self.rss {
+                Some(r) => r.while_migrating(measure),
+                None => (measure(), Default::default()),
+            };
         let (code, gen_cpu, killed) = waited?;
         let alive = server.check_alive();
         server.stop();
@@ -495,10 +504,23 @@ impl Runner for ProcessRunner {
             );
         }
         self.ctx_switches = switches;
+        // The measured window starts after the warm-up of the generator's
+        // schedule (or, lacking its clock, of its start).
+        let origin = r.schedule_start_ns.unwrap_or(started_ns) + (s.warmup_secs * 1e9) as u64;
+        if steal.len() >= 2 && !r.intervals.is_empty() {
+            let starts: Vec<f64> = r.intervals.iter().map(|i| i.start_s).collect();
+            let ms = crate::series::steal_per_interval(
+                &steal,
+                origin,
+                &starts,
+                s.point_secs,
+                1.0 / skq_sys::process::clock_ticks_per_sec(),
+            );
+            for (i, v) in r.intervals.iter_mut().zip(ms) {
+                i.host_steal_ms = Some(v);
+            }
+        }
         if let Some(samples) = samples {
-            // The measured window starts after the warm-up of the
-            // generator's schedule (or, lacking its clock, of its start).
-            let origin = r.schedule_start_ns.unwrap_or(started_ns) + (s.warmup_secs * 1e9) as u64;
             self.series = Some(crate::series::build(
                 &samples,
                 origin,

@@ -66,6 +66,71 @@ pub fn sample_cpu(pid: u32, period: Duration, stop: &AtomicBool) -> Vec<CpuSampl
     out
 }
 
+/// A steal reading: `(CLOCK_MONOTONIC ns, steal ticks)` of the run's CPUs
+/// (`/proc/stat`, [`crate::disturbance::MachineCpu::read_for`]).
+pub type StealSample = (u64, u64);
+
+/// How often [`sample_steal`] reads `/proc/stat` while a point runs: a
+/// tenth of a second, so a hold of the host's (100 ms on the 2-CPU VMs,
+/// docs/MEASUREMENT.md, "Both CPUs busy at once") lands in the right
+/// second, at ten short wake-ups a second of the harness.
+pub const STEAL_PERIOD: Duration = Duration::from_millis(100);
+
+/// Samples the steal time of `cpus` (the whole machine when empty) every
+/// `period` until `stop` is set, with a last sample when it is: time the
+/// hypervisor kept those vCPUs from running while they had work.
+pub fn sample_steal(cpus: &[usize], period: Duration, stop: &AtomicBool) -> Vec<StealSample> {
+    let mut out = Vec::new();
+    let read = |out: &mut Vec<StealSample>| {
+        if let Ok(m) = crate::disturbance::MachineCpu::read_for(cpus) {
+            out.push((skq_sys::cpu::monotonic_ns(), m.steal));
+        }
+    };
+    let period_ns = period.as_nanos().max(1) as u64;
+    read(&mut out);
+    let mut next = skq_sys::cpu::monotonic_ns() + period_ns;
+    while !stop.load(Ordering::Relaxed) {
+        let now = skq_sys::cpu::monotonic_ns();
+        if now >= next {
+            read(&mut out);
+            next += period_ns * ((now - next) / period_ns + 1);
+        } else {
+            std::thread::sleep(Duration::from_nanos(next - now).min(Duration::from_millis(20)));
+        }
+    }
+    read(&mut out);
+    out
+}
+
+/// Steal time (ms) in each of the intervals that start at `starts_s`
+/// (seconds from `origin_ns`, in order; the last one ends at `end_s`): each
+/// rise between two readings counts in the interval of the later reading,
+/// so a figure is good to a sampling period and a clock tick (`tick_s`).
+/// Rises before the first interval or after `end_s` count nowhere.
+pub fn steal_per_interval(
+    samples: &[StealSample],
+    origin_ns: u64,
+    starts_s: &[f64],
+    end_s: f64,
+    tick_s: f64,
+) -> Vec<f64> {
+    let mut ms = vec![0.0; starts_s.len()];
+    for w in samples.windows(2) {
+        let rise = w[1].1.saturating_sub(w[0].1);
+        if rise == 0 {
+            continue;
+        }
+        let at = (w[1].0 as f64 - origin_ns as f64) / 1e9;
+        if at > end_s {
+            continue;
+        }
+        if let Some(k) = starts_s.iter().rposition(|&s| s <= at) {
+            ms[k] += rise as f64 * tick_s * 1e3;
+        }
+    }
+    ms
+}
+
 /// CPU cores used between consecutive samples, timed from `origin_ns`.
 /// Spans shorter than a millisecond (the final sample right after a
 /// periodic one) are merged into the next reading rather than reported.
@@ -168,6 +233,47 @@ mod tests {
         let u = cpu_use(&samples, 10 * s);
         assert_eq!(u, vec![(-0.5, 1.0), (0.0, 2.0)]);
         assert!(cpu_use(&samples[..1], 0).is_empty());
+    }
+
+    #[test]
+    fn steal_lands_in_the_interval_of_the_reading_that_saw_it() {
+        let s = 1_000_000_000u64;
+        let ms = s / 1000;
+        // Origin at 10 s, intervals at 0, 1 and 2 s (ending at 3 s). Ten
+        // ticks seen at 10.95 s (interval 0), none until five at 12.05 s
+        // (interval 2), one during the warm-up and two after the end.
+        let samples = [
+            (9 * s + 500 * ms, 0),
+            (9 * s + 900 * ms, 1),
+            (10 * s + 850 * ms, 1),
+            (10 * s + 950 * ms, 11),
+            (11 * s + 950 * ms, 11),
+            (12 * s + 50 * ms, 16),
+            (13 * s + 100 * ms, 18),
+        ];
+        let v = steal_per_interval(&samples, 10 * s, &[0.0, 1.0, 2.0], 3.0, 0.01);
+        assert_eq!(v.len(), 3);
+        assert!((v[0] - 100.0).abs() < 1e-9, "{v:?}");
+        assert_eq!(v[1], 0.0);
+        assert!((v[2] - 50.0).abs() < 1e-9, "{v:?}");
+        assert!(steal_per_interval(&samples[..1], 0, &[0.0], 1.0, 0.01)
+            .iter()
+            .all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn steal_sampling_stops_when_told() {
+        let stop = AtomicBool::new(false);
+        let samples = std::thread::scope(|sc| {
+            let h = sc.spawn(|| sample_steal(&[], Duration::from_millis(5), &stop));
+            std::thread::sleep(Duration::from_millis(30));
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap()
+        });
+        assert!(samples.len() >= 3, "first, periodic and last readings");
+        assert!(samples
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
     }
 
     #[test]

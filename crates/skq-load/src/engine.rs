@@ -700,6 +700,8 @@ fn interval_points(
                 p99_us: q(0.99),
                 service_overshoot_us: t.service.get(k).and_then(ServiceTally::overshoot_us),
                 generator_stall_ms: Some(t.stall_ns.get(k).copied().unwrap_or(0) as f64 / 1e6),
+                // The harness (`skq bench`) fills it in from /proc/stat.
+                host_steal_ms: None,
             }
         })
         .collect();

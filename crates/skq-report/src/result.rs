@@ -363,6 +363,13 @@ pub struct IntervalPoint {
     /// in results from before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_stall_ms: Option<f64>,
+    /// Steal time of the run's CPUs in this interval (ms, summed over
+    /// them; `/proc/stat`, read every 100 ms by `skq bench`, good to a
+    /// reading and a 10-ms tick): time the hypervisor kept a vCPU that had
+    /// work from running, as in the host's 100-ms holds of the 2-CPU VMs.
+    /// None where the generator ran alone and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_steal_ms: Option<f64>,
 }
 
 /// Context switches of a server's threads over a measured run, summed over
