@@ -3,7 +3,8 @@
 
     python3 scripts/bench/held-seconds.py [--over-ms 20] [--loads 0.6,0.75] DIR [DIR ...]
 
-Reads every point of each run folder (`points/*.json`: the point's one-second intervals)
+Reads every point of each run folder (`points.json`, else `points/*.json`: the point's
+one-second intervals)
 and counts, per configuration (mode and workload), the measured seconds whose p99 was
 over `--over-ms` (default 20 ms, four times the main job's SLO), with the points they
 fell in. A host that holds the server's threads off their CPU for 100 ms leaves such
@@ -53,6 +54,37 @@ def earlier_tries(d, loads):
     return out
 
 
+def points_of(d):
+    """(mode, workload, load, result) of every measured point of a run folder: from its
+    points.json (the kept attempts, with what the harness added, such as the host's steal)
+    where there is one, else from points/*.json."""
+    agg = os.path.join(d, "points.json")
+    if os.path.exists(agg):
+        try:
+            recs = json.load(open(agg))
+        except (OSError, ValueError) as e:
+            sys.exit(f"held-seconds: {agg}: {e}")
+        for x in recs:
+            r = x.get("result")
+            if not r:
+                continue
+            # The generator names the cache's mixes "kv:etc"; the sweep, "etc".
+            yield (x["config"].replace(" ", "-"), r["meta"]["workload"].split(":")[-1],
+                   round(float(x["load"]), 3), r)
+        return
+    files = sorted(glob.glob(os.path.join(d, "points", "*.json")))
+    if not files:
+        sys.exit(f"held-seconds: {d}: neither points.json nor points/*.json")
+    for f in files:
+        name = os.path.basename(f)[:-5]
+        try:
+            pt = json.load(open(f))
+        except (OSError, ValueError) as e:
+            sys.exit(f"held-seconds: {f}: {e}")
+        parts = name.split("_")
+        yield parts[0], parts[1], round(float(parts[-1]), 3), pt
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--over-ms", type=float, default=20.0)
@@ -72,17 +104,7 @@ def main():
     for d in a.dirs:
         for k, v in earlier_tries(d, loads).items():
             again[k].extend(v)
-        files = sorted(glob.glob(os.path.join(d, "points", "*.json")))
-        if not files:
-            sys.exit(f"held-seconds: {d}: no points/*.json")
-        for f in files:
-            name = os.path.basename(f)[:-5]
-            try:
-                pt = json.load(open(f))
-            except (OSError, ValueError) as e:
-                sys.exit(f"held-seconds: {f}: {e}")
-            parts = name.split("_")
-            mode, workload, load = parts[0], parts[1], round(float(parts[-1]), 3)
+        for mode, workload, load, pt in points_of(d):
             if loads is not None and load not in loads:
                 continue
             key = (mode, workload)

@@ -544,6 +544,11 @@ impl Runner for ProcessRunner {
                 .notes
                 .push(format!("info: flow migration stopped early: {e}"));
         }
+        // The point's JSON file holds what the harness added (the host's
+        // steal per interval, the server's CPU), as points.json does.
+        if let Ok(text) = serde_json::to_string_pretty(&r) {
+            let _ = std::fs::write(&files.json, text);
+        }
         Ok(r)
     }
 
