@@ -43,26 +43,42 @@ pub type CpuSample = (u64, f64);
 /// Samples the CPU time of the process tree of `pid` every `period` until
 /// `stop` is set, with a last sample when it is.
 pub fn sample_cpu(pid: u32, period: Duration, stop: &AtomicBool) -> Vec<CpuSample> {
+    sample_every(period, stop, || {
+        crate::procstat::tree_cpu_time(pid)
+            .ok()
+            .map(|t| t.user_s + t.sys_s)
+    })
+}
+
+/// Calls `read` every `period` until `stop` is set, and once more when it
+/// is, keeping each reading it gives with the clock (CLOCK_MONOTONIC ns)
+/// read right after it. A period missed (the thread held off its CPU) is
+/// skipped, not caught up.
+fn sample_every<T>(
+    period: Duration,
+    stop: &AtomicBool,
+    mut read: impl FnMut() -> Option<T>,
+) -> Vec<(u64, T)> {
     let mut out = Vec::new();
-    let read = |out: &mut Vec<CpuSample>| {
-        if let Ok(t) = crate::procstat::tree_cpu_time(pid) {
-            out.push((skq_sys::cpu::monotonic_ns(), t.user_s + t.sys_s));
+    let mut take = |out: &mut Vec<(u64, T)>| {
+        if let Some(v) = read() {
+            out.push((skq_sys::cpu::monotonic_ns(), v));
         }
     };
     let period_ns = period.as_nanos().max(1) as u64;
     let first = skq_sys::cpu::monotonic_ns();
-    read(&mut out);
+    take(&mut out);
     let mut next = first + period_ns;
     while !stop.load(Ordering::Relaxed) {
         let now = skq_sys::cpu::monotonic_ns();
         if now >= next {
-            read(&mut out);
+            take(&mut out);
             next += period_ns * ((now - next) / period_ns + 1);
         } else {
             std::thread::sleep(Duration::from_nanos(next - now).min(Duration::from_millis(20)));
         }
     }
-    read(&mut out);
+    take(&mut out);
     out
 }
 
@@ -80,26 +96,11 @@ pub const STEAL_PERIOD: Duration = Duration::from_millis(100);
 /// `period` until `stop` is set, with a last sample when it is: time the
 /// hypervisor kept those vCPUs from running while they had work.
 pub fn sample_steal(cpus: &[usize], period: Duration, stop: &AtomicBool) -> Vec<StealSample> {
-    let mut out = Vec::new();
-    let read = |out: &mut Vec<StealSample>| {
-        if let Ok(m) = crate::disturbance::MachineCpu::read_for(cpus) {
-            out.push((skq_sys::cpu::monotonic_ns(), m.steal));
-        }
-    };
-    let period_ns = period.as_nanos().max(1) as u64;
-    read(&mut out);
-    let mut next = skq_sys::cpu::monotonic_ns() + period_ns;
-    while !stop.load(Ordering::Relaxed) {
-        let now = skq_sys::cpu::monotonic_ns();
-        if now >= next {
-            read(&mut out);
-            next += period_ns * ((now - next) / period_ns + 1);
-        } else {
-            std::thread::sleep(Duration::from_nanos(next - now).min(Duration::from_millis(20)));
-        }
-    }
-    read(&mut out);
-    out
+    sample_every(period, stop, || {
+        crate::disturbance::MachineCpu::read_for(cpus)
+            .ok()
+            .map(|m| m.steal)
+    })
 }
 
 /// Steal time (ms) in each of the intervals that start at `starts_s`
@@ -262,21 +263,6 @@ mod tests {
     }
 
     #[test]
-    fn steal_sampling_stops_when_told() {
-        let stop = AtomicBool::new(false);
-        let samples = std::thread::scope(|sc| {
-            let h = sc.spawn(|| sample_steal(&[], Duration::from_millis(5), &stop));
-            std::thread::sleep(Duration::from_millis(30));
-            stop.store(true, Ordering::Relaxed);
-            h.join().unwrap()
-        });
-        assert!(samples.len() >= 3, "first, periodic and last readings");
-        assert!(samples
-            .windows(2)
-            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
-    }
-
-    #[test]
     fn workers_follow_decisions_or_stay_fixed() {
         // Server started 2 s before the window; decisions at 2.5 s and 4 s.
         let st = stats(
@@ -295,10 +281,12 @@ mod tests {
     }
 
     #[test]
-    fn sampling_stops_when_told_and_reads_this_process() {
+    fn sampling_stops_when_told_and_readings_rise() {
         let stop = AtomicBool::new(false);
-        let samples = std::thread::scope(|sc| {
-            let h = sc.spawn(|| sample_cpu(std::process::id(), Duration::from_millis(5), &stop));
+        let (cpu, steal) = std::thread::scope(|sc| {
+            let (period, stop) = (Duration::from_millis(5), &stop);
+            let c = sc.spawn(move || sample_cpu(std::process::id(), period, stop));
+            let st = sc.spawn(move || sample_steal(&[], period, stop));
             // Burn some CPU so the readings can rise.
             let t = std::time::Instant::now();
             let mut x = 0u64;
@@ -307,10 +295,18 @@ mod tests {
             }
             std::hint::black_box(x);
             stop.store(true, Ordering::Relaxed);
-            h.join().unwrap()
+            (c.join().unwrap(), st.join().unwrap())
         });
-        assert!(samples.len() >= 3, "first, periodic and last readings");
-        assert!(samples
+        // First, periodic and last readings, in time order, never falling
+        // (cumulative counters: this process's CPU, the machine's steal).
+        assert!(
+            cpu.len() >= 3 && steal.len() >= 3,
+            "{} and {}",
+            cpu.len(),
+            steal.len()
+        );
+        assert!(cpu.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        assert!(steal
             .windows(2)
             .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
     }
