@@ -86,7 +86,10 @@ fn errors_name_the_key() {
     assert!(err("[sweep]\nloads = []\n[matrix]\nmodes=['vanilla']").contains("`loads`"));
     assert!(err("[sweep]\npoint_secs = -1\n[matrix]\nmodes=['vanilla']").contains("`point_secs`"));
     assert!(err("[matrix]\nmodes=['fastest']").contains("unknown mode `fastest`"));
-    assert!(err("[matrix]\nmodes=['vanilla+steal']").contains("`mode`"));
+    let e = err("[matrix]\nmodes=['vanilla+steal']");
+    assert!(e.contains("`mode`"), "{e}");
+    // The core's reason, not a generic "unknown mode".
+    assert!(e.contains("vanilla+steal is not allowed"), "{e}");
     assert!(err("[[config]]\nmode='hybrid'\nworkers=0").contains("`workers`"));
     assert!(err("[[config]]\nmode='hybrid'\nworkload='nope'").contains("unknown workload `nope`"));
     assert!(err("[[config]]\nmode='memcached'\nslo_us=100").contains("`capacity_rps`"));

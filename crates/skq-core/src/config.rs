@@ -105,6 +105,9 @@ pub enum ConfigError {
     /// A mode string that names no policy.
     #[error("--mode `{0}` is unknown: expected vanilla, shared, queue, cpu, best2 or hybrid, optionally with +steal (e.g. best2+steal)")]
     UnknownMode(String),
+    /// `+steal` with a policy that never moves work between queues.
+    #[error("{0}+steal is not allowed: {0} never moves work between queues; use queue, cpu, best2 or hybrid with +steal")]
+    StealNotAllowed(Policy),
     /// Two settings that cannot go together.
     #[error("{0}")]
     Conflict(String),
@@ -336,10 +339,7 @@ impl Config {
         range("capacity", self.capacity, 1, 1 << 24, "1..=16777216")?;
         range("hint-refresh", self.hint_refresh, 1, 4096, "1..=4096")?;
         if self.steal && matches!(self.policy, Policy::Vanilla | Policy::Shared) {
-            return Err(ConfigError::Conflict(format!(
-                "--mode {}+steal is not allowed: {} never moves work between queues; use queue, cpu, best2 or hybrid with +steal",
-                self.policy, self.policy
-            )));
+            return Err(ConfigError::StealNotAllowed(self.policy));
         }
         crate::priority::validate_diffusion(self)?;
         if !self.worker_cpus.is_empty() && self.worker_cpus.len() != self.workers {

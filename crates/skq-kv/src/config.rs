@@ -85,16 +85,15 @@ impl std::str::FromStr for KvMode {
             "tpc" => Ok(KvMode::Tpc),
             "tpc-strict" => Ok(KvMode::TpcStrict),
             #[cfg(feature = "runtime")]
-            _ => match s.parse::<skq_net::Mode>().map_err(|e| {
-                if e.starts_with("unknown mode") {
-                    format!(
-                        "unknown mode `{s}`: expected tpc, tpc-strict, an skq policy (vanilla, \
-                         shared, queue, cpu, best2 or hybrid, optionally +steal), epoll-1to1, \
-                         epoll-shared, tokio or tokio-spawn-blocking"
-                    )
-                } else {
-                    e
-                }
+            _ => match s.parse::<skq_net::Mode>().map_err(|e| match e {
+                // The cache's own list: it has modes the server layer does
+                // not (tpc) and lacks others (async-).
+                skq_net::ModeError::Unknown { .. } => format!(
+                    "unknown mode `{s}`: expected tpc, tpc-strict, an skq policy (vanilla, \
+                     shared, queue, cpu, best2 or hybrid, optionally +steal), epoll-1to1, \
+                     epoll-shared, tokio or tokio-spawn-blocking"
+                ),
+                skq_net::ModeError::Refused(why) => why.to_string(),
             })? {
                 skq_net::Mode::Async(_) => Err(format!(
                     "mode `{s}`: the cache has no async handler; it serves on an skq \

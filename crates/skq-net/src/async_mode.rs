@@ -19,6 +19,8 @@ use std::fmt;
 
 use skq_core::Policy;
 
+use crate::spec::ModeError;
+
 /// The prefix of the async modes.
 pub const ASYNC_PREFIX: &str = "async-";
 
@@ -51,15 +53,18 @@ impl AsyncRuntime {
     /// as a mode by `parse`. The error names the whole mode.
     pub(crate) fn from_inner(
         full: &str,
-        inner: Result<crate::Mode, String>,
-    ) -> Result<AsyncRuntime, String> {
-        match inner? {
-            crate::Mode::Skq { policy, steal } => Ok(AsyncRuntime::Skq { policy, steal }),
-            crate::Mode::Tokio => Ok(AsyncRuntime::Tokio),
-            _ => Err(format!(
-                "unknown mode `{full}`: after `{ASYNC_PREFIX}` expected an skq mode \
-                 (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal) or tokio"
-            )),
+        inner: Result<crate::Mode, ModeError>,
+    ) -> Result<AsyncRuntime, ModeError> {
+        let unknown = || ModeError::Unknown {
+            mode: full.to_string(),
+            expected: "after `async-` an skq mode (vanilla, shared, queue, cpu, best2, \
+                       hybrid, optionally +steal) or tokio",
+        };
+        match inner {
+            Ok(crate::Mode::Skq { policy, steal }) => Ok(AsyncRuntime::Skq { policy, steal }),
+            Ok(crate::Mode::Tokio) => Ok(AsyncRuntime::Tokio),
+            Ok(_) | Err(ModeError::Unknown { .. }) => Err(unknown()),
+            Err(e @ ModeError::Refused(_)) => Err(e),
         }
     }
 
@@ -115,10 +120,18 @@ mod tests {
             "async-x",
         ] {
             let e = bad.parse::<Mode>().unwrap_err();
-            assert!(e.starts_with("unknown mode `"), "{bad}: {e}");
+            assert!(
+                matches!(&e, ModeError::Unknown { mode, .. } if mode == bad),
+                "{bad}: {e:?}"
+            );
+            assert!(e.to_string().starts_with("unknown mode `"), "{bad}: {e}");
         }
         let e = "async-vanilla+steal".parse::<Mode>().unwrap_err();
-        assert!(e.starts_with("vanilla+steal is not allowed"), "{e}");
+        assert!(matches!(e, ModeError::Refused(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with("vanilla+steal is not allowed"),
+            "{e}"
+        );
     }
 
     #[test]

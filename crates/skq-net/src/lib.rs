@@ -108,7 +108,7 @@ pub use protocol::{Close, Cx, FileRegion, Protocol, Resume, Served, SharedRegion
 pub use serve::{Lifecycle, ServeError, Serving, Started};
 pub use server::{Running, Server, ServerHandle};
 pub use spec::{
-    parse_spec_arg, spec_from_json, CoreTunables, Mode, SchedSpec, ServerSpec, ServiceMode,
-    SpecError,
+    parse_spec_arg, spec_from_json, CoreTunables, Mode, ModeError, SchedSpec, ServerSpec,
+    ServiceMode, SpecError,
 };
 pub use stats::ServerStats;

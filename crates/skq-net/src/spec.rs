@@ -118,12 +118,33 @@ impl Mode {
     }
 }
 
+/// Why a mode string was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModeError {
+    /// The string names no mode; `expected` lists what would have been read.
+    #[error("unknown mode `{mode}`: expected {expected}")]
+    Unknown {
+        /// The refused string, whole (with `async-` where it had it).
+        mode: String,
+        /// The modes accepted at that place, in words.
+        expected: &'static str,
+    },
+    /// A known policy with a setting the core refuses (`vanilla+steal`).
+    #[error(transparent)]
+    Refused(#[from] skq_core::ConfigError),
+}
+
+/// What a mode string may name, for [`ModeError::Unknown`].
+const EXPECTED_MODES: &str = "vanilla, shared, queue, cpu, best2 or hybrid (optionally +steal), \
+     epoll-1to1, epoll-shared, tokio or tokio-spawn-blocking, or async- before a policy or \
+     tokio (async-hybrid, async-tokio)";
+
 impl FromStr for Mode {
-    type Err = String;
+    type Err = ModeError;
     /// `vanilla|shared|queue|cpu|best2|hybrid` with optional `+steal` or
     /// `-steal`, `epoll-1to1`, `epoll-shared` (or its older name `epoll`),
     /// `tokio`, `tokio-spawn-blocking`; any of those but the epoll ones after `async-`.
-    fn from_str(s: &str) -> Result<Mode, String> {
+    fn from_str(s: &str) -> Result<Mode, ModeError> {
         if let Some(inner) = s.strip_prefix(ASYNC_PREFIX) {
             return AsyncRuntime::from_inner(s, inner.parse()).map(Mode::Async);
         }
@@ -135,17 +156,13 @@ impl FromStr for Mode {
             _ => {}
         }
         let (base, steal) = skq_core::split_steal(s);
-        let policy: Policy = base.parse().map_err(|_| {
-            format!(
-                "unknown mode `{s}`: expected vanilla, shared, queue, cpu, best2 or hybrid \
-                 (optionally +steal), epoll-1to1, epoll-shared, tokio or tokio-spawn-blocking, \
-                 or async- before a policy or tokio (async-hybrid, async-tokio)"
-            )
+        let policy: Policy = base.parse().map_err(|_| ModeError::Unknown {
+            mode: s.to_string(),
+            expected: EXPECTED_MODES,
         })?;
         let mode = Mode::Skq { policy, steal };
         match mode.core_config(1) {
-            // The core's message names the flag; the caller names the place.
-            Some(Err(e)) => Err(e.to_string().trim_start_matches("--mode ").to_string()),
+            Some(Err(e)) => Err(ModeError::Refused(e)),
             _ => Ok(mode),
         }
     }
@@ -529,10 +546,19 @@ mod tests {
             })
         );
         let e = "fastest".parse::<Mode>().unwrap_err();
+        assert!(
+            matches!(&e, ModeError::Unknown { mode, .. } if mode == "fastest"),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.starts_with("unknown mode `fastest`"), "{e}");
         assert!(e.contains("async-hybrid"), "the async modes are named: {e}");
         let e = "vanilla+steal".parse::<Mode>().unwrap_err();
-        assert!(e.starts_with("vanilla+steal is not allowed"), "{e}");
+        assert!(matches!(e, ModeError::Refused(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with("vanilla+steal is not allowed"),
+            "{e}"
+        );
     }
 
     #[test]

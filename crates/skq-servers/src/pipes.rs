@@ -111,7 +111,7 @@ pub struct Setup {
 /// A mode the pipe benchmark runs, parsed once at the flag: an skq policy
 /// (with its steal setting), `epoll-1to1` or `epoll-shared`.
 pub fn pipe_mode(s: &str) -> Result<Mode, String> {
-    match s.parse::<Mode>()? {
+    match s.parse::<Mode>().map_err(|e| e.to_string())? {
         m @ (Mode::Skq { .. } | Mode::Epoll1to1 | Mode::EpollShared) => Ok(m),
         _ => Err(format!(
             "`{s}`: the pipe benchmark runs skq modes, epoll-1to1 and epoll-shared"

@@ -18,7 +18,7 @@ use skq_kv::config::KvMode;
 use skq_kv::spec::KvSpec;
 use skq_net::config::WorkerList;
 use skq_net::CoreTunables;
-use skq_net::{Mode, ServerSpec};
+use skq_net::{Mode, ModeError, ServerSpec};
 use skq_proto::workload::{ServiceSpec, Workload};
 
 pub use skq_net::ServiceMode;
@@ -200,6 +200,7 @@ impl Curve {
         let server_mode = match inner.map(|m| (m, m.parse::<Mode>())) {
             None => None,
             Some((m, Ok(parsed))) if parsed.to_string() == m => Some(parsed),
+            Some((_, Err(ModeError::Refused(why)))) => bail!("{}: `{mode}`: {why}", ctx("mode")),
             Some(_) => bail!("{}: unknown mode `{mode}`; expected a policy (vanilla, shared, queue, cpu, best2, hybrid, optionally +steal), epoll-1to1, epoll-shared, tokio, tokio-spawn-blocking, async-MODE, async-tokio, memcached, nginx, kv-tpc, kv-MODE, http-MODE or rocksdb-MODE", ctx("mode")),
         };
         // The cache's spec: `kv-tpc` or `kv-MODE` (the shared store on MODE).
