@@ -121,10 +121,10 @@ fn thin(pts: Vec<(f64, f64)>, max_points: usize) -> Vec<(f64, f64)> {
     out
 }
 
-/// Writes an interval log of `(tag, histogram)` intervals, 1 s each, as
-/// `skq load --hdr-log` does (tests of this crate).
-#[cfg(test)]
-pub(crate) fn write_test_log(path: &Path, hists: &[(Option<&str>, &Histogram<u64>)]) {
+/// Writes an interval log of `(tag, histogram)` intervals, 1 s each from
+/// time 0, in the format `skq load --hdr-log` writes and [`read_classes`]
+/// reads (fixtures for this crate's tests and its integration tests).
+pub fn write_interval_log(path: &Path, hists: &[(Option<&str>, &Histogram<u64>)]) -> Result<()> {
     use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
     use hdrhistogram::serialization::V2Serializer;
     use std::time::{Duration, SystemTime};
@@ -134,7 +134,7 @@ pub(crate) fn write_test_log(path: &Path, hists: &[(Option<&str>, &Histogram<u64
         let mut w = IntervalLogWriterBuilder::new()
             .with_base_time(SystemTime::UNIX_EPOCH)
             .begin_log_with(&mut buf, &mut ser)
-            .unwrap();
+            .context("starting an interval log")?;
         for (i, (tag, h)) in hists.iter().enumerate() {
             w.write_histogram(
                 h,
@@ -142,10 +142,10 @@ pub(crate) fn write_test_log(path: &Path, hists: &[(Option<&str>, &Histogram<u64
                 Duration::from_secs(1),
                 tag.and_then(Tag::new),
             )
-            .unwrap();
+            .with_context(|| format!("writing interval {i} of an interval log"))?;
         }
     }
-    std::fs::write(path, buf).unwrap();
+    std::fs::write(path, buf).with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]
@@ -154,7 +154,7 @@ mod tests {
 
     fn write_log(path: &Path, hists: &[Histogram<u64>]) {
         let tagged: Vec<_> = hists.iter().map(|h| (None, h)).collect();
-        write_test_log(path, &tagged);
+        write_interval_log(path, &tagged).unwrap();
     }
 
     #[test]
@@ -168,7 +168,7 @@ mod tests {
             h
         };
         let (a, b, p, hi) = (hist(10, 1000), hist(20, 2000), hist(3, 5000), hist(4, 7000));
-        write_test_log(
+        write_interval_log(
             &path,
             &[
                 (None, &a),
@@ -176,7 +176,8 @@ mod tests {
                 (Some("probe"), &p),
                 (Some("high"), &hi),
             ],
-        );
+        )
+        .unwrap();
         assert_eq!(read_log(&path).unwrap().len(), 30);
         let probe = read_class(&path, Some("probe")).unwrap().unwrap();
         assert_eq!((probe.len(), probe.max()), (3, p.max()));

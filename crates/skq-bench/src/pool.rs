@@ -915,10 +915,11 @@ mod tests {
         for (i, load) in [0.1, 0.5].into_iter().enumerate() {
             let file = format!("c-{load}.hlog");
             let (r, h) = (hist(regular[i]), hist(high[i]));
-            hdr::write_test_log(
+            hdr::write_interval_log(
                 &dir.join("hdr").join(&file),
                 &[(None, &r), (Some("high"), &h)],
-            );
+            )
+            .unwrap();
             let mut result = PointResult::default();
             result.checks.pass = i == 0 || pass_at_half;
             // Recorded where the run wrote it, not where it lies now.
@@ -1100,10 +1101,11 @@ mod tests {
         let mut records = Vec::new();
         for (curve, (cpu_s, replies, pass)) in [a, b].into_iter().enumerate() {
             let file = format!("{curve}.hlog");
-            hdr::write_test_log(
+            hdr::write_interval_log(
                 &dir.join("hdr").join(&file),
                 &[(None, &hist(&[(1_000, 10)]))],
-            );
+            )
+            .unwrap();
             let mut result = PointResult::default();
             result.checks.pass = pass;
             result.meta.duration_s = 2.0;
@@ -1204,10 +1206,11 @@ mod tests {
         let mut records = Vec::new();
         for (i, o) in overshoots.iter().enumerate() {
             let file = format!("{i}.hlog");
-            hdr::write_test_log(
+            hdr::write_interval_log(
                 &dir.join("hdr").join(&file),
                 &[(None, &hist(&[(1_000, 10)]))],
-            );
+            )
+            .unwrap();
             let mut result = PointResult::default();
             result.checks.pass = true;
             result.meta.service_mode = "emulate".into();

@@ -5,11 +5,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Result};
-use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
 use skq_bench::config::{self, Curve, Settings, Sweep};
 use skq_bench::disturbance::Disturbance;
@@ -153,17 +150,7 @@ pub fn write_hdr_log(path: &Path, r: &PointResult) {
         let v = v0 + (v1 - v0) * (q - q0) / (q1 - q0);
         h.record((v * 1000.0) as u64).unwrap();
     }
-    let mut buf = Vec::new();
-    let mut ser = V2Serializer::new();
-    {
-        let mut w = IntervalLogWriterBuilder::new()
-            .with_base_time(SystemTime::UNIX_EPOCH)
-            .begin_log_with(&mut buf, &mut ser)
-            .unwrap();
-        w.write_histogram(&h, Duration::from_secs(0), Duration::from_secs(1), None)
-            .unwrap();
-    }
-    std::fs::write(path, buf).unwrap();
+    skq_bench::hdr::write_interval_log(path, &[(None, &h)]).unwrap();
 }
 
 /// A runner returning fixture results; `fail` names configurations whose
