@@ -15,7 +15,10 @@ at once"); this tells whether some configurations draw them more than others. Wi
 Where the run recorded the host's steal time per second (`host_steal_ms`, skq bench from
 2026-12-06 night on), it also gives the configuration's steal over all its kept seconds and
 how many of its held seconds had 50 ms or more of it (a 100-ms hold of the host's shows as
-10 ticks).
+10 ticks). Where it also recorded the steal of the warm-up before each window
+(`warmup_host_steal_ms`, from 2026-12-07 on), a held first second counts as following the
+host's steal when the warm-up had 50 ms or more (a hold there leaves a backlog that the
+window's first second drains).
 
 A point that `skq bench` measured again keeps only its last measurement; the earlier
 tries are counted from the run's log (`DIR.log` beside the folder, or `DIR/bench.log`),
@@ -99,6 +102,10 @@ def main():
     steal_all = defaultdict(float)
     steal_secs = defaultdict(int)
     steal_held = defaultdict(list)
+    # Held first seconds of points that recorded their warm-up's steal, and
+    # those that followed 50 ms or more of it.
+    first_held = defaultdict(int)
+    first_after_steal = defaultdict(int)
     again = defaultdict(list)
     seen = 0
     for d in a.dirs:
@@ -120,6 +127,10 @@ def main():
                                       iv["p99_us"] / 1e3))
                     if st is not None:
                         steal_held[key].append(st)
+                    wst = pt.get("warmup_host_steal_ms")
+                    if iv["start_s"] <= 0.0 and wst is not None:
+                        first_held[key] += 1
+                        first_after_steal[key] += wst >= 50.0
     if not seen:
         sys.exit("held-seconds: no intervals in the points given (older results have none)")
     print(f"seconds with p99 over {a.over_ms:g} ms, per configuration "
@@ -137,6 +148,9 @@ def main():
             steal = (f"; the host's steal {steal_all[key]:.0f} ms over {steal_secs[key]} s"
                      + (f", {sum(1 for x in sh if x >= 50):d} of the {len(sh)} held seconds "
                         f"with 50 ms or more" if sh else ""))
+        if first_held[key]:
+            steal += (f"; {first_after_steal[key]} of {first_held[key]} held first seconds "
+                      f"after 50 ms or more of it in the warm-up")
         print(f"  {key[0]:<14} {key[1]:<12} {len(h):>3} of {secs[key]:>4}"
               f"{'  (' + where + ')' if where else ''}{tries}{steal}")
     return 0

@@ -106,6 +106,11 @@ pub struct Episode {
     /// Steal time (ms) of the run's CPUs in the set-aside intervals against
     /// the rest, when every interval recorded it.
     pub host_steal_ms: Option<Spread>,
+    /// Steal time (ms) of the run's CPUs in the warm-up just before the
+    /// window, when the episode starts with the window's first interval
+    /// and it was recorded: a hold there leaves a backlog that drains in
+    /// the first seconds.
+    pub warmup_host_steal_ms: Option<f64>,
 }
 
 /// A per-interval figure over an episode's intervals and over the others.
@@ -220,6 +225,9 @@ impl Episode {
                 h.others_max
             );
         }
+        if let Some(w) = self.warmup_host_steal_ms.filter(|&w| w > 0.0) {
+            line += &format!("; the host's steal {w:.0} ms in the warm-up just before the window");
+        }
         if self.held_by_host() {
             line += " (the server's sleeps overran and the generator, on a CPU of its own, \
                      stalled most exactly then: the host held the machine)";
@@ -301,6 +309,11 @@ fn candidates(r: &PointResult) -> impl Iterator<Item = Episode> + '_ {
                 .flatten(),
             generator_stall_ms: figure(|i| i.generator_stall_ms),
             host_steal_ms: figure(|i| i.host_steal_ms),
+            warmup_host_steal_ms: order[..m]
+                .iter()
+                .any(|&k| kept[k].start_s <= 0.0)
+                .then_some(r.warmup_host_steal_ms)
+                .flatten(),
         }
     })
 }
@@ -513,6 +526,41 @@ mod tests {
             i.host_steal_ms = Some(0.0);
         }
         assert!(!tail_episode(&r).unwrap().describe().contains("steal"));
+        // Steal in the warm-up is named only for an episode that holds the
+        // window's first second.
+        r.warmup_host_steal_ms = Some(100.0);
+        assert!(!tail_episode(&r).unwrap().describe().contains("warm-up"));
+    }
+
+    #[test]
+    fn a_first_second_episode_names_the_warm_up_s_steal() {
+        // main2's hybrid at exponential 0.85: a backlog from before the
+        // window drains in its first second (p50 9 ms there).
+        let mut r = point(
+            115376.0,
+            &[
+                115376.0, 3124.0, 2911.0, 2958.0, 2954.0, 3114.0, 3546.0, 3094.0,
+            ],
+        );
+        for i in r.intervals.iter_mut() {
+            i.host_steal_ms = Some(0.0);
+        }
+        r.warmup_host_steal_ms = Some(100.0);
+        let e = tail_episode(&r).expect("an episode");
+        assert_eq!(
+            (e.starts_s.clone(), e.warmup_host_steal_ms),
+            (vec![0.0], Some(100.0))
+        );
+        let d = e.describe();
+        assert!(
+            d.contains("the host's steal 100 ms in the warm-up just before the window"),
+            "{d}"
+        );
+        // None recorded (an older result) or none seen: nothing said.
+        r.warmup_host_steal_ms = Some(0.0);
+        assert!(!tail_episode(&r).unwrap().describe().contains("warm-up"));
+        r.warmup_host_steal_ms = None;
+        assert_eq!(tail_episode(&r).unwrap().warmup_host_steal_ms, None);
     }
 
     #[test]

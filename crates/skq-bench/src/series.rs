@@ -132,6 +132,17 @@ pub fn steal_per_interval(
     ms
 }
 
+/// Steal time (ms) that the readings taken before `origin_ns` saw rise:
+/// the warm-up's, when the samples start with the generator and `origin_ns`
+/// is the measured window's start (good to a reading and a tick, `tick_s`).
+pub fn steal_before(samples: &[StealSample], origin_ns: u64, tick_s: f64) -> f64 {
+    samples
+        .windows(2)
+        .filter(|w| w[1].0 < origin_ns)
+        .map(|w| w[1].1.saturating_sub(w[0].1) as f64 * tick_s * 1e3)
+        .sum()
+}
+
 /// CPU cores used between consecutive samples, timed from `origin_ns`.
 /// Spans shorter than a millisecond (the final sample right after a
 /// periodic one) are merged into the next reading rather than reported.
@@ -260,6 +271,11 @@ mod tests {
         assert!(steal_per_interval(&samples[..1], 0, &[0.0], 1.0, 0.01)
             .iter()
             .all(|&x| x == 0.0));
+        // The warm-up's tick, seen at 9.9 s, is the steal before the
+        // window; the window's own (from 10.95 s on) are not.
+        assert!((steal_before(&samples, 10 * s, 0.01) - 10.0).abs() < 1e-9);
+        assert_eq!(steal_before(&samples, 9 * s + 900 * ms, 0.01), 0.0);
+        assert_eq!(steal_before(&samples[..1], 10 * s, 0.01), 0.0);
     }
 
     #[test]

@@ -627,6 +627,7 @@ fn assemble(
         server_cpu: None,
         intervals: series_points,
         schedule_start_ns: Some(schedule_start),
+        warmup_host_steal_ms: None,
     })
 }
 

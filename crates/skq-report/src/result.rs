@@ -254,6 +254,12 @@ pub struct PointResult {
     /// server's own timeline on the same machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_start_ns: Option<u64>,
+    /// Steal time of the run's CPUs during the warm-up before the measured
+    /// window (ms, as [`IntervalPoint::host_steal_ms`]): a hold of the
+    /// host's there leaves a backlog that the window's first second drains.
+    /// None where it was not sampled and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_host_steal_ms: Option<f64>,
 }
 
 /// What the machine alone does to a generator's schedule, from the gaps in a

@@ -211,6 +211,7 @@ fn to_point_result(sc: &Scenario, s: &Summary, stranded: u64) -> PointResult {
         server_cpu: None,
         intervals: Vec::new(),
         schedule_start_ns: None,
+        warmup_host_steal_ms: None,
     }
 }
 
