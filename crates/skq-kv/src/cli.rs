@@ -68,6 +68,13 @@ pub struct KvArgs {
     /// seconds when that is shorter). See docs/CONNECTIONS.md.
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub idle_timeout: u64,
+    /// Keep the server's CPUs from idling longer than this many µs: one thread per
+    /// CPU the server may run on, sleeping that long in a loop (100..=100000; 0, the
+    /// default: off). On a VM, a CPU idle for a while can take 100-300 µs to run the
+    /// thread a packet wakes; memcached's LRU maintainer wakes its CPU about every
+    /// 800 µs. See docs/KV-PROFILE.md ("The one-thread tail is the idle CPU's").
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub idle_tick_us: u64,
     /// Pin worker threads to CPUs.
     #[arg(long)]
     pub pin: bool,
@@ -215,6 +222,11 @@ impl KvArgs {
             "--idle-timeout {}: must be 0 (off) to {MAX_IDLE_TIMEOUT} seconds",
             self.idle_timeout
         );
+        anyhow::ensure!(
+            self.idle_tick_us == 0 || (100..=100_000).contains(&self.idle_tick_us),
+            "--idle-tick-us {}: must be 0 (off) or 100 to 100000 µs",
+            self.idle_tick_us
+        );
         let cfg = ServerConfig {
             addr: self.addr,
             workers: spec.workers,
@@ -232,6 +244,8 @@ impl KvArgs {
             sched: spec.sched.clone(),
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
+            idle_tick: (self.idle_tick_us > 0)
+                .then(|| std::time::Duration::from_micros(self.idle_tick_us)),
         };
         let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
         let serving = match spec.mode {
@@ -346,6 +360,15 @@ mod tests {
             Some(std::time::Duration::from_secs(30))
         );
         assert_eq!(cfg(&["--idle-timeout", "0"]).unwrap().idle_timeout, None);
+        assert_eq!(cfg(&[]).unwrap().idle_tick, None, "no idle tick by default");
+        assert_eq!(
+            cfg(&["--idle-tick-us", "800"]).unwrap().idle_tick,
+            Some(std::time::Duration::from_micros(800))
+        );
+        for bad in ["50", "100001"] {
+            let e = cfg(&["--idle-tick-us", bad]).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--idle-tick-us {bad}:")), "{e}");
+        }
         let e = cfg(&["--idle-timeout", "2000000"]).unwrap_err().to_string();
         assert!(e.starts_with("--idle-timeout 2000000"), "{e}");
     }

@@ -141,6 +141,10 @@ pub struct ServerConfig {
     /// pending (memcached's `-o idle_timeout`; counted as `idle_kicks`). `None` (the
     /// default, as in memcached): never.
     pub idle_timeout: Option<Duration>,
+    /// Keep every CPU the server may run on from idling longer than this:
+    /// a thread per CPU sleeping it in a loop (`--idle-tick-us`; `crate::tick`).
+    /// `None` (the default): no such threads.
+    pub idle_tick: Option<Duration>,
 }
 
 impl ServerConfig {

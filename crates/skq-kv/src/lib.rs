@@ -62,5 +62,6 @@ pub mod shared;
 pub mod spec;
 pub mod stats;
 pub mod store;
+mod tick;
 pub mod tpc;
 pub mod trim;

@@ -32,6 +32,8 @@ pub struct Running {
     /// Connections accepted by each worker (thread-per-core; tests use it to
     /// see which worker got a socket).
     pub accepted: Arc<Vec<CachePadded<AtomicU64>>>,
+    /// The idle tick's threads (`--idle-tick-us`), when on.
+    pub(crate) tick: Option<crate::tick::IdleTick>,
 }
 
 impl Running {
@@ -49,8 +51,16 @@ impl Running {
         &self.ctx
     }
 
+    /// How many idle-tick threads run (0 without `--idle-tick-us`).
+    pub fn idle_tick_threads(&self) -> usize {
+        self.tick.as_ref().map_or(0, |t| t.threads())
+    }
+
     /// Stops every worker and waits for them: listeners close, open connections close.
     pub fn stop(self) {
+        if let Some(t) = self.tick {
+            t.stop();
+        }
         self.ctx.shutdown.store(true, Ordering::SeqCst);
         match self.workers {
             Workers::Threads { threads, wake } => {

@@ -78,6 +78,7 @@ pub fn start(cfg: ServerConfig) -> anyhow::Result<Running> {
                 .map(|_| crossbeam_utils::CachePadded::new(Default::default()))
                 .collect(),
         ),
+        tick: None,
     })
 }
 

@@ -300,6 +300,7 @@ pub fn start_with_ring(cfg: ServerConfig, ring_capacity: usize) -> anyhow::Resul
             }),
         },
         accepted,
+        tick: None,
     })
 }
 

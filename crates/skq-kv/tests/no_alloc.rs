@@ -143,6 +143,7 @@ impl Rig {
             batch_workers: Vec::new(),
             sched: Default::default(),
             idle_timeout: None,
+            idle_tick: None,
         };
         let proto = KvProtocol {
             store: SharedStore::new(cfg.limit_bytes, limits.max_item_size),

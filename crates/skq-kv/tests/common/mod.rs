@@ -26,6 +26,7 @@ pub fn config(arch: Arch, workers: usize) -> ServerConfig {
         batch_workers: Vec::new(),
         sched: Default::default(),
         idle_timeout: None,
+        idle_tick: None,
     }
 }
 
