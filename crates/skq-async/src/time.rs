@@ -452,22 +452,27 @@ impl Future for Sleep {
             self.cancel();
             return Poll::Ready(());
         }
-        let this = &mut *self;
-        let handle = this.handle.get_or_insert_with(|| {
-            Handle::try_current()
-                .expect("skq_async::time::Sleep polled outside an skq-async runtime")
-        });
-        let shared = handle.shared.clone();
-        let pending = match &mut this.entry {
+        // Borrowed field by field: no reference count is taken on the
+        // runtime's shared state (hyper polls a sleep once per request).
+        let Sleep {
+            deadline,
+            handle,
+            entry,
+        } = &mut *self;
+        let shared = &handle
+            .get_or_insert_with(|| {
+                Handle::try_current()
+                    .expect("skq_async::time::Sleep polled outside an skq-async runtime")
+            })
+            .shared;
+        let pending = match entry {
             Some(place) => shared.timers.update(place, cx.waker()),
             None => false,
         };
         if !pending {
             let current = shared.driver.current_worker();
-            let (place, kick) = shared
-                .timers
-                .insert(current, this.deadline, cx.waker().clone());
-            this.entry = Some(place);
+            let (place, kick) = shared.timers.insert(current, *deadline, cx.waker().clone());
+            *entry = Some(place);
             if kick {
                 shared.driver.kick(place.0);
             }
