@@ -8,6 +8,9 @@
 #   memcached: Debian's memcached -t 1 (etc mix)
 #   http:      skq serve http --mode epoll-1to1 --workers 1 (a 640-byte page)
 # Usage: bash scripts/bench/load-lateness.sh [RUNS] [PROTOCOLS] [RATES] [CONNS]
+# WARM_US=N also runs, on each of CPUs 0 and 1, a thread that only sleeps N µs
+# in a loop (as `skq serve kv --idle-tick-us`): whether a failing read lag
+# comes from a CPU waking slowly from idle (docs/MEASUREMENT.md).
 # Measure on a quiet machine (`uptime` load below ~0.3).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +23,16 @@ port=7979
 www=$(mktemp -d)
 head -c 480 /dev/urandom | base64 -w 0 > "$www/index.html"
 trap 'rm -rf "$www"' EXIT
+warm=()
+if [ -n "${WARM_US:-}" ]; then
+  for cpu in 0 1; do
+    taskset -c $cpu python3 -c "import time
+while True: time.sleep(${WARM_US} / 1e6)" &
+    warm+=($!)
+  done
+  trap 'rm -rf "$www"; kill "${warm[@]}" 2>/dev/null' EXIT
+  echo "# a ${WARM_US}-us sleeper on each of CPUs 0 and 1"
+fi
 for run in $(seq "$runs"); do
   for proto in $protos; do
     case $proto in
@@ -54,6 +67,7 @@ print(f"run={run} {proto:<9} rate={rate:>5} conns={conns:>2} lateness_p99={c['la
       f"without_stalls={own:6.1f}us stalls={st.get('count', 0)} "
       f"pass={str(c['pass']):<5} p99={r['latency']['p99']['value']:7.0f}us "
       f"work/req={r['client_busy_s']*1e6/n:5.1f}us cpu/req={cpu*1e6/n:6.1f}us "
+      f"read_lag_p99={c.get('read_lag_p99_us') or float('nan'):.0f}us "
       f"errors={sum(r['errors'].values())} failed={','.join(failed) or '-'}")
 PY
       rm -f "$json"
