@@ -2,15 +2,17 @@
 //! on, doing nothing but sleep for the period in a loop, so that none of
 //! those CPUs stays idle for longer than that.
 //!
-//! Why a cache would want it: on a VM, a CPU that has been idle a while can
-//! take 100–300 µs to run the thread a packet wakes (the hypervisor has
-//! descheduled the idle vCPU), and at one server thread and 10,000 req/s
-//! that put the cache's p99 at 40–160 µs against memcached's 22–26 µs, whose
-//! LRU maintainer thread happens to wake its CPU about every 0.8 ms. The
-//! same 0.8-ms sleeper beside the cache took its p99 to 22–25 µs
-//! (docs/KV-PROFILE.md, "The one-thread tail is the idle CPU's"). Off by
-//! default: on a machine whose idle CPUs wake fast it is only cost (about
-//! 1,250 wake-ups a second per CPU at 800 µs).
+//! Why a cache would want it: on the 2-CPU VMs of our measurements (no
+//! cpuidle driver: an idle vCPU halts), a CPU that has been idle a while
+//! took 100–300 µs to run the thread a packet woke, and at one server thread
+//! and 10,000 req/s that put the cache's p99 at 40–160 µs against
+//! memcached's 22–26 µs, whose LRU maintainer thread happens to wake its
+//! CPU about every 0.8 ms. A 2-ms tick gave the cache memcached's p99 at no
+//! CPU the measurement could see; 0.8 ms cost about 0.3–0.5 µs a request at
+//! that rate (docs/KV-PROFILE.md, "The one-thread tail is the idle CPU's").
+//! Off by default: on a machine whose idle CPUs wake fast it is only cost,
+//! and it makes an idle server wake its CPUs (500 times a second each at
+//! 2 ms).
 //!
 //! Invariants: the threads never touch the cache; [`IdleTick::stop`] ends
 //! every thread within one period and joins it.
@@ -31,11 +33,13 @@ impl IdleTick {
     /// Starts one thread on each CPU this process may run on, each sleeping
     /// `period` in a loop.
     pub(crate) fn start(period: Duration) -> io::Result<IdleTick> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
+        let mut tick = IdleTick {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+        };
         for cpu in skq_sys::cpu::allowed_cpus()? {
-            let stop = stop.clone();
-            let t = std::thread::Builder::new()
+            let stop = tick.stop.clone();
+            let spawned = std::thread::Builder::new()
                 .name(format!("kv-tick-{cpu}"))
                 .spawn(move || {
                     // Best effort: unpinned, it still wakes some allowed CPU.
@@ -43,10 +47,17 @@ impl IdleTick {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(period);
                     }
-                })?;
-            threads.push(t);
+                });
+            match spawned {
+                Ok(t) => tick.threads.push(t),
+                Err(e) => {
+                    // The ones already running end with the error.
+                    tick.stop();
+                    return Err(e);
+                }
+            }
         }
-        Ok(IdleTick { stop, threads })
+        Ok(tick)
     }
 
     /// How many tick threads run.
