@@ -820,6 +820,44 @@ mode = "kv-epoll-1to1"
     assert_eq!(tuned, ["cpu"], "only the skq mode is tuned");
 }
 
+#[test]
+fn the_cache_s_idle_tick_reaches_its_spec_and_nothing_else_takes_it() {
+    let text = |mode: &str, tick: &str| {
+        format!(
+            "[sweep]\nloads = [0.5]\n[defaults]\nworkload = \"sphinx-wo\"\nprotocol = \"memcached\"\n\
+             workers = 1\ncapacity_rps = 50000.0\nslo_us = 500.0\n[[config]]\nmode = \"{mode}\"\n{tick}"
+        )
+    };
+    let s = Sweep::from_file(
+        &SweepFile::parse(&text("kv-tpc", "idle_tick_us = 2000")).unwrap(),
+        2,
+    )
+    .unwrap();
+    let kv = s.curves[0].server.kv.as_ref().expect("a cache spec");
+    assert_eq!(kv.idle_tick_us, Some(2000));
+    // The spec is one `skq serve kv` accepts, with the tick on.
+    let args = <KvCli as clap::Parser>::try_parse_from(["kv", "--spec", &kv.to_json()]).unwrap();
+    let cfg = args.kv.config().unwrap();
+    assert_eq!(cfg.idle_tick, Some(std::time::Duration::from_millis(2)));
+    // Without it, none.
+    let s = Sweep::from_file(&SweepFile::parse(&text("kv-tpc", "")).unwrap(), 2).unwrap();
+    assert_eq!(s.curves[0].server.kv.as_ref().unwrap().idle_tick_us, None);
+    // Another server, or a value out of range: refused with the key named.
+    for (mode, tick, why) in [
+        ("memcached", "idle_tick_us = 2000", "is the cache's"),
+        ("kv-tpc", "idle_tick_us = 50", "must be 100 to 100000"),
+    ] {
+        let e = match SweepFile::parse(&text(mode, tick)) {
+            Err(e) => format!("{e:#}"),
+            Ok(f) => format!("{:#}", Sweep::from_file(&f, 2).unwrap_err()),
+        };
+        assert!(
+            e.contains("`idle_tick_us`") && e.contains(why),
+            "{mode}: {e}"
+        );
+    }
+}
+
 #[derive(clap::Parser)]
 struct KvCli {
     #[command(flatten)]

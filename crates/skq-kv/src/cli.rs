@@ -11,7 +11,7 @@ use crate::spec::KvSpec;
 use skq_net::CoreTunables;
 
 /// The flags a `--spec` replaces (it conflicts with each).
-const SPEC_FLAGS: [&str; 11] = [
+const SPEC_FLAGS: [&str; 12] = [
     "arch",
     "mode",
     "workers",
@@ -23,6 +23,7 @@ const SPEC_FLAGS: [&str; 11] = [
     "poll_groups",
     "pollers",
     "penalty_ns",
+    "idle_tick_us",
 ];
 
 /// Arguments of `skq serve kv`.
@@ -175,6 +176,7 @@ impl KvArgs {
             workers: self.workers,
             pin: self.pin,
             sched: self.core.clone(),
+            idle_tick_us: (self.idle_tick_us > 0).then_some(self.idle_tick_us),
         })
     }
 
@@ -222,11 +224,12 @@ impl KvArgs {
             "--idle-timeout {}: must be 0 (off) to {MAX_IDLE_TIMEOUT} seconds",
             self.idle_timeout
         );
-        anyhow::ensure!(
-            self.idle_tick_us == 0 || (100..=100_000).contains(&self.idle_tick_us),
-            "--idle-tick-us {}: must be 0 (off) or 100 to 100000 µs",
-            self.idle_tick_us
-        );
+        if let Some(us) = spec.idle_tick_us {
+            anyhow::ensure!(
+                (100..=100_000).contains(&us),
+                "--idle-tick-us {us}: must be 0 (off) or 100 to 100000 µs"
+            );
+        }
         let cfg = ServerConfig {
             addr: self.addr,
             workers: spec.workers,
@@ -244,8 +247,7 @@ impl KvArgs {
             sched: spec.sched.clone(),
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
-            idle_tick: (self.idle_tick_us > 0)
-                .then(|| std::time::Duration::from_micros(self.idle_tick_us)),
+            idle_tick: spec.idle_tick_us.map(std::time::Duration::from_micros),
         };
         let prioritized = !self.priority.is_empty() || self.batch_workers.is_some();
         let serving = match spec.mode {
@@ -369,6 +371,20 @@ mod tests {
             let e = cfg(&["--idle-tick-us", bad]).unwrap_err().to_string();
             assert!(e.starts_with(&format!("--idle-tick-us {bad}:")), "{e}");
         }
+        // The spec carries it (what skq bench hands the cache), and the
+        // flag and the spec build the same configuration.
+        let flag = cfg(&["--arch", "tpc", "--idle-tick-us", "2000"]).unwrap();
+        let spec = cfg(&[
+            "--spec",
+            r#"{"mode":"tpc","workers":1,"idle_tick_us":2000}"#,
+        ])
+        .unwrap();
+        assert_eq!(spec.idle_tick, Some(std::time::Duration::from_millis(2)));
+        assert_eq!(flag.idle_tick, spec.idle_tick);
+        let e = cfg(&["--spec", r#"{"mode":"tpc","workers":1,"idle_tick_us":5}"#])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--idle-tick-us 5:"), "{e}");
         let e = cfg(&["--idle-timeout", "2000000"]).unwrap_err().to_string();
         assert!(e.starts_with("--idle-timeout 2000000"), "{e}");
     }

@@ -24,6 +24,10 @@ pub struct KvSpec {
     /// thread-per-core and the baselines refuse them).
     #[serde(default, skip_serializing_if = "CoreTunables::is_default")]
     pub sched: CoreTunables,
+    /// `--idle-tick-us`: a thread per CPU sleeping this many µs in a loop
+    /// (`None`, the default: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_tick_us: Option<u64>,
 }
 
 impl KvSpec {
@@ -72,6 +76,7 @@ mod tests {
                 workers: 2,
                 pin: true,
                 sched: CoreTunables::default(),
+                idle_tick_us: None,
             };
             assert_eq!(spec.mode.to_string(), m);
             assert_eq!(KvSpec::parse_arg(&spec.to_json()).unwrap(), spec);
@@ -96,8 +101,19 @@ mod tests {
             workers: 2,
             pin: false,
             sched: CoreTunables::default(),
+            idle_tick_us: None,
         };
         assert!(!plain.to_json().contains("sched"), "{}", plain.to_json());
+        assert!(
+            !plain.to_json().contains("idle_tick"),
+            "{}",
+            plain.to_json()
+        );
+        let ticking = KvSpec {
+            idle_tick_us: Some(2000),
+            ..plain.clone()
+        };
+        assert_eq!(KvSpec::parse_arg(&ticking.to_json()).unwrap(), ticking);
         let tuned = KvSpec {
             sched: CoreTunables {
                 poll_groups: Some(2),

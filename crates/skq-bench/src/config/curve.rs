@@ -215,6 +215,17 @@ impl Curve {
             },
             _ => None,
         };
+        if let Some(us) = e.idle_tick_us {
+            if kv_mode.is_none() {
+                bail!(
+                    "{}: `idle_tick_us` is the cache's (kv-tpc, kv-MODE), not `{mode}`'s",
+                    ctx("idle_tick_us")
+                );
+            }
+            if !(100..=100_000).contains(&us) {
+                bail!("{}: {us} must be 100 to 100000 µs", ctx("idle_tick_us"));
+            }
+        }
         if matches!(server_mode, Some(Mode::Async(_))) && server != ServerKind::Skq {
             bail!(
                 "{}: `{mode}`: only the rpc server has an async handler (async-MODE, async-tokio)",
@@ -399,6 +410,7 @@ impl Curve {
                             pollers: e.pollers.filter(|_| core),
                             ..CoreTunables::default()
                         },
+                        idle_tick_us: e.idle_tick_us,
                     }
                 }),
             },

@@ -66,7 +66,8 @@
 //! `rtfreq`, `steal_k`, `poll_groups`, `pollers` (these five tune skq's
 //! scheduler and reach skq modes only: all five the rpc server's, `steal_k`,
 //! `poll_groups` and `pollers` the cache's `kv-MODE`; a baseline or `kv-tpc`
-//! curve of the same `[defaults]` runs without them), `connections`, `threads`, `protocol`,
+//! curve of the same `[defaults]` runs without them), `idle_tick_us` (the
+//! cache's `--idle-tick-us`, `kv-tpc` and `kv-MODE` only), `connections`, `threads`, `protocol`,
 //! `capacity_rps`, `slo_us`, `affinity` (`none` or `split`: server and load
 //! generator on disjoint halves of the CPUs; default `split`), `batch`
 //! (`--batch` of skq modes), and for `http-MODE` servers `io_variance`
@@ -142,6 +143,8 @@ pub struct ConfigEntry {
     pub poll_groups: Option<usize>,
     /// `--pollers` (skq modes of the RPC server and of the cache).
     pub pollers: Option<usize>,
+    /// The cache's `--idle-tick-us` (kv modes only).
+    pub idle_tick_us: Option<u64>,
     /// Load connections.
     pub connections: Option<usize>,
     /// Generator threads.
@@ -222,6 +225,7 @@ impl ConfigEntry {
             steal_k,
             poll_groups,
             pollers,
+            idle_tick_us,
             connections,
             threads,
             protocol,
