@@ -508,21 +508,11 @@ impl Runner for ProcessRunner {
         // schedule (or, lacking its clock, of its start).
         let origin = r.schedule_start_ns.unwrap_or(started_ns) + (s.warmup_secs * 1e9) as u64;
         if steal.len() >= 2 {
-            r.warmup_host_steal_ms = Some(crate::series::steal_before(
-                &steal,
-                origin,
-                1.0 / skq_sys::process::clock_ticks_per_sec(),
-            ));
-        }
-        if steal.len() >= 2 && !r.intervals.is_empty() {
+            let tick_s = 1.0 / skq_sys::process::clock_ticks_per_sec();
+            r.warmup_host_steal_ms = Some(crate::series::steal_before(&steal, origin, tick_s));
             let starts: Vec<f64> = r.intervals.iter().map(|i| i.start_s).collect();
-            let ms = crate::series::steal_per_interval(
-                &steal,
-                origin,
-                &starts,
-                s.point_secs,
-                1.0 / skq_sys::process::clock_ticks_per_sec(),
-            );
+            let ms =
+                crate::series::steal_per_interval(&steal, origin, &starts, s.point_secs, tick_s);
             for (i, v) in r.intervals.iter_mut().zip(ms) {
                 i.host_steal_ms = Some(v);
             }

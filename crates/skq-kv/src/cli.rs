@@ -225,9 +225,12 @@ impl KvArgs {
             self.idle_timeout
         );
         if let Some(us) = spec.idle_tick_us {
+            let r = crate::config::IDLE_TICK_US;
             anyhow::ensure!(
-                (100..=100_000).contains(&us),
-                "--idle-tick-us {us}: must be 0 (off) or 100 to 100000 µs"
+                r.contains(&us),
+                "--idle-tick-us {us}: must be 0 (off) or {} to {} µs",
+                r.start(),
+                r.end()
             );
         }
         let cfg = ServerConfig {

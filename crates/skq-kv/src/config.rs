@@ -154,6 +154,9 @@ impl ServerConfig {
     }
 }
 
+/// The periods `--idle-tick-us` (and a spec's `idle_tick_us`) accepts, µs.
+pub const IDLE_TICK_US: std::ops::RangeInclusive<u64> = 100..=100_000;
+
 /// The smallest memory per lock shard (two 2 MiB segments).
 pub const MIN_SHARD_BYTES: usize = 2 * crate::arena::SEGMENT_SIZE;
 

@@ -222,8 +222,14 @@ impl Curve {
                     ctx("idle_tick_us")
                 );
             }
-            if !(100..=100_000).contains(&us) {
-                bail!("{}: {us} must be 100 to 100000 µs", ctx("idle_tick_us"));
+            let r = skq_kv::config::IDLE_TICK_US;
+            if !r.contains(&us) {
+                bail!(
+                    "{}: {us} must be {} to {} µs",
+                    ctx("idle_tick_us"),
+                    r.start(),
+                    r.end()
+                );
             }
         }
         if matches!(server_mode, Some(Mode::Async(_))) && server != ServerKind::Skq {
