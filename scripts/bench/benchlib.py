@@ -20,6 +20,18 @@ def free_port():
     return port
 
 
+def cpu_steal_ms(cpus):
+    """The host's steal time (ms) so far on each CPU in `cpus` (/proc/stat, USER_HZ ticks)."""
+    want = {f"cpu{c}" for c in cpus}
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] in want:
+                out[parts[0]] = int(parts[8]) * 1000 / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 def wait_listening(port, proc, timeout=15.0):
     """Waits until 127.0.0.1:`port` accepts a connection; raises if `proc`
     exits first or `timeout` seconds pass."""

@@ -13,7 +13,13 @@ The server runs pinned to CPU `--server-cpu` (0) with `--workers 1`, the clients
 runtimes alternate, so neither always goes first), each runtime gets a fresh server and:
   (a) wrk, closed loop (`-t1 -c8 -d5s`): requests/s on a small file
       (`/files/small.html`, 512 bytes, read on the runtime's blocking pool) and on the
-      JSON endpoint (`/api/hello?name=bench`);
+      JSON endpoint (`/api/hello?name=bench`), with the server's CPU per reply
+      (utime+stime over the wrk run / replies) and the host's steal on both CPUs during
+      the run (/proc/stat). These VMs' host takes a vCPU away for about 100 ms at a time;
+      a closed-loop run loses the whole hold, so a run with more than `--max-steal-ms`
+      (20) of steal on either CPU is measured again, up to `--steal-attempts` (3) in all,
+      and the least stolen attempt kept. CPU per reply hardly moves with a hold (the
+      kernel charges stolen time to no process) and is the steadier of the two figures;
   (b) an open-loop sweep with `skq load --protocol http` on `--sweep-path` (default the
       JSON endpoint) over a fixed list of rates, stopping at the first rate whose p99
       exceeds the SLO (`--slo-us`, 500), whose achieved rate is more than 5% off, or that
@@ -40,7 +46,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import free_port, stop, wait_listening  # noqa: E402
+from benchlib import cpu_steal_ms, free_port, stop, wait_listening  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
@@ -80,15 +86,41 @@ class Server:
         self.log.close()
 
 
-def wrk_rps(args, port, path):
+def wrk_once(args, srv, path):
+    """One wrk run: requests/s, the server's CPU per reply (us, utime+stime of every
+    thread over the run) and the host's steal (ms) on the server's and the clients' CPUs
+    during it."""
     cmd = ["taskset", "-c", args.client_cpu, "wrk", "-t1", f"-c{args.connections}",
-           f"-d{args.wrk_secs}s", f"http://127.0.0.1:{port}{path}"]
+           f"-d{args.wrk_secs}s", f"http://127.0.0.1:{srv.port}{path}"]
+    cpus = (args.server_cpu, args.client_cpu)
+    s0, c0 = cpu_steal_ms(cpus), srv.cpu_s()
     text = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
+    c1, s1 = srv.cpu_s(), cpu_steal_ms(cpus)
     m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    n = re.search(r"(\d+) requests in", text)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: .*", text)
-    if m is None or errors:
+    if m is None or n is None or errors:
         raise RuntimeError(f"wrk on {path} failed or saw errors:\n{text}")
-    return float(m.group(1))
+    replies = int(n.group(1))
+    return {"rps": float(m.group(1)),
+            "cpu_us": (c1 - c0) * 1e6 / replies if replies else float("nan"),
+            "steal_ms": max(s1[k] - s0.get(k, 0.0) for k in s1)}
+
+
+def wrk_rps(args, srv, path):
+    """wrk on `path`, measured again (up to `--steal-attempts` attempts in all) while
+    the host stole more than `--max-steal-ms` from either CPU during the run: a
+    closed-loop run loses the whole hold (about 100 ms at a time on these VMs), so a
+    runtime that drew a hold would lose a few percent for it. The attempt with the
+    least steal is kept; its steal and the number of attempts go in the table."""
+    tries = []
+    for _ in range(max(1, args.steal_attempts)):
+        tries.append(wrk_once(args, srv, path))
+        if tries[-1]["steal_ms"] <= args.max_steal_ms:
+            break
+    kept = dict(min(tries, key=lambda t: t["steal_ms"]))
+    kept["attempts"] = len(tries)
+    return kept
 
 
 def load_point(args, srv, rate, out_json):
@@ -143,8 +175,10 @@ def measure_point(args, srv, rate, out_json):
 def one_run(args, runtime, run, root, work):
     srv = Server(args, runtime, root, os.path.join(work, f"server-{runtime}.log"))
     try:
-        res = {"wrk_file": wrk_rps(args, srv.port, "/files/small.html"),
-               "wrk_json": wrk_rps(args, srv.port, "/api/hello?name=bench"), "sweep": []}
+        f = wrk_rps(args, srv, "/files/small.html")
+        j = wrk_rps(args, srv, "/api/hello?name=bench")
+        res = {"wrk_file": f["rps"], "wrk_json": j["rps"], "wrk_file_cpu": f["cpu_us"],
+               "wrk_json_cpu": j["cpu_us"], "wrk_steal": [f, j], "sweep": []}
         for rate in [] if args.no_sweep else args.rates:
             pt = measure_point(args, srv, rate, os.path.join(work, f"run{run}-{runtime}-{rate}.json"))
             res["sweep"].append(pt)
@@ -170,8 +204,12 @@ def report(args, results):
              f"-d{args.wrk_secs}s; sweep on {args.sweep_path}, {args.point_secs} s points, "
              f"SLO p99 <= {args.slo_us:.0f} us" +
              (f"; hyper_server {args.server_args}" if args.server_args else "") +
-             ("; SMOKE, not a result" if args.smoke else ""),
-             "", "run runtime  wrk file req/s  wrk json req/s  max load @SLO  "
+             ("; SMOKE, not a result" if args.smoke else "") +
+             f"; a wrk run during which the host stole more than {args.max_steal_ms:.0f} ms "
+             f"from either CPU measured again (up to {args.steal_attempts} attempts, the least "
+             "stolen kept)",
+             "", "run runtime  wrk file req/s  wrk json req/s  cpu us/reply file  json  "
+             "steal ms file/json {attempts}  max load @SLO  "
              "cpu us/reply @ first rate  sweep (rate:p99 us:cpu us/reply, {p99s of a point "
              "over the SLO measured again, median kept}, (checks FAIL): the generator's "
              "self-checks failed)"]
@@ -182,7 +220,11 @@ def report(args, results):
                          ("" if p["ok"] else "(fail)") for p in r["sweep"])
         mx, cpu = ((f"{r['max_at_slo']:13d}", f"{r['sweep'][0]['cpu_us']:25.1f}")
                    if r["sweep"] else (f"{'-':>13s}", f"{'-':>25s}"))
+        st = "/".join(f"{w['steal_ms']:.0f}" for w in r["wrk_steal"])
+        att = [w["attempts"] for w in r["wrk_steal"]]
+        st += f" {{{'/'.join(map(str, att))}}}" if max(att) > 1 else ""
         lines.append(f"{run:3d} {rt:7s} {r['wrk_file']:14.0f}  {r['wrk_json']:14.0f}  "
+                     f"{r['wrk_file_cpu']:17.2f}  {r['wrk_json_cpu']:4.2f}  {st:>26s}  "
                      f"{mx}  {cpu}  {sweep}")
     med = {}
     for rt in RUNTIMES:
@@ -190,13 +232,17 @@ def report(args, results):
         med[rt] = {
             "wrk_file": statistics.median(r["wrk_file"] for r in rs),
             "wrk_json": statistics.median(r["wrk_json"] for r in rs),
+            "wrk_file_cpu": statistics.median(r["wrk_file_cpu"] for r in rs),
+            "wrk_json_cpu": statistics.median(r["wrk_json_cpu"] for r in rs),
             "max_at_slo": statistics.median(r["max_at_slo"] for r in rs),
             "cpu_us": (statistics.median(r["sweep"][0]["cpu_us"] for r in rs)
                        if not args.no_sweep else float("nan")),
         }
     lines += ["", "skq/tokio (medians over runs; per run in brackets; with more than two runs "
               "also the median of the per-run ratios and their range):"]
-    rows = [("wrk_file", "wrk req/s, small file"), ("wrk_json", "wrk req/s, JSON")]
+    rows = [("wrk_file", "wrk req/s, small file"), ("wrk_json", "wrk req/s, JSON"),
+            ("wrk_file_cpu", "server CPU per reply under wrk, file"),
+            ("wrk_json_cpu", "server CPU per reply under wrk, JSON")]
     if not args.no_sweep:
         rows += [("max_at_slo", "open-loop max load @SLO"),
                  ("cpu_us", f"server CPU per reply @ {args.rates[0]} req/s")]
@@ -228,6 +274,12 @@ def main():
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--wrk-secs", type=int, default=5)
+    ap.add_argument("--max-steal-ms", type=float, default=20,
+                    help="a wrk run during which the host stole more than this from the "
+                         "server's or the clients' CPU is measured again")
+    ap.add_argument("--steal-attempts", type=int, default=3,
+                    help="wrk attempts at most per path and run, the least stolen kept "
+                         "(1: no re-measure)")
     ap.add_argument("--rates", default="5000,10000,15000,20000,25000,30000,35000,40000,50000",
                     help="offered loads of the open-loop sweep, req/s, ascending")
     ap.add_argument("--sweep-path", default="/api/hello?name=bench")
