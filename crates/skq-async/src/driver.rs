@@ -103,12 +103,28 @@ thread_local! {
     /// the tasks it wakes are activated with `activate_next` (they take the
     /// event's place at the front of this worker's queue).
     static WAKE_NEXT: Cell<bool> = const { Cell::new(false) };
+    /// Whether the events left in this worker's batch are all I/O events
+    /// (they only wake tasks; no task of the batch runs after this event).
+    static REST_IO: Cell<bool> = const { Cell::new(true) };
+    /// Set while this worker dispatches an I/O event whose first woken task
+    /// may run within the event ([`Driver::dispatch`]): the runtime's skq
+    /// (its address) and, once a task of that runtime was woken, the task,
+    /// whose notification is then held back.
+    static RUN_NOW: Cell<(usize, Option<SourceId>)> = const { Cell::new((0, None)) };
 }
 
 /// Records how many events of the worker's batch follow the one about to
-/// be dispatched (the worker loop calls it before each dispatch).
-pub(crate) fn set_batch_left(n: usize) {
+/// be dispatched, and whether they are all I/O events (the worker loop
+/// calls it before each dispatch).
+pub(crate) fn set_batch_left(n: usize, rest_io: bool) {
     BATCH_LEFT.with(|b| b.set(n));
+    REST_IO.with(|r| r.set(rest_io));
+}
+
+/// Whether the event runs a task (the others, I/O readiness and kicks,
+/// only wake tasks).
+pub(crate) fn runs_a_task(ev: &Event) -> bool {
+    ev.token == TASK
 }
 
 /// Whether this thread is a worker of any runtime.
@@ -134,6 +150,19 @@ type Entry = crate::slot::Entry<VirtualSource, IoState>;
 
 impl Notify for VirtualSource {
     fn notify(&self) {
+        // The first task of this runtime that an I/O event wakes while its
+        // worker may run it at once: left for the worker (its `Runnable` is
+        // already in the slot), not activated.
+        let held = RUN_NOW.with(|r| match r.get() {
+            (skq, None) if skq != 0 && skq == Arc::as_ptr(self.skq()) as usize => {
+                r.set((skq, Some(self.id())));
+                true
+            }
+            _ => false,
+        });
+        if held {
+            return;
+        }
         // Queued, coalesced or deferred, the task runs after this call; a
         // stale activation (the task's source was dropped meanwhile) has
         // nothing left to run.
@@ -419,20 +448,7 @@ impl Driver {
         match ev.token {
             // The kick's delivery itself made the worker leave its wait.
             KICK => {}
-            TASK => {
-                let runnable = self
-                    .entry(ev.source)
-                    .and_then(|e| e.take_runnable(ev.source));
-                if let Some(r) = runnable {
-                    TASK_ID.with(|t| t.set(Some(ev.source)));
-                    BUDGET.with(|b| b.set(POLL_BUDGET));
-                    // The future is wrapped in a panic catcher (task.rs):
-                    // `run` does not unwind.
-                    r.run();
-                    TASK_ID.with(|t| t.set(None));
-                    BUDGET.with(|b| b.set(u32::MAX));
-                }
-            }
+            TASK => self.run_task(ev.source),
             IO => {
                 let io = self.entry(ev.source).and_then(|e| match &*e.lock() {
                     Slot::Io { id, io } if *id == ev.source => Some(io.clone()),
@@ -444,11 +460,57 @@ impl Driver {
                     // (skq-core's `activate_next`; locality policies only).
                     let last = BATCH_LEFT.with(|b| b.get()) == 0;
                     WAKE_NEXT.with(|n| n.set(last));
+                    // When skq would deliver the first task this event
+                    // wakes as this worker's very next work anyway, it runs
+                    // here, within the event: the same order, without a
+                    // pass through skq's queue and back (skq-core's
+                    // `Scheduler::next_is_immediate`).
+                    let now = self.current_worker().is_some_and(|w| {
+                        self.skq
+                            .core()
+                            .next_is_immediate(w, last, REST_IO.with(|r| r.get()))
+                    });
+                    let skq = if now {
+                        Arc::as_ptr(&self.skq) as usize
+                    } else {
+                        0
+                    };
+                    RUN_NOW.with(|r| r.set((skq, None)));
                     io.wake(ev.ready);
+                    let (_, held) = RUN_NOW.with(|r| r.replace((0, None)));
+                    let run = held.and_then(|id| {
+                        if self.class_of(id) == Class::Regular {
+                            return Some(id);
+                        }
+                        // Its class orders it (priority, batch workers):
+                        // through skq after all, as it would have gone.
+                        if let Some(e) = self.entry(id) {
+                            e.notify(id);
+                        }
+                        None
+                    });
                     WAKE_NEXT.with(|n| n.set(false));
+                    if let Some(id) = run {
+                        self.run_task(id);
+                    }
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Polls task `id` once if its `Runnable` is here (`None`: a stale or
+    /// spurious delivery).
+    fn run_task(&self, id: SourceId) {
+        let runnable = self.entry(id).and_then(|e| e.take_runnable(id));
+        if let Some(r) = runnable {
+            TASK_ID.with(|t| t.set(Some(id)));
+            BUDGET.with(|b| b.set(POLL_BUDGET));
+            // The future is wrapped in a panic catcher (task.rs): `run`
+            // does not unwind.
+            r.run();
+            TASK_ID.with(|t| t.set(None));
+            BUDGET.with(|b| b.set(u32::MAX));
         }
     }
 

@@ -306,15 +306,19 @@ fn worker_main(
         }
         shared.timers.fire(me);
         let n = events.len();
+        // The batch's last task event: after it, the rest of
+        // the batch only wakes tasks (`driver.rs`, tasks run within the
+        // event that woke them).
+        let last_task = events.iter().rposition(crate::driver::runs_a_task);
         for (i, ev) in events.iter().enumerate() {
             if i > 0 {
                 // Timers that expired while the previous event ran.
                 shared.timers.fire_due(me);
             }
-            crate::driver::set_batch_left(n - i - 1);
+            crate::driver::set_batch_left(n - i - 1, last_task.is_none_or(|t| t < i));
             shared.driver.dispatch(ev);
         }
-        crate::driver::set_batch_left(0);
+        crate::driver::set_batch_left(0, true);
     }
 }
 

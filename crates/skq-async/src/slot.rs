@@ -18,7 +18,11 @@
 //!    delivery the notification causes finds it (notify first, and a fast
 //!    worker can find the slot empty and release the source: the wake-up
 //!    is lost).
-//! 3. Only the worker skq delivered the source to takes the `Runnable`;
+//! 3. Only the worker skq delivered the source to takes the `Runnable`,
+//!    or the worker whose own notification call was held back (the
+//!    driver runs a task woken by an I/O event within that event when skq
+//!    would deliver it to this worker next anyway): no activation was
+//!    made for that `Runnable`, so no delivery can take it;
 //!    async-task calls `schedule` at most once per `Runnable` (once more
 //!    only after a `run` that saw a wake-up), and skq-core hands a source to
 //!    one worker at a time, deferring an activation that arrives while the
@@ -92,6 +96,21 @@ impl<N: Notify, I> Entry<N, I> {
             _ => (None, Some(runnable)),
         };
         drop(refused);
+        if let Some(ev) = ev {
+            ev.notify();
+        }
+    }
+
+    /// Activates task `id`'s source, whose `Runnable` waits here: the
+    /// notification [`Entry::schedule`] makes, for one that was held back
+    /// (`driver.rs`, a task run within the I/O event that woke it) and
+    /// then had to be made after all.
+    #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+    pub(crate) fn notify(&self, id: SourceId) {
+        let ev = match &*self.lock() {
+            Slot::Task { id: i, ev, .. } if *i == id => Some(ev.clone()),
+            _ => None,
+        };
         if let Some(ev) = ev {
             ev.notify();
         }

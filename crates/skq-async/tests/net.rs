@@ -264,3 +264,69 @@ fn a_stream_carries_a_priority_class_for_its_readiness() {
         server.await.unwrap();
     });
 }
+
+/// Round trips of one byte between a std client thread and an echo task on
+/// a runtime of `workers` in `mode`; returns the events skq delivered.
+fn deliveries_for_round_trips(workers: usize, mode: &str, trips: usize) -> u64 {
+    use std::io::{Read, Write};
+    let rt = Builder::new().workers(workers).mode(mode).build().unwrap();
+    let l = rt
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("bind on loopback");
+    let addr = l.local_addr().unwrap();
+    let server = rt.spawn(async move {
+        let (s, _) = l.accept().await?;
+        let mut buf = [0u8; 64];
+        let mut echoed = 0usize;
+        loop {
+            let n = s.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<_, io::Error>(echoed);
+            }
+            s.write_all(&buf[..n]).await?;
+            echoed += n;
+        }
+    });
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_nodelay(true).unwrap();
+    // Let the accept's events settle before counting.
+    c.write_all(&[0]).unwrap();
+    c.read_exact(&mut [0u8; 1]).unwrap();
+    let before: u64 = rt.handle().skq().stats().iter().map(|w| w.delivered).sum();
+    for i in 0..trips {
+        let b = [(i % 251) as u8];
+        c.write_all(&b).unwrap();
+        let mut back = [0u8; 1];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(back, b, "round trip {i}");
+    }
+    let after: u64 = rt.handle().skq().stats().iter().map(|w| w.delivered).sum();
+    drop(c);
+    assert_eq!(rt.block_on(server).unwrap().unwrap(), trips + 1);
+    after - before
+}
+
+#[test]
+fn a_task_woken_by_its_socket_runs_within_the_event_when_it_would_run_next() {
+    // Each round trip is one readable event on the server's socket. When
+    // skq would deliver the task it wakes next anyway (a lone worker, or
+    // the batch's last event under a locality policy, with nothing queued),
+    // the task runs within that event: one delivery per round trip rather
+    // than two (the event, then the task's own). Under `shared` with two
+    // workers the woken task goes through skq's queue, as the policy may
+    // give it to the other worker (some of the socket's events coalesce
+    // there, so fewer than two per round trip, but well above one).
+    const TRIPS: usize = 200;
+    for (workers, mode) in [(1, "hybrid"), (1, "shared"), (2, "hybrid"), (2, "cpu")] {
+        let d = deliveries_for_round_trips(workers, mode, TRIPS);
+        assert!(
+            d <= (TRIPS + TRIPS / 10) as u64,
+            "{workers} workers, {mode}: {d} deliveries for {TRIPS} round trips"
+        );
+    }
+    let d = deliveries_for_round_trips(2, "shared", TRIPS);
+    assert!(
+        d >= (TRIPS + TRIPS / 4) as u64,
+        "2 workers, shared: {d} deliveries for {TRIPS} round trips"
+    );
+}
