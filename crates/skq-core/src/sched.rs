@@ -452,25 +452,25 @@ impl Scheduler {
 
     /// Whether a source that worker `by` activates now, from inside an
     /// event of its batch, would be the next work `by` does after that
-    /// event: nothing waits in `by`'s queues, no source was ever high
-    /// priority (readiness harvested at the next wait could then go first),
-    /// and either
+    /// event. Never once a source was high priority (high-priority work
+    /// queued or harvested at the next wait would go first). Otherwise when
     /// - `last`, the event ends the batch, and `by` keeps the source (a
-    ///   locality policy: [`Scheduler::activate_next`] puts it at the
-    ///   front), or
-    /// - `by` is the only worker and `rest_only_activates`: the events left
-    ///   in the batch do no work of their own but activate sources (an
-    ///   async runtime's I/O events waking tasks), each of which then
-    ///   queues behind this one.
+    ///   locality policy): [`Scheduler::activate_next`] puts it at the front
+    ///   of `by`'s queue, ahead of whatever waits there; or
+    /// - `by` is the only worker, nothing waits in its queue, and
+    ///   `last` or `rest_only_activates`: the events left in the batch do no
+    ///   work of their own but activate sources (an async runtime's I/O
+    ///   events waking tasks), each of which then queues behind this one.
     ///
     /// An async runtime may then run a woken task within the event instead
     /// of queueing it and taking it back out: the same order, one pass
     /// through the queues fewer.
     pub fn next_is_immediate(&self, by: WorkerId, last: bool, rest_only_activates: bool) -> bool {
-        !self.prioritized()
-            && self.queued(by) == 0
-            && ((last && self.keeper(true, Some(by)).is_some())
-                || (self.lone() && (last || rest_only_activates)))
+        if self.prioritized() {
+            return false;
+        }
+        (last && self.keeper(true, Some(by)).is_some())
+            || (self.lone() && (last || rest_only_activates) && self.queued(by) == 0)
     }
 
     /// The worker that keeps a source it activates through

@@ -981,3 +981,45 @@ fn pinned_sources_go_to_their_registrar_in_every_mode() {
         assert_eq!(got, 1, "{mode}: delivered once after the registrar left");
     }
 }
+
+#[test]
+fn next_is_immediate_only_where_the_source_would_be_the_next_work() {
+    // (policy, workers, last, rest only activates, something queued) -> expected
+    let cases = [
+        // A locality policy keeps the batch's last event's source at the
+        // front, ahead of what waits.
+        (Policy::Hybrid, 2, true, true, false, true),
+        (Policy::Hybrid, 2, true, true, true, true),
+        (Policy::Cpu, 2, true, true, true, true),
+        (Policy::Queue, 2, true, true, false, true),
+        // Not the last event: the policy may give it to another worker.
+        (Policy::Hybrid, 2, false, true, false, false),
+        // No locality: the policy chooses again.
+        (Policy::Shared, 2, true, true, false, false),
+        (Policy::Best2, 2, true, true, false, false),
+        // A lone worker under any policy, while nothing is queued and the
+        // rest of the batch only activates sources.
+        (Policy::Shared, 1, false, true, false, true),
+        (Policy::Best2, 1, true, true, false, true),
+        (Policy::Hybrid, 1, false, true, false, true),
+        (Policy::Shared, 1, false, false, false, false),
+        (Policy::Shared, 1, false, true, true, false),
+        (Policy::Best2, 1, true, true, true, false),
+    ];
+    for (policy, workers, last, rest, queued, want) in cases {
+        let s = sched(policy, workers, |c| c.steal = false);
+        if queued {
+            let q = s.register(1, Flags::NONE, None).unwrap();
+            assert!(s.push(s.qidx(0), q, false, false));
+        }
+        assert_eq!(
+            s.next_is_immediate(0, last, rest),
+            want,
+            "{policy:?}, {workers} workers, last {last}, rest only activates {rest}, queued {queued}"
+        );
+    }
+    // Once a source was high priority, never.
+    let s = sched(Policy::Hybrid, 1, |_| {});
+    s.register(1, Flags::HIGH_PRIORITY, None).unwrap();
+    assert!(!s.next_is_immediate(0, true, true));
+}
