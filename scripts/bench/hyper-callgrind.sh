@@ -57,9 +57,9 @@ for rt in ${RUNTIMES:-skq tokio}; do
     load=("$skq" load --addr "127.0.0.1:$port" --protocol http --http-path '/api/hello?name=bench'
           --rate "$rate" --connections 8 --quiet)
     "${load[@]}" --duration 2 --json "$out/warm-$rt$label.json" > /dev/null 2>&1 || true
-    callgrind_control -z $vpid > /dev/null
+    callgrind_control -z $vpid > /dev/null 2>&1
     "${load[@]}" --duration "$secs" --warmup 0 --json "$out/load-$rt$label.json" > /dev/null 2>&1 || true
-    callgrind_control -d $vpid > /dev/null
+    callgrind_control -d $vpid > /dev/null 2>&1
     kill $vpid; wait $vpid 2>/dev/null || true
     replies=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['received'])" "$out/load-$rt$label.json")
     echo "$rt$label: $replies replies in the window ($rate req/s offered, $secs s)"
