@@ -322,7 +322,13 @@ impl Timers {
         g.seq += 1;
         let key = (deadline, (g.seq << HEAP_BITS) | w as u64);
         g.entries.insert(key, waker);
-        self.publish(w, &g);
+        // The published earliest moves only if this is the new first entry
+        // (hyper's timers nearly never are: the same timeout from a later
+        // now), so no walk to the map's first key for the others.
+        let e = self.ns(deadline);
+        if e < self.heaps[w].earliest.load(Ordering::Relaxed) {
+            self.heaps[w].earliest.store(e, Ordering::Relaxed);
+        }
         let earlier = g.planned.is_none_or(|p| deadline < p);
         let kick = g.waiting && earlier;
         if kick {
@@ -376,8 +382,29 @@ impl Timers {
     }
 
     fn remove(&self, mut place: Place) {
-        let key = place.1;
-        let old = self.with_entry(&mut place, |entries| entries.remove(&key));
+        let (w, key, epoch) = place;
+        // The common case first: the entry is where it was inserted, found
+        // and removed in one search, and the earliest deadline published
+        // again only if it was the first entry.
+        let old = {
+            let mut g = self.lock(w);
+            let first = g.entries.first_key_value().map(|(k, _)| *k);
+            match g.entries.remove(&key) {
+                Some(waker) => {
+                    if first == Some(key) {
+                        self.publish(w, &g);
+                    }
+                    Some(waker)
+                }
+                // Never moved: it fired.
+                None if g.epoch == epoch => None,
+                None => {
+                    drop(g);
+                    self.with_entry(&mut place, |entries| entries.remove(&key))
+                        .flatten()
+                }
+            }
+        };
         drop(old);
     }
 }
@@ -599,6 +626,43 @@ mod tests {
 
     fn len(t: &Timers, w: usize) -> usize {
         t.lock(w).entries.len()
+    }
+
+    #[test]
+    fn the_published_earliest_deadline_follows_inserts_and_removals() {
+        let t = Timers::new(2);
+        let now = Instant::now();
+        let (_c, waker) = counter();
+        let earliest = |t: &Timers| t.heaps[0].earliest.load(Ordering::Relaxed);
+        let at = |ms| now + Duration::from_millis(ms);
+        assert_eq!(earliest(&t), u64::MAX);
+        let (p20, _) = t.insert(Some(0), at(20), waker.clone());
+        assert_eq!(earliest(&t), t.ns(at(20)));
+        // A later one leaves it; an earlier one takes its place.
+        let (p30, _) = t.insert(Some(0), at(30), waker.clone());
+        assert_eq!(earliest(&t), t.ns(at(20)));
+        let (p10, _) = t.insert(Some(0), at(10), waker.clone());
+        assert_eq!(earliest(&t), t.ns(at(10)));
+        // The same deadline again: still that deadline.
+        let (p10b, _) = t.insert(Some(0), at(10), waker.clone());
+        assert_eq!(earliest(&t), t.ns(at(10)));
+        // Removing a later entry leaves it; removing the first moves it on.
+        t.remove(p30);
+        assert_eq!(earliest(&t), t.ns(at(10)));
+        t.remove(p10);
+        assert_eq!(
+            earliest(&t),
+            t.ns(at(10)),
+            "the other 10-ms entry is first now"
+        );
+        t.remove(p10b);
+        assert_eq!(earliest(&t), t.ns(at(20)));
+        assert_eq!(len(&t, 0), 1);
+        // Removing an entry twice (its sleep reset after it fired) is a no-op.
+        t.remove(p10b);
+        t.remove(p20);
+        assert_eq!(earliest(&t), u64::MAX);
+        assert_eq!(len(&t, 0), 0);
     }
 
     #[test]
