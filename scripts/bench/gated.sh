@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs commands one at a time behind the load gate that quiet-loop.sh uses for its
+# jobs: each waits, holding /tmp/skq-measure.lock only while it checks or runs, until
+# the 1-minute load is under LOAD_MAX (0.30) and the 5-minute under LOAD5_MAX (0.90),
+# then runs with the lock held, so no build or other measurement can start beside it.
+#
+#   bash scripts/bench/gated.sh OUT 'CMD 1' 'CMD 2' ...
+#
+# Each command runs with bash -c from the repository root; its start, end, exit
+# status, load and HEAD are appended to OUT/runs.txt, each failed check to
+# OUT/probes.txt, its output to OUT/cmdN.log. For hand-written measurements (scripts
+# whose jobs quiet-loop.sh does not know), so that their figures too start under the
+# gate. PERIOD (20) seconds between checks.
+set -u
+out=${1:?usage: gated.sh OUT 'CMD' ...}
+shift
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+mkdir -p "$out"
+LOAD_MAX=${LOAD_MAX:-0.30}; LOAD5_MAX=${LOAD5_MAX:-0.90}; PERIOD=${PERIOD:-20}
+n=0
+for cmd in "$@"; do
+    n=$((n + 1))
+    while true; do
+        exec 9>/tmp/skq-measure.lock
+        flock 9
+        read -r l1 l5 _ < /proc/loadavg
+        if awk -v a="$l1" -v m="$LOAD_MAX" -v b="$l5" -v m5="$LOAD5_MAX" 'BEGIN { exit !(a < m && b < m5) }'; then
+            echo "cmd$n start $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg) $(git rev-parse --short HEAD): $cmd" >> "$out/runs.txt"
+            bash -c "$cmd" > "$out/cmd$n.log" 2>&1
+            echo "cmd$n end $(date +%T) rc=$?" >> "$out/runs.txt"
+            flock -u 9; exec 9>&-
+            break
+        fi
+        echo "$(date +%T) cmd$n: load $l1 (< $LOAD_MAX?), 5-min $l5 (< $LOAD5_MAX?) wait" >> "$out/probes.txt"
+        flock -u 9; exec 9>&-
+        sleep "$PERIOD"
+    done
+done
