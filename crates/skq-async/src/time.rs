@@ -55,12 +55,34 @@ type Key = (Instant, u64);
 /// (workers are at most 64).
 const HEAP_BITS: u32 = 8;
 
-/// Where a [`Sleep`]'s entry was inserted: heap, key, that heap's epoch.
-type Place = (usize, Key, u64);
+/// Where a [`Sleep`]'s entry was inserted: heap, key, that heap's epoch,
+/// and its slot in that heap's far slab ([`NOT_FAR`]: in the map).
+type Place = (usize, Key, u64, u32);
+
+/// [`Place`]'s slot of an entry inserted in the map.
+const NOT_FAR: u32 = u32::MAX;
+
+/// A timer whose deadline is at least this far ahead when it is inserted
+/// goes in its heap's far slab rather than the map.
+const FAR: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct HeapState {
     entries: BTreeMap<Key, Waker>,
+    /// Timers inserted at least [`FAR`] ahead of their deadline (hyper's
+    /// 30-s header-read timeout, armed for every request and nearly always
+    /// cancelled within microseconds): a slab, so that insertion and
+    /// cancellation make no search. Never moved within the heap: they fire
+    /// from here (in deadline order with the map's, [`Timers::fire_expired`]),
+    /// or go to another heap's map when this one's worker parks.
+    far: Vec<Option<(Key, Waker)>>,
+    /// Free slots of `far`.
+    far_free: Vec<u32>,
+    /// Occupied slots of `far`.
+    far_len: usize,
+    /// At most the earliest deadline in `far` (`None`: `far` is empty). A
+    /// cancellation leaves it as it is; a scan makes it exact again.
+    far_min: Option<Instant>,
     seq: u64,
     /// The deadline the owner's current wait ends at (`None`: no timer).
     planned: Option<Instant>,
@@ -118,10 +140,47 @@ impl Timers {
         t.saturating_duration_since(self.base).as_nanos() as u64
     }
 
+    /// The earliest deadline of a heap (the far slab's by its lower bound).
+    fn first(g: &HeapState) -> Option<Instant> {
+        let map = g.entries.keys().next().map(|k| k.0);
+        match (map, g.far_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Publishes heap `w`'s earliest deadline (call with its lock held).
     fn publish(&self, w: usize, g: &HeapState) {
-        let e = g.entries.keys().next().map_or(u64::MAX, |k| self.ns(k.0));
+        let e = Self::first(g).map_or(u64::MAX, |d| self.ns(d));
         self.heaps[w].earliest.store(e, Ordering::Relaxed);
+    }
+
+    /// Empties heap `g`'s far slab into a map (for a move or a clear).
+    fn take_far(g: &mut HeapState) -> BTreeMap<Key, Waker> {
+        let far: BTreeMap<Key, Waker> = g.far.drain(..).flatten().collect();
+        g.far_free.clear();
+        g.far_len = 0;
+        g.far_min = None;
+        far
+    }
+
+    /// Takes `place`'s entry out of heap `g`'s far slab, if it is there.
+    fn take_far_slot(g: &mut HeapState, place: &Place) -> Option<Waker> {
+        let (_, key, _, slot) = *place;
+        let cell = g.far.get_mut(slot as usize)?;
+        if cell.as_ref().is_none_or(|(k, _)| *k != key) {
+            return None;
+        }
+        let (_, waker) = cell.take()?;
+        g.far_len -= 1;
+        if g.far_len == 0 {
+            g.far.clear();
+            g.far_free.clear();
+            g.far_min = None;
+        } else {
+            g.far_free.push(slot);
+        }
+        Some(waker)
     }
 
     /// The coarse clock in ns after `base`.
@@ -145,7 +204,7 @@ impl Timers {
     /// short, so the worker may wake a few ms early once and plan again.
     pub(crate) fn plan(&self, w: usize) -> Option<Duration> {
         let mut g = self.lock(w);
-        let next = g.entries.keys().next().map(|k| k.0);
+        let next = Self::first(&g);
         g.planned = next;
         g.waiting = true;
         let d = next?;
@@ -201,7 +260,7 @@ impl Timers {
             if after_wait {
                 g.waiting = false;
             }
-            let Some(first) = g.entries.keys().next().map(|k| k.0) else {
+            let Some(first) = Self::first(&g) else {
                 return;
             };
             let now = match now {
@@ -213,7 +272,37 @@ impl Timers {
                 return;
             }
             let rest = g.entries.split_off(&(now, u64::MAX));
-            let due = std::mem::replace(&mut g.entries, rest);
+            let mut due = std::mem::replace(&mut g.entries, rest);
+            if g.far_min.is_some_and(|m| m <= now) {
+                // The far slab's bound is due: take its due entries (into
+                // the same ordered map, so all fire in deadline order) and
+                // make the bound exact again.
+                let HeapState {
+                    far,
+                    far_free,
+                    far_len,
+                    far_min,
+                    ..
+                } = &mut *g;
+                let mut min: Option<Instant> = None;
+                for (i, cell) in far.iter_mut().enumerate() {
+                    let Some((k, _)) = cell else { continue };
+                    if k.0 <= now {
+                        if let Some((k, waker)) = cell.take() {
+                            due.insert(k, waker);
+                            far_free.push(i as u32);
+                            *far_len -= 1;
+                        }
+                    } else {
+                        min = Some(min.map_or(k.0, |m| m.min(k.0)));
+                    }
+                }
+                *far_min = min;
+                if *far_len == 0 {
+                    far.clear();
+                    far_free.clear();
+                }
+            }
             self.publish(w, &g);
             due
         };
@@ -248,7 +337,10 @@ impl Timers {
             src.closed = true;
             src.epoch += 1;
             src.planned = None;
-            let moved = std::mem::take(&mut src.entries);
+            let mut moved = std::mem::take(&mut src.entries);
+            // Far entries go to the receiving heap's map: a `Sleep`
+            // finds a moved entry there by its key.
+            moved.append(&mut Self::take_far(&mut src));
             self.publish(me, &src);
             drop(src);
             let earliest = moved.keys().next().map(|k| k.0);
@@ -292,7 +384,8 @@ impl Timers {
         for w in 0..self.heaps.len() {
             let old = {
                 let mut g = self.lock(w);
-                let old = std::mem::take(&mut g.entries);
+                let mut old = std::mem::take(&mut g.entries);
+                old.append(&mut Self::take_far(&mut g));
                 self.publish(w, &g);
                 old
             };
@@ -321,11 +414,31 @@ impl Timers {
         }
         g.seq += 1;
         let key = (deadline, (g.seq << HEAP_BITS) | w as u64);
-        g.entries.insert(key, waker);
+        let e = self.ns(deadline);
+        // Far ahead by the coarse clock (which lags, so never taken for
+        // far when it is not): the slab, no search.
+        let far = e > self.coarse_ns() + self.coarse_lag_ns + FAR.as_nanos() as u64;
+        let slot = if far {
+            let slot = match g.far_free.pop() {
+                Some(s) => s,
+                None => {
+                    g.far.push(None);
+                    (g.far.len() - 1) as u32
+                }
+            };
+            g.far[slot as usize] = Some((key, waker));
+            g.far_len += 1;
+            if g.far_min.is_none_or(|m| deadline < m) {
+                g.far_min = Some(deadline);
+            }
+            slot
+        } else {
+            g.entries.insert(key, waker);
+            NOT_FAR
+        };
         // The published earliest moves only if this is the new first entry
         // (hyper's timers nearly never are: the same timeout from a later
         // now), so no walk to the map's first key for the others.
-        let e = self.ns(deadline);
         if e < self.heaps[w].earliest.load(Ordering::Relaxed) {
             self.heaps[w].earliest.store(e, Ordering::Relaxed);
         }
@@ -334,7 +447,7 @@ impl Timers {
         if kick {
             g.planned = Some(deadline);
         }
-        ((w, key, g.epoch), kick)
+        ((w, key, g.epoch, slot), kick)
     }
 
     /// Runs `f` on the entries of the heap holding `place`'s entry, if it
@@ -346,7 +459,7 @@ impl Timers {
         place: &mut Place,
         f: impl FnOnce(&mut BTreeMap<Key, Waker>) -> R,
     ) -> Option<R> {
-        let (mut w, key, epoch) = *place;
+        let (mut w, key, epoch, _) = *place;
         let mut g = self.lock(w);
         if !g.entries.contains_key(&key) {
             if g.epoch == epoch {
@@ -357,7 +470,7 @@ impl Timers {
                 let g = self.lock(i);
                 g.entries.contains_key(&key).then_some((i, g))
             })?;
-            *place = (i, key, found.epoch);
+            *place = (i, key, found.epoch, NOT_FAR);
             (w, g) = (i, found);
         }
         let before = g.entries.len();
@@ -371,6 +484,18 @@ impl Timers {
     /// Replaces the waker of a pending entry; false if it already fired.
     fn update(&self, place: &mut Place, waker: &Waker) -> bool {
         let key = place.1;
+        if place.3 != NOT_FAR {
+            let mut g = self.lock(place.0);
+            if let Some(Some((k, old))) = g.far.get_mut(place.3 as usize) {
+                if *k == key {
+                    if !old.will_wake(waker) {
+                        *old = waker.clone();
+                    }
+                    return true;
+                }
+            }
+            // Not in the slab any more (it fired): the map's path decides.
+        }
         self.with_entry(place, |entries| {
             if let Some(old) = entries.get_mut(&key) {
                 if !old.will_wake(waker) {
@@ -382,12 +507,21 @@ impl Timers {
     }
 
     fn remove(&self, mut place: Place) {
-        let (w, key, epoch) = place;
+        let (w, key, epoch, _) = place;
         // The common case first: the entry is where it was inserted, found
-        // and removed in one search, and the earliest deadline published
-        // again only if it was the first entry.
+        // and removed in one search (none in the far slab), and the
+        // earliest deadline published again only if it was the first entry
+        // (a far entry's removal leaves the slab's bound: a lower bound).
         let old = {
             let mut g = self.lock(w);
+            if let Some(waker) = Self::take_far_slot(&mut g, &place) {
+                if g.far_len == 0 {
+                    self.publish(w, &g);
+                }
+                drop(g);
+                drop(waker);
+                return;
+            }
             let first = g.entries.first_key_value().map(|(k, _)| *k);
             match g.entries.remove(&key) {
                 Some(waker) => {
@@ -625,7 +759,85 @@ mod tests {
     }
 
     fn len(t: &Timers, w: usize) -> usize {
-        t.lock(w).entries.len()
+        let g = t.lock(w);
+        g.entries.len() + g.far_len
+    }
+
+    #[test]
+    fn far_timers_skip_the_map_and_fire_in_deadline_order_with_the_others() {
+        let t = Timers::new(2);
+        let now = Instant::now();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Record(u32, Arc<std::sync::Mutex<Vec<u32>>>);
+        impl Wake for Record {
+            fn wake(self: Arc<Self>) {
+                self.1.lock().unwrap().push(self.0);
+            }
+        }
+        let rec = |i| Waker::from(Arc::new(Record(i, order.clone())));
+        let at = |ms| now + Duration::from_millis(ms);
+        // Far ahead (several seconds): the slab; near: the map.
+        let (far1, _) = t.insert(Some(0), at(5_000), rec(2));
+        let (far2, _) = t.insert(Some(0), at(3_000), rec(1));
+        let (near, _) = t.insert(Some(0), at(10), rec(0));
+        let (gone, _) = t.insert(Some(0), at(4_000), rec(9));
+        assert_ne!(far1.3, NOT_FAR);
+        assert_ne!(far2.3, NOT_FAR);
+        assert_eq!(near.3, NOT_FAR);
+        {
+            let g = t.lock(0);
+            assert_eq!((g.entries.len(), g.far_len), (1, 3));
+            assert_eq!(g.far_min, Some(at(3_000)));
+        }
+        // The earliest published is the map's first.
+        assert_eq!(t.heaps[0].earliest.load(Ordering::Relaxed), t.ns(at(10)));
+        // A cancelled far timer frees its slot, which the next one reuses.
+        t.remove(gone);
+        assert_eq!(len(&t, 0), 3);
+        let (again, _) = t.insert(Some(0), at(6_000), rec(3));
+        assert_eq!(again.3, gone.3, "the freed slot is reused");
+        // A waker update reaches a far entry.
+        let mut f1 = far1;
+        assert!(t.update(&mut f1, &rec(2)));
+        // Everything due at 5.5 s fires, in deadline order across both.
+        t.fire_expired(0, Some(at(5_500)), false);
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+        {
+            let g = t.lock(0);
+            assert_eq!((g.entries.len(), g.far_len), (0, 1));
+            assert_eq!(
+                g.far_min,
+                Some(at(6_000)),
+                "the bound is exact after a scan"
+            );
+        }
+        // Removing what already fired is a no-op; removing the last far
+        // entry empties the slab and clears the published earliest.
+        t.remove(far1);
+        t.remove(again);
+        assert_eq!(len(&t, 0), 0);
+        assert_eq!(t.heaps[0].earliest.load(Ordering::Relaxed), u64::MAX);
+        assert!(t.lock(0).far.is_empty());
+    }
+
+    #[test]
+    fn a_parking_worker_moves_its_far_timers_and_their_sleeps_find_them() {
+        let t = Timers::new(2);
+        let now = Instant::now();
+        let (c, waker) = counter();
+        let (p, _) = t.insert(Some(1), now + Duration::from_secs(5), waker.clone());
+        assert_ne!(p.3, NOT_FAR);
+        let (to, _) = t.park(1, 1, |w| w == 0).expect("worker 0 is wanted");
+        assert_eq!(to, 0);
+        assert_eq!(len(&t, 1), 0);
+        assert_eq!(t.lock(0).entries.len(), 1, "moved into worker 0's map");
+        // The sleep's update and removal find it where it went.
+        let mut moved = p;
+        assert!(t.update(&mut moved, &waker));
+        assert_eq!(moved.0, 0);
+        t.remove(p);
+        assert_eq!(len(&t, 0), 0);
+        assert_eq!(c.0.load(Ordering::SeqCst), 0, "removed, never woken");
     }
 
     #[test]
