@@ -1,7 +1,11 @@
 //! Time: [`sleep`], [`sleep_until`], [`timeout`], [`interval`].
 //!
 //! Each worker owns a timer structure (a map ordered by deadline, then by
-//! insertion). A worker's wait timeout is its earliest deadline; after
+//! insertion, and a slab for timers inserted at least 1 s (`FAR`) ahead of
+//! their deadline: hyper arms a 30-s header-read timeout for every request
+//! and cancels it microseconds later, and the slab takes and gives it back
+//! without a search; the worker scans the slab when its lower bound on the
+//! slab's deadlines is due). A worker's wait timeout is its earliest deadline; after
 //! each wait it fires every timer whose deadline has passed, in deadline
 //! order (ties in insertion order), before running the batch, and again
 //! between two events of the batch for the timers that expired meanwhile
