@@ -16,22 +16,22 @@ out=${1:?usage: gated.sh OUT 'CMD' ...}
 shift
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 mkdir -p "$out"
-LOAD_MAX=${LOAD_MAX:-0.30}; LOAD5_MAX=${LOAD5_MAX:-0.90}; PERIOD=${PERIOD:-20}
+. scripts/bench/load-gate.sh
+PERIOD=${PERIOD:-20}
 n=0
 for cmd in "$@"; do
     n=$((n + 1))
     while true; do
         exec 9>/tmp/skq-measure.lock
         flock 9
-        read -r l1 l5 _ < /proc/loadavg
-        if awk -v a="$l1" -v m="$LOAD_MAX" -v b="$l5" -v m5="$LOAD5_MAX" 'BEGIN { exit !(a < m && b < m5) }'; then
+        if line=$(load_gate); then
             echo "cmd$n start $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg) $(git rev-parse --short HEAD): $cmd" >> "$out/runs.txt"
             bash -c "$cmd" > "$out/cmd$n.log" 2>&1
             echo "cmd$n end $(date +%T) rc=$?" >> "$out/runs.txt"
             flock -u 9; exec 9>&-
             break
         fi
-        echo "$(date +%T) cmd$n: load $l1 (< $LOAD_MAX?), 5-min $l5 (< $LOAD5_MAX?) wait" >> "$out/probes.txt"
+        echo "$(date +%T) cmd$n: $line" >> "$out/probes.txt"
         flock -u 9; exec 9>&-
         sleep "$PERIOD"
     done

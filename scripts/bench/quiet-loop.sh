@@ -108,8 +108,7 @@ jobs=("$@")
 SKQ=${SKQ:-target/release/skq}
 PERIOD=${PERIOD:-160}
 PROBE=${PROBE:-generator}
-LOAD_MAX=${LOAD_MAX:-0.30}
-LOAD5_MAX=${LOAD5_MAX:-0.90}
+. "$(dirname "${BASH_SOURCE[0]}")/load-gate.sh"
 BENCH_ARGS=${BENCH_ARGS:-}
 HOST_PROBE=${HOST_PROBE:-10}
 case $PROBE in generator|load) ;; *) echo "quiet-loop: PROBE is generator or load, not $PROBE" >&2; exit 2 ;; esac
@@ -201,13 +200,7 @@ while [ $i -lt ${#jobs[@]} ]; do
     exec 9>/tmp/skq-measure.lock
     flock 9
     if [ "$PROBE" = load ]; then
-        read -r load1 load5 _ < /proc/loadavg
-        if awk -v l="$load1" -v m="$LOAD_MAX" -v l5="$load5" -v m5="$LOAD5_MAX" \
-            'BEGIN { exit !(l < m && l5 < m5) }'; then
-            line="load $load1 < $LOAD_MAX, 5-min $load5 < $LOAD5_MAX pass"
-        else
-            line="load $load1 (< $LOAD_MAX?), 5-min $load5 (< $LOAD5_MAX?) FAIL"
-        fi
+        line=$(load_gate)
         if [ -n "$HOST_PROBE" ] && [[ $line == *pass ]]; then
             # The host's share of the CPUs, which the load average does not see.
             probe=$(python3 scripts/bench/host-probe.py --max-late "$HOST_PROBE" 2>&1)

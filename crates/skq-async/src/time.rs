@@ -82,8 +82,6 @@ struct HeapState {
     far: Vec<Option<(Key, Waker)>>,
     /// Free slots of `far`.
     far_free: Vec<u32>,
-    /// Occupied slots of `far`.
-    far_len: usize,
     /// At most the earliest deadline in `far` (`None`: `far` is empty). A
     /// cancellation leaves it as it is; a scan makes it exact again.
     far_min: Option<Instant>,
@@ -96,6 +94,13 @@ struct HeapState {
     closed: bool,
     /// How many times this heap's entries were moved away.
     epoch: u64,
+}
+
+impl HeapState {
+    /// Occupied slots of the far slab.
+    fn far_len(&self) -> usize {
+        self.far.len() - self.far_free.len()
+    }
 }
 
 /// One worker's timers, and their earliest deadline published for the
@@ -163,7 +168,6 @@ impl Timers {
     fn take_far(g: &mut HeapState) -> BTreeMap<Key, Waker> {
         let far: BTreeMap<Key, Waker> = g.far.drain(..).flatten().collect();
         g.far_free.clear();
-        g.far_len = 0;
         g.far_min = None;
         far
     }
@@ -176,13 +180,11 @@ impl Timers {
             return None;
         }
         let (_, waker) = cell.take()?;
-        g.far_len -= 1;
-        if g.far_len == 0 {
+        g.far_free.push(slot);
+        if g.far_len() == 0 {
             g.far.clear();
             g.far_free.clear();
             g.far_min = None;
-        } else {
-            g.far_free.push(slot);
         }
         Some(waker)
     }
@@ -284,7 +286,6 @@ impl Timers {
                 let HeapState {
                     far,
                     far_free,
-                    far_len,
                     far_min,
                     ..
                 } = &mut *g;
@@ -295,14 +296,13 @@ impl Timers {
                         if let Some((k, waker)) = cell.take() {
                             due.insert(k, waker);
                             far_free.push(i as u32);
-                            *far_len -= 1;
                         }
                     } else {
                         min = Some(min.map_or(k.0, |m| m.min(k.0)));
                     }
                 }
                 *far_min = min;
-                if *far_len == 0 {
+                if far.len() == far_free.len() {
                     far.clear();
                     far_free.clear();
                 }
@@ -431,7 +431,6 @@ impl Timers {
                 }
             };
             g.far[slot as usize] = Some((key, waker));
-            g.far_len += 1;
             if g.far_min.is_none_or(|m| deadline < m) {
                 g.far_min = Some(deadline);
             }
@@ -519,7 +518,7 @@ impl Timers {
         let old = {
             let mut g = self.lock(w);
             if let Some(waker) = Self::take_far_slot(&mut g, &place) {
-                if g.far_len == 0 {
+                if g.far_len() == 0 {
                     self.publish(w, &g);
                 }
                 drop(g);
@@ -764,7 +763,7 @@ mod tests {
 
     fn len(t: &Timers, w: usize) -> usize {
         let g = t.lock(w);
-        g.entries.len() + g.far_len
+        g.entries.len() + g.far_len()
     }
 
     #[test]
@@ -790,7 +789,7 @@ mod tests {
         assert_eq!(near.3, NOT_FAR);
         {
             let g = t.lock(0);
-            assert_eq!((g.entries.len(), g.far_len), (1, 3));
+            assert_eq!((g.entries.len(), g.far_len()), (1, 3));
             assert_eq!(g.far_min, Some(at(3_000)));
         }
         // The earliest published is the map's first.
@@ -808,7 +807,7 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
         {
             let g = t.lock(0);
-            assert_eq!((g.entries.len(), g.far_len), (0, 1));
+            assert_eq!((g.entries.len(), g.far_len()), (0, 1));
             assert_eq!(
                 g.far_min,
                 Some(at(6_000)),
