@@ -6,7 +6,8 @@
 Each DUMP is a callgrind output file (scripts/bench/hyper-callgrind.sh writes them),
 REPLIES the replies served while it counted. Self cost per function
 (`callgrind_annotate --inclusive=no`), summed by where the function's source lives:
-the server's own code (app: the example), skq-core, skq-rt, skq-async, skq-sys,
+the server's own code (app: the example), skq-core, skq-rt, skq-async, skq-sys, skq-net
+(the servers' drivers, epoll-shared's among them), skq-servers, skq-proto,
 async-task, tokio, mio, hyper, http, httparse, serde_json, bytes, the allocator (malloc.c, arena.c), memcpy, the clock, the standard
 library (std: also code of other crates inlined into std's generic functions), other.
 Thread entry points (a self cost above a fifth of the total: callgrind charges them
@@ -23,8 +24,9 @@ GROUPS = [("/examples/", "app"), ("/skq-core/", "skq-core"), ("/skq-rt/", "skq-r
           ("/skq-async/", "skq-async"), ("/skq-sys/", "skq-sys"), ("/async-task-", "async-task"),
           ("/tokio-1", "tokio"), ("/mio-", "mio"), ("/hyper-", "hyper"), ("/http-", "http"),
           ("/httparse-", "httparse"), ("/serde_json-", "serde_json"), ("/bytes-", "bytes"),
-          ("/futures-", "futures")]
-RUNTIME = {"skq-core", "skq-rt", "skq-async", "skq-sys", "async-task", "tokio", "mio"}
+          ("/futures-", "futures"), ("/skq-net/", "skq-net"), ("/skq-servers/", "skq-servers"),
+          ("/skq-proto/", "skq-proto")]
+RUNTIME = {"skq-core", "skq-rt", "skq-async", "skq-sys", "async-task", "tokio", "mio", "skq-net"}
 
 
 def group(name):

@@ -297,12 +297,17 @@ impl Scheduler {
                     Some(h) => h,
                     None => self.best_of_two(rng, now)?,
                 };
+                // The rival is often the local choice itself (an idle
+                // harvester on the flow's CPU): nothing to compare then.
+                if rival == local {
+                    return Some((local, reason));
+                }
                 let penalty = self.cfg.penalty_ns as f64;
                 let (e_rival, e_local) = (
                     self.expected_completion(rival, now),
                     self.expected_completion(local, now),
                 );
-                if rival != local && e_rival + penalty < e_local {
+                if e_rival + penalty < e_local {
                     Some((rival, Some(Reason::Balance)))
                 } else {
                     Some((local, reason))

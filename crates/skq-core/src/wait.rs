@@ -133,13 +133,19 @@ impl Scheduler {
     /// batch, then regular; leftover room takes further high-priority events
     /// (work conserving). Returns how many were added.
     pub fn fill(&self, ctx: &mut WorkerCtx, out: &mut Vec<Event>, max: usize) -> usize {
-        if max == 0 {
+        let qs = &self.queues[self.qidx(ctx.id)];
+        let pq = self.pinned_q.get(ctx.id);
+        // Nothing queued (a wait on its way to sleep): no caps to compute.
+        if max == 0
+            || (qs.len.load(Ordering::Relaxed) == 0
+                && !pq.is_some_and(|q| q.len.load(Ordering::Relaxed) > 0))
+        {
             return 0;
         }
         let cap = self.batch_cap(ctx.id, max);
         let high_quota = (cap * self.cfg.rtshare as usize).div_ceil(100).max(1);
         let start = out.len();
-        if let Some(pq) = self.pinned_q.get(ctx.id) {
+        if let Some(pq) = pq {
             // Shared mode: this worker's pinned sources first (only it may
             // run them), high priority before regular.
             if pq.len.load(Ordering::Relaxed) > 0 {
@@ -157,7 +163,6 @@ impl Scheduler {
                 pq.len.store(g.len() as u64, Ordering::Relaxed);
             }
         }
-        let qs = &self.queues[self.qidx(ctx.id)];
         if qs.len.load(Ordering::Relaxed) == 0 || out.len() - start >= cap {
             return out.len() - start;
         }
