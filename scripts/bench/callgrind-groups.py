@@ -12,7 +12,11 @@ async-task, tokio, mio, hyper, http, httparse, serde_json, bytes, the allocator 
 library (std: also code of other crates inlined into std's generic functions), other.
 Thread entry points (a self cost above a fifth of the total: callgrind charges them
 their callees' cycles) are left out. With --top N, also the N costliest functions of
-the runtimes' own crates per dump.
+the runtimes' own crates per dump. With --by-function N, a table across the dumps of
+the N functions with the largest self cost per reply, each function's cost summed over
+the source files it spans (code of std or of another crate inlined into it counts as
+its own), with its calls per reply from the dump's call records: where two builds or
+two runtimes differ, function by function.
 """
 import argparse
 import collections
@@ -58,10 +62,55 @@ def load(path):
     return [(ir, name) for ir, name in rows if ir <= 0.2 * top]
 
 
+def function(name):
+    """The function of an annotate row, without its file and object."""
+    fn = name.split(":", 1)[1] if ":" in name else name
+    return re.sub(r" \[.*\]$", "", fn)
+
+
+def calls(path):
+    """Calls per function (by callee) from a dump's `calls=` records."""
+    names = {}
+    out = collections.Counter()
+    callee = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith(("fn=", "cfn=")):
+                key, val = line.rstrip("\n").split("=", 1)
+                m = re.match(r"\((\d+)\)(?: (.*))?", val)
+                if m:
+                    if m.group(2):
+                        names[m.group(1)] = m.group(2)
+                    val = names.get(m.group(1), m.group(1))
+                if key == "cfn":
+                    callee = val
+            elif line.startswith("calls=") and callee is not None:
+                out[callee] += int(line.split("=", 1)[1].split()[0])
+    return out
+
+
+def by_function(cols, paths, top):
+    per = []
+    for (_, n, _, rows), path in zip(cols, paths):
+        c = collections.Counter()
+        for ir, name in rows:
+            c[function(name)] += ir
+        per.append((n, c, calls(path)))
+    keys = sorted({k for _, c, _ in per for k in c}, key=lambda k: -max(c[k] / n for n, c, _ in per))
+    print(f"\nthe {top} costliest functions: instructions per reply (calls per reply)")
+    print("".join(f"{name[:18]:>20s}" for name, _, _, _ in cols))
+    for k in keys[:top]:
+        cells = []
+        for n, c, cl in per:
+            cells.append(f"{c[k] / n:10.0f} ({cl[k] / n:5.2f})" if c[k] else f"{'-':>18s}")
+        print("".join(f"{x:>20s}" for x in cells) + "  " + k[:100])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dumps", nargs="+", help="DUMP:REPLIES")
     ap.add_argument("--top", type=int, default=0)
+    ap.add_argument("--by-function", type=int, default=0, metavar="N")
     args = ap.parse_args()
     cols = []
     for d in args.dumps:
@@ -86,6 +135,8 @@ def main():
         for ir, nm in sorted(own, reverse=True)[:args.top]:
             fn = nm.split(":", 1)[1] if ":" in nm else nm
             print(f"  {ir / n:8.0f}  {fn.split(' [')[0][:110]}")
+    if args.by_function:
+        by_function(cols, [d.rsplit(":", 1)[0] for d in args.dumps], args.by_function)
 
 
 if __name__ == "__main__":

@@ -557,3 +557,72 @@ fn multi_word_stats_groups_are_kept() {
         }
     );
 }
+
+/// The word-at-a-time control-byte check answers as the byte loop it replaced, for
+/// every byte value at every position of lines of every length to 40 (both the
+/// eight-byte words and the tail), and for random lines mixing ASCII, high bytes and
+/// the bytes on either side of both bounds (0x1f/0x20, 0x7e/0x7f/0x80).
+#[test]
+fn the_control_byte_check_matches_the_byte_definition() {
+    use rand::{Rng, SeedableRng};
+    let naive = |b: &[u8]| b.iter().any(|&c| c < 0x20 || c == 0x7f);
+    for len in 1..=40 {
+        for pos in 0..len {
+            for v in 0..=255u8 {
+                let mut line = vec![b'a'; len];
+                line[pos] = v;
+                assert_eq!(
+                    has_control(&line),
+                    naive(&line),
+                    "byte {v:#x} at {pos} of {len}"
+                );
+            }
+        }
+    }
+    let edges = [
+        0x00, 0x1f, 0x20, 0x21, 0x7e, 0x7f, 0x80, 0x9f, 0xa0, 0xff, b' ', b'k',
+    ];
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    let mut found = 0;
+    for _ in 0..20_000 {
+        let len = rng.gen_range(0..48);
+        let line: Vec<u8> = (0..len)
+            .map(|_| {
+                if rng.gen_bool(0.9) {
+                    rng.gen_range(0x20..0x7f)
+                } else {
+                    edges[rng.gen_range(0..edges.len())]
+                }
+            })
+            .collect();
+        let want = naive(&line);
+        found += usize::from(want);
+        assert_eq!(has_control(&line), want, "{line:?}");
+    }
+    assert!(
+        found > 1000,
+        "the random lines exercise both answers ({found} with a control byte)"
+    );
+}
+
+/// Tokens are the pieces between spaces, runs of spaces and leading or trailing ones
+/// giving no empty token, as `split(' ')` with the empty pieces left out.
+#[test]
+fn tokens_are_the_non_empty_pieces_between_spaces() {
+    for line in [
+        &b""[..],
+        b" ",
+        b"get",
+        b"get k",
+        b"  get   k1 k2  ",
+        b"set k 0 0 5 noreply",
+        b" a  b   c    d ",
+        b"\xffkey \x80x",
+    ] {
+        let want: Vec<&[u8]> = line
+            .split(|&b| b == b' ')
+            .filter(|t| !t.is_empty())
+            .collect();
+        assert_eq!(tokens_of(line).collect::<Vec<_>>(), want, "{line:?}");
+    }
+}

@@ -321,6 +321,10 @@ thread_local! {
 
 /// Wakes every worker `ctx` owes a wake-up (redeliveries at release).
 fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
+    // Most steps owe nothing: no moving of empty vectors then.
+    if !ctx.has_wakes() {
+        return;
+    }
     let me = ctx.id();
     ctx.drain_wakes_into(wakes);
     for w in wakes.drain(..) {

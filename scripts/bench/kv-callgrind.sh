@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Instructions per request of the cache servers under callgrind: memcached and skq's
+# cache, one server thread each, on the same memcached-protocol load (issue 22: where
+# the cache's user-space work per request differs from memcached's, in a count that
+# does not move with the host).
+#
+#   bash scripts/bench/kv-callgrind.sh OUT [RATE] [SECS] [MIX] [SERVERS]
+#
+# For each server in SERVERS (default "memcached kv-tpc kv-hybrid": `memcached -t 1`,
+# `skq serve kv --arch tpc --workers 1`, `skq serve kv --arch shared --mode hybrid
+# --workers 1`) the server runs under `valgrind --tool=callgrind`; `skq load --protocol
+# memcached --kv-workload MIX` (default sphinx-ro) over 64 connections warms it for 3 s
+# at RATE (default 2,000 req/s), the counters are zeroed, a window of SECS (default 6)
+# runs at RATE and the counters are dumped. scripts/bench/callgrind-groups.py prints
+# the instructions per request (every thread of the server counted: memcached's LRU
+# maintainer and crawler too), and with BY_FUNCTION=N its N costliest functions side
+# by side. Callgrind runs the servers about 50 times slower, so RATE stays low; the
+# kernel's share of a request (most of it) is not counted.
+#
+# Environment: SKQ (default target/release/skq), LABEL (appended to the output names).
+set -euo pipefail
+out=${1:?usage: kv-callgrind.sh OUT [RATE] [SECS] [MIX] [SERVERS]}
+rate=${2:-2000}
+secs=${3:-6}
+mix=${4:-sphinx-ro}
+servers=${5:-memcached kv-tpc kv-hybrid}
+skq=${SKQ:-target/release/skq}
+label=${LABEL:+-$LABEL}
+for t in valgrind callgrind_control callgrind_annotate memcached; do
+    command -v $t >/dev/null || { echo "$t is not installed (bash scripts/setup.sh; apt-get install valgrind)" >&2; exit 2; }
+done
+[ -x "$skq" ] || { echo "$skq is missing: cargo build --release -p skq" >&2; exit 2; }
+mkdir -p "$out"
+files=()
+for who in $servers; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    cg="$out/cg-$who-$mix$label.out"
+    rm -f "$cg" "$cg".*
+    case $who in
+        # memcached sets its descriptor limit (soft and hard) to -c; valgrind
+        # refuses any hard limit but its own (the hard limit less the 12
+        # descriptors it keeps for itself), so -c is exactly that.
+        memcached) cmd=(memcached -t 1 -m 64 -c $(( $(ulimit -Hn) - 12 )) -p "$port" -U 0 -u root) ;;
+        kv-tpc) cmd=("$skq" serve kv --arch tpc --workers 1 --addr "127.0.0.1:$port") ;;
+        kv-hybrid) cmd=("$skq" serve kv --arch shared --mode hybrid --workers 1 --addr "127.0.0.1:$port") ;;
+        *) echo "kv-callgrind.sh: unknown server $who (memcached, kv-tpc, kv-hybrid)" >&2; exit 2 ;;
+    esac
+    valgrind --tool=callgrind --callgrind-out-file="$cg" "${cmd[@]}" > "$out/server-$who$label.log" 2>&1 &
+    vpid=$!
+    up=0
+    for _ in $(seq 150); do
+        sleep 0.2
+        if (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null; then up=1; break; fi
+    done
+    [ $up = 1 ] || { echo "$who under callgrind did not start; see $out/server-$who$label.log" >&2; kill $vpid; exit 1; }
+    load=("$skq" load --addr "127.0.0.1:$port" --protocol memcached --kv-workload "$mix"
+          --rate "$rate" --connections 64 --quiet)
+    "${load[@]}" --duration 3 --json "$out/warm-$who-$mix$label.json" > /dev/null 2>&1 || true
+    callgrind_control -z $vpid > /dev/null 2>&1
+    "${load[@]}" --duration "$secs" --warmup 0 --json "$out/load-$who-$mix$label.json" > /dev/null 2>&1 || true
+    callgrind_control -d $vpid > /dev/null 2>&1
+    kill $vpid; wait $vpid 2>/dev/null || true
+    replies=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['received'])" "$out/load-$who-$mix$label.json")
+    echo "$who$label: $replies replies in the window ($mix, $rate req/s offered, $secs s)"
+    files+=("$cg.1:$replies")
+done
+extra=()
+[ -n "${BY_FUNCTION:-}" ] && extra=(--by-function "$BY_FUNCTION")
+python3 "$(dirname "$0")/callgrind-groups.py" "${files[@]}" "${extra[@]}" | tee "$out/groups-$mix$label.txt"
