@@ -8,9 +8,10 @@
 #
 # Each command runs with bash -c from the repository root; its start, end, exit
 # status, load and HEAD are appended to OUT/runs.txt, each failed check to
-# OUT/probes.txt, its output to OUT/cmdN.log. For hand-written measurements (scripts
-# whose jobs quiet-loop.sh does not know), so that their figures too start under the
-# gate. PERIOD (20) seconds between checks.
+# OUT/probes.txt, its output to OUT/cmdN.log (N counting on from the commands an
+# earlier invocation left in OUT). For hand-written measurements (scripts whose jobs
+# quiet-loop.sh does not know), so that their figures too start under the gate.
+# PERIOD (20) seconds between checks.
 set -u
 out=${1:?usage: gated.sh OUT 'CMD' ...}
 shift
@@ -18,7 +19,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 mkdir -p "$out"
 . scripts/bench/load-gate.sh
 PERIOD=${PERIOD:-20}
-n=0
+# Numbers go on from the commands an earlier invocation left in OUT, so a
+# second invocation does not overwrite the first one's logs.
+n=$(ls "$out" | sed -n 's/^cmd\([0-9]*\)\.log$/\1/p' | sort -n | tail -1)
+n=${n:-0}
 for cmd in "$@"; do
     n=$((n + 1))
     while true; do
