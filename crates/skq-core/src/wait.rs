@@ -138,7 +138,7 @@ impl Scheduler {
         // Nothing queued (a wait on its way to sleep): no caps to compute.
         if max == 0
             || (qs.len.load(Ordering::Relaxed) == 0
-                && !pq.is_some_and(|q| q.len.load(Ordering::Relaxed) > 0))
+                && pq.map_or(0, |q| q.len.load(Ordering::Relaxed)) == 0)
         {
             return 0;
         }

@@ -91,5 +91,29 @@ fn store(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, store);
+/// The memcached text protocol's parser on the Sphinx shapes: a `get` of one 30-byte key,
+/// and a `set` of a 200-byte value (line and data block).
+fn parse(c: &mut Criterion) {
+    use skq_kv::protocol::{Limits, Parser};
+    let key = make_keys(1).remove(0);
+    let mut get = b"get ".to_vec();
+    get.extend_from_slice(&key);
+    get.extend_from_slice(b"\r\n");
+    let mut set = b"set ".to_vec();
+    set.extend_from_slice(&key);
+    set.extend_from_slice(format!(" 0 0 {VALUE_LEN}\r\n").as_bytes());
+    set.resize(set.len() + VALUE_LEN, b'v');
+    set.extend_from_slice(b"\r\n");
+    let mut parser = Parser::new(Limits::default());
+    let mut g = c.benchmark_group("parse");
+    g.bench_function("get_line", |b| {
+        b.iter(|| black_box(parser.parse(black_box(&get))))
+    });
+    g.bench_function("set_line", |b| {
+        b.iter(|| black_box(parser.parse(black_box(&set))))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, store, parse);
 criterion_main!(benches);
