@@ -4,7 +4,9 @@
     python3 scripts/bench/callgrind-groups.py DUMP:REPLIES [DUMP:REPLIES ...] [--top N]
 
 Each DUMP is a callgrind output file (scripts/bench/hyper-callgrind.sh writes them),
-REPLIES the replies served while it counted. Self cost per function
+REPLIES the replies served while it counted (time-driven work of the server, such as idle
+wake-ups and housekeeping threads, is spread over them: compare dumps of one rate and one
+window length). Self cost per function
 (`callgrind_annotate --inclusive=no`), summed by where the function's source lives:
 the server's own code (app: the example), skq-core, skq-rt, skq-async, skq-sys, skq-net
 (the servers' drivers, epoll-shared's among them), skq-servers, skq-proto,

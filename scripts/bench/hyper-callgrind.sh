@@ -35,33 +35,22 @@ for t in valgrind callgrind_control callgrind_annotate; do
 done
 [ -x "$server" ] || { echo "$server is missing: cargo build --release -p skq-async --example hyper_server" >&2; exit 2; }
 [ -x "$skq" ] || { echo "$skq is missing: cargo build --release -p skq" >&2; exit 2; }
+CG_OPTS=()
+. "$(dirname "$0")/callgrind-lib.sh"
 mkdir -p "$out"
 root=$(mktemp -d)
 echo '<html>hi</html>' > "$root/index.html"
 files=()
 for rt in ${RUNTIMES:-skq tokio}; do
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    cg="$out/cg-$rt$label.out"
-    rm -f "$cg" "$cg".*
+    port=$(free_port)
     extra=()
     [ "$rt" = skq ] && extra=(--mode "${MODE:-hybrid}")
-    valgrind --tool=callgrind --callgrind-out-file="$cg" "$server" --runtime "$rt" \
-        --workers 1 --port "$port" --root "$root" "${extra[@]}" > "$out/server-$rt$label.log" 2>&1 &
-    vpid=$!
-    up=0
-    for _ in $(seq 150); do
-        sleep 0.2
-        if (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null; then up=1; break; fi
-    done
-    [ $up = 1 ] || { echo "hyper_server ($rt) under callgrind did not start; see $out/server-$rt$label.log" >&2; kill $vpid; exit 1; }
     load=("$skq" load --addr "127.0.0.1:$port" --protocol http --http-path '/api/hello?name=bench'
           --rate "$rate" --connections 8 --quiet)
-    "${load[@]}" --duration 2 --json "$out/warm-$rt$label.json" > /dev/null 2>&1 || true
-    callgrind_control -z $vpid > /dev/null 2>&1
-    "${load[@]}" --duration "$secs" --warmup 0 --json "$out/load-$rt$label.json" > /dev/null 2>&1 || true
-    callgrind_control -d $vpid > /dev/null 2>&1
-    kill $vpid; wait $vpid 2>/dev/null || true
-    replies=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['received'])" "$out/load-$rt$label.json")
+    cg="$out/cg-$rt$label.out"
+    replies=$(callgrind_window "$cg" "$out/server-$rt$label.log" "$port" 2 "$secs" \
+        "$out/warm-$rt$label.json" "$out/load-$rt$label.json" \
+        "$server" --runtime "$rt" --workers 1 --port "$port" --root "$root" "${extra[@]}") || exit 1
     echo "$rt$label: $replies replies in the window ($rate req/s offered, $secs s)"
     files+=("$cg.1:$replies")
 done

@@ -30,12 +30,12 @@ for t in valgrind callgrind_control callgrind_annotate memcached; do
     command -v $t >/dev/null || { echo "$t is not installed (bash scripts/setup.sh; apt-get install valgrind)" >&2; exit 2; }
 done
 [ -x "$skq" ] || { echo "$skq is missing: cargo build --release -p skq" >&2; exit 2; }
+CG_OPTS=()
+. "$(dirname "$0")/callgrind-lib.sh"
 mkdir -p "$out"
 files=()
 for who in $servers; do
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    cg="$out/cg-$who-$mix$label.out"
-    rm -f "$cg" "$cg".*
+    port=$(free_port)
     case $who in
         # memcached sets its descriptor limit (soft and hard) to -c; valgrind
         # refuses any hard limit but its own (the hard limit less the 12
@@ -45,22 +45,11 @@ for who in $servers; do
         kv-hybrid) cmd=("$skq" serve kv --arch shared --mode hybrid --workers 1 --addr "127.0.0.1:$port") ;;
         *) echo "kv-callgrind.sh: unknown server $who (memcached, kv-tpc, kv-hybrid)" >&2; exit 2 ;;
     esac
-    valgrind --tool=callgrind --callgrind-out-file="$cg" "${cmd[@]}" > "$out/server-$who$label.log" 2>&1 &
-    vpid=$!
-    up=0
-    for _ in $(seq 150); do
-        sleep 0.2
-        if (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null; then up=1; break; fi
-    done
-    [ $up = 1 ] || { echo "$who under callgrind did not start; see $out/server-$who$label.log" >&2; kill $vpid; exit 1; }
     load=("$skq" load --addr "127.0.0.1:$port" --protocol memcached --kv-workload "$mix"
           --rate "$rate" --connections 64 --quiet)
-    "${load[@]}" --duration 3 --json "$out/warm-$who-$mix$label.json" > /dev/null 2>&1 || true
-    callgrind_control -z $vpid > /dev/null 2>&1
-    "${load[@]}" --duration "$secs" --warmup 0 --json "$out/load-$who-$mix$label.json" > /dev/null 2>&1 || true
-    callgrind_control -d $vpid > /dev/null 2>&1
-    kill $vpid; wait $vpid 2>/dev/null || true
-    replies=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['received'])" "$out/load-$who-$mix$label.json")
+    cg="$out/cg-$who-$mix$label.out"
+    replies=$(callgrind_window "$cg" "$out/server-$who$label.log" "$port" 3 "$secs" \
+        "$out/warm-$who-$mix$label.json" "$out/load-$who-$mix$label.json" "${cmd[@]}") || exit 1
     echo "$who$label: $replies replies in the window ($mix, $rate req/s offered, $secs s)"
     files+=("$cg.1:$replies")
 done

@@ -30,31 +30,18 @@ for t in valgrind callgrind_control callgrind_annotate; do
 done
 [ -x "$skq" ] || { echo "$skq is missing: cargo build --release -p skq" >&2; exit 2; }
 mkdir -p "$out"
-cache=()
-[ "${CACHE:-0}" = 1 ] && cache=(--cache-sim=yes)
+CG_OPTS=()
+[ "${CACHE:-0}" = 1 ] && CG_OPTS=(--cache-sim=yes)
+. "$(dirname "$0")/callgrind-lib.sh"
 files=()
 for mode in $modes; do
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    cg="$out/cg-$mode$label.out"
-    rm -f "$cg" "$cg".*
-    valgrind --tool=callgrind "${cache[@]}" --callgrind-out-file="$cg" "$skq" serve rpc \
-        --addr "127.0.0.1:$port" --mode "$mode" --workers 8 --service emulate \
-        > "$out/server-$mode$label.log" 2>&1 &
-    vpid=$!
-    up=0
-    for _ in $(seq 150); do
-        sleep 0.2
-        if grep -q "listening on" "$out/server-$mode$label.log" 2>/dev/null; then up=1; break; fi
-    done
-    [ $up = 1 ] || { echo "skq serve rpc ($mode) under callgrind did not start; see $out/server-$mode$label.log" >&2; kill $vpid; exit 1; }
+    port=$(free_port)
     load=("$skq" load --addr "127.0.0.1:$port" --protocol rpc --workload exponential
           --mean-us 500 --rate "$rate" --connections 64 --quiet)
-    "${load[@]}" --duration 2 --json "$out/warm-$mode$label.json" > /dev/null 2>&1 || true
-    callgrind_control -z $vpid > /dev/null 2>&1
-    "${load[@]}" --duration "$secs" --warmup 0 --json "$out/load-$mode$label.json" > /dev/null 2>&1 || true
-    callgrind_control -d $vpid > /dev/null 2>&1
-    kill -INT $vpid; wait $vpid 2>/dev/null || true
-    replies=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['received'])" "$out/load-$mode$label.json")
+    cg="$out/cg-$mode$label.out"
+    replies=$(callgrind_window "$cg" "$out/server-$mode$label.log" "$port" 2 "$secs" \
+        "$out/warm-$mode$label.json" "$out/load-$mode$label.json" \
+        "$skq" serve rpc --addr "127.0.0.1:$port" --mode "$mode" --workers 8 --service emulate) || exit 1
     echo "$mode$label: $replies replies in the window ($rate req/s offered, $secs s)"
     files+=("$cg.1:$replies")
 done
