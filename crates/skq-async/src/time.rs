@@ -101,6 +101,15 @@ impl HeapState {
     fn far_len(&self) -> usize {
         self.far.len() - self.far_free.len()
     }
+
+    /// Gives an emptied far slab's memory back and forgets its bound.
+    fn reset_far_if_empty(&mut self) {
+        if self.far_len() == 0 {
+            self.far.clear();
+            self.far_free.clear();
+            self.far_min = None;
+        }
+    }
 }
 
 /// One worker's timers, and their earliest deadline published for the
@@ -181,11 +190,7 @@ impl Timers {
         }
         let (_, waker) = cell.take()?;
         g.far_free.push(slot);
-        if g.far_len() == 0 {
-            g.far.clear();
-            g.far_free.clear();
-            g.far_min = None;
-        }
+        g.reset_far_if_empty();
         Some(waker)
     }
 
@@ -302,10 +307,7 @@ impl Timers {
                     }
                 }
                 *far_min = min;
-                if far.len() == far_free.len() {
-                    far.clear();
-                    far_free.clear();
-                }
+                g.reset_far_if_empty();
             }
             self.publish(w, &g);
             due
