@@ -399,7 +399,8 @@ pub struct Found {
 /// met it do not end the search at that bound: on a virtual machine the
 /// slowest rates can fail for the generator's wake-ups from sleep between
 /// sends (read lag of 40–55 µs at 1,000 req/s, where 3,375 req/s read in
-/// 6 µs, measured), a cause that vanishes as the rate grows, and the
+/// 6 µs, measured before a thread with its own CPU waited awake for its
+/// replies, `worker.rs`), a cause that vanishes as the rate grows, and the
 /// capacity is about how fast the thread keeps its schedule. The first
 /// failure after a pass ends the search at that bound; a rate the thread
 /// could not even send ends it at both.

@@ -466,6 +466,8 @@ pub struct Worker<'a> {
     sends: u64,
     /// Actual and scheduled time of the last load send.
     last_send: Option<(u64, u64)>,
+    /// Actual time of the last send of any request (0: none yet).
+    last_stamp: u64,
     /// Scheduled time of the last load request encoded.
     last_sched: Option<u64>,
     /// Connections with requests encoded but not yet written.
@@ -595,6 +597,7 @@ impl<'a> Worker<'a> {
             sends: 0,
             reads: 0,
             last_send: None,
+            last_stamp: 0,
             last_sched: None,
             dirty: Vec::new(),
             trace,
@@ -625,22 +628,27 @@ impl<'a> Worker<'a> {
                 self.out.pin_refused = Some(format!("CPU {cpu}: {e}"));
             }
         }
-        let spin = self.p.spin_ns.unwrap_or_else(|| {
-            // A SCHED_FIFO thread that spins 2 ms before every send spins
-            // through nearly all of each second at a few thousand requests
-            // a second, and the kernel's real-time throttling then stops it
-            // for the rest (sched_rt_runtime_us: 50 ms a second): sends
-            // 38 ms late at 3,000 req/s, measured. It spins briefly instead.
-            let own = self.p.exclusive_cpu
-                && self.p.rt_priority.is_none()
-                && cpu::allowed_cpus().is_ok_and(|c| c.len() == 1);
+        // A SCHED_FIFO thread that spins 2 ms before every send spins
+        // through nearly all of each second at a few thousand requests a
+        // second, and the kernel's real-time throttling then stops it for
+        // the rest (sched_rt_runtime_us: 50 ms a second): sends 38 ms late
+        // at 3,000 req/s, measured. It spins briefly instead.
+        let own = self.p.exclusive_cpu
+            && self.p.rt_priority.is_none()
+            && cpu::allowed_cpus().is_ok_and(|c| c.len() == 1);
+        let spin = self.p.spin_ns.unwrap_or(
             1000 * if own {
                 crate::config::SPIN_DEDICATED_US
             } else {
                 crate::config::SPIN_SHARED_US
-            }
-        });
+            },
+        );
         self.out.spin_ns = spin;
+        // How long after a send a thread with a CPU of its own keeps
+        // polling for the replies instead of sleeping (see the sleep
+        // below); none on a shared CPU, where the spin would
+        // take the CPU the server needs to answer.
+        let reply_wait = if own { spin } else { 0 };
         let cpu_start = cpu::thread_cpu_ns();
         let waited_start = cpu::thread_waited();
         if let Some(p) = self.p.rt_priority {
@@ -737,7 +745,20 @@ impl<'a> Worker<'a> {
                 // blocking until it is due: a thread that blocks lets its
                 // (virtual) CPU halt, and waking it again can take
                 // milliseconds.
-                let timeout = next.saturating_sub(now).saturating_sub(spin);
+                let mut timeout = next.saturating_sub(now).saturating_sub(spin);
+                // Replies are due soon after a send: a thread that sleeps
+                // before they come reads them only when its halted vCPU
+                // is woken, 40–55 µs late on these VMs, which the read-lag
+                // check catches at 1,000 req/s (an exponential gap exceeds
+                // the 2 ms pre-send spin 13.5% of the time). So while
+                // requests are outstanding, for `reply_wait` after the last
+                // send, it polls without blocking.
+                if timeout > 0
+                    && self.outstanding > 0
+                    && now < self.last_stamp.saturating_add(reply_wait)
+                {
+                    timeout = 0;
+                }
                 self.events.clear();
                 self.ev_next = 0;
                 // A sleep is no stall; only its overshoot can be.
@@ -955,6 +976,7 @@ impl<'a> Worker<'a> {
     /// Gives the unstamped requests of `ci` the send time `now` and records
     /// their lateness and (sampled) inter-send gaps.
     fn stamp(&mut self, ci: usize, now: u64) {
+        self.last_stamp = now;
         let c = &mut self.conns[ci];
         let n = std::mem::take(&mut c.unstamped);
         let role = c.role;
