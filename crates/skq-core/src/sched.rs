@@ -591,23 +591,18 @@ impl Scheduler {
                 None => self.choose(s, cpu, now, rng, origin)?,
             };
             let w = self.diffuse(s, w);
+            // The harvester keeps the event it was woken for: into its hand,
+            // not through its queue (`worker_loop.rs`, "The kept event").
+            if origin.harvest && Some(w) == by && !high && self.hand_takes(w, id) {
+                self.note_route(s, w, forced.or(reason));
+                Counters::add(&self.workers[w].counters.wakeups, 1);
+                return Some((self.qidx(w), Some(w)));
+            }
             // Only the kept source goes to the front, and only while its
             // worker is the one chosen (diffusion may move it).
             let front = kept && Some(w) == by;
             if let Some(claimed) = self.push_claim(self.qidx(w), id, high, front) {
-                // Accounting only: a plain load and store (no locked RMW on
-                // the activation path); a racing update just miscounts.
-                let last = s.last.load(Ordering::Relaxed);
-                s.last.store(w as u32, Ordering::Relaxed);
-                if self.cfg.policy != Policy::Shared && last != NONE && last as usize != w {
-                    let c = &self.workers[w].counters;
-                    match forced.or(reason) {
-                        Some(Reason::CpuFollow) => Counters::add(&c.mig_cpu, 1),
-                        Some(Reason::Balance) => Counters::add(&c.mig_balance, 1),
-                        Some(Reason::Exit) => Counters::add(&c.mig_exit, 1),
-                        None => {}
-                    }
-                }
+                self.note_route(s, w, forced.or(reason));
                 let wake = if self.cfg.policy == Policy::Shared {
                     self.wake_shared(by)
                 } else if front {
@@ -622,6 +617,47 @@ impl Scheduler {
             // The chosen worker exited between choice and push: choose again.
         }
         None
+    }
+
+    /// Accounting of a route to `w`: the slot's last worker and, when the
+    /// flow moved, the migration counter of `reason`. A plain load and
+    /// store (no locked RMW on the activation path); a racing update just
+    /// miscounts.
+    #[inline]
+    fn note_route(&self, s: &Slot, w: WorkerId, reason: Option<Reason>) {
+        let last = s.last.load(Ordering::Relaxed);
+        s.last.store(w as u32, Ordering::Relaxed);
+        if self.cfg.policy != Policy::Shared && last != NONE && last as usize != w {
+            let c = &self.workers[w].counters;
+            match reason {
+                Some(Reason::CpuFollow) => Counters::add(&c.mig_cpu, 1),
+                Some(Reason::Balance) => Counters::add(&c.mig_balance, 1),
+                Some(Reason::Exit) => Counters::add(&c.mig_exit, 1),
+                None => {}
+            }
+        }
+    }
+
+    /// Worker `w`, harvesting in its blocking poll with an open hand,
+    /// keeps source `id` (QUEUED, on no queue) in it, claiming its own
+    /// idle bit as a push onto its queue would: false (nothing changed)
+    /// when its hand is shut or full, or another push claimed it first.
+    /// Only `w`'s thread calls this (its harvest), and no `prepare_park`
+    /// of `w` runs meanwhile, so the claim needs no queue lock.
+    #[inline]
+    fn hand_takes(&self, w: WorkerId, id: SourceId) -> bool {
+        let hand = &self.workers[w].hand;
+        if hand.load(Ordering::Relaxed) != crate::worker::HAND_OPEN {
+            return false;
+        }
+        let bit = 1u64 << w;
+        if self.idle.load(Ordering::Relaxed) & bit == 0
+            || self.idle.fetch_and(!bit, Ordering::AcqRel) & bit == 0
+        {
+            return false;
+        }
+        hand.store(id.as_u64(), Ordering::Relaxed);
+        true
     }
 
     /// Pushes onto queue `q`; false if its owner has exited.

@@ -194,7 +194,13 @@ impl Scheduler {
     }
 
     /// QUEUED -> BUSY for a popped entry; false for a stale entry.
-    fn deliver(&self, ctx: &mut WorkerCtx, id: SourceId, high: bool, out: &mut Vec<Event>) -> bool {
+    pub(crate) fn deliver(
+        &self,
+        ctx: &mut WorkerCtx,
+        id: SourceId,
+        high: bool,
+        out: &mut Vec<Event>,
+    ) -> bool {
         let s = self.slot_of(id);
         let mut cur = s.state.load(Ordering::Acquire);
         loop {

@@ -104,7 +104,16 @@ impl Counters {
 pub(crate) struct WorkerShared {
     pub(crate) load: CachePadded<LoadFigures>,
     pub(crate) counters: CachePadded<Counters>,
+    /// The worker's hand during its blocking poll (`worker_loop.rs`, "The
+    /// kept event"): [`HAND_SHUT`], [`HAND_OPEN`] or the id of the source
+    /// it keeps. Only the worker's own thread touches it.
+    pub(crate) hand: CachePadded<AtomicU64>,
 }
+
+/// The worker's hand takes no event (outside a blocking poll that may keep one).
+pub(crate) const HAND_SHUT: u64 = u64::MAX;
+/// The worker's hand may take the one event its harvest keeps.
+pub(crate) const HAND_OPEN: u64 = u64::MAX - 1;
 
 impl WorkerShared {
     pub(crate) fn new() -> Self {
@@ -115,6 +124,7 @@ impl WorkerShared {
                 t_avg: AtomicU64::new(0f64.to_bits()),
             }),
             counters: CachePadded::new(Counters::default()),
+            hand: CachePadded::new(AtomicU64::new(HAND_SHUT)),
         }
     }
 

@@ -57,6 +57,25 @@
 //! worker that owns the readiness directly: no poller to hand over, one
 //! hop per wake-up.
 //!
+//! ## The kept event
+//!
+//! A poller that takes one event per blocking poll (`poll_max` = 1: several
+//! pollers per set) and keeps what it harvests (the policy chose it, still
+//! idle, `policy.rs`) would push that event onto its own empty queue and
+//! pop it straight back. Instead it opens its *hand* when it goes to poll;
+//! the one activation that claims its idle bit puts the source, QUEUED on
+//! no queue, there ([`Scheduler::activate_harvested`]; only the worker's
+//! own thread touches its hand); `Done::Polled` shuts the hand and delivers
+//! the kept event first, then whatever the queue holds, in the same step.
+//! Everything else an activation does stays: its routing, its accounting,
+//! the claim of the idle bit that makes later activations of the harvest
+//! look elsewhere, and the hand-over to a follower. High-priority sources,
+//! `Policy::Shared` and polls that take several events keep the queue.
+//! A source in the hand cannot be stolen; it is delivered in the step that
+//! ends the poll. In the main job's setting this took about 200 of the
+//! ~3,660 user-space instructions hybrid spends per reply (callgrind;
+//! docs/ARCHITECTURE.md, "Where hybrid's extra CPU per reply goes").
+//!
 //! ## Guarantees (checked by loom in `tests/loom.rs`)
 //!
 //! 1. A worker sleeps (`Poll`/`Park`) only after `prepare_park` found its
@@ -74,10 +93,11 @@
 //!    wake-up sent as a worker leaves the set wakes its next poll once,
 //!    spuriously, which is harmless.
 
+use crate::config::Policy;
 use crate::sched::Scheduler;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::types::{Event, Nanos, WorkerId};
-use crate::worker::{Counters, WorkerCtx};
+use crate::types::{Event, Nanos, SourceId, WorkerId};
+use crate::worker::{Counters, WorkerCtx, HAND_OPEN, HAND_SHUT};
 
 /// Shortest average event (ns, the harvesting worker's `t_avg`) for which
 /// readiness nobody polls for is left in the kernel's FIFO
@@ -365,14 +385,35 @@ impl Scheduler {
             Done::Polled => {
                 ctx.unharvested = 0;
                 self.woke(me);
+                let kept = self.close_hand(me);
                 let last = g.leave(me);
                 self.unpark(ctx);
                 call.harvested = true;
-                if last && self.has_work(me) && self.worth_handing_over(me) {
+                if last && (kept.is_some() || self.has_work(me)) && self.worth_handing_over(me) {
                     // Leaving the set without a poller to work: a parked
                     // follower takes over polling.
                     if let Some(f) = self.follower(me) {
                         ctx.wakes.push(f);
+                    }
+                }
+                if let Some(id) = kept {
+                    // The kept event goes out first, then what the queue
+                    // holds, as if it had been pushed onto the empty queue.
+                    out.clear();
+                    call.stolen = 0;
+                    let mut n = usize::from(self.deliver(ctx, id, false, out));
+                    let room = if n == 0 {
+                        max
+                    } else if self.has_work(me) {
+                        self.batch_cap(me, max).saturating_sub(n)
+                    } else {
+                        0
+                    };
+                    n += self.fill(ctx, out, room);
+                    if n > 0 {
+                        ctx.unharvested += n;
+                        self.record_return(ctx, now, n);
+                        return Step::Deliver(n);
                     }
                 }
             }
@@ -521,6 +562,9 @@ impl Scheduler {
                 // found the lost wake-up without this check.)
                 crate::sync::fence(Ordering::SeqCst);
                 if self.idle.load(Ordering::SeqCst) & (1u64 << me) != 0 {
+                    if call.poll_max == 1 && self.cfg.policy != Policy::Shared {
+                        self.workers[me].hand.store(HAND_OPEN, Ordering::Relaxed);
+                    }
                     return Step::Poll(sleep);
                 }
                 // Followers that parked meanwhile saw a poller: if it was
@@ -551,6 +595,13 @@ impl Scheduler {
         let me = ctx.id;
         let l = &self.lp;
         let g = &l.groups[l.group_of[me]];
+        if let Some(id) = self.close_hand(me) {
+            // Kept by a harvest the driver then failed to report: queued
+            // on this worker like any other activation.
+            if !self.push(self.qidx(me), id, false, false) {
+                self.park_orphan(id, self.slot_of(id));
+            }
+        }
         if std::mem::take(&mut call.harvesting) {
             g.harvesting.store(false, Ordering::Release);
         }
@@ -795,6 +846,19 @@ impl Scheduler {
     /// that a follower's wake-up pays for itself. Otherwise nobody polls
     /// while it works; every worker's next `wait` harvests on the way, so
     /// readiness waits at most about one event's processing.
+    /// Shuts worker `me`'s hand at the end of its blocking poll; returns
+    /// the source its harvest kept there, if any.
+    #[inline]
+    fn close_hand(&self, me: WorkerId) -> Option<SourceId> {
+        let hand = &self.workers[me].hand;
+        let v = hand.load(Ordering::Relaxed);
+        if v == HAND_SHUT {
+            return None;
+        }
+        hand.store(HAND_SHUT, Ordering::Relaxed);
+        (v != HAND_OPEN).then(|| SourceId::from_u64(v))
+    }
+
     fn worth_handing_over(&self, me: WorkerId) -> bool {
         let min = self.cfg.promote_min_ns;
         min == 0 || self.workers[me].t_avg() >= min as f64

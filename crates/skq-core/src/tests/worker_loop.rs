@@ -223,6 +223,105 @@ fn every_idle_worker_polls_by_default_and_the_woken_one_keeps_one_event() {
     assert!(s.polled(0));
 }
 
+/// Three hybrid workers polling one set (one event per poll), all idle:
+/// worker 2's harvest keeps `a` and gives `b` to another worker. Returns
+/// the scheduler, the contexts and calls, and the sources.
+fn harvest_into_the_hand() -> (Scheduler, Vec<WorkerCtx>, Vec<WaitCall>, [SourceId; 2]) {
+    let s = sched_pollers(Policy::Hybrid, 3, 1, 0);
+    let a = s.register(1, Flags::NONE, None).unwrap();
+    let b = s.register(2, Flags::NONE, None).unwrap();
+    let mut ctx: Vec<WorkerCtx> = (0..3).map(|w| s.worker(w)).collect();
+    let mut calls: Vec<WaitCall> = ctx
+        .iter_mut()
+        .map(|c| s.begin_wait(c, 0, None, Readiness::Polled))
+        .collect();
+    for w in 0..3 {
+        assert_eq!(
+            step(&s, &mut ctx[w], &mut calls[w], Done::Begin),
+            Step::Poll(None)
+        );
+        assert_eq!(calls[w].poll_max(), 1);
+    }
+    let mut rng = s.activator_rng(1);
+    let a_on = s.activate_harvested(a, Ready::READABLE, None, 5, &mut rng, 2);
+    assert_eq!(
+        a_on,
+        Activation::Queued {
+            worker: 2,
+            wake: Some(2)
+        },
+        "the harvester keeps its first event"
+    );
+    assert_eq!(s.queued(2), 0, "in its hand, not on its queue");
+    match s.activate_harvested(b, Ready::READABLE, None, 5, &mut rng, 2) {
+        Activation::Queued { worker, wake } => {
+            assert_ne!(worker, 2, "the harvester was claimed by the first");
+            assert_eq!(wake, Some(worker));
+        }
+        other => panic!("{other:?}"),
+    }
+    (s, ctx, calls, [a, b])
+}
+
+#[test]
+fn the_event_a_poller_keeps_is_delivered_from_its_hand_exactly_once() {
+    let (s, mut ctx, mut calls, [a, b]) = harvest_into_the_hand();
+    let mut out = Vec::new();
+    // Readiness for `a` again while it is kept: coalesced into it.
+    let mut rng = s.activator_rng(2);
+    assert_eq!(
+        s.activate(a, Ready::WRITABLE, None, 5, &mut rng),
+        Activation::Coalesced
+    );
+    let st = s.next_step(&mut ctx[2], &mut calls[2], Done::Polled, 6, &mut out, 4);
+    assert_eq!(st, Step::Deliver(1));
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].token, out[0].source), (1, a));
+    assert_eq!(out[0].ready, Ready::READABLE | Ready::WRITABLE);
+    assert!(!ctx[2].has_wakes(), "others still poll: no hand-over");
+    // Busy now: new readiness waits for the release, then comes once more.
+    assert_eq!(
+        s.activate(a, Ready::READABLE, None, 7, &mut rng),
+        Activation::Deferred
+    );
+    let mut c2 = s.begin_wait(&mut ctx[2], 8, None, Readiness::Polled);
+    let mut out = Vec::new();
+    let st = s.next_step(&mut ctx[2], &mut c2, Done::Begin, 8, &mut out, 4);
+    if !matches!(st, Step::Deliver(_)) {
+        out.clear();
+    }
+    let of = |id| out.iter().filter(|e| e.source == id).count();
+    let queued = s.queued(0) + s.queued(1) + s.queued(2);
+    assert!(of(a) <= 1 && of(b) <= 1, "{out:?}");
+    assert_eq!(
+        of(a) + of(b) + queued,
+        2,
+        "{st:?}: a's redelivery and b each exist once"
+    );
+    // A poll that keeps nothing shuts the hand: the next activation by
+    // worker 2 outside a poll goes through a queue.
+    let (s, mut ctx, mut calls, _) = harvest_into_the_hand();
+    let mut out = Vec::new();
+    assert_eq!(
+        s.next_step(&mut ctx[2], &mut calls[2], Done::Polled, 6, &mut out, 4),
+        Step::Deliver(1)
+    );
+    let c = s.register(3, Flags::NONE, None).unwrap();
+    let mut rng = s.activator_rng(3);
+    let _ = s.activate_harvested(c, Ready::READABLE, None, 7, &mut rng, 2);
+    assert_eq!(s.queued(0) + s.queued(1) + s.queued(2), 2, "b and c queued");
+}
+
+#[test]
+fn an_event_kept_by_a_poll_that_failed_goes_onto_the_pollers_queue() {
+    let (s, mut ctx, mut calls, [a, _]) = harvest_into_the_hand();
+    s.abort_wait(&mut ctx[2], &mut calls[2], 6);
+    assert_eq!(s.queued(2), 1, "queued like any other activation");
+    let mut out = Vec::new();
+    assert_eq!(s.wait(&mut ctx[2], 7, &mut out, 4), 1);
+    assert_eq!(out[0].source, a);
+}
+
 #[test]
 fn under_cpu_affinity_the_harvester_keeps_only_events_of_its_own_cpu() {
     // Workers 0 and 2 on CPU 0, worker 1 on CPU 1.
