@@ -2,8 +2,28 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::syscall;
+
+/// Set once `epoll_pwait2` answered `ENOSYS` (a kernel before 5.11, or a
+/// sandbox or tool that does not pass it through, as valgrind): every later
+/// wait goes to the fallback at once instead of paying a failing system
+/// call first.
+static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
+
+/// Whether `epoll_pwait2` is known to be missing here.
+#[inline]
+fn pwait2_missing() -> bool {
+    NO_PWAIT2.load(Ordering::Relaxed)
+}
+
+/// Makes every later wait of this process take the fallback, as after an
+/// `ENOSYS`: for tests of that path on kernels that have `epoll_pwait2`.
+#[doc(hidden)]
+pub fn force_pwait2_fallback() {
+    NO_PWAIT2.store(true, Ordering::Relaxed);
+}
 
 /// An epoll instance; closed on drop.
 #[derive(Debug)]
@@ -140,21 +160,29 @@ impl Epoll {
         let ts_ptr = ts
             .as_ref()
             .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: `out` has room for `cap` events; `ts_ptr` is null or points
-        // at a live timespec; `sigmask` is a live sigset_t whose size the
-        // last argument gives (the kernel's sigset is 8 bytes).
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.fd.as_raw_fd(),
-                out.as_mut_ptr(),
-                cap,
-                ts_ptr,
-                sigmask as *const libc::sigset_t,
-                8usize,
-            )
+        let missing = pwait2_missing();
+        let n = if missing {
+            -1
+        } else {
+            // SAFETY: `out` has room for `cap` events; `ts_ptr` is null or
+            // points at a live timespec; `sigmask` is a live sigset_t whose
+            // size the last argument gives (the kernel's sigset is 8 bytes).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    self.fd.as_raw_fd(),
+                    out.as_mut_ptr(),
+                    cap,
+                    ts_ptr,
+                    sigmask as *const libc::sigset_t,
+                    8usize,
+                )
+            }
         };
-        let n = if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        let n = if missing
+            || (n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+        {
+            NO_PWAIT2.store(true, Ordering::Relaxed);
             let ms = timeout_ns.map_or(-1, |ns| ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32);
             // SAFETY: as above; epoll_pwait takes the same mask.
             unsafe {
@@ -190,6 +218,9 @@ impl Epoll {
             tv_sec: (ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (ns % 1_000_000_000) as libc::c_long,
         };
+        if pwait2_missing() {
+            return self.wait(out, ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32);
+        }
         // SAFETY: `out` has room for `capacity` events; `ts` is a live
         // timespec; a null sigmask means "leave the mask alone".
         let n = unsafe {
@@ -207,6 +238,7 @@ impl Epoll {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
                 Some(libc::ENOSYS) => {
+                    NO_PWAIT2.store(true, Ordering::Relaxed);
                     self.wait(out, ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32)
                 }
                 Some(libc::EINTR) => Ok(0),
