@@ -170,10 +170,11 @@ fn cpu_gets_a_set_per_worker_only_when_each_worker_has_its_own_cpu() {
     assert_eq!(built(Policy::Hybrid, &[0, 1], &|c| c.poll_groups = 2), 2);
 }
 
-#[test]
-fn every_idle_worker_polls_by_default_and_the_woken_one_keeps_one_event() {
-    assert_eq!(Config::new(Policy::Best2, 2).pollers, DEFAULT_POLLERS);
-    let s = sched_pollers(Policy::Best2, 3, 1, 0);
+/// Three workers of `policy`, every idle worker polling one set, all in
+/// their blocking poll; two sources registered. Returns the scheduler, the
+/// contexts and calls, and the sources.
+fn three_polling(policy: Policy) -> (Scheduler, Vec<WorkerCtx>, Vec<WaitCall>, [SourceId; 2]) {
+    let s = sched_pollers(policy, 3, 1, 0);
     let a = s.register(1, Flags::NONE, None).unwrap();
     let b = s.register(2, Flags::NONE, None).unwrap();
     let mut ctx: Vec<WorkerCtx> = (0..3).map(|w| s.worker(w)).collect();
@@ -186,9 +187,18 @@ fn every_idle_worker_polls_by_default_and_the_woken_one_keeps_one_event() {
             step(&s, &mut ctx[w], &mut calls[w], Done::Begin),
             Step::Poll(None)
         );
-        assert_eq!(s.wake_via(w), WakeVia::Targeted);
         // One event per poll: the kernel spreads a burst over the pollers.
         assert_eq!(calls[w].poll_max(), 1);
+    }
+    (s, ctx, calls, [a, b])
+}
+
+#[test]
+fn every_idle_worker_polls_by_default_and_the_woken_one_keeps_one_event() {
+    assert_eq!(Config::new(Policy::Best2, 2).pollers, DEFAULT_POLLERS);
+    let (s, mut ctx, mut calls, [a, b]) = three_polling(Policy::Best2);
+    for w in 0..3 {
+        assert_eq!(s.wake_via(w), WakeVia::Targeted);
     }
     assert_eq!(s.follower(0), None, "nobody parks");
     // The kernel woke worker 2: its first event stays with it (no wake-up
@@ -227,21 +237,7 @@ fn every_idle_worker_polls_by_default_and_the_woken_one_keeps_one_event() {
 /// worker 2's harvest keeps `a` and gives `b` to another worker. Returns
 /// the scheduler, the contexts and calls, and the sources.
 fn harvest_into_the_hand() -> (Scheduler, Vec<WorkerCtx>, Vec<WaitCall>, [SourceId; 2]) {
-    let s = sched_pollers(Policy::Hybrid, 3, 1, 0);
-    let a = s.register(1, Flags::NONE, None).unwrap();
-    let b = s.register(2, Flags::NONE, None).unwrap();
-    let mut ctx: Vec<WorkerCtx> = (0..3).map(|w| s.worker(w)).collect();
-    let mut calls: Vec<WaitCall> = ctx
-        .iter_mut()
-        .map(|c| s.begin_wait(c, 0, None, Readiness::Polled))
-        .collect();
-    for w in 0..3 {
-        assert_eq!(
-            step(&s, &mut ctx[w], &mut calls[w], Done::Begin),
-            Step::Poll(None)
-        );
-        assert_eq!(calls[w].poll_max(), 1);
-    }
+    let (s, ctx, calls, [a, b]) = three_polling(Policy::Hybrid);
     let mut rng = s.activator_rng(1);
     let a_on = s.activate_harvested(a, Ready::READABLE, None, 5, &mut rng, 2);
     assert_eq!(
