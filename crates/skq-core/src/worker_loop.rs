@@ -841,11 +841,6 @@ impl Scheduler {
             && !self.lp.prioritized.load(Ordering::Relaxed)
     }
 
-    /// Whether a poller leaving to work should wake a follower to poll:
-    /// only when its events take long enough (`Config::promote_min_ns`)
-    /// that a follower's wake-up pays for itself. Otherwise nobody polls
-    /// while it works; every worker's next `wait` harvests on the way, so
-    /// readiness waits at most about one event's processing.
     /// Shuts worker `me`'s hand at the end of its blocking poll; returns
     /// the source its harvest kept there, if any.
     #[inline]
@@ -859,6 +854,11 @@ impl Scheduler {
         (v != HAND_OPEN).then(|| SourceId::from_u64(v))
     }
 
+    /// Whether a poller leaving to work should wake a follower to poll:
+    /// only when its events take long enough (`Config::promote_min_ns`)
+    /// that a follower's wake-up pays for itself. Otherwise nobody polls
+    /// while it works; every worker's next `wait` harvests on the way, so
+    /// readiness waits at most about one event's processing.
     fn worth_handing_over(&self, me: WorkerId) -> bool {
         let min = self.cfg.promote_min_ns;
         min == 0 || self.workers[me].t_avg() >= min as f64

@@ -439,6 +439,31 @@ struct Conn {
     dirty: bool,
 }
 
+/// How long the loop may block in epoll at `now` (0: poll without
+/// blocking): until `spin` before the `next` send, except that while
+/// `outstanding` requests wait for replies it stays awake for `reply_wait`
+/// after its latest send at `last_send`. Replies are due soon after a
+/// send, and a thread that sleeps before they come reads them only when
+/// its halted vCPU is woken: 100+ µs late on these VMs, which the read-lag
+/// check caught at 1,000 req/s, where an exponential gap exceeds the 2-ms
+/// pre-send spin one time in seven (read lag p99 147–185 µs before, 9–11
+/// µs after; docs/MEASUREMENT.md, "Read lag at low rates").
+fn sleep_ns(
+    now: u64,
+    next: u64,
+    spin: u64,
+    outstanding: u64,
+    last_send: u64,
+    reply_wait: u64,
+) -> u64 {
+    let timeout = next.saturating_sub(now).saturating_sub(spin);
+    if timeout > 0 && outstanding > 0 && now < last_send.saturating_add(reply_wait) {
+        0
+    } else {
+        timeout
+    }
+}
+
 /// The generator thread's state.
 pub struct Worker<'a> {
     p: WorkerParams<'a>,
@@ -745,20 +770,14 @@ impl<'a> Worker<'a> {
                 // blocking until it is due: a thread that blocks lets its
                 // (virtual) CPU halt, and waking it again can take
                 // milliseconds.
-                let mut timeout = next.saturating_sub(now).saturating_sub(spin);
-                // Replies are due soon after a send: a thread that sleeps
-                // before they come reads them only when its halted vCPU
-                // is woken, 40–55 µs late on these VMs, which the read-lag
-                // check catches at 1,000 req/s (an exponential gap exceeds
-                // the 2 ms pre-send spin 13.5% of the time). So while
-                // requests are outstanding, for `reply_wait` after the last
-                // send, it polls without blocking.
-                if timeout > 0
-                    && self.outstanding > 0
-                    && now < self.last_stamp.saturating_add(reply_wait)
-                {
-                    timeout = 0;
-                }
+                let timeout = sleep_ns(
+                    now,
+                    next,
+                    spin,
+                    self.outstanding,
+                    self.last_stamp,
+                    reply_wait,
+                );
                 self.events.clear();
                 self.ev_next = 0;
                 // A sleep is no stall; only its overshoot can be.
@@ -1267,5 +1286,31 @@ mod tests {
         // Spanning all of them.
         assert_eq!(stalled_within(&ring, 0, 5_000), 700);
         assert_eq!(stalled_within(&VecDeque::new(), 0, 5_000), 0);
+    }
+
+    #[test]
+    fn the_loop_stays_awake_for_replies_only_after_a_recent_send() {
+        const MS: u64 = 1_000_000;
+        let spin = 2 * MS;
+        // Next send 10 ms away, last send 0.5 ms ago, a reply outstanding,
+        // a CPU of its own: poll without blocking.
+        assert_eq!(
+            sleep_ns(100 * MS, 110 * MS, spin, 1, 99 * MS + MS / 2, spin),
+            0
+        );
+        // Nothing outstanding: sleep until the spin before the next send.
+        assert_eq!(
+            sleep_ns(100 * MS, 110 * MS, spin, 0, 99 * MS + MS / 2, spin),
+            8 * MS
+        );
+        // The wait after the last send is over: sleep again.
+        assert_eq!(sleep_ns(100 * MS, 110 * MS, spin, 1, 97 * MS, spin), 8 * MS);
+        // A CPU shared with the server (no reply wait): sleep.
+        assert_eq!(
+            sleep_ns(100 * MS, 110 * MS, spin, 1, 99 * MS + MS / 2, 0),
+            8 * MS
+        );
+        // Inside the pre-send spin anyway: poll.
+        assert_eq!(sleep_ns(100 * MS, 101 * MS, spin, 0, 0, spin), 0);
     }
 }
