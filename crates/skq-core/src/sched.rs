@@ -650,14 +650,21 @@ impl Scheduler {
         if hand.load(Ordering::Relaxed) != crate::worker::HAND_OPEN {
             return false;
         }
-        let bit = 1u64 << w;
-        if self.idle.load(Ordering::Relaxed) & bit == 0
-            || self.idle.fetch_and(!bit, Ordering::AcqRel) & bit == 0
-        {
+        if !self.claim_bit(w) {
             return false;
         }
         hand.store(id.as_u64(), Ordering::Relaxed);
         true
+    }
+
+    /// Clears worker `w`'s idle bit; true if this call cleared it (the
+    /// caller then owes `w` its wake-up, or is `w`). The plain load first
+    /// spares a locked RMW when the bit is clear already.
+    #[inline]
+    fn claim_bit(&self, w: WorkerId) -> bool {
+        let bit = 1u64 << w;
+        self.idle.load(Ordering::Relaxed) & bit != 0
+            && self.idle.fetch_and(!bit, Ordering::AcqRel) & bit != 0
     }
 
     /// Pushes onto queue `q`; false if its owner has exited.
@@ -711,11 +718,7 @@ impl Scheduler {
         qs.len.store(g.len() as u64, Ordering::Relaxed);
         qs.pushes
             .store(qs.pushes.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        let claimed = claim.is_some_and(|w| {
-            let bit = 1u64 << w;
-            self.idle.load(Ordering::Relaxed) & bit != 0
-                && self.idle.fetch_and(!bit, Ordering::AcqRel) & bit != 0
-        });
+        let claimed = claim.is_some_and(|w| self.claim_bit(w));
         drop(g);
         Some(claimed)
     }

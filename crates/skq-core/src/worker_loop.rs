@@ -396,21 +396,19 @@ impl Scheduler {
                         ctx.wakes.push(f);
                     }
                 }
+                // The kept event goes out first, then what the queue holds,
+                // as if it had been pushed onto the empty queue. (A source
+                // deregistered while kept is stale: the loop below goes on.)
                 if let Some(id) = kept {
-                    // The kept event goes out first, then what the queue
-                    // holds, as if it had been pushed onto the empty queue.
                     out.clear();
                     call.stolen = 0;
-                    let mut n = usize::from(self.deliver(ctx, id, false, out));
-                    let room = if n == 0 {
-                        max
-                    } else if self.has_work(me) {
-                        self.batch_cap(me, max).saturating_sub(n)
-                    } else {
-                        0
-                    };
-                    n += self.fill(ctx, out, room);
-                    if n > 0 {
+                    if self.deliver(ctx, id, false, out) {
+                        let room = if self.has_work(me) {
+                            self.batch_cap(me, max).saturating_sub(1)
+                        } else {
+                            0
+                        };
+                        let n = 1 + self.fill(ctx, out, room);
                         ctx.unharvested += n;
                         self.record_return(ctx, now, n);
                         return Step::Deliver(n);

@@ -18,6 +18,12 @@ fn pwait2_missing() -> bool {
     NO_PWAIT2.load(Ordering::Relaxed)
 }
 
+/// A nanosecond timeout as the fallback's milliseconds, rounded up (a wait
+/// never ends before its deadline).
+fn fallback_ms(ns: u64) -> i32 {
+    ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32
+}
+
 /// Makes every later wait of this process take the fallback, as after an
 /// `ENOSYS`: for tests of that path on kernels that have `epoll_pwait2`.
 #[doc(hidden)]
@@ -182,8 +188,11 @@ impl Epoll {
         let n = if missing
             || (n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
         {
-            NO_PWAIT2.store(true, Ordering::Relaxed);
-            let ms = timeout_ns.map_or(-1, |ns| ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32);
+            if !missing {
+                // Once, not on every later wait: every thread polls here.
+                NO_PWAIT2.store(true, Ordering::Relaxed);
+            }
+            let ms = timeout_ns.map_or(-1, fallback_ms);
             // SAFETY: as above; epoll_pwait takes the same mask.
             unsafe {
                 libc::epoll_pwait(self.fd.as_raw_fd(), out.as_mut_ptr(), cap, ms, sigmask)
@@ -210,6 +219,9 @@ impl Epoll {
         if ns == 0 {
             return self.wait(out, 0);
         }
+        if pwait2_missing() {
+            return self.wait(out, fallback_ms(ns));
+        }
         out.clear();
         if out.capacity() == 0 {
             out.reserve(1);
@@ -218,9 +230,6 @@ impl Epoll {
             tv_sec: (ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (ns % 1_000_000_000) as libc::c_long,
         };
-        if pwait2_missing() {
-            return self.wait(out, ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32);
-        }
         // SAFETY: `out` has room for `capacity` events; `ts` is a live
         // timespec; a null sigmask means "leave the mask alone".
         let n = unsafe {
@@ -239,7 +248,7 @@ impl Epoll {
             return match e.raw_os_error() {
                 Some(libc::ENOSYS) => {
                     NO_PWAIT2.store(true, Ordering::Relaxed);
-                    self.wait(out, ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32)
+                    self.wait(out, fallback_ms(ns))
                 }
                 Some(libc::EINTR) => Ok(0),
                 _ => Err(e),
