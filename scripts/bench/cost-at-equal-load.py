@@ -12,7 +12,12 @@ connections, mode): the ratio of server CPU per reply at each load and run,
 their median and range, and the context switches per reply (voluntary +
 involuntary) of both. Cost does not depend on the generator keeping its
 schedule the way p99 does, so points that failed a latency self-check are
-kept; a point the sweep could not measure is skipped.
+kept; a point the sweep could not measure is skipped. With --passing, a pair
+counts only when both of its points passed every self-check and neither was
+disturbed nor delayed by the host (the figure to cite from a run whose
+saturated points failed their checks).
+
+    python3 scripts/bench/cost-at-equal-load.py [--passing] BASELINE RUN_DIR ...
 """
 import collections
 import json
@@ -33,15 +38,28 @@ def per_reply(pt):
     return us, sw
 
 
+def clean(pt):
+    """Passed every self-check, not disturbed, not delayed by the host."""
+    checks = (pt.get("result") or {}).get("checks") or {}
+    return (
+        checks.get("pass", False)
+        and not (pt.get("disturbance") or {}).get("disturbed", False)
+        and not (pt.get("overshoot") or {}).get("delayed", False)
+    )
+
+
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    passing = "--passing" in args
+    args = [a for a in args if a != "--passing"]
+    if len(args) < 2:
         sys.exit(__doc__)
-    base = sys.argv[1]
+    base = args[0]
     cost = {}
-    for run, path in enumerate(sys.argv[2:]):
+    for run, path in enumerate(args[1:]):
         for pt in json.load(open(os.path.join(path, "points.json"))):
             c = per_reply(pt)
-            if c is None:
+            if c is None or (passing and not clean(pt)):
                 continue
             meta = pt["result"]["meta"]
             key = (meta["workload"], meta["connections"], pt["config"])
