@@ -34,6 +34,9 @@ load's latency from schedule. Every run visits every (workload, server) once,
 servers in a rotated order per run; ratios are against stock in the same run.
 Needs: bash scripts/setup.sh, bash scripts/build-memcached-skq.sh,
 cargo build --release -p skq.
+Environment, to compare builds: SKQ (the skq binary: the kv servers and the
+generator; default target/release/skq), MC_SKQ (memcached on skq; default
+target/capi/memcached-skq/memcached).
 """
 import argparse
 import datetime
@@ -47,8 +50,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SKQ = os.path.join(ROOT, "target/release/skq")
-MC_SKQ = os.path.join(ROOT, "target/capi/memcached-skq/memcached")
+SKQ = os.environ.get("SKQ", os.path.join(ROOT, "target/release/skq"))
+MC_SKQ = os.environ.get("MC_SKQ", os.path.join(ROOT, "target/capi/memcached-skq/memcached"))
 STOCK = "/usr/bin/memcached"
 SERVERS = ["stock", "patched-off", "mc-skq-cpu", "mc-skq-hybrid", "kv-cpu", "kv-hybrid"]
 WORKLOADS = ["etc", "sphinx-ro", "sphinx-wo"]
