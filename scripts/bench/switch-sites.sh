@@ -21,7 +21,8 @@
 # Counts, not times: perf's own cost does not change them much, but run it on a
 # quiet machine all the same (the races it counts depend on timing).
 #
-# Needs perf with tracepoints (these VMs have them; no hardware counters needed).
+# Needs perf with tracepoints (these VMs have them; no hardware counters needed), and
+# root or perf_event_paranoid <= -1 for the system-wide wakings.
 set -euo pipefail
 out=${1:?usage: switch-sites.sh OUT [RATE] [SECS] [MODES]}
 rate=${2:-3200}
