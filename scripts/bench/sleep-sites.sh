@@ -14,12 +14,14 @@
 #   server on CPU 0, generator on CPU 1; modes interleaved per run.
 #   SKQ=path picks the binary (default target/release/skq).
 # Needs perf with tracepoint access (root). Measure on a quiet machine.
+# scripts/bench/switch-sites.sh counts, beside these sites, the epoll waits'
+# returns (a wait that slept without returning) and who woke the threads.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 RUNS=1
 if [[ ${1:-} == --runs ]]; then RUNS=$2; shift 2; fi
 if [[ $# -lt 1 || ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 IFS=, read -r -a MODES <<< "$1"; shift

@@ -2,7 +2,10 @@
 # Where the RPC server's threads go to sleep, per reply: the kernel site of every
 # voluntary context switch (the epoll wait, the emulated service's sleep, a futex,
 # other) and what the epoll waits returned, for each mode (issue 21: switches per
-# reply at load 0.2, hybrid against epoll-shared).
+# reply at load 0.2, hybrid against epoll-shared). scripts/bench/sleep-sites.sh
+# classifies the same sleeps with each point's p50, p99 and self-checks, over
+# several modes and rates; this script adds what the two questions it leaves need:
+# how often a wait slept without returning, and who woke the threads.
 #
 #   bash scripts/bench/switch-sites.sh OUT [RATE] [SECS] [MODES]
 #
