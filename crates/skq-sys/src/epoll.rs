@@ -159,21 +159,18 @@ impl Epoll {
             out.reserve(1);
         }
         let cap = max.clamp(1, out.capacity()).min(i32::MAX as usize) as libc::c_int;
-        let ts = timeout_ns.map(|ns| libc::timespec {
-            tv_sec: (ns / 1_000_000_000) as libc::time_t,
-            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-        });
-        let ts_ptr = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        let missing = pwait2_missing();
-        let n = if missing {
-            -1
-        } else {
+        if !pwait2_missing() {
+            let ts = timeout_ns.map(|ns| libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+            });
+            let ts_ptr = ts
+                .as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
             // SAFETY: `out` has room for `cap` events; `ts_ptr` is null or
             // points at a live timespec; `sigmask` is a live sigset_t whose
             // size the last argument gives (the kernel's sigset is 8 bytes).
-            unsafe {
+            let n = unsafe {
                 libc::syscall(
                     libc::SYS_epoll_pwait2,
                     self.fd.as_raw_fd(),
@@ -183,24 +180,18 @@ impl Epoll {
                     sigmask as *const libc::sigset_t,
                     8usize,
                 )
+            };
+            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+                // SAFETY: `n` is what the kernel returned for this buffer.
+                return unsafe { filled(out, n) };
             }
-        };
-        let n = if missing
-            || (n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
-        {
-            if !missing {
-                // Once, not on every later wait: every thread polls here.
-                NO_PWAIT2.store(true, Ordering::Relaxed);
-            }
-            let ms = timeout_ns.map_or(-1, fallback_ms);
-            // SAFETY: as above; epoll_pwait takes the same mask.
-            unsafe {
-                libc::epoll_pwait(self.fd.as_raw_fd(), out.as_mut_ptr(), cap, ms, sigmask)
-                    as libc::c_long
-            }
-        } else {
-            n
-        };
+            // Once, not on every later wait: every thread polls here.
+            NO_PWAIT2.store(true, Ordering::Relaxed);
+        }
+        let ms = timeout_ns.map_or(-1, fallback_ms);
+        // SAFETY: as above; epoll_pwait takes the same mask.
+        let n =
+            unsafe { libc::epoll_pwait(self.fd.as_raw_fd(), out.as_mut_ptr(), cap, ms, sigmask) };
         // SAFETY: `n` is what the kernel returned for this buffer.
         unsafe { filled(out, n as libc::c_long) }
     }
@@ -243,20 +234,12 @@ impl Epoll {
                 0usize,
             )
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::ENOSYS) => {
-                    NO_PWAIT2.store(true, Ordering::Relaxed);
-                    self.wait(out, fallback_ms(ns))
-                }
-                Some(libc::EINTR) => Ok(0),
-                _ => Err(e),
-            };
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            NO_PWAIT2.store(true, Ordering::Relaxed);
+            return self.wait(out, fallback_ms(ns));
         }
-        // SAFETY: the kernel initialised the first n entries.
-        unsafe { out.set_len(n as usize) };
-        Ok(n as usize)
+        // SAFETY: `n` is what the kernel returned for this buffer.
+        unsafe { filled(out, n) }
     }
 }
 
