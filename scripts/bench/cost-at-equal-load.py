@@ -15,7 +15,10 @@ schedule the way p99 does, so points that failed a latency self-check are
 kept; a point the sweep could not measure is skipped. With --passing, a pair
 counts only when both of its points passed every self-check and neither was
 disturbed nor delayed by the host (the figure to cite from a run whose
-saturated points failed their checks).
+saturated points failed their checks). `skq pool --cpu-vs BASELINE RUN_DIR ...`
+applies the same filter by default and pools several runs per load; on one
+run it gives the same per-load ratios (checked on
+docs/results/quiet-2026-12-07d/main1), so prefer it where runs are pooled.
 
     python3 scripts/bench/cost-at-equal-load.py [--passing] BASELINE RUN_DIR ...
 """
