@@ -85,6 +85,9 @@
 #              -> cpusets2wN/, .log, cost-cpusets2wN.txt
 #   cpusetsspreadN cpu-sets-spread.toml (2 workers, one per CPU, generator
 #              beside them) --strict -> cpusetsspreadN/, .log, cost-...txt
+#   setsckptN  hybrid on one shared set, on a set per worker, and on a set per
+#              worker with checkpoints every 250 µs (sets-checkpoints.toml)
+#              --strict -> setsckptN/, .log, cost-setsckptN.txt
 #   cpusetsN   cpu on one shared set and on one set per worker in the main
 #              job's setting (cpu-sets.toml) --strict -> cpusetsN/, .log,
 #              cost-cpusetsN.txt
@@ -180,6 +183,7 @@ run_job() {
         cpusetsspread*) sweep_with_cost crates/skq-bench/examples/cpu-sets-spread.toml ;;
         cpusets2w*) sweep_with_cost crates/skq-bench/examples/cpu-sets-2w.toml ;;
         cpusets*) sweep_with_cost crates/skq-bench/examples/cpu-sets.toml ;;
+        setsckpt*) sweep_with_cost crates/skq-bench/examples/sets-checkpoints.toml ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         pipes*) local modes=epoll-1to1,epoll-shared,vanilla,shared,cpu,hybrid
                 local b="$D/before/pipes-run${job#pipes}" a="$D/after/pipes-run${job#pipes}"

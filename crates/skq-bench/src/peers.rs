@@ -101,6 +101,9 @@ pub fn skq_command(curve: &Curve, skq: &Path, port: u16) -> Result<Command> {
     let mut c = Command::new(skq);
     c.args(["serve", "rpc", "--addr", &format!("127.0.0.1:{port}")]);
     c.args(spec_args(curve)?);
+    if let Some(u) = curve.server.checkpoint_us {
+        c.args(["--checkpoint-us", &u.to_string()]);
+    }
     Ok(c)
 }
 

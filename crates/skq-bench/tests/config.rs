@@ -863,3 +863,61 @@ struct KvCli {
     #[command(flatten)]
     kv: skq_kv::cli::KvArgs,
 }
+
+#[test]
+fn checkpoints_reach_the_rpc_server_of_skq_modes_only() {
+    let err = |body: &str| {
+        let f = SweepFile::parse(&format!("[[config]]\n{body}\n")).unwrap();
+        format!("{:#}", Sweep::from_file(&f, 2).unwrap_err())
+    };
+    for mode in [
+        "tokio",
+        "epoll-shared",
+        "async-tokio",
+        "memcached",
+        "kv-hybrid",
+    ] {
+        let e = err(&format!(
+            "mode = \"{mode}\"\ncapacity_rps = 10000.0\nslo_us = 500.0\ncheckpoint_us = 20"
+        ));
+        assert!(
+            e.contains("`checkpoint_us`") && e.contains("only skq modes"),
+            "{mode}: {e}"
+        );
+    }
+    let e = err("mode = \"hybrid\"\ncheckpoint_us = 0");
+    assert!(e.contains("`checkpoint_us`: must be positive"), "{e}");
+    for mode in ["hybrid", "async-hybrid"] {
+        let f = SweepFile::parse(&format!(
+            "[[config]]\nmode = \"{mode}\"\npoll_groups = 8\ncheckpoint_us = 20\n"
+        ))
+        .unwrap();
+        let s = Sweep::from_file(&f, 2).unwrap();
+        let curve = &s.curves[0];
+        assert_eq!(curve.server.checkpoint_us, Some(20), "{mode}");
+        let dir = std::env::temp_dir();
+        let cmd =
+            skq_bench::peers::server_command(curve, std::path::Path::new("skq"), 1, &dir).unwrap();
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = args.iter().position(|a| a == "--checkpoint-us");
+        assert_eq!(
+            at.map(|i| args[i + 1].as_str()),
+            Some("20"),
+            "{mode}: {args:?}"
+        );
+    }
+    // Without the key no checkpoint flag is passed.
+    let f = SweepFile::parse("[[config]]\nmode = \"hybrid\"\n").unwrap();
+    let s = Sweep::from_file(&f, 2).unwrap();
+    let cmd = skq_bench::peers::server_command(
+        &s.curves[0],
+        std::path::Path::new("skq"),
+        1,
+        &std::env::temp_dir(),
+    )
+    .unwrap();
+    assert!(!cmd.get_args().any(|a| a == "--checkpoint-us"));
+}

@@ -154,6 +154,13 @@ pub struct CostArgs {
     /// Requests read per event before still_ready().
     #[arg(long, default_value_t = 32)]
     pub max_reads: usize,
+    /// The handler calls the runtime's cooperative checkpoint every this
+    /// many µs of an event's processing, as `skq serve rpc --checkpoint-us`
+    /// (unset: never). Each harvests the worker's readiness set when nobody
+    /// polls it (a system call) and hands the worker's queued events to
+    /// other workers.
+    #[arg(long, value_name = "US")]
+    pub checkpoint_us: Option<f64>,
 }
 
 /// Where the simulated workers and the connections' packets run, and when readiness reaches the core.
@@ -297,6 +304,11 @@ impl SimArgs {
         if self.costs.max_events == 0 || self.costs.max_reads == 0 {
             bail!("--max-events and --max-reads must be at least 1");
         }
+        let checkpoint_ns = match self.costs.checkpoint_us {
+            None => 0,
+            Some(us) if us.is_finite() && us >= 0.001 => (us * 1e3).round() as u64,
+            Some(us) => bail!("--checkpoint-us must be at least 0.001 (1 ns), got {us}"),
+        };
         Ok(CoreOpts {
             max_events: self.costs.max_events,
             max_reads: self.costs.max_reads,
@@ -309,6 +321,7 @@ impl SimArgs {
             machine: self.machine()?,
             elastic: None,
             rate_profile: None,
+            checkpoint_ns,
         })
     }
 

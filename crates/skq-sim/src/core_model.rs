@@ -47,6 +47,11 @@
 //!   (`Scheduler::set_target`); workers above it leave through
 //!   `Step::Surplus` at their next step, and come back when it rises.
 //!   [`CoreOpts::rate_profile`] warps the arrivals (a load step).
+//! * with [`CoreOpts::checkpoint_ns`], a worker processing an event calls
+//!   the cooperative checkpoint every that many ns of it, as skq-rt's
+//!   `checkpoint()` does (a harvest of its set when nobody polls it, then
+//!   `Scheduler::checkpoint`); the harvest is a system call, counted in CPU
+//!   but not added to the event's length.
 //!
 //! Invariant checked at the end: every request completes. Requests left when
 //! the simulation stalls (no worker will ever run again, or none made progress
@@ -112,6 +117,12 @@ pub struct CoreOutcome {
     /// Time workers spent holding or waiting for a readiness set's lock
     /// (`Overheads::set_hold_ns`), ns; part of `cpu_ns`.
     pub set_lock_ns: u64,
+    /// Cooperative checkpoints made ([`CoreOpts::checkpoint_ns`]).
+    pub checkpoints: u64,
+    /// Of those, the ones that harvested the worker's readiness set.
+    pub checkpoint_harvests: u64,
+    /// Events the checkpoints handed to other workers.
+    pub checkpoint_moved: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -143,6 +154,8 @@ enum Ev {
     Manage,
     /// A worker's harvest of its set, delayed by the set's lock, is done.
     Harvested(u32, u32),
+    /// A worker inside an event reaches a cooperative checkpoint.
+    Checkpoint(u32),
 }
 
 /// Where an idle worker sleeps (the step it is executing).
@@ -173,6 +186,8 @@ struct Worker {
     stolen_in_batch: usize,
     /// What the held-up harvest reports when done.
     after_harvest: Done,
+    /// When the event it is processing ends (for its checkpoints).
+    busy_until: u64,
 }
 
 struct Sim {
@@ -223,6 +238,10 @@ struct Cost {
     steps: u64,
     /// Time in the kernel holding or waiting for a set's lock, ns.
     set_ns: u64,
+    /// Cooperative checkpoints, those that harvested, events they moved.
+    checkpoints: u64,
+    checkpoint_harvests: u64,
+    checkpoint_moved: u64,
 }
 
 /// Simulates `sc` served by `cfg` (its `workers` is replaced by the
@@ -282,6 +301,7 @@ pub fn run(
             epoch: 0,
             stolen_in_batch: 0,
             after_harvest: Done::Begin,
+            busy_until: 0,
         })
         .collect();
     let rm = match &opts.elastic {
@@ -394,6 +414,7 @@ pub fn run(
                 }
                 Ev::Wake(w, epoch) => sim.woken(w as usize, epoch, t),
                 Ev::Harvested(w, epoch) => sim.harvested(w as usize, epoch, t),
+                Ev::Checkpoint(w) => sim.checkpoint(w as usize, t),
             }
         }
     }
@@ -436,6 +457,9 @@ pub fn run(
         loop_steps: c.steps,
         wakeups: sim.sched.sleeps_ended(),
         set_lock_ns: c.set_ns,
+        checkpoints: c.checkpoints,
+        checkpoint_harvests: c.checkpoint_harvests,
+        checkpoint_moved: c.checkpoint_moved,
     })
 }
 
@@ -688,6 +712,11 @@ impl Sim {
             let d = self.serve(w, ev, stolen, t);
             self.cost.work_ns += d;
             self.q.push(t + d, Ev::Step(w as u32));
+            let every = self.opts.checkpoint_ns;
+            if every > 0 && d > every {
+                self.workers[w].busy_until = t + d;
+                self.q.push(t + every, Ev::Checkpoint(w as u32));
+            }
             return;
         }
         wk.pos = 0;
@@ -765,6 +794,34 @@ impl Sim {
                 // No deadline and no shutdown in a simulation.
                 Step::Return => unreachable!("a simulated wait has no deadline"),
             };
+        }
+    }
+
+    /// Worker `w`, inside an event, reaches a cooperative checkpoint at `t`:
+    /// what skq-rt's `checkpoint()` does, then the next one if the event
+    /// lasts that long. Unless a poller waits in its set and nothing is
+    /// queued on it, the worker harvests its set when nobody else polls or
+    /// harvests it (what it finds is routed by the policy, as any harvest
+    /// by a busy worker), then hands its queued events to other workers.
+    fn checkpoint(&mut self, w: usize, t: u64) {
+        if t >= self.workers[w].busy_until {
+            return;
+        }
+        self.cost.checkpoints += 1;
+        if !(self.sched.polled(w) && self.sched.queued(w) == 0) {
+            if self.readiness == Readiness::Polled && self.sched.try_harvest(w) {
+                self.cost.syscalls += 1;
+                self.cost.checkpoint_harvests += 1;
+                self.harvest(w, t, usize::MAX);
+                self.sched.end_harvest(w);
+            }
+            let moved = self.sched.checkpoint(&mut self.workers[w].ctx, t);
+            self.cost.checkpoint_moved += moved as u64;
+            self.flush_wakes(w, t);
+        }
+        let next = t + self.opts.checkpoint_ns;
+        if next < self.workers[w].busy_until {
+            self.q.push(next, Ev::Checkpoint(w as u32));
         }
     }
 

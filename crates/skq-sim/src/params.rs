@@ -130,6 +130,15 @@ pub struct CoreOpts {
     /// Offered rate changing over the run: arrivals are warped through it
     /// (`None`: constant rate).
     pub rate_profile: Option<std::sync::Arc<skq_proto::profile::RateProfile>>,
+    /// The handler calls the runtime's cooperative checkpoint
+    /// (`skq_rt::checkpoint`, `skq serve rpc --checkpoint-us`) every this
+    /// many ns while it processes an event (0, the default: never). Each
+    /// one does what skq-rt's does: unless a poller waits in the worker's
+    /// set and nothing is queued on it, it harvests the set without
+    /// blocking when nobody else polls or harvests it (a system call), then
+    /// hands the worker's queued events to other workers
+    /// (`Scheduler::checkpoint`).
+    pub checkpoint_ns: u64,
 }
 
 /// When an arrival's readiness reaches the core.
@@ -170,6 +179,7 @@ impl Default for CoreOpts {
             machine: Machine::default(),
             elastic: None,
             rate_profile: None,
+            checkpoint_ns: 0,
         }
     }
 }

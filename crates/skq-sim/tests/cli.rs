@@ -62,8 +62,16 @@ fn writes_csv_and_json_reproducibly() {
 
 #[test]
 fn bad_values_name_their_flag() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--loads", "x"], "--loads"),
+        (
+            &["--checkpoint-us", "0", "--model", "hybrid"],
+            "--checkpoint-us",
+        ),
+        (
+            &["--checkpoint-us=-3", "--model", "hybrid"],
+            "--checkpoint-us",
+        ),
         (&["--workload", "nope"], "--workload"),
         (&["--model", "nope"], "--model"),
         (&["--migrate-prob", "2"], "--migrate-prob"),

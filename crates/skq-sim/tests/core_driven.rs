@@ -473,3 +473,52 @@ fn poll_groups_and_a_set_lock_serve_every_request_once() {
     }
     assert_ne!(runs[0], runs[2], "poll groups changed nothing");
 }
+
+#[test]
+fn checkpoints_hand_a_busy_owners_readiness_to_other_workers() {
+    // One readiness set per worker: readiness for a worker inside a long
+    // request waits in its set. A handler that checkpoints lets its worker
+    // harvest that set and hand what it found, and what it had queued, to
+    // other workers. Every request is still served exactly once; the
+    // checkpoints are counted, and the moved work shows as requests served
+    // away from their connection's home.
+    let svc = Service::Spec(ServiceSpec::new(Workload::Bimodal1, S_NS));
+    let sc = Scenario::at_load(svc, 16, 256, 0.5, 40_000, 3);
+    let Model::Core(mut cfg) = Model::parse("hybrid", 16).unwrap() else {
+        panic!("hybrid is a core model");
+    };
+    cfg.poll_groups = 16;
+    let run = |every_ns: u64| {
+        let opts = CoreOpts {
+            harvest: Harvest::Runtime,
+            checkpoint_ns: every_ns,
+            ..CoreOpts::default()
+        };
+        let o = skq_sim::core_model::run(&cfg, &Overheads::default(), &opts, &sc).unwrap();
+        assert_eq!(o.stranded, 0, "checkpoint every {every_ns} ns");
+        assert_eq!(
+            o.summary.completed, 40_000,
+            "checkpoint every {every_ns} ns"
+        );
+        o
+    };
+    let without = run(0);
+    assert_eq!(
+        (
+            without.checkpoints,
+            without.checkpoint_harvests,
+            without.checkpoint_moved
+        ),
+        (0, 0, 0)
+    );
+    let with = run(20_000);
+    assert!(with.checkpoints > 0);
+    assert!(with.checkpoint_harvests > 0 && with.checkpoint_harvests <= with.checkpoints);
+    assert!(with.checkpoint_moved > 0);
+    assert!(
+        with.off_home > without.off_home,
+        "off home {} with checkpoints, {} without",
+        with.off_home,
+        without.off_home
+    );
+}

@@ -159,6 +159,10 @@ pub struct ServerSetup {
     /// `pin`). `None` for every other server.
     #[serde(default, rename = "kv_spec", skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvSpec>,
+    /// The RPC server's `--checkpoint-us` (skq modes only): its service
+    /// loop calls the runtime's cooperative checkpoint every this many µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_us: Option<u64>,
 }
 
 /// The load a curve offers (over [`Curve::connections`] connections) and
@@ -355,6 +359,17 @@ impl Curve {
         let prio = PrioritySpec::from_entry(e, &name, server)?;
         let has_core = server_mode.is_some_and(Mode::has_core);
         let elastic = ElasticSpec::from_entry(e, &name, server, has_core, workers)?;
+        if let Some(u) = e.checkpoint_us {
+            if server != ServerKind::Skq || !has_core {
+                bail!(
+                    "{}: only skq modes of the RPC server (MODE or async-MODE) make checkpoints",
+                    ctx("checkpoint_us")
+                );
+            }
+            if u == 0 {
+                bail!("{}: must be positive", ctx("checkpoint_us"));
+            }
+        }
         let batch_workers = match e.batch_workers.as_deref() {
             None | Some("") => Vec::new(),
             Some(w) => {
@@ -419,6 +434,7 @@ impl Curve {
                         idle_tick_us: e.idle_tick_us,
                     }
                 }),
+                checkpoint_us: e.checkpoint_us,
             },
             load: LoadSpec {
                 threads: e.threads.unwrap_or(1).max(1),

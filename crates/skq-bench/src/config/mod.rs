@@ -198,6 +198,10 @@ pub struct ConfigEntry {
     pub min_workers: Option<usize>,
     /// The resource manager's period, `--elastic-period-us` (needs `min_workers`).
     pub elastic_period_us: Option<u64>,
+    /// Cooperative checkpoints: the RPC server's `--checkpoint-us` (skq
+    /// modes, MODE or async-MODE): a request's service loop calls the
+    /// runtime's checkpoint every this many µs.
+    pub checkpoint_us: Option<u64>,
     /// The generator's `--rate-profile` (`steps=...`, `diurnal=...`, `bursts=...`).
     pub rate_profile: Option<String>,
     /// The generator's `--interval-ms`: per-interval series (and the
@@ -250,6 +254,7 @@ impl ConfigEntry {
             batch_workers,
             min_workers,
             elastic_period_us,
+            checkpoint_us,
             rate_profile,
             interval_ms
         )
