@@ -86,7 +86,7 @@
 #   cpusetsspreadN cpu-sets-spread.toml (2 workers, one per CPU, generator
 #              beside them) --strict -> cpusetsspreadN/, .log, cost-...txt
 #   setsckptN  hybrid on one shared set, on a set per worker, and on a set per
-#              worker with checkpoints every 250 µs (sets-checkpoints.toml)
+#              worker with checkpoints every 500 µs (sets-checkpoints.toml)
 #              --strict -> setsckptN/, .log, cost-setsckptN.txt
 #   cpusetsN   cpu on one shared set and on one set per worker in the main
 #              job's setting (cpu-sets.toml) --strict -> cpusetsN/, .log,
