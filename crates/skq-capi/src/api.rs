@@ -781,6 +781,21 @@ pub unsafe extern "C" fn skq_worker_still_ready(
     })
 }
 
+/// A cooperative checkpoint for a long handler (docs/ELASTIC.md), called on
+/// a worker's thread between pieces of its work: unless another worker
+/// polls this worker's readiness set and nothing is queued on it, it
+/// harvests the set without blocking, then hands this worker's queued,
+/// unpinned events to other workers (waking idle ones). The source being
+/// handled stays with the caller. With a readiness set per worker
+/// (`skq_config.poll_groups`) this keeps readiness that arrives for a busy
+/// worker from waiting until it is back. Returns the events handed on; 0
+/// off a worker's thread (a thread that never waited on a worker) or when
+/// nothing moved.
+#[no_mangle]
+pub extern "C" fn skq_checkpoint() -> c_int {
+    guard(|| c_int::try_from(skq_rt::checkpoint()).unwrap_or(c_int::MAX))
+}
+
 /// This worker's index.
 ///
 /// # Safety

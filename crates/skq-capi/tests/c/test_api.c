@@ -343,6 +343,78 @@ static void test_threads(void) {
     OK(skq_free(mt_skq));
 }
 
+/* Handlers that checkpoint (skq_checkpoint) on a set per worker: every
+ * notification of every source is still counted once, no source is held by
+ * two workers at once, and a checkpoint off a worker's thread does nothing. */
+#define CK_SOURCES 4
+#define CK_ROUNDS 1000
+static skq_t *ck_skq;
+static skq_user_event_t *ck_ue[CK_SOURCES];
+static int ck_busy[CK_SOURCES], ck_overlap, ck_seen, ck_negative, ck_moved;
+static pthread_mutex_t ck_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *ck_worker(void *arg) {
+    skq_worker_t *w = arg;
+    skq_event evs[1];
+    for (;;) {
+        /* One event per wait: the rest stay queued, where a checkpoint can
+         * hand them on (a batch in hand is never moved). */
+        int n = skq_worker_wait(w, evs, 1, -1);
+        if (n <= 0) break;
+        for (int i = 0; i < n; i++) {
+            int s = (int)evs[i].token;
+            if (__atomic_fetch_add(&ck_busy[s], 1, __ATOMIC_SEQ_CST) != 0)
+                __atomic_fetch_add(&ck_overlap, 1, __ATOMIC_SEQ_CST);
+            /* A "long" handler: checkpoints between pieces of its work. */
+            for (int k = 0; k < 3; k++) {
+                int moved = skq_checkpoint();
+                if (moved < 0) __atomic_fetch_add(&ck_negative, 1, __ATOMIC_SEQ_CST);
+                else __atomic_fetch_add(&ck_moved, moved, __ATOMIC_SEQ_CST);
+                for (volatile int spin = 0; spin < 20000; spin++) {
+                }
+            }
+            uint64_t c = 0;
+            skq_user_event_reset(ck_ue[s], &c);
+            __atomic_fetch_sub(&ck_busy[s], 1, __ATOMIC_SEQ_CST);
+            pthread_mutex_lock(&ck_lock);
+            ck_seen += (int)c;
+            int done = ck_seen >= CK_ROUNDS;
+            pthread_mutex_unlock(&ck_lock);
+            if (done) skq_shutdown(ck_skq);
+        }
+    }
+    skq_worker_exit(w, NULL);
+    return NULL;
+}
+
+static void test_checkpoint(void) {
+    CHECK(skq_checkpoint() == 0); /* not a worker's thread */
+    skq_config cfg;
+    OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
+    cfg.poll_groups = 2;
+    OK(skq_new(&cfg, &ck_skq));
+    for (int s = 0; s < CK_SOURCES; s++) OK(skq_user_event_new(ck_skq, (uint64_t)s, 0, &ck_ue[s]));
+    pthread_t th[2];
+    for (uint32_t i = 0; i < 2; i++) {
+        skq_worker_t *w = NULL;
+        OK(skq_worker_new(ck_skq, i, &w));
+        CHECK(pthread_create(&th[i], NULL, ck_worker, w) == 0);
+    }
+    for (int i = 0; i < CK_ROUNDS; i++) {
+        OK(skq_user_event_notify(ck_ue[i % CK_SOURCES]));
+        for (volatile int spin = 0; spin < 5000; spin++) {
+        }
+    }
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(ck_seen == CK_ROUNDS);
+    CHECK(ck_overlap == 0);
+    CHECK(ck_negative == 0);
+    CHECK(skq_checkpoint() == 0); /* still not a worker's thread */
+    printf("test_checkpoint: %d events handed on by checkpoints\n", ck_moved);
+    for (int s = 0; s < CK_SOURCES; s++) OK(skq_user_event_free(ck_ue[s]));
+    OK(skq_free(ck_skq));
+}
+
 /* ---- the libevent-style layer ---- */
 
 struct reader {
@@ -520,6 +592,7 @@ int main(void) {
     test_handles();
     test_sources();
     test_threads();
+    test_checkpoint();
     test_event_layer();
     printf("test_api: %d checks passed\n", checks);
     return 0;
