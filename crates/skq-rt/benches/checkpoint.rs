@@ -4,6 +4,14 @@
 //! a 2-worker instance with another worker polling, so the fast path is
 //! taken: the caller's queue is empty and a poller exists.
 //!
+//!
+//! Then the price of a checkpoint with a readiness set per worker
+//! (`Config::poll_groups` = workers): nobody polls the caller's set while
+//! it works, so every checkpoint harvests it without blocking (one
+//! `epoll_wait` with a zero timeout) before finding nothing to hand on
+//! (`checkpoint_own_set_empty`). This is what `skq sim --checkpoint-us`
+//! charges as one system call per checkpoint.
+//!
 //! `flock /tmp/skq-measure.lock cargo bench -p skq-rt --bench checkpoint`
 
 use std::hint::black_box;
@@ -38,6 +46,22 @@ fn bench(c: &mut Criterion) {
     g.finish();
     skq.shutdown();
     poller.join().unwrap();
+    drop(w0);
+
+    // A set per worker: this thread becomes worker 0 of a second instance
+    // (its first wait installs that instance's checkpoint context here).
+    let mut cfg = Config::new(Policy::Hybrid, 2);
+    cfg.poll_groups = 2;
+    let skq = Skq::new(cfg).unwrap();
+    assert_eq!(skq.config().poll_groups, 2);
+    let mut w0 = skq.worker(0);
+    w0.wait(&mut ev, Some(Duration::ZERO)).unwrap();
+    let mut g = c.benchmark_group("checkpoint");
+    g.bench_function("checkpoint_own_set_empty", |b| {
+        b.iter(|| black_box(skq_rt::checkpoint()))
+    });
+    g.finish();
+    skq.shutdown();
     drop(w0);
 }
 
