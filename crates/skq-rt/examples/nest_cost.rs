@@ -18,8 +18,8 @@
 //! back; the second blocks either in the set that holds the eventfd
 //! (`direct`) or in a set that nests that set (`nested`), which costs it a
 //! second `epoll_wait` (the nested set's, to fetch the source) and the
-//! kernel a second readiness callback. Reported: round trips per run and
-//! the waking thread's CPU time per wake-up.
+//! kernel a second readiness callback. Reported: ns per round trip and the
+//! waking thread's CPU time per wake-up.
 //!
 //! With `--threads 2` the two threads run at once, each pinned to its own
 //! CPU, on disjoint sets: a figure per thread near the one-thread figure
@@ -27,11 +27,13 @@
 //! something the threads share.
 //!
 //! `cargo run --release -p skq-rt --example nest_cost -- [--threads N]
-//! [--pairs N] [--sources N] [--runs N]`
+//! [--pairs N] [--sources N] [--runs N] [--only fd|nest|arm|wake]`
 
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Barrier};
 use std::thread;
+
+use clap::Parser;
 
 use skq_rt::sys::cpu::monotonic_ns;
 use skq_rt::sys::epoll::{self, Epoll};
@@ -54,67 +56,27 @@ impl Op {
     }
 }
 
+/// Times epoll_ctl pairs (an eventfd added and deleted, an epoll set nested
+/// and taken out, a nested set armed and disarmed; ns per pair per thread)
+/// and an eventfd wake-up through a set and through a set nesting it.
+#[derive(clap::Parser, Debug)]
+#[command(name = "nest_cost")]
 struct Args {
-    /// Only this part (`fd`, `nest`, `arm`, `wake`), or all.
-    only: Option<String>,
-    threads: usize,
-    pairs: usize,
+    /// Threads timing ctl pairs at once, each on its own CPU and sets.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    threads: u32,
+    /// Pairs per timed run (a tenth of them for the wake-up round trips).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(10..))]
+    pairs: u64,
+    /// Eventfds in the nested set.
+    #[arg(long, default_value_t = 64)]
     sources: usize,
-    runs: usize,
-}
-
-fn usage(code: i32) -> ! {
-    eprintln!(
-        "usage: nest_cost [--threads N (1)] [--pairs N (200000)] [--sources N (64)] [--runs N (3)]\n\
-         \x20                [--only fd|nest|arm|wake]\n\
-         Times epoll_ctl pairs: an eventfd added and deleted, an epoll set nested and\n\
-         taken out, and a nested set armed and disarmed; ns per pair per thread."
-    );
-    std::process::exit(code)
-}
-
-fn parse() -> Args {
-    let mut a = Args {
-        only: None,
-        threads: 1,
-        pairs: 200_000,
-        sources: 64,
-        runs: 3,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        if k == "--help" || k == "-h" {
-            usage(0);
-        }
-        if k == "--only" {
-            match it.next() {
-                Some(v) if ["fd", "nest", "arm", "wake"].contains(&v.as_str()) => a.only = Some(v),
-                _ => {
-                    eprintln!("nest_cost: --only takes fd, nest, arm or wake");
-                    usage(2)
-                }
-            }
-            continue;
-        }
-        let v: usize = match it.next().map(|v| v.parse()) {
-            Some(Ok(v)) if v > 0 => v,
-            _ => {
-                eprintln!("nest_cost: {k} needs a positive number");
-                usage(2)
-            }
-        };
-        match k.as_str() {
-            "--threads" => a.threads = v,
-            "--pairs" => a.pairs = v,
-            "--sources" => a.sources = v,
-            "--runs" => a.runs = v,
-            _ => {
-                eprintln!("nest_cost: unknown option {k}");
-                usage(2)
-            }
-        }
-    }
-    a
+    /// Timed runs of each part.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Only this part.
+    #[arg(long, value_parser = ["fd", "nest", "arm", "wake"])]
+    only: Option<String>,
 }
 
 /// One thread's objects: an outer set, an inner set holding `sources`
@@ -234,7 +196,8 @@ fn wake(nested: bool, trips: usize, cpus: &[u32]) -> (f64, f64) {
 }
 
 fn main() {
-    let a = parse();
+    let a = Args::parse();
+    let (threads, pairs, runs) = (a.threads as usize, a.pairs as usize, a.runs as usize);
     let cpus = skq_rt::sys::cpu::allowed_cpus().unwrap_or_default();
     println!(
         "nest_cost: {} thread(s), {} pairs per run, inner set of {} eventfds, {} runs, CPUs allowed {:?}",
@@ -246,13 +209,13 @@ fn main() {
             continue;
         }
         let mut per_run = Vec::new();
-        for _ in 0..a.runs {
-            let go = Arc::new(Barrier::new(a.threads));
-            let handles: Vec<_> = (0..a.threads)
+        for _ in 0..runs {
+            let go = Arc::new(Barrier::new(threads));
+            let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let go = go.clone();
                     let cpu = cpus.get(t % cpus.len().max(1)).copied();
-                    let (pairs, sources) = (a.pairs, a.sources);
+                    let sources = a.sources;
                     thread::spawn(move || {
                         if let Some(c) = cpu {
                             let _ = skq_rt::sys::cpu::pin_current_thread(c);
@@ -277,12 +240,12 @@ fn main() {
             text.join(", ")
         );
     }
-    let trips = (a.pairs / 10).max(1);
+    let trips = (pairs / 10).max(1);
     for nested in [false, true] {
         if !wanted("wake") {
             break;
         }
-        let runs: Vec<(f64, f64)> = (0..a.runs).map(|_| wake(nested, trips, &cpus)).collect();
+        let runs: Vec<(f64, f64)> = (0..runs).map(|_| wake(nested, trips, &cpus)).collect();
         let mut rt: Vec<f64> = runs.iter().map(|r| r.0).collect();
         let mut cpu: Vec<f64> = runs.iter().map(|r| r.1).collect();
         rt.sort_by(f64::total_cmp);
