@@ -39,4 +39,15 @@ loads=${LOADS:-0.1,0.3,0.5,0.7,0.8,0.9}
             done
         done
     done
+} > "$out.tmp"
+# One line per run: max load at SLO, p99 at 0.3, CPU and switches per request
+# at 0.3 and 0.7 (when those loads are in LOADS).
+{
+    cat "$out.tmp"
+    echo "# summary: max load at SLO (fraction of capacity); at loads 0.3 and 0.7, p99 µs, CPU µs/req, switches/req"
+    awk '/^## /{h=$0; sub(/ \(--poll.*/,"",h); sub(/^## /,"",h)}
+         /^  0\.(300|700)/{cpu[$1]=$7; sw[$1]=$8; p99[$1]=$5}
+         /^max load/{m=$0; sub(/.*\(/,"",m); sub(/ of capacity\)/,"",m); if ($0 ~ /≥/) m="≥"m; if ($0 ~ /none/) m="none";
+                     printf "%-62s max %-7s p99@0.3 %6s  CPU@0.3 %s @0.7 %s  sw@0.3 %s @0.7 %s\n", h, m, p99["0.300"], cpu["0.300"], cpu["0.700"], sw["0.300"], sw["0.700"]}' "$out.tmp"
 } | tee "$out"
+rm -f "$out.tmp"
