@@ -88,6 +88,9 @@
 #   setsckptN  hybrid on one shared set, on a set per worker, and on a set per
 #              worker with checkpoints every 500 µs (sets-checkpoints.toml)
 #              --strict -> setsckptN/, .log, cost-setsckptN.txt
+#   setsckptspinN the same with 2 spun workers, one per CPU, checkpoints
+#              every 50 µs (sets-checkpoints-spin.toml) --strict ->
+#              setsckptspinN/, .log, cost-setsckptspinN.txt
 #   cpusetsN   cpu on one shared set and on one set per worker in the main
 #              job's setting (cpu-sets.toml) --strict -> cpusetsN/, .log,
 #              cost-cpusetsN.txt
@@ -183,6 +186,7 @@ run_job() {
         cpusetsspread*) sweep_with_cost crates/skq-bench/examples/cpu-sets-spread.toml ;;
         cpusets2w*) sweep_with_cost crates/skq-bench/examples/cpu-sets-2w.toml ;;
         cpusets*) sweep_with_cost crates/skq-bench/examples/cpu-sets.toml ;;
+        setsckptspin*) sweep_with_cost crates/skq-bench/examples/sets-checkpoints-spin.toml ;;
         setsckpt*) sweep_with_cost crates/skq-bench/examples/sets-checkpoints.toml ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
         pipes*) local modes=epoll-1to1,epoll-shared,vanilla,shared,cpu,hybrid
