@@ -88,6 +88,9 @@
 #   setsckptN  hybrid on one shared set, on a set per worker, and on a set per
 #              worker with checkpoints every 500 µs (sets-checkpoints.toml)
 #              --strict -> setsckptN/, .log, cost-setsckptN.txt
+#   setsckptasyncN the same for the async handler (skq-async's hybrid
+#              against tokio; sets-checkpoints-async.toml) --strict ->
+#              setsckptasyncN/, .log, cost-setsckptasyncN.txt (× async-tokio)
 #   setsckptspinN the same with 2 spun workers, one per CPU, checkpoints
 #              every 50 µs (sets-checkpoints-spin.toml) --strict ->
 #              setsckptspinN/, .log, cost-setsckptspinN.txt
@@ -186,6 +189,10 @@ run_job() {
         cpusetsspread*) sweep_with_cost crates/skq-bench/examples/cpu-sets-spread.toml ;;
         cpusets2w*) sweep_with_cost crates/skq-bench/examples/cpu-sets-2w.toml ;;
         cpusets*) sweep_with_cost crates/skq-bench/examples/cpu-sets.toml ;;
+        setsckptasync*) "$SKQ" bench --config crates/skq-bench/examples/sets-checkpoints-async.toml --strict $BENCH_ARGS --out "$D/$job" > "$D/$job.log" 2>&1
+               local rc=$?
+               python3 scripts/bench/cost-at-equal-load.py async-tokio "$D/$job" > "$D/cost-$job.txt" 2>&1
+               return $rc ;;
         setsckptspin*) sweep_with_cost crates/skq-bench/examples/sets-checkpoints-spin.toml ;;
         setsckpt*) sweep_with_cost crates/skq-bench/examples/sets-checkpoints.toml ;;
         capi*) python3 scripts/bench/capi-memcached.py --runs 2 --secs 3 --out "$D/$job.txt" > "$D/$job.log" 2>&1 ;;
