@@ -9,7 +9,8 @@
 #
 # Environment: SKQ (target/release/skq), WORKERS ("16 64"), WORKLOADS
 # ("bimodal-1 exponential"), CKPT ("10 20 50"), MEAN_US (10), REQUESTS (100000),
-# LOADS (0.1,0.3,0.5,0.7,0.8,0.9).
+# LOADS (0.1,0.3,0.5,0.7,0.8,0.9), EXTRA (more `skq sim` flags for every run, e.g.
+# "--set-hold-ns 500 --set-item-ns 200" to model each set's lock).
 set -eu
 out=${1:?usage: sim-sets-checkpoints.sh OUT.txt}
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -20,8 +21,9 @@ ckpt=${CKPT:-10 20 50}
 mean=${MEAN_US:-10}
 requests=${REQUESTS:-100000}
 loads=${LOADS:-0.1,0.3,0.5,0.7,0.8,0.9}
+read -r -a more <<< "${EXTRA:-}"
 {
-    echo "# $(date -u +%FT%TZ) binary $(git rev-parse --short HEAD): $skq sim -m hybrid --workers N --harvest runtime --poll-groups G [--checkpoint-us C] --workload W --mean-us $mean --loads $loads --requests $requests"
+    echo "# $(date -u +%FT%TZ) binary $(git rev-parse --short HEAD): $skq sim -m hybrid --workers N --harvest runtime --poll-groups G [--checkpoint-us C] --workload W --mean-us $mean --loads $loads --requests $requests ${EXTRA:-}"
     for n in $workers; do
         for w in $workloads; do
             runs=("1:one shared set" "$((n / 8)):a set per 8 workers" "$n:a set per worker")
@@ -34,7 +36,7 @@ loads=${LOADS:-0.1,0.3,0.5,0.7,0.8,0.9}
                 [[ $spec == *+* ]] && extra=(--checkpoint-us "${spec#*+}")
                 echo "## $n workers, $w, $label (--poll-groups $g ${extra[*]})"
                 "$skq" sim -m hybrid --workers "$n" --harvest runtime --poll-groups "$g" \
-                    "${extra[@]}" --workload "$w" --mean-us "$mean" --loads "$loads" \
+                    "${extra[@]}" "${more[@]}" --workload "$w" --mean-us "$mean" --loads "$loads" \
                     --requests "$requests" 2>&1 | grep -v '^== '
             done
         done
