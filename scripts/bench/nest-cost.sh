@@ -10,6 +10,7 @@
 # hottest kernel symbols and the call chain into the hottest one. Outputs:
 # OUT/nest-cost.txt (every run's lines), OUT/perf-symbols.txt,
 # OUT/perf-top-chain.txt. Run it on a quiet machine (scripts/bench/gated.sh).
+case ${1:-} in -h | --help) sed -n '2,/^case /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 set -eu
 out=${1:?usage: nest-cost.sh OUT [RUNS]}
 runs=${2:-2}

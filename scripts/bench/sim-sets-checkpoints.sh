@@ -11,6 +11,7 @@
 # ("bimodal-1 exponential"), CKPT ("10 20 50"), MEAN_US (10), REQUESTS (100000),
 # LOADS (0.1,0.3,0.5,0.7,0.8,0.9), EXTRA (more `skq sim` flags for every run, e.g.
 # "--set-hold-ns 500 --set-item-ns 200" to model each set's lock).
+case ${1:-} in -h | --help) sed -n '2,/^case /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 set -eu
 out=${1:?usage: sim-sets-checkpoints.sh OUT.txt}
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."

@@ -26,6 +26,7 @@
 #
 # Needs perf with tracepoints (these VMs have them; no hardware counters needed), and
 # root or perf_event_paranoid <= -1 for the system-wide wakings.
+case ${1:-} in -h | --help) sed -n '2,/^case /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 set -euo pipefail
 out=${1:?usage: switch-sites.sh OUT [RATE] [SECS] [MODES]}
 rate=${2:-3200}

@@ -697,6 +697,16 @@ impl Scheduler {
         l.groups[l.group_of[w]].pollers.load(Ordering::Relaxed) != 0
     }
 
+    /// Whether a checkpoint of worker `w` has nothing to do: another
+    /// worker blocks in `w`'s set (it takes what arrives there) and nothing
+    /// is queued on `w`. The first test of every driver's checkpoint
+    /// (skq-rt's `checkpoint()`, the simulator's), before
+    /// [`Scheduler::try_harvest`] and [`Scheduler::checkpoint_as`].
+    #[inline]
+    pub fn nothing_to_checkpoint(&self, w: WorkerId) -> bool {
+        self.polled(w) && self.queued(w) == 0
+    }
+
     /// Takes the non-blocking harvest flag of `w`'s group's set (for
     /// checkpoints); false if it has a poller or someone else harvests it.
     /// Pair with [`Scheduler::end_harvest`].

@@ -197,7 +197,7 @@ pub fn checkpoint() -> usize {
                 return 0;
             };
             let skq = &*cur.skq;
-            if skq.core.polled(cur.id) && skq.core.queued(cur.id) == 0 {
+            if skq.core.nothing_to_checkpoint(cur.id) {
                 return 0;
             }
             if skq.core.try_harvest(cur.id) {

@@ -808,7 +808,7 @@ impl Sim {
             return;
         }
         self.cost.checkpoints += 1;
-        if !(self.sched.polled(w) && self.sched.queued(w) == 0) {
+        if !self.sched.nothing_to_checkpoint(w) {
             if self.readiness == Readiness::Polled && self.sched.try_harvest(w) {
                 self.cost.syscalls += 1;
                 self.cost.checkpoint_harvests += 1;
