@@ -123,4 +123,5 @@ pub use types::{
 pub use worker::WorkerCtx;
 pub use worker_loop::{
     Done, Readiness, Step, WaitCall, WakeVia, KERNEL_FIFO_MIN_NS, LONE_HARVEST_EVERY,
+    ONE_EVENT_POLLS_MAX_SET,
 };

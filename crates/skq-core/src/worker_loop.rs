@@ -35,7 +35,8 @@
 //! woken one keeps the event when the policy allows (`policy.rs`; the
 //! driver activates through [`Scheduler::activate_by`] and takes at most
 //! [`WaitCall::poll_max`] events per blocking poll, so that a burst wakes
-//! several pollers rather than one). A worker about to deliver while nobody
+//! several pollers rather than one; in sets of more than
+//! [`ONE_EVENT_POLLS_MAX_SET`] workers, only while events are long). A worker about to deliver while nobody
 //! polls harvests on the way (one at a time), so readiness is never stuck
 //! behind busy workers where an idle worker could not reach it: with a cap
 //! on pollers, several sets, elastic workers parked or high-priority
@@ -125,6 +126,28 @@ pub const KERNEL_FIFO_MIN_NS: f64 = 20_000.0;
 /// 61 tasks for the same reason. High-priority sources keep the harvest
 /// before every batch (their readiness must not wait behind regular work).
 pub const LONE_HARVEST_EVERY: usize = 32;
+
+/// Most workers on one readiness set for which every blocking poll takes
+/// one event whatever the events' length (with several pollers per set).
+/// Beyond it a poller whose events are short (its `t_avg` under
+/// [`KERNEL_FIFO_MIN_NS`]) takes the whole batch and hands what it does not
+/// keep to other workers through the policy. One event per poll spreads a
+/// burst over several pollers, each woken by the kernel, which at low load
+/// costs less than a harvester's targeted wake-ups; but every poll takes
+/// the set's lock, and with µs-scale events the set's readiness rate grows
+/// with its workers until that lock is the bottleneck. In the simulator
+/// (`scripts/bench/poll-batch-sim.sh`, `docs/ARCHITECTURE.md`, "Several
+/// pollers at many cores"), with each poll holding the lock 500 ns plus
+/// 50 ns per source, one shared set of 64 workers at 10 µs service met the
+/// SLO up to 0.25–0.26 of capacity with one-event polls and ≥ 0.90 with
+/// batches; at 16 to 64 workers batches cost 4.7–5.7% more CPU per request
+/// at load 0.2 (except where the lock saturates: 24–25% less at 64 workers)
+/// and 5–19% less at 0.8. At 8 workers the model's max load moves
+/// both ways (bimodal-1 −0.02 to −0.04, exponential with a dear lock +0.16),
+/// and on the runtime the batch cost 0.22 targeted wake-ups per reply (the
+/// cache at two workers, `docs/KV-PROFILE.md`), so sets of up to 8 keep one
+/// event per poll.
+pub const ONE_EVENT_POLLS_MAX_SET: u32 = 8;
 
 /// What the driver must do next (see the module table).
 #[must_use]
@@ -225,11 +248,14 @@ impl WaitCall {
     /// pollers (the kernel wakes one per readiness) rather than one that
     /// must wake the others, and readiness nobody polls for stays in the
     /// kernel's list, in arrival order, for the first worker to come back,
-    /// instead of being queued behind busy workers. One exception: the
+    /// instead of being queued behind busy workers. Exceptions: the
     /// set's only poller takes the whole batch while elastic workers are
     /// parked (target below the pool), because the resource manager sees
     /// a backlog only in the core's queues, and a backlog left in the
-    /// kernel would not call the parked workers back.
+    /// kernel would not call the parked workers back; every poller takes it
+    /// once a source is high priority; and a poller of a set of more than
+    /// [`ONE_EVENT_POLLS_MAX_SET`] workers takes it while its events are
+    /// short, so that the set's lock is not taken once per event.
     pub fn poll_max(&self) -> usize {
         self.poll_max
     }
@@ -542,9 +568,14 @@ impl Scheduler {
                 // activates high-priority readiness first, which it can
                 // do only for what it takes (left in the kernel's list,
                 // it would wait behind the regular readiness before it).
+                // And so does a poller of a set of more than
+                // `ONE_EVENT_POLLS_MAX_SET` workers whose events are short:
+                // one event per poll would take the set's lock once per
+                // event.
                 call.poll_max = if l.cap == 1
                     || self.lone()
                     || (others == 0 && parked)
+                    || (g.members.count_ones() > ONE_EVENT_POLLS_MAX_SET && self.short_events(me))
                     || l.prioritized.load(Ordering::Relaxed)
                 {
                     usize::MAX
@@ -815,6 +846,13 @@ impl Scheduler {
     /// saved (`docs/results/steal-fifo-2026-11-28.txt`).
     pub(crate) fn fifo_holds(&self, w: WorkerId) -> bool {
         self.workers[w].t_avg() >= KERNEL_FIFO_MIN_NS && self.kernel_fifo()
+    }
+
+    /// Whether `w`'s events are short: it has timed some, and they take
+    /// less than [`KERNEL_FIFO_MIN_NS`] on average.
+    fn short_events(&self, w: WorkerId) -> bool {
+        let t = self.workers[w].t_avg();
+        t > 0.0 && t < KERNEL_FIFO_MIN_NS
     }
 
     /// Whether any source was ever registered high priority, modified to

@@ -1,7 +1,7 @@
 //! The worker loop's decisions, driven single-threaded (the cross-thread
 //! handshakes are loom's, in `tests/loom.rs`).
 
-use super::queued_on;
+use super::{fake_load, queued_on};
 use crate::*;
 
 /// Leader/follower (one poller per set).
@@ -906,4 +906,42 @@ fn a_worker_alone_in_its_set_is_woken_by_the_doorbell_without_a_targeted_wake_up
     assert_eq!(s.wake_via(0), WakeVia::Targeted);
     // One poller per set never needs it.
     assert!(!sched_pollers(Policy::Hybrid, 4, 1, 1).targeted_wakes());
+}
+
+#[test]
+fn a_poller_of_a_set_of_more_than_eight_takes_the_batch_only_when_events_are_short() {
+    let short = KERNEL_FIFO_MIN_NS / 4.0;
+    let long = KERNEL_FIFO_MIN_NS * 5.0;
+    let big = ONE_EVENT_POLLS_MAX_SET as usize + 1;
+    let small = ONE_EVENT_POLLS_MAX_SET as usize;
+    // (workers on the one set, the poller's t_avg, the poll's size)
+    for (workers, t_avg, expect) in [
+        (big, short, usize::MAX),
+        (64, short, usize::MAX),
+        (big, long, 1),
+        (big, 0.0, 1), // nothing timed yet
+        (small, short, 1),
+        (2, short, 1),
+    ] {
+        let s = sched_pollers(Policy::Hybrid, workers, 1, 0);
+        let mut ctx: Vec<WorkerCtx> = (0..2).map(|w| s.worker(w)).collect();
+        for (w, c) in ctx.iter_mut().enumerate() {
+            fake_load(&s, w, 0, 0, t_avg, 0);
+            let mut call = s.begin_wait(c, 0, None, Readiness::Polled);
+            assert_eq!(step(&s, c, &mut call, Done::Begin), Step::Poll(None));
+            // Whether or not another worker already polls the set.
+            assert_eq!(
+                call.poll_max(),
+                expect,
+                "{workers} workers, t_avg {t_avg} ns, poller {w}"
+            );
+        }
+    }
+    // Sets of 8 out of 16 workers (poll groups) keep one event per poll.
+    let s = sched_pollers(Policy::Hybrid, 16, 2, 0);
+    let mut w0 = s.worker(0);
+    fake_load(&s, 0, 0, 0, short, 0);
+    let mut call = s.begin_wait(&mut w0, 0, None, Readiness::Polled);
+    assert_eq!(step(&s, &mut w0, &mut call, Done::Begin), Step::Poll(None));
+    assert_eq!(call.poll_max(), 1);
 }
