@@ -156,7 +156,10 @@ pub struct Config {
     /// which keeps that event when the policy allows it (it is awake, on its
     /// own CPU), and a worker blocked in the set is woken for work pushed to
     /// it by a targeted doorbell (skq-rt: a thread-directed signal that only
-    /// `epoll_pwait2` unblocks). See `worker_loop.rs`.
+    /// `epoll_pwait2` unblocks). In a set of more than
+    /// [`crate::ONE_EVENT_POLLS_MAX_SET`] workers, a poller whose events are
+    /// short takes every ready event and hands on what it does not keep.
+    /// See `worker_loop.rs`.
     pub pollers: usize,
     /// Most high-priority events per batch, percent of the buffer, 1..=100.
     pub rtshare: u32,
