@@ -37,6 +37,7 @@ fn every_rpc_curve_hands_the_server_its_spec() {
             steal_k: Some(2),
             pollers: Some(1),
             poll_groups: Some(2),
+            batch_polls_above: Some(16),
             rtshare: Some(40),
             batch: Some(4),
             pin: Some(true),
@@ -108,6 +109,7 @@ fn every_rpc_curve_hands_the_server_its_spec() {
         (spec.sched.steal_k, spec.sched.pollers, spec.sched.batch),
         (Some(2), Some(1), 4)
     );
+    assert_eq!(spec.sched.batch_polls_above, Some(16));
 }
 
 #[test]

@@ -157,10 +157,18 @@ pub struct Config {
     /// own CPU), and a worker blocked in the set is woken for work pushed to
     /// it by a targeted doorbell (skq-rt: a thread-directed signal that only
     /// `epoll_pwait2` unblocks). In a set of more than
-    /// [`crate::ONE_EVENT_POLLS_MAX_SET`] workers, a poller whose events are
+    /// [`Config::batch_polls_above`] workers, a poller whose events are
     /// short takes every ready event and hands on what it does not keep.
     /// See `worker_loop.rs`.
     pub pollers: usize,
+    /// With several pollers per set: in a set of more than this many
+    /// workers, a poller whose events are short (its mean under
+    /// [`crate::KERNEL_FIFO_MIN_NS`]) takes every ready event rather than
+    /// one, so that the set's lock is not taken once per event (0..=64;
+    /// 64: never). Default [`crate::ONE_EVENT_POLLS_MAX_SET`] (8), where
+    /// the simulator and this project's measurements agree
+    /// (docs/ARCHITECTURE.md, "Batches from a set of more than 8 workers").
+    pub batch_polls_above: usize,
     /// Most high-priority events per batch, percent of the buffer, 1..=100.
     pub rtshare: u32,
     /// Target waits per second per worker; 0 = unlimited batches.
@@ -222,6 +230,7 @@ impl Config {
             promote_min_ns: DEFAULT_PROMOTE_MIN_NS,
             poll_groups: 0,
             pollers: DEFAULT_POLLERS,
+            batch_polls_above: crate::ONE_EVENT_POLLS_MAX_SET as usize,
             rtshare: 100,
             rtfreq: 0,
             penalty_ns: 500,
@@ -335,6 +344,13 @@ impl Config {
             0,
             self.workers.max(1),
             "0 (every idle worker) or 1..=workers",
+        )?;
+        range(
+            "batch-polls-above",
+            self.batch_polls_above,
+            0,
+            64,
+            "0..=64 (64: never)",
         )?;
         range("rtshare", self.rtshare, 1, 100, "1..=100")?;
         range("rtfreq", self.rtfreq, 0, 1_000_000, "0..=1000000")?;

@@ -36,9 +36,10 @@
 //! driver activates through [`Scheduler::activate_by`] and takes at most
 //! [`WaitCall::poll_max`] events per blocking poll, so that a burst wakes
 //! several pollers rather than one; in sets of more than
-//! [`ONE_EVENT_POLLS_MAX_SET`] workers, only while events are long). A worker about to deliver while nobody
-//! polls harvests on the way (one at a time), so readiness is never stuck
-//! behind busy workers where an idle worker could not reach it: with a cap
+//! `Config::batch_polls_above` workers, only while events are long). A
+//! worker about to deliver while nobody polls harvests on the way (one at a
+//! time), so readiness is never stuck behind busy workers where an idle
+//! worker could not reach it: with a cap
 //! on pollers, several sets, elastic workers parked or high-priority
 //! sources. Otherwise ([`Scheduler::kernel_fifo`]: one set that every idle
 //! worker polls) readiness nobody polls for stays in the kernel's list, one
@@ -127,8 +128,9 @@ pub const KERNEL_FIFO_MIN_NS: f64 = 20_000.0;
 /// before every batch (their readiness must not wait behind regular work).
 pub const LONE_HARVEST_EVERY: usize = 32;
 
-/// Most workers on one readiness set for which every blocking poll takes
-/// one event whatever the events' length (with several pollers per set).
+/// The default of `Config::batch_polls_above`: most workers on one
+/// readiness set for which every blocking poll takes one event whatever the
+/// events' length (with several pollers per set).
 /// Beyond it a poller whose events are short (its `t_avg` under
 /// [`KERNEL_FIFO_MIN_NS`]) takes the whole batch and hands what it does not
 /// keep to other workers through the policy. One event per poll spreads a
@@ -254,7 +256,7 @@ impl WaitCall {
     /// a backlog only in the core's queues, and a backlog left in the
     /// kernel would not call the parked workers back; every poller takes it
     /// once a source is high priority; and a poller of a set of more than
-    /// [`ONE_EVENT_POLLS_MAX_SET`] workers takes it while its events are
+    /// `Config::batch_polls_above` workers takes it while its events are
     /// short, so that the set's lock is not taken once per event.
     pub fn poll_max(&self) -> usize {
         self.poll_max
@@ -569,13 +571,14 @@ impl Scheduler {
                 // do only for what it takes (left in the kernel's list,
                 // it would wait behind the regular readiness before it).
                 // And so does a poller of a set of more than
-                // `ONE_EVENT_POLLS_MAX_SET` workers whose events are short:
+                // `Config::batch_polls_above` workers whose events are short:
                 // one event per poll would take the set's lock once per
                 // event.
                 call.poll_max = if l.cap == 1
                     || self.lone()
                     || (others == 0 && parked)
-                    || (g.members.count_ones() > ONE_EVENT_POLLS_MAX_SET && self.short_events(me))
+                    || (g.members.count_ones() as usize > self.cfg.batch_polls_above
+                        && self.short_events(me))
                     || l.prioritized.load(Ordering::Relaxed)
                 {
                     usize::MAX

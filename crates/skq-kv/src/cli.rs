@@ -11,7 +11,7 @@ use crate::spec::KvSpec;
 use skq_net::CoreTunables;
 
 /// The flags a `--spec` replaces (it conflicts with each).
-const SPEC_FLAGS: [&str; 12] = [
+const SPEC_FLAGS: [&str; 13] = [
     "arch",
     "mode",
     "workers",
@@ -22,6 +22,7 @@ const SPEC_FLAGS: [&str; 12] = [
     "promote_min_us",
     "poll_groups",
     "pollers",
+    "batch_polls_above",
     "penalty_ns",
     "idle_tick_us",
 ];
@@ -450,6 +451,8 @@ mod tests {
             "2",
             "--promote-min-us",
             "20",
+            "--batch-polls-above",
+            "2",
         ])
         .unwrap();
         let net = crate::shared::net_config(&c).unwrap();
@@ -464,7 +467,10 @@ mod tests {
         );
         assert_eq!(net.sched.batch, 64, "the cache's batch is kept");
         let core = net.core_config().unwrap();
-        assert_eq!((core.poll_groups, core.pollers), (4, 1));
+        assert_eq!(
+            (core.poll_groups, core.pollers, core.batch_polls_above),
+            (4, 1, 2)
+        );
         let plain = crate::shared::net_config(&cfg(&["--mode", "cpu"]).unwrap()).unwrap();
         assert_eq!(
             plain.core_config().unwrap().poll_groups,

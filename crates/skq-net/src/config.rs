@@ -403,6 +403,9 @@ impl ServerConfig {
         if let Some(p) = s.pollers {
             c.pollers = p;
         }
+        if let Some(n) = s.batch_polls_above {
+            c.batch_polls_above = n;
+        }
         if let Some(g) = s.poll_groups {
             c.poll_groups = g;
         }

@@ -260,6 +260,10 @@ pub struct SchedSpec {
     /// Most workers blocked in one epoll set (0 = every idle worker).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pollers: Option<usize>,
+    /// Sets of more than this many workers take batches per poll while
+    /// events are short (0..=64; 64 = never).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_polls_above: Option<usize>,
     /// Percent of a batch that high-priority events may fill (1..=100).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtshare: Option<u32>,
@@ -305,6 +309,7 @@ impl SchedSpec {
             ("--promote-min-us", self.promote_min_us.is_some()),
             ("--poll-groups", self.poll_groups.is_some()),
             ("--pollers", self.pollers.is_some()),
+            ("--batch-polls-above", self.batch_polls_above.is_some()),
             ("--rtshare", self.rtshare.is_some()),
             ("--rtfreq", self.rtfreq.is_some()),
             ("--penalty-ns", self.penalty_ns.is_some()),
@@ -353,6 +358,13 @@ pub struct CoreTunables {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pollers: Option<usize>,
+    /// With several pollers: in an epoll set of more than this many workers,
+    /// a poller whose events are short (under 20 µs on average) takes every
+    /// ready event instead of one, so that the set's lock is not taken once
+    /// per event (0..=64; 64: never; default 8).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_polls_above: Option<usize>,
     /// Hybrid's cache-miss penalty in ns.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -372,6 +384,7 @@ impl CoreTunables {
         s.promote_min_us = self.promote_min_us;
         s.poll_groups = self.poll_groups;
         s.pollers = self.pollers;
+        s.batch_polls_above = self.batch_polls_above;
         s.penalty_ns = self.penalty_ns;
     }
 
@@ -391,6 +404,7 @@ impl Default for SchedSpec {
             promote_min_us: None,
             poll_groups: None,
             pollers: None,
+            batch_polls_above: None,
             rtshare: None,
             rtfreq: None,
             penalty_ns: None,

@@ -10,7 +10,7 @@ use crate::server::{RpcConfig, RpcServer, RuntimeKind};
 use crate::service::ServiceMode;
 
 /// The flags a `--spec` replaces (it conflicts with each).
-const SPEC_FLAGS: [&str; 18] = [
+const SPEC_FLAGS: [&str; 19] = [
     "mode",
     "runtime",
     "workers",
@@ -21,6 +21,7 @@ const SPEC_FLAGS: [&str; 18] = [
     "promote_min_us",
     "poll_groups",
     "pollers",
+    "batch_polls_above",
     "rtshare",
     "rtfreq",
     "penalty_ns",

@@ -251,6 +251,11 @@ pub struct TunableArgs {
     /// runtime.
     #[arg(long)]
     pub pollers: Option<usize>,
+    /// Core tunable: with several pollers, a set of more than this many
+    /// workers takes every ready event per poll while the poller's events
+    /// are short (0..=64; 64: never; default 8). With --harvest runtime.
+    #[arg(long)]
+    pub batch_polls_above: Option<usize>,
     /// Core tunable: hybrid cache-miss penalty (ns).
     #[arg(long)]
     pub penalty_ns: Option<u64>,
@@ -432,6 +437,9 @@ impl SimArgs {
             }
             if let Some(p) = self.tunables.pollers {
                 cfg.pollers = p;
+            }
+            if let Some(n) = self.tunables.batch_polls_above {
+                cfg.batch_polls_above = n;
             }
             if let Some(g) = self.tunables.poll_groups {
                 cfg.poll_groups = g;

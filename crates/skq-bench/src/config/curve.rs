@@ -402,6 +402,7 @@ impl Curve {
             s.elastic_period_us = e.elastic_period_us;
             if server == ServerKind::Skq {
                 s.pollers = e.pollers.filter(|_| has_core);
+                s.batch_polls_above = e.batch_polls_above.filter(|_| has_core);
                 s.poll_groups = e.poll_groups.filter(|_| has_core);
             }
             spec
@@ -429,6 +430,7 @@ impl Curve {
                             steal_k: e.steal_k.filter(|_| core),
                             poll_groups: e.poll_groups.filter(|_| core),
                             pollers: e.pollers.filter(|_| core),
+                            batch_polls_above: e.batch_polls_above.filter(|_| core),
                             ..CoreTunables::default()
                         },
                         idle_tick_us: e.idle_tick_us,

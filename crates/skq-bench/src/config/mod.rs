@@ -63,9 +63,10 @@
 //!
 //! Keys of a configuration (`[defaults]`, `[[config]]`): `name`, `mode`,
 //! `workload`, `workers`, `service`, `mean_us`, `scale`, `pin`, `rtshare`,
-//! `rtfreq`, `steal_k`, `poll_groups`, `pollers` (these five tune skq's
-//! scheduler and reach skq modes only: all five the rpc server's, `steal_k`,
-//! `poll_groups` and `pollers` the cache's `kv-MODE`; a baseline or `kv-tpc`
+//! `rtfreq`, `steal_k`, `poll_groups`, `pollers`, `batch_polls_above` (these
+//! six tune skq's scheduler and reach skq modes only: all six the rpc
+//! server's, `steal_k`, `poll_groups`, `pollers` and `batch_polls_above` the
+//! cache's `kv-MODE`; a baseline or `kv-tpc`
 //! curve of the same `[defaults]` runs without them), `idle_tick_us` (the
 //! cache's `--idle-tick-us`, `kv-tpc` and `kv-MODE` only), `connections`, `threads`, `protocol`,
 //! `capacity_rps`, `slo_us`, `affinity` (`none` or `split`: server and load
@@ -143,6 +144,8 @@ pub struct ConfigEntry {
     pub poll_groups: Option<usize>,
     /// `--pollers` (skq modes of the RPC server and of the cache).
     pub pollers: Option<usize>,
+    /// `--batch-polls-above` (skq modes of the RPC server and of the cache).
+    pub batch_polls_above: Option<usize>,
     /// The cache's `--idle-tick-us` (kv modes only).
     pub idle_tick_us: Option<u64>,
     /// Load connections.
@@ -229,6 +232,7 @@ impl ConfigEntry {
             steal_k,
             poll_groups,
             pollers,
+            batch_polls_above,
             idle_tick_us,
             connections,
             threads,

@@ -937,6 +937,26 @@ fn a_poller_of_a_set_of_more_than_eight_takes_the_batch_only_when_events_are_sho
             );
         }
     }
+    // The bound is the configuration's: 64 turns batches off, 0 gives
+    // them to every set of several workers; past 64 is refused.
+    for (above, workers, expect) in [(64, 64, 1), (0, 2, usize::MAX), (2, 2, 1)] {
+        let mut c = Config::new(Policy::Hybrid, workers);
+        c.capacity = 16;
+        c.batch_polls_above = above;
+        let s = Scheduler::new(c).unwrap();
+        let mut w0 = s.worker(0);
+        fake_load(&s, 0, 0, 0, short, 0);
+        let mut call = s.begin_wait(&mut w0, 0, None, Readiness::Polled);
+        assert_eq!(step(&s, &mut w0, &mut call, Done::Begin), Step::Poll(None));
+        assert_eq!(call.poll_max(), expect, "above {above}, {workers} workers");
+    }
+    let mut c = Config::new(Policy::Hybrid, 4);
+    c.batch_polls_above = 65;
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("batch-polls-above"));
     // Sets of 8 out of 16 workers (poll groups) keep one event per poll.
     let s = sched_pollers(Policy::Hybrid, 16, 2, 0);
     let mut w0 = s.worker(0);
