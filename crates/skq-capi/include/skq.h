@@ -188,6 +188,11 @@ typedef struct {
   // woken in its poll by the real-time signal SIGRTMIN+7, which worker
   // threads keep blocked outside `skq_wait`.
   uint32_t pollers;
+  // With several pollers: in an epoll set of more than this many workers,
+  // a poller whose events are short (under 20 us on average) takes every
+  // ready event instead of one, so that the set's lock is not taken once
+  // per event; 0..=64 (64: never), default 8.
+  uint32_t batch_polls_above;
 } skq_config;
 
 // One delivered event.

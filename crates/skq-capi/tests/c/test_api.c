@@ -46,6 +46,7 @@ static void test_errors_and_config(void) {
     OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
     CHECK(cfg.steal == 1 && cfg.steal_k == 1 && cfg.rtshare == 100 && cfg.workers == 2);
     CHECK(cfg.poll_groups == 0 && cfg.promote_min_ns == 0 && cfg.pollers == 0);
+    CHECK(cfg.batch_polls_above == 8);
 
     skq_t *skq = NULL;
     CHECK(skq_new(NULL, &skq) == SKQ_EINVAL);
@@ -68,6 +69,10 @@ static void test_errors_and_config(void) {
     CHECK(skq_new(&cfg, &skq) == SKQ_ECONFIG);
     CHECK(strstr(skq_last_error(), "poll-groups") != NULL);
     cfg.poll_groups = 2; /* one epoll set per worker */
+    cfg.batch_polls_above = 65; /* out of range */
+    CHECK(skq_new(&cfg, &skq) == SKQ_ECONFIG);
+    CHECK(strstr(skq_last_error(), "batch-polls-above") != NULL);
+    cfg.batch_polls_above = 64; /* never */
     cfg.seed = 77;
     OK(skq_new(&cfg, &skq));
     skq_config built;
@@ -78,7 +83,7 @@ static void test_errors_and_config(void) {
     CHECK(built.policy == SKQ_POLICY_HYBRID && built.workers == 2 && built.steal == 1);
     CHECK(built.poll_groups == 2 && built.seed == 77 && built.steal_k == cfg.steal_k);
     CHECK(built.rtshare == cfg.rtshare && built.capacity == cfg.capacity);
-    CHECK(built.pollers == 0 && built.promote_min_ns == 0);
+    CHECK(built.pollers == 0 && built.promote_min_ns == 0 && built.batch_polls_above == 64);
     skq_free(skq);
     skq = NULL;
     OK(skq_config_init(&cfg, SKQ_POLICY_HYBRID, 2));
