@@ -143,7 +143,7 @@ pub const LONE_HARVEST_EVERY: usize = 32;
 /// 50 ns per source, one shared set of 64 workers at 10 µs service met the
 /// SLO up to 0.25–0.26 of capacity with one-event polls and ≥ 0.90 with
 /// batches; at 16 to 64 workers batches cost 4.7–5.7% more CPU per request
-/// at load 0.2 (except where the lock saturates: 24–25% less at 64 workers)
+/// at load 0.2 (except where the lock saturates: 24–26% less at 64 workers)
 /// and 5–19% less at 0.8. At 8 workers the model's max load moves
 /// both ways (bimodal-1 −0.02 to −0.04, exponential with a dear lock +0.16),
 /// and on the runtime the batch cost 0.22 targeted wake-ups per reply (the
