@@ -65,6 +65,11 @@ pub struct PipesArgs {
     /// Pin worker w to its CPU.
     #[arg(long)]
     pub pin: bool,
+    /// skq modes: in an epoll set of more than this many workers, a poller
+    /// whose events are short takes every ready event instead of one
+    /// (0..=64; 64: never; default 8, the core's).
+    #[arg(long)]
+    pub batch_polls_above: Option<usize>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -106,6 +111,8 @@ pub struct Setup {
     pub duration: Duration,
     /// Pin worker w to its CPU.
     pub pin: bool,
+    /// skq modes: `Config::batch_polls_above` (`None`: the core's default).
+    pub batch_polls_above: Option<usize>,
 }
 
 /// A mode the pipe benchmark runs, parsed once at the flag: an skq policy
@@ -140,6 +147,7 @@ fn measure_epoll(shared: bool, setup: &Setup) -> anyhow::Result<PipeResult> {
         pipes_per_worker,
         duration,
         pin,
+        ..
     } = *setup;
     use skq_sys::epoll::{Epoll, IN, ONESHOT};
     let epolls: Arc<Vec<Epoll>> = Arc::new(
@@ -231,10 +239,14 @@ fn measure_skq(mode: Mode, setup: &Setup) -> anyhow::Result<PipeResult> {
         pipes_per_worker,
         duration,
         pin,
+        batch_polls_above,
     } = *setup;
-    let cfg = mode
+    let mut cfg = mode
         .core_config(workers)
         .context("an skq mode has a core configuration")??;
+    if let Some(n) = batch_polls_above {
+        cfg.batch_polls_above = n;
+    }
     let skq = Skq::new(cfg)?;
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
@@ -314,6 +326,9 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
             a.duration
         );
     }
+    if let Some(n) = a.batch_polls_above.filter(|&n| n > 64) {
+        bail!("--batch-polls-above {n} is out of range: allowed 0..=64 (64: never)");
+    }
     if a.pipes_per_worker == 0 || a.pipes_per_worker > 4096 {
         bail!(
             "--pipes-per-worker {} is out of range: allowed 1..=4096",
@@ -362,6 +377,7 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
             pipes_per_worker: a.pipes_per_worker,
             duration: Duration::from_secs_f64(a.duration),
             pin: a.pin,
+            batch_polls_above: a.batch_polls_above,
         };
         let r = measure(*mode, &setup)
             .with_context(|| format!("configuration {mode} with {w} workers"))?;
