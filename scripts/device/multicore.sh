@@ -18,7 +18,11 @@
 # --workloads replaces the file's workloads; --pipes
 # runs `skq pipes` (spun service, hybrid and cpu against epoll-1to1 and
 # epoll-shared) at these worker counts once, after the sweeps, into
-# DIR/pipes.json.
+# DIR/pipes.json, then hybrid against epoll-shared again with one event per
+# blocking poll at every set size (`--batch-polls-above 64`) into
+# DIR/pipes-one-event.json: the default takes batches in sets of more than
+# 8 workers while events are short (docs/ARCHITECTURE.md, "Batches from a
+# set of more than 8 workers"), which only a machine with many cores times.
 #
 # --cpus confines the sweeps to a CPU list (taskset -c LIST; server on its
 # first half, generator on the rest), so several copies of this script can
@@ -143,4 +147,8 @@ if [[ -n "$PIPES" ]]; then
   echo "[multicore] pipes at $PIPES workers, $(date -u +%T) UTC"
   "$SKQ" pipes --modes epoll-1to1,epoll-shared,cpu,hybrid --workers "$PIPES" \
     --emulated-workers 0 --json "$DIR/pipes.json" 2>&1 | tee "$DIR/pipes.txt"
+  echo "[multicore] pipes with one-event polls (--batch-polls-above 64), $(date -u +%T) UTC"
+  "$SKQ" pipes --modes epoll-shared,hybrid --baseline epoll-shared --workers "$PIPES" \
+    --emulated-workers 0 --batch-polls-above 64 --json "$DIR/pipes-one-event.json" 2>&1 |
+    tee "$DIR/pipes-one-event.txt"
 fi
