@@ -66,5 +66,12 @@ fn batch_polls_above_is_passed_to_the_skq_modes_and_refused_out_of_range() {
     assert_eq!(rows.len(), 2, "{v}");
     for r in rows {
         assert!(r["events_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+        // The setting is recorded with each skq row; the baseline has none.
+        let want = if r["mode"] == "hybrid" {
+            serde_json::json!(0)
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(r["batch_polls_above"], want, "{r}");
     }
 }

@@ -92,6 +92,9 @@ pub struct PipeResult {
     pub ratio_to_baseline: Option<f64>,
     /// Imbalance of busy time between workers.
     pub imbalance: f64,
+    /// skq modes: the core's `batch_polls_above` the run used (`None` for
+    /// the epoll baselines).
+    pub batch_polls_above: Option<usize>,
     /// Steals over the run.
     pub steals: u64,
 }
@@ -227,6 +230,7 @@ fn measure_epoll(shared: bool, setup: &Setup) -> anyhow::Result<PipeResult> {
         events_per_s: delivered as f64 / secs,
         ratio_to_baseline: None,
         imbalance: skq_net::stats::imbalance(busy.into_iter()),
+        batch_polls_above: None,
         steals: 0,
     })
 }
@@ -311,6 +315,7 @@ fn measure_skq(mode: Mode, setup: &Setup) -> anyhow::Result<PipeResult> {
         events_per_s: delivered as f64 / secs,
         ratio_to_baseline: None,
         imbalance: skq_rt::imbalance_of(&stats),
+        batch_polls_above: Some(skq.config().batch_polls_above),
         steals: stats.iter().map(|s| s.steals_made).sum(),
     })
 }
@@ -367,6 +372,9 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
         "skq pipes: {} pipes per worker, always readable; {cores} cores seen; {:.1} s per configuration; ratios against {} measured in the same run",
         a.pipes_per_worker, a.duration, a.baseline
     );
+    if let Some(n) = a.batch_polls_above {
+        println!("skq pipes: skq modes with --batch-polls-above {n} (the core's default is 8)");
+    }
     let mut results: Vec<PipeResult> = Vec::new();
     for (i, (mode, w, svc, ns)) in plan.iter().enumerate() {
         eprint!("\r[{}/{}] {mode} × {w} ({svc})        ", i + 1, plan.len());
