@@ -1,32 +1,30 @@
 //! `skq pipes`: the pipe benchmark's flags, run for a fraction of a second
 //! (behaviour, not speed: the figures themselves belong to benchmarks).
 
-use std::process::Command;
+use std::process::{Command, Output};
 
-fn skq() -> Command {
+/// `skq pipes` at 2 workers, spun service only, 0.2 s per configuration,
+/// with `modes` (the first is the baseline) and `extra` flags.
+fn pipes(modes: &str, extra: &[&str]) -> Output {
+    let baseline = modes.split(',').next().unwrap();
     Command::new(env!("CARGO_BIN_EXE_skq"))
-}
-
-#[test]
-fn batch_polls_above_is_passed_to_the_skq_modes_and_refused_out_of_range() {
-    let out = skq()
+        .args(["pipes", "--modes", modes, "--baseline", baseline])
         .args([
-            "pipes",
-            "--modes",
-            "hybrid",
-            "--baseline",
-            "hybrid",
             "--workers",
             "2",
             "--emulated-workers",
             "0",
             "--duration",
             "0.2",
-            "--batch-polls-above",
-            "65",
         ])
+        .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn batch_polls_above_is_passed_to_the_skq_modes_and_refused_out_of_range() {
+    let out = pipes("hybrid", &["--batch-polls-above", "65"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -34,26 +32,10 @@ fn batch_polls_above_is_passed_to_the_skq_modes_and_refused_out_of_range() {
         "{err}"
     );
     let json = std::env::temp_dir().join(format!("skq-pipes-{}.json", std::process::id()));
-    let out = skq()
-        .args([
-            "pipes",
-            "--modes",
-            "hybrid,epoll-shared",
-            "--baseline",
-            "epoll-shared",
-            "--workers",
-            "2",
-            "--emulated-workers",
-            "0",
-            "--duration",
-            "0.2",
-            "--batch-polls-above",
-            "0",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = pipes(
+        "epoll-shared,hybrid",
+        &["--batch-polls-above", "0", "--json", json.to_str().unwrap()],
+    );
     assert!(
         out.status.success(),
         "{}",
