@@ -4,7 +4,6 @@
 //! a 2-worker instance with another worker polling, so the fast path is
 //! taken: the caller's queue is empty and a poller exists.
 //!
-//!
 //! Then the price of a checkpoint with a readiness set per worker
 //! (`Config::poll_groups` = workers): nobody polls the caller's set while
 //! it works, so every checkpoint harvests it without blocking (one

@@ -331,8 +331,11 @@ pub fn run(a: PipesArgs) -> anyhow::Result<()> {
             a.duration
         );
     }
-    if let Some(n) = a.batch_polls_above.filter(|&n| n > 64) {
-        bail!("--batch-polls-above {n} is out of range: allowed 0..=64 (64: never)");
+    if let Some(n) = a.batch_polls_above {
+        // Refused before anything runs, by the core's own range check.
+        let mut c = skq_rt::Config::new(skq_rt::Policy::Hybrid, 1);
+        c.batch_polls_above = n;
+        c.validate()?;
     }
     if a.pipes_per_worker == 0 || a.pipes_per_worker > 4096 {
         bail!(
