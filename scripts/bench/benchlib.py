@@ -228,8 +228,8 @@ def read_cost_log(path):
     Each is {"rate": req/s, "points": [...], "delayed": {(mode, run), ...}}: a file
     may hold several invocations (logs concatenated), whose run numbers repeat, so
     each is a block of its own. A point is {"mode", "run", "cpu_us", "passed",
-    "overshoot_us", "call_ns", "wake_us"}, the last three None where the line has
-    no such column (older logs, or no `--speed`); "delayed" holds the points the
+    "overshoot_us", "call_ns", "wake_us", "user_us", "sys_us"}, each of the last five
+    None where the line has no such column (older logs, or no `--speed`); "delayed" holds the points the
     `# host delayed:` line names."""
     def num(f, i):
         try:
@@ -255,5 +255,6 @@ def read_cost_log(path):
         blocks[-1]["points"].append({
             "mode": f[0], "run": int(f[1]), "cpu_us": num(f, 2), "passed": f[7] == "True",
             "overshoot_us": num(f, 9), "call_ns": num(f, 11), "wake_us": num(f, 12),
+            "user_us": num(f, 13), "sys_us": num(f, 14),
         })
     return blocks

@@ -4,7 +4,7 @@
 For each mode: `skq serve rpc --mode MODE --workers W` (emulated service) on
 CPU 0, `skq load` pinned to CPU 1 at --rate over --conns connections for
 --secs seconds (after a 1 s warm-up). The server's CPU time (utime + stime of
-/proc/PID/stat) and the voluntary and involuntary context switches of all its
+/proc/PID/stat, also printed apart as `usr us` and `sys us`: user space and kernel) and the voluntary and involuntary context switches of all its
 threads (/proc/PID/task/*/status) are read when the generator starts and
 when it ends, and divided by the replies of the whole run (warm-up
 included: the generator's `client_sent_total` with no errors).
@@ -54,8 +54,9 @@ def free_port():
 
 
 def cpu_s(pid):
+    """(user, system) CPU seconds of all the process's threads."""
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
+    return int(f[11]) / TICK, int(f[12]) / TICK
 
 
 def ctx_switches(pid):
@@ -118,7 +119,8 @@ def point(mode, a):
     n = d["client_sent_total"]
     return {
         "mode": mode, "replies": n, "errors": sum(d["errors"].values()),
-        "cpu_us": (c1 - c0) / n * 1e6, "vol": (v1 - v0) / n, "invol": (i1 - i0) / n,
+        "cpu_us": (sum(c1) - sum(c0)) / n * 1e6,
+        "user_us": (c1[0] - c0[0]) / n * 1e6, "sys_us": (c1[1] - c0[1]) / n * 1e6, "vol": (v1 - v0) / n, "invol": (i1 - i0) / n,
         "p99_us": d["latency"]["p99"]["value"], "checks": d["checks"]["pass"],
         "lateness_p99_us": d["checks"]["lateness_p99_us"],
         "overshoot": overshoot(d, a.service),
@@ -158,7 +160,7 @@ def main():
           f"cores seen {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
     print(f"{'mode':<20} {'run':>3} {'CPU us/reply':>12} {'vol cs/reply':>12} {'invol cs/reply':>14} "
           f"{'p99 us':>8} {'lateness p99':>12} {'checks':>6} {'errors':>6} {'S over us':>9} "
-          f"{'user ns':>7} {'call ns':>7} {'wake us':>7}")
+          f"{'user ns':>7} {'call ns':>7} {'wake us':>7} {'usr us':>7} {'sys us':>7}")
     judged = {}
     for run in range(1, a.runs + 1):
         for mode in a.modes.split(","):
@@ -169,7 +171,8 @@ def main():
                   (f"{x['speed'][0]:.1f}", f"{x['speed'][1]:.0f}", f"{x['speed'][2]:.2f}"))
             print(f"{mode:<20} {run:>3} {x['cpu_us']:>12.1f} {x['vol']:>12.2f} {x['invol']:>14.2f} "
                   f"{x['p99_us']:>8.0f} {x['lateness_p99_us']:>12.1f} {str(x['checks']):>6} {x['errors']:>6} "
-                  f"{over:>9} {sp[0]:>7} {sp[1]:>7} {sp[2]:>7}", flush=True)
+                  f"{over:>9} {sp[0]:>7} {sp[1]:>7} {sp[2]:>7} {x['user_us']:>7.1f} {x['sys_us']:>7.1f}",
+                  flush=True)
     ref, verdicts = host_delayed(judged)
     if ref is None:
         print("# host delayed: not judged (fewer than three points with emulated service)")

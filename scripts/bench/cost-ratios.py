@@ -19,6 +19,11 @@ one system call around the point, and `wake us`, the CPU of one pipe round trip 
 sleep and a wake-up), each ratio is also printed normalised by each: (A's CPU / A's
 probe) / (B's CPU / B's probe), which compares the two servers as if both points had
 run on an equally fast host, to the extent the probe tracks the host's speed.
+
+Where the log splits CPU per reply into user space and kernel (`usr us`, `sys us`:
+utime and stime, cost-per-reply.py since 2026-12-07), the last line says where the
+difference A - B lies: the median over the clean pairs (all pairs if none is clean) of
+each part's difference, in µs per reply.
 """
 import statistics
 import sys
@@ -41,12 +46,14 @@ def main(argv):
         for p in blk["points"]:
             if p["mode"] in (a, b):
                 runs.setdefault(p["run"], {})[p["mode"]] = (
-                    p["cpu_us"], p["passed"], [p["call_ns"], p["wake_us"]])
+                    p["cpu_us"], p["passed"], [p["call_ns"], p["wake_us"]],
+                    (p["user_us"], p["sys_us"]))
         rows.setdefault(blk["rate"], []).append(runs)
         delayed.setdefault(blk["rate"], []).append(blk["delayed"])
     print(f"# per-run CPU per reply, {a} / {b}, from {path}; * = a point of the pair failed its "
           "checks, ! = the host delayed a point of the pair")
     every, clean = [], []
+    split, split_clean = [], []
     norm = {name: ([], []) for name in PROBES}
     for r, blocks in sorted(rows.items()):
         rs, ns = [], {name: [] for name in PROBES}
@@ -54,11 +61,16 @@ def main(argv):
             for k in sorted(runs):
                 if a not in runs[k] or b not in runs[k]:
                     continue
-                (x, xo, xs), (y, yo, ys) = runs[k][a], runs[k][b]
+                (x, xo, xs, xu), (y, yo, ys, yu) = runs[k][a], runs[k][b]
                 mark = "" if xo and yo else "*"
                 if (a, k) in late or (b, k) in late:
                     mark += "!"
                 rs.append((x / y, mark))
+                if None not in xu + yu:
+                    d = (x - y, xu[0] - yu[0], xu[1] - yu[1])
+                    split.append(d)
+                    if not mark:
+                        split_clean.append(d)
                 for name, px, py in zip(PROBES, xs, ys):
                     if px and py:
                         ns[name].append(((x / px) / (y / py), mark))
@@ -90,6 +102,11 @@ def main(argv):
         if clean_:
             line += f"; the {len(clean_)} clean pairs: median {statistics.median(clean_):.3f}"
         print(line)
+    pool, which = (split_clean, "clean") if split_clean else (split, "all")
+    if pool:
+        med = [statistics.median(d[i] for d in pool) for i in range(3)]
+        print(f"where {a} - {b} lies, median over the {len(pool)} {which} pairs with the split: "
+              f"{med[0]:+.2f} us per reply, user space {med[1]:+.2f}, kernel {med[2]:+.2f}")
     return 0
 
 
