@@ -204,8 +204,8 @@ pub enum WakeVia {
     Doorbell,
     /// It blocks in the set beside other pollers: wake that thread alone,
     /// with a wake-up that stays pending until its next blocking poll if it
-    /// is not blocked yet (skq-rt: a thread-directed signal that only
-    /// `epoll_pwait2` unblocks).
+    /// is not blocked yet (skq-rt: a thread-directed signal that ends only
+    /// the thread's blocking poll, `skq_sys::signal`).
     Targeted,
     /// Signal its own doorbell (parker).
     Parker,
@@ -690,9 +690,10 @@ impl Scheduler {
     /// [`WakeVia::Targeted`]: not with one poller per set
     /// (`Config::pollers` = 1), nor when every group has one worker (one
     /// worker in all, or as many poll groups as workers). Without it the
-    /// driver needs no wake-up signal, and its blocking polls no signal
-    /// mask (skq-rt: each masked `epoll_pwait2` swaps the thread's mask
-    /// twice under the kernel's signal lock, about 0.12 µs a call here).
+    /// driver needs no wake-up signal (skq-rt: where its polls must let
+    /// the signal in with a mask, on other architectures than x86-64, each
+    /// masked `epoll_pwait2` swaps the thread's mask twice under the
+    /// kernel's signal lock, about 0.12 µs a call on the 2026-12-07 VM).
     pub fn targeted_wakes(&self) -> bool {
         let l = &self.lp;
         l.cap != 1 && l.groups.iter().any(|g| g.members.count_ones() > 1)

@@ -153,9 +153,11 @@ impl std::ops::BitOr for Interest {
 
 const DOORBELL: u64 = u64::MAX;
 /// The targeted wake-up with several pollers per set is the real-time
-/// signal `SIGRTMIN + 7` (a do-nothing handler; worker threads keep it
-/// blocked outside their blocking poll). An application that uses this
-/// signal itself must run with `Config::pollers = 1`.
+/// signal `SIGRTMIN + 7`, which ends the worker's next or current blocking
+/// poll and nothing else it does (`skq_sys::signal`: on x86-64 through the
+/// wake-up window, elsewhere unblocked only inside the poll). An
+/// application that uses this signal itself must run with
+/// `Config::pollers = 1`.
 pub const WAKE_SIGNAL_OFFSET: i32 = 7;
 /// Token of the level-triggered shutdown eventfd: once written it stays
 /// readable, so every `epoll_wait` after shutdown returns at once, whoever
@@ -725,8 +727,8 @@ impl Skq {
             }
             skq_core::WakeVia::Targeted => {
                 // `w` is in the set's pollers, so it waited already and its
-                // thread id is known; the signal stays pending until its
-                // next blocking poll if it is not blocked yet.
+                // thread id is known; the signal ends its next blocking poll
+                // at once if it is not blocked yet.
                 let tid = self.tids[w].load(Ordering::Acquire);
                 let sent = match (&self.wake_signal, tid) {
                     (Some(sig), t) if t > 0 => sig.send(t).is_ok(),

@@ -238,8 +238,8 @@ impl Worker {
         }
     }
 
-    /// With several pollers per set: the signal mask this thread's blocking
-    /// polls run with. The wake-up signal is blocked in the thread first
+    /// With several pollers per set: how this thread's blocking polls let
+    /// the wake-up signal in. The thread is armed for it first
     /// (once per thread), and the thread's id recorded for this worker
     /// before it can join the pollers, so a targeted wake-up reaches it.
     fn poll_mask(&self) -> io::Result<Option<skq_sys::signal::PollMask>> {
@@ -250,7 +250,7 @@ impl Worker {
             if let Some(v) = c.get() {
                 return Ok(v);
             }
-            let v = (skq_sys::signal::thread_id(), sig.block_here()?);
+            let v = (skq_sys::signal::thread_id(), sig.arm_here()?);
             c.set(Some(v));
             Ok(v)
         })?;
@@ -313,8 +313,8 @@ impl Drop for Worker {
 }
 
 thread_local! {
-    /// This thread's id and the mask of its blocking polls, once it
-    /// blocked the wake-up signal.
+    /// This thread's id and how its blocking polls let the wake-up signal
+    /// in, once it was armed for it (`WakeSignal::arm_here`).
     static THREAD_WAKE: std::cell::Cell<Option<(i32, skq_sys::signal::PollMask)>> =
         const { std::cell::Cell::new(None) };
 }
@@ -334,8 +334,8 @@ fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
 
 /// Non-blocking (timeout 0) or blocking harvest of the worker's group's
 /// epoll set (the shared one with one poll group), of at most `max`
-/// events; a blocking one with several pollers runs with `poll_mask`, the
-/// only time the wake-up signal is unblocked. Returns the clock read that
+/// events; a blocking one with several pollers is one that the wake-up
+/// signal ends (`poll_mask`, `Epoll::wait_wakeable`). Returns the clock read that
 /// stamped the activations, if it found any (the loop's next `now`).
 fn harvest(
     skq: &Skq,
@@ -347,7 +347,7 @@ fn harvest(
 ) -> io::Result<Option<u64>> {
     let set = &skq.sets[skq.core.poll_group(ctx.id())];
     let n = match poll_mask {
-        Some(mask) if timeout_ns != Some(0) => set.wait_masked(ep_buf, timeout_ns, max, mask)?,
+        Some(mask) if timeout_ns != Some(0) => set.wait_wakeable(ep_buf, timeout_ns, max, mask)?,
         _ => set.wait_ns(ep_buf, timeout_ns)?,
     };
     if n > 0 {

@@ -139,61 +139,113 @@ impl AsRawFd for Epoll {
 }
 
 impl Epoll {
-    /// `epoll_pwait2` for at most `max` events (at least 1, at most the
-    /// buffer's capacity) with the thread's signal mask replaced by
-    /// `mask` for the wait's duration, so a signal blocked otherwise
-    /// ends only this wait (and, sent earlier, stays pending until it).
+    /// A blocking wait for at most `max` events (at least 1, at most the
+    /// buffer's capacity) that the wake-up signal ends
+    /// ([`crate::signal::WakeSignal`]; `mask` is what
+    /// [`crate::signal::WakeSignal::arm_here`] returned to this thread): a
+    /// wake-up sent to the thread since its previous such wait returned
+    /// ends this one at once. Through the wake-up window on x86-64 (a
+    /// plain `epoll_pwait2` with no signal mask), elsewhere `epoll_pwait2`
+    /// with the thread's mask replaced by `mask` for the wait's duration.
     /// `None` waits forever. Falls back to `epoll_pwait` (millisecond
     /// timeout, rounded up) where the kernel lacks `epoll_pwait2`. An
     /// interrupted wait returns zero events.
-    pub fn wait_masked(
+    pub fn wait_wakeable(
         &self,
         out: &mut Vec<libc::epoll_event>,
         timeout_ns: Option<u64>,
         max: usize,
         mask: &crate::signal::PollMask,
     ) -> io::Result<usize> {
-        let sigmask = &mask.0;
         out.clear();
         if out.capacity() == 0 {
             out.reserve(1);
         }
         let cap = max.clamp(1, out.capacity()).min(i32::MAX as usize) as libc::c_int;
-        if !pwait2_missing() {
-            let ts = timeout_ns.map(|ns| libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-            });
-            let ts_ptr = ts
-                .as_ref()
-                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-            // SAFETY: `out` has room for `cap` events; `ts_ptr` is null or
-            // points at a live timespec; `sigmask` is a live sigset_t whose
-            // size the last argument gives (the kernel's sigset is 8 bytes).
-            let n = unsafe {
-                libc::syscall(
-                    libc::SYS_epoll_pwait2,
-                    self.fd.as_raw_fd(),
-                    out.as_mut_ptr(),
-                    cap,
-                    ts_ptr,
-                    sigmask as *const libc::sigset_t,
-                    8usize,
-                )
-            };
-            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
-                // SAFETY: `n` is what the kernel returned for this buffer.
-                return unsafe { filled(out, n) };
+        let ts = timeout_ns.map(|ns| libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        match mask.0 {
+            #[cfg(target_arch = "x86_64")]
+            crate::signal::PollWake::Window => {
+                let (fd, buf) = (self.fd.as_raw_fd() as libc::c_long, out.as_mut_ptr());
+                let mut n = -(libc::ENOSYS as libc::c_long);
+                if !pwait2_missing() {
+                    // SAFETY: `out` has room for `cap` events; `ts_ptr` is null
+                    // or points at a live timespec; the mask is null.
+                    n = unsafe {
+                        crate::signal::window::syscall(
+                            libc::SYS_epoll_pwait2,
+                            fd,
+                            buf as libc::c_long,
+                            cap as libc::c_long,
+                            ts_ptr as libc::c_long,
+                        )
+                    };
+                    if n == -(libc::ENOSYS as libc::c_long) {
+                        NO_PWAIT2.store(true, Ordering::Relaxed);
+                    }
+                }
+                if n == -(libc::ENOSYS as libc::c_long) {
+                    let ms = timeout_ns.map_or(-1, fallback_ms);
+                    // SAFETY: as above; epoll_pwait takes a millisecond timeout.
+                    n = unsafe {
+                        crate::signal::window::syscall(
+                            libc::SYS_epoll_pwait,
+                            fd,
+                            buf as libc::c_long,
+                            cap as libc::c_long,
+                            ms as libc::c_long,
+                        )
+                    };
+                }
+                if n < 0 {
+                    return if n == -(libc::EINTR as libc::c_long) {
+                        Ok(0)
+                    } else {
+                        Err(io::Error::from_raw_os_error(-n as i32))
+                    };
+                }
+                // SAFETY: the kernel initialised the first n entries.
+                unsafe { out.set_len(n as usize) };
+                Ok(n as usize)
             }
-            // Once, not on every later wait: every thread polls here.
-            NO_PWAIT2.store(true, Ordering::Relaxed);
+            crate::signal::PollWake::Mask(ref sigmask) => {
+                if !pwait2_missing() {
+                    // SAFETY: `out` has room for `cap` events; `ts_ptr` is null or
+                    // points at a live timespec; `sigmask` is a live sigset_t whose
+                    // size the last argument gives (the kernel's sigset is 8 bytes).
+                    let n = unsafe {
+                        libc::syscall(
+                            libc::SYS_epoll_pwait2,
+                            self.fd.as_raw_fd(),
+                            out.as_mut_ptr(),
+                            cap,
+                            ts_ptr,
+                            sigmask as *const libc::sigset_t,
+                            8usize,
+                        )
+                    };
+                    if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+                        // SAFETY: `n` is what the kernel returned for this buffer.
+                        return unsafe { filled(out, n) };
+                    }
+                    // Once, not on every later wait: every thread polls here.
+                    NO_PWAIT2.store(true, Ordering::Relaxed);
+                }
+                let ms = timeout_ns.map_or(-1, fallback_ms);
+                // SAFETY: as above; epoll_pwait takes the same mask.
+                let n = unsafe {
+                    libc::epoll_pwait(self.fd.as_raw_fd(), out.as_mut_ptr(), cap, ms, sigmask)
+                };
+                // SAFETY: `n` is what the kernel returned for this buffer.
+                unsafe { filled(out, n as libc::c_long) }
+            }
         }
-        let ms = timeout_ns.map_or(-1, fallback_ms);
-        // SAFETY: as above; epoll_pwait takes the same mask.
-        let n =
-            unsafe { libc::epoll_pwait(self.fd.as_raw_fd(), out.as_mut_ptr(), cap, ms, sigmask) };
-        // SAFETY: `n` is what the kernel returned for this buffer.
-        unsafe { filled(out, n as libc::c_long) }
     }
 
     /// Like [`Epoll::wait`] with a nanosecond timeout (`epoll_pwait2`,
