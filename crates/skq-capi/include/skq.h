@@ -185,8 +185,10 @@ typedef struct {
   uint64_t promote_min_ns;
   // Most workers blocked in one epoll set at once (0, the default: every
   // idle worker; 1: leader/follower). With more than one, a worker is
-  // woken in its poll by the real-time signal SIGRTMIN+7, which worker
-  // threads keep blocked outside `skq_wait`.
+  // woken in its poll by the real-time signal SIGRTMIN+7, which ends that
+  // worker's poll in `skq_wait` (on x86-64 the signal stays unblocked in
+  // worker threads, with a handler, `SA_RESTART`; elsewhere it is blocked
+  // outside the poll).
   uint32_t pollers;
   // With several pollers: in an epoll set of more than this many workers,
   // a poller whose events are short (under 20 us on average) takes every
