@@ -273,6 +273,10 @@ struct Group {
     harvesting: AtomicBool,
     /// Bit w: worker w belongs to this group.
     members: u64,
+    /// How many workers belong to it (`members`' count, kept so that the
+    /// poll path does not count bits: without `popcnt` in the baseline
+    /// x86-64 target a count is a dozen instructions).
+    size: u32,
 }
 
 /// The loop's shared state (part of the [`Scheduler`]).
@@ -293,19 +297,20 @@ pub(crate) struct LoopShared {
 
 impl Group {
     /// Takes a place among the set's pollers for `me`, unless `cap` are
-    /// there already; returns how many others were there.
-    fn join(&self, me: WorkerId, cap: u32) -> Option<u32> {
+    /// there already (`u32::MAX`: no limit, and no count); returns the
+    /// others that were there (bit w: worker w).
+    fn join(&self, me: WorkerId, cap: u32) -> Option<u64> {
         let bit = 1u64 << me;
         let mut m = self.pollers.load(Ordering::SeqCst);
         loop {
-            if m.count_ones() >= cap {
+            if cap != u32::MAX && m.count_ones() >= cap {
                 return None;
             }
             match self
                 .pollers
                 .compare_exchange(m, m | bit, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => return Some(m.count_ones()),
+                Ok(_) => return Some(m & !bit),
                 Err(x) => m = x,
             }
         }
@@ -340,6 +345,7 @@ impl LoopShared {
                         .enumerate()
                         .filter(|&(_, &x)| x == g)
                         .fold(0u64, |m, (w, _)| m | 1u64 << w),
+                    size: group_of.iter().filter(|&&x| x == g).count() as u32,
                 })
                 .collect(),
             group_of,
@@ -577,8 +583,7 @@ impl Scheduler {
                 call.poll_max = if l.cap == 1
                     || self.lone()
                     || (others == 0 && parked)
-                    || (g.members.count_ones() as usize > self.cfg.batch_polls_above
-                        && self.short_events(me))
+                    || (g.size as usize > self.cfg.batch_polls_above && self.short_events(me))
                     || l.prioritized.load(Ordering::Relaxed)
                 {
                     usize::MAX
@@ -678,7 +683,7 @@ impl Scheduler {
         let g = &l.groups[l.group_of[w]];
         if g.pollers.load(Ordering::SeqCst) & (1u64 << w) == 0 {
             WakeVia::Parker
-        } else if l.cap == 1 || g.members.count_ones() == 1 {
+        } else if l.cap == 1 || g.size == 1 {
             WakeVia::Doorbell
         } else {
             WakeVia::Targeted
@@ -696,7 +701,7 @@ impl Scheduler {
     /// kernel's signal lock, about 0.12 µs a call on the 2026-12-07 VM).
     pub fn targeted_wakes(&self) -> bool {
         let l = &self.lp;
-        l.cap != 1 && l.groups.iter().any(|g| g.members.count_ones() > 1)
+        l.cap != 1 && l.groups.iter().any(|g| g.size > 1)
     }
 
     /// A parked follower of `me`'s group, other than `me`, to take over
