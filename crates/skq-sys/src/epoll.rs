@@ -172,36 +172,34 @@ impl Epoll {
         match mask.0 {
             #[cfg(target_arch = "x86_64")]
             crate::signal::PollWake::Window => {
-                let (fd, buf) = (self.fd.as_raw_fd() as libc::c_long, out.as_mut_ptr());
-                let mut n = -(libc::ENOSYS as libc::c_long);
-                if !pwait2_missing() {
-                    // SAFETY: `out` has room for `cap` events; `ts_ptr` is null
-                    // or points at a live timespec; the mask is null.
-                    n = unsafe {
+                let (fd, buf) = (self.fd.as_raw_fd(), out.as_mut_ptr());
+                // The wait `nr` whose fourth argument is `last` (epoll_pwait2's
+                // timespec or epoll_pwait's milliseconds) and whose mask is null.
+                let wait = |nr: libc::c_long, last: libc::c_long| {
+                    // SAFETY: `out` has room for `cap` events; `last` is null,
+                    // the address of a live timespec or a millisecond count as
+                    // `nr` takes it; the mask is null.
+                    unsafe {
                         crate::signal::window::syscall(
-                            libc::SYS_epoll_pwait2,
-                            fd,
+                            nr,
+                            fd as libc::c_long,
                             buf as libc::c_long,
                             cap as libc::c_long,
-                            ts_ptr as libc::c_long,
+                            last,
                         )
-                    };
-                    if n == -(libc::ENOSYS as libc::c_long) {
+                    }
+                };
+                let enosys = -(libc::ENOSYS as libc::c_long);
+                let mut n = enosys;
+                if !pwait2_missing() {
+                    n = wait(libc::SYS_epoll_pwait2, ts_ptr as libc::c_long);
+                    if n == enosys {
                         NO_PWAIT2.store(true, Ordering::Relaxed);
                     }
                 }
-                if n == -(libc::ENOSYS as libc::c_long) {
+                if n == enosys {
                     let ms = timeout_ns.map_or(-1, fallback_ms);
-                    // SAFETY: as above; epoll_pwait takes a millisecond timeout.
-                    n = unsafe {
-                        crate::signal::window::syscall(
-                            libc::SYS_epoll_pwait,
-                            fd,
-                            buf as libc::c_long,
-                            cap as libc::c_long,
-                            ms as libc::c_long,
-                        )
-                    };
+                    n = wait(libc::SYS_epoll_pwait, ms as libc::c_long);
                 }
                 if n < 0 {
                     return if n == -(libc::EINTR as libc::c_long) {
