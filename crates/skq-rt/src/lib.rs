@@ -153,11 +153,12 @@ impl std::ops::BitOr for Interest {
 
 const DOORBELL: u64 = u64::MAX;
 /// The targeted wake-up with several pollers per set is the real-time
-/// signal `SIGRTMIN + 7`, which ends the worker's next or current blocking
-/// poll and nothing else it does (`skq_sys::signal`: on x86-64 through the
-/// wake-up window, elsewhere unblocked only inside the poll). An
-/// application that uses this signal itself must run with
-/// `Config::pollers = 1`.
+/// signal `SIGRTMIN + 7`, which ends the worker's current or next blocking
+/// poll (`skq_sys::signal`: on x86-64 through the wake-up window, the
+/// signal unblocked in worker threads with `SA_RESTART`, so one that races
+/// the end of a poll can make a call the kernel never restarts return
+/// `EINTR`; elsewhere unblocked only inside the poll). An application that
+/// uses this signal itself must run with `Config::pollers = 1`.
 pub const WAKE_SIGNAL_OFFSET: i32 = 7;
 /// Token of the level-triggered shutdown eventfd: once written it stays
 /// readable, so every `epoll_wait` after shutdown returns at once, whoever
