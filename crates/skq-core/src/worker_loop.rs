@@ -698,7 +698,7 @@ impl Scheduler {
     /// driver needs no wake-up signal (skq-rt: where its polls must let
     /// the signal in with a mask, on other architectures than x86-64, each
     /// masked `epoll_pwait2` swaps the thread's mask twice under the
-    /// kernel's signal lock, about 0.12 µs a call on the 2026-12-07 VM).
+    /// kernel's signal lock, 0.12–0.14 µs a call on the VM of 2026-12-05).
     pub fn targeted_wakes(&self) -> bool {
         let l = &self.lp;
         l.cap != 1 && l.groups.iter().any(|g| g.size > 1)
