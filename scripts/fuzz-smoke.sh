@@ -19,6 +19,12 @@ fi
 
 echo "fuzz-smoke: cargo-fuzz or nightly missing: running the fuzz body as a seeded randomized test instead (not coverage-guided)"
 cd "$root"
+# Build first, outside the time limit: on a clean clone the release build of the
+# test binaries alone can take longer than the limit, which bounds the run only.
+# (One package at a time, as they run: building them together could unify
+# features differently and make the timed run build again.)
+cargo test --release -p skq-kv --test fuzz_random --no-run
+cargo test --release -p skq-http --test fuzz_random --no-run
 SKQ_FUZZ_ITERS="${SKQ_FUZZ_ITERS:-500000}" timeout "$((secs * 4))" \
     cargo test --release -p skq-kv --test fuzz_random -- --nocapture
 echo "fuzz-smoke: the classifiers' body (skq_net::classify::check_split) runs seeded in cargo test (classify and kv priority tests)"

@@ -3,6 +3,7 @@
 # Idempotent: a second run only checks. Each piece lives in scripts/setup.d/*.sh
 # (one per component) so components add what they need without touching this file.
 set -euo pipefail
+t0=$(date +%s)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # apt-get needs an up-to-date list once per machine; skip when nothing is missing.
@@ -27,4 +28,4 @@ for part in "$here"/setup.d/*.sh; do
     # shellcheck source=/dev/null
     source "$part"
 done
-echo "setup: done"
+echo "setup: done in $(( $(date +%s) - t0 )) s"
