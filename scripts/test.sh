@@ -71,12 +71,13 @@ loom_log=target/loom-kv-async.log
 ) >"$loom_log" 2>&1 &
 loom_pid=$!
 # A failure below ends the script: the models go with it.
-trap 'kill "$loom_pid" 2>/dev/null || true' EXIT
+trap 'pkill -P "$loom_pid" 2>/dev/null; kill "$loom_pid" 2>/dev/null || true' EXIT
 # `--workspace`, as above: the same features, so the built binary is reused.
 cargo test --workspace --test memcached_suite -- --exact "$suite_test"
 at "loom: waiting for skq-kv's and skq-async's models"
 loom_rc=0
 wait "$loom_pid" || loom_rc=$?
+trap - EXIT
 cat "$loom_log"
 [ "$loom_rc" = 0 ] || { echo "test.sh: a loom model failed (exit $loom_rc)" >&2; exit "$loom_rc"; }
 if [ -x scripts/fuzz-smoke.sh ]; then

@@ -182,17 +182,7 @@ impl WakeSignal {
     pub fn arm_here(&self) -> io::Result<PollMask> {
         #[cfg(target_arch = "x86_64")]
         {
-            let mut set = MaybeUninit::<libc::sigset_t>::uninit();
-            // SAFETY: the set is initialised by sigemptyset before use; the
-            // old-mask pointer may be null.
-            let r = unsafe {
-                libc::sigemptyset(set.as_mut_ptr());
-                libc::sigaddset(set.as_mut_ptr(), self.sig);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, set.as_ptr(), std::ptr::null_mut())
-            };
-            if r != 0 {
-                return Err(io::Error::from_raw_os_error(r));
-            }
+            self.change_mask(libc::SIG_UNBLOCK)?;
             Ok(PollMask(PollWake::Window))
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -205,20 +195,27 @@ impl WakeSignal {
     /// x86-64 (`examples/wake_cost.rs`). A thread must not mix the two.
     #[doc(hidden)]
     pub fn mask_here(&self) -> io::Result<PollMask> {
+        let mut poll = self.change_mask(libc::SIG_BLOCK)?;
+        // SAFETY: `poll` is an initialised set.
+        unsafe { libc::sigdelset(&mut poll, self.sig) };
+        Ok(PollMask(PollWake::Mask(poll)))
+    }
+
+    /// Blocks (`SIG_BLOCK`) or unblocks (`SIG_UNBLOCK`) the signal in the
+    /// calling thread; returns the thread's mask from before.
+    fn change_mask(&self, how: libc::c_int) -> io::Result<libc::sigset_t> {
         let mut set = MaybeUninit::<libc::sigset_t>::uninit();
         let mut old = MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: both sets are initialised (sigemptyset, then by
-        // pthread_sigmask for `old`) before they are read.
+        // SAFETY: `set` is initialised by sigemptyset before use, and `old`
+        // by a successful pthread_sigmask before it is read.
         unsafe {
             libc::sigemptyset(set.as_mut_ptr());
             libc::sigaddset(set.as_mut_ptr(), self.sig);
-            let r = libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), old.as_mut_ptr());
+            let r = libc::pthread_sigmask(how, set.as_ptr(), old.as_mut_ptr());
             if r != 0 {
                 return Err(io::Error::from_raw_os_error(r));
             }
-            let mut poll = old.assume_init();
-            libc::sigdelset(&mut poll, self.sig);
-            Ok(PollMask(PollWake::Mask(poll)))
+            Ok(old.assume_init())
         }
     }
 
