@@ -23,7 +23,8 @@
 //!   it. The poll itself is then a plain `epoll_pwait2` with no signal mask:
 //!   the masked one swaps the thread's mask twice under the kernel's signal
 //!   lock on every blocking poll (0.12–0.14 µs a poll on one VM, 0.09–0.27 µs on
-//!   another: `examples/wake_cost.rs`; `docs/ARCHITECTURE.md`, "The wake-up
+//!   another, indicative: its host failed the quiet-host probe;
+//!   `examples/wake_cost.rs`; `docs/ARCHITECTURE.md`, "The wake-up
 //!   window"), while targeted wake-ups are rare (none per reply in the RPC
 //!   server's main-job setting). The
 //!   handler runs with `SA_RESTART`, so a wake-up that races the end of a
