@@ -24,7 +24,7 @@ impl Scheduler {
                         steal: r(&c.mig_steal),
                         exit: r(&c.mig_exit),
                     },
-                    wakeups: r(&c.wakeups),
+                    wakeups: r(&c.wakeups) + r(&c.kept),
                     queued_behind_busy: r(&c.queued_behind),
                     high_served: r(&c.high_served),
                     busy_ns: r(&c.busy_ns),

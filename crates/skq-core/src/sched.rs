@@ -595,7 +595,8 @@ impl Scheduler {
             // not through its queue (`worker_loop.rs`, "The kept event").
             if origin.harvest && Some(w) == by && !high && self.hand_takes(w, id) {
                 self.note_route(s, w, forced.or(reason));
-                Counters::add(&self.workers[w].counters.wakeups, 1);
+                // Only `w`'s thread keeps events in `w`'s hand.
+                Counters::bump(&self.workers[w].counters.kept, 1);
                 return Some((self.qidx(w), Some(w)));
             }
             // Only the kept source goes to the front, and only while its

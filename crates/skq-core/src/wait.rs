@@ -132,6 +132,11 @@ impl Scheduler {
     /// its in-flight batch: high priority first, at most `rtshare`% of the
     /// batch, then regular; leftover room takes further high-priority events
     /// (work conserving). Returns how many were added.
+    ///
+    /// The look at the lengths is inlined into the caller: most calls on
+    /// the way to sleep, and the one after a poller's kept event, find
+    /// nothing to take and return without a call.
+    #[inline]
     pub fn fill(&self, ctx: &mut WorkerCtx, out: &mut Vec<Event>, max: usize) -> usize {
         let qs = &self.queues[self.qidx(ctx.id)];
         let pq = self.pinned_q.get(ctx.id);
@@ -142,6 +147,14 @@ impl Scheduler {
         {
             return 0;
         }
+        self.fill_queued(ctx, out, max)
+    }
+
+    /// [`Scheduler::fill`] once a queue of the worker's holds something.
+    #[inline(never)]
+    fn fill_queued(&self, ctx: &mut WorkerCtx, out: &mut Vec<Event>, max: usize) -> usize {
+        let qs = &self.queues[self.qidx(ctx.id)];
+        let pq = self.pinned_q.get(ctx.id);
         let cap = self.batch_cap(ctx.id, max);
         let high_quota = (cap * self.cfg.rtshare as usize).div_ceil(100).max(1);
         let start = out.len();
@@ -287,8 +300,18 @@ impl Scheduler {
     }
 
     /// Clears the worker's idle bit (after a timeout or wake-up).
+    ///
+    /// Only the worker sets its own bit, so a load that finds it clear saw
+    /// the clear of whoever claimed it (a push, under the pushed queue's
+    /// lock, or a kept event: `claim_bit`), and nothing sets it again
+    /// before this worker does: the locked RMW is needed only while the bit
+    /// is still set. (A harvester that keeps its event has cleared it.)
+    /// The acquire load pairs with the claimer's release, as the RMW did.
     pub fn unpark(&self, ctx: &WorkerCtx) {
-        self.idle.fetch_and(!(1u64 << ctx.id), Ordering::SeqCst);
+        let bit = 1u64 << ctx.id;
+        if self.idle.load(Ordering::Acquire) & bit != 0 {
+            self.idle.fetch_and(!bit, Ordering::SeqCst);
+        }
     }
 
     /// Whether a live worker other than `me` is busy (not parked): only a

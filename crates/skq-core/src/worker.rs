@@ -71,6 +71,10 @@ pub(crate) struct Counters {
     pub(crate) mig_steal: AtomicU64,
     pub(crate) mig_exit: AtomicU64,
     pub(crate) wakeups: AtomicU64,
+    /// Events this worker kept in its hand from its own harvest: wake-ups
+    /// too (its poll ended for them), counted apart because only this
+    /// worker writes them (no locked add on the path of every reply).
+    pub(crate) kept: AtomicU64,
     /// Pushes that left an event waiting behind this worker's current
     /// batch (its idle bit was not set and it was processing).
     pub(crate) queued_behind: AtomicU64,

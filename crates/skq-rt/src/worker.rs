@@ -92,6 +92,10 @@ pub struct Worker {
     /// Whether this thread's `checkpoint()` context is installed.
     installed: bool,
     hook: Option<ElasticHook>,
+    /// How the blocking polls let the wake-up signal in, for the thread
+    /// armed as `.0` (`THREAD_ARMED`); looked up again when the worker
+    /// runs on another thread (`Worker::poll_mask`).
+    mask: Option<(u64, skq_sys::signal::PollMask)>,
 }
 
 impl Worker {
@@ -103,6 +107,7 @@ impl Worker {
             wakes: Vec::new(),
             installed: false,
             hook: None,
+            mask: None,
         }
     }
 
@@ -165,8 +170,17 @@ impl Worker {
             self.installed = true;
             crate::elastic::install(&self.skq, self.id());
         }
-        let poll_mask = self.poll_mask()?;
-        let (skq, ctx, ep_buf, wakes, hook) = self.parts();
+        self.poll_mask()?;
+        let poll_mask = self.mask.as_ref().map(|(_, m)| m);
+        let Worker {
+            skq,
+            ctx,
+            ep_buf,
+            wakes,
+            hook,
+            ..
+        } = self;
+        let ctx = ctx.as_mut().expect("worker used after exit");
         let core = &skq.core;
         let me = ctx.id();
         let start = monotonic_ns();
@@ -207,7 +221,7 @@ impl Worker {
                         Step::Poll(_) => call.poll_max(),
                         _ => usize::MAX,
                     };
-                    match harvest(skq, ctx, ep_buf, timeout, max, poll_mask.as_ref()) {
+                    match harvest(skq, ctx, ep_buf, timeout, max, poll_mask) {
                         Ok(t) => stamped = t,
                         Err(e) => {
                             core.abort_wait(ctx, &mut call, monotonic_ns());
@@ -238,20 +252,28 @@ impl Worker {
         }
     }
 
-    /// With several pollers per set: how this thread's blocking polls let
-    /// the wake-up signal in. The thread is armed for it first
-    /// (once per thread), and the thread's id recorded for this worker
-    /// before it can join the pollers, so a targeted wake-up reaches it.
-    fn poll_mask(&self) -> io::Result<Option<skq_sys::signal::PollMask>> {
+    /// With several pollers per set: makes `self.mask` say how this
+    /// thread's blocking polls let the wake-up signal in. The thread is
+    /// armed for it first (once per thread), and the thread's id recorded
+    /// for this worker before it can join the pollers, so a targeted
+    /// wake-up reaches it. Done once per thread the worker runs on: every
+    /// later wait reads one thread-local word (the mask itself, a signal
+    /// set on other architectures, is not copied per wait).
+    fn poll_mask(&mut self) -> io::Result<()> {
         let Some(sig) = self.skq.wake_signal else {
-            return Ok(None);
+            return Ok(());
         };
+        let armed = THREAD_ARMED.get();
+        if armed != 0 && self.mask.as_ref().is_some_and(|&(a, _)| a == armed) {
+            return Ok(());
+        }
         let (tid, mask) = THREAD_WAKE.with(|c| -> io::Result<_> {
             if let Some(v) = c.get() {
                 return Ok(v);
             }
             let v = (skq_sys::signal::thread_id(), sig.arm_here()?);
             c.set(Some(v));
+            THREAD_ARMED.set(ARMED_THREADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
             Ok(v)
         })?;
         let me = self.id();
@@ -260,7 +282,8 @@ impl Worker {
                 t.store(tid, std::sync::atomic::Ordering::Release);
             }
         }
-        Ok(Some(mask))
+        self.mask = Some((THREAD_ARMED.get(), mask));
+        Ok(())
     }
 
     /// Releases the previous batch now (before the next `wait`).
@@ -317,7 +340,14 @@ thread_local! {
     /// in, once it was armed for it (`WakeSignal::arm_here`).
     static THREAD_WAKE: std::cell::Cell<Option<(i32, skq_sys::signal::PollMask)>> =
         const { std::cell::Cell::new(None) };
+    /// A number no other thread of the process had, given when this thread
+    /// was armed (0: not armed): what a worker's cached mask is checked
+    /// against (a thread id may be reused after its thread exits).
+    static THREAD_ARMED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
+
+/// Threads armed so far (the source of `THREAD_ARMED`'s numbers).
+static ARMED_THREADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Wakes every worker `ctx` owes a wake-up (redeliveries at release).
 fn flush_wakes(skq: &Skq, ctx: &mut WorkerCtx, wakes: &mut Vec<WorkerId>) {
@@ -355,4 +385,51 @@ fn harvest(
         return Ok(Some(skq.activate_all(ep_buf.as_mut_slice(), me, ctx.rng())));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    /// A worker whose blocking polls take the wake-up signal (several
+    /// pollers per set) records the thread it waits on; moved to another
+    /// thread, its next wait arms that thread and records its id, so
+    /// targeted wake-ups follow it, while further waits on one thread
+    /// reuse what the first one looked up.
+    #[test]
+    fn a_worker_moved_to_another_thread_records_that_thread_for_its_wake_ups() {
+        let skq = Skq::new(skq_core::Config::parse_mode("hybrid", 2).unwrap()).unwrap();
+        assert!(
+            skq.wake_signal.is_some(),
+            "hybrid's shared set takes targeted wake-ups"
+        );
+        let short = Some(Duration::from_millis(2));
+        let on_a_thread = move |mut w: Worker, waits: usize| {
+            std::thread::spawn(move || {
+                let mut ev = Events::with_capacity(4);
+                let mut armed = Vec::new();
+                for _ in 0..waits {
+                    assert_eq!(w.wait(&mut ev, short).unwrap(), 0);
+                    armed.push(w.mask.as_ref().map(|m| m.0));
+                }
+                (w, armed, skq_sys::signal::thread_id())
+            })
+            .join()
+            .unwrap()
+        };
+        let (w, armed_a, tid_a) = on_a_thread(skq.worker(0), 3);
+        assert_eq!(skq.tids[0].load(Ordering::Relaxed), tid_a);
+        assert!(armed_a[0].is_some_and(|a| a != 0), "{armed_a:?}");
+        assert!(armed_a.iter().all(|&a| a == armed_a[0]), "{armed_a:?}");
+        let (_w, armed_b, tid_b) = on_a_thread(w, 2);
+        assert_eq!(skq.tids[0].load(Ordering::Relaxed), tid_b);
+        // The first thread exited, so the second may have its id again;
+        // its arming number is its own.
+        assert!(
+            armed_b[0].is_some_and(|b| Some(b) != armed_a[0]),
+            "{armed_a:?} {armed_b:?}"
+        );
+        assert_eq!(armed_b[0], armed_b[1]);
+    }
 }
