@@ -210,7 +210,9 @@ impl Scheduler {
             (Some(c), _) if follow || !homed || !home_alive => {
                 let sticky = if homed { home } else { NONE };
                 let w = self.worker_on_cpu(c, prefer, sticky, self.slot_index(s))?;
-                s.homed.store(1, Ordering::Relaxed);
+                if !homed {
+                    s.homed.store(1, Ordering::Relaxed);
+                }
                 // Moving to the awake harvester at the same level is no
                 // migration of the flow: it did not change CPU.
                 let moved = homed && home_alive && w != home as usize && Some(w) != prefer;

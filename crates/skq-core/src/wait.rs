@@ -55,11 +55,13 @@ impl Scheduler {
         }
         ctx.n_ret = 0;
         w.load.n_ret.store(0, Ordering::Relaxed);
-        let mut batch = std::mem::take(&mut ctx.batch);
-        for id in batch.drain(..) {
+        // By index: `release_one` needs the context, and nothing it does
+        // touches the batch.
+        for i in 0..ctx.batch.len() {
+            let id = ctx.batch[i];
             self.release_one(ctx, id, now);
         }
-        ctx.batch = batch;
+        ctx.batch.clear();
     }
 
     fn release_one(&self, ctx: &mut WorkerCtx, id: SourceId, now: Nanos) {
