@@ -16,7 +16,7 @@ for run in 1 2; do
     dir=$(mktemp -d)
     echo "## run $run, $which"
     (cd "$dir" && "$exe" --bench "$group" --warm-up-time 1 --measurement-time 3 --noplot 2>&1 |
-      grep -E "^($group)(/| |$)|time:" |
+      grep -E "^($group)|time:" |
       awk '/time:/ { print prev $0; prev = ""; next } { prev = $0 " " }' | sed -E 's/ +/ /g')
     rm -rf "$dir"
   done
