@@ -593,11 +593,11 @@ impl Scheduler {
             let w = self.diffuse(s, w);
             // The harvester keeps the event it was woken for: into its hand,
             // not through its queue (`worker_loop.rs`, "The kept event").
-            if origin.harvest && Some(w) == by && !high && self.hand_takes(w, id) {
-                self.note_route(s, w, forced.or(reason));
-                // Only `w`'s thread keeps events in `w`'s hand.
-                Counters::bump(&self.workers[w].counters.kept, 1);
-                return Some((self.qidx(w), Some(w)));
+            if origin.harvest && Some(w) == by && !high {
+                if let Some(first) = self.hand_takes(w, id) {
+                    self.note_route(s, w, forced.or(reason));
+                    return Some((self.qidx(w), first.then_some(w)));
+                }
             }
             // Only the kept source goes to the front, and only while its
             // worker is the one chosen (diffusion may move it).
@@ -640,22 +640,30 @@ impl Scheduler {
     }
 
     /// Worker `w`, harvesting in its blocking poll with an open hand,
-    /// keeps source `id` (QUEUED, on no queue) in it, claiming its own
-    /// idle bit as a push onto its queue would: false (nothing changed)
-    /// when its hand is shut or full, or another push claimed it first.
-    /// Only `w`'s thread calls this (its harvest), and no `prepare_park`
-    /// of `w` runs meanwhile, so the claim needs no queue lock.
+    /// keeps source `id` (QUEUED, on no queue) in it. The first event it
+    /// keeps claims its own idle bit, as a push onto its queue would:
+    /// `None` (nothing changed) when its hand is shut or full, or when
+    /// another push claimed the bit first; otherwise whether this was the
+    /// claim (the poll's one wake-up, counted here). Only `w`'s thread calls
+    /// this (its harvest), and no `prepare_park` of `w` runs meanwhile, so
+    /// the claim needs no queue lock.
     #[inline]
-    fn hand_takes(&self, w: WorkerId, id: SourceId) -> bool {
+    fn hand_takes(&self, w: WorkerId, id: SourceId) -> Option<bool> {
         let hand = &self.workers[w].hand;
-        if hand.load(Ordering::Relaxed) != crate::worker::HAND_OPEN {
-            return false;
+        let len = hand.len.load(Ordering::Relaxed);
+        if len >= hand.room.load(Ordering::Relaxed) {
+            return None;
         }
-        if !self.claim_bit(w) {
-            return false;
+        let first = len == 0;
+        if first {
+            if !self.claim_bit(w) {
+                return None;
+            }
+            Counters::bump(&self.workers[w].counters.kept, 1);
         }
-        hand.store(id.as_u64(), Ordering::Relaxed);
-        true
+        hand.ids[len].store(id.as_u64(), Ordering::Relaxed);
+        hand.len.store(len + 1, Ordering::Relaxed);
+        Some(first)
     }
 
     /// Clears worker `w`'s idle bit; true if this call cleared it (the

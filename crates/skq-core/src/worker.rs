@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use crossbeam_utils::CachePadded;
 
 use crate::rng::FastRng;
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::types::{Nanos, SourceId, WorkerId};
 
 /// The two queues of one worker (one pair in total in shared mode).
@@ -109,15 +109,40 @@ pub(crate) struct WorkerShared {
     pub(crate) load: CachePadded<LoadFigures>,
     pub(crate) counters: CachePadded<Counters>,
     /// The worker's hand during its blocking poll (`worker_loop.rs`, "The
-    /// kept event"): [`HAND_SHUT`], [`HAND_OPEN`] or the id of the source
-    /// it keeps. Only the worker's own thread touches it.
-    pub(crate) hand: CachePadded<AtomicU64>,
+    /// kept event"). Only the worker's own thread touches it.
+    pub(crate) hand: CachePadded<Hand>,
 }
 
-/// The worker's hand takes no event (outside a blocking poll that may keep one).
-pub(crate) const HAND_SHUT: u64 = u64::MAX;
-/// The worker's hand may take the one event its harvest keeps.
-pub(crate) const HAND_OPEN: u64 = u64::MAX - 1;
+/// Most events a lone worker's hand keeps from one blocking poll; the rest
+/// of its harvest goes through its queue.
+#[cfg(not(loom))]
+pub(crate) const HAND_ROOM: usize = 32;
+#[cfg(loom)]
+pub(crate) const HAND_ROOM: usize = 2;
+
+/// The sources a worker's harvest keeps (`worker_loop.rs`, "The kept
+/// event"), QUEUED on no queue. Atomics only because the scheduler is
+/// shared; only the worker's thread reads or writes them (relaxed: plain
+/// loads and stores).
+pub(crate) struct Hand {
+    /// How many it may hold: 0 while shut (outside a blocking poll that may
+    /// keep something), 1 for one of several pollers, [`HAND_ROOM`] for a
+    /// lone worker.
+    pub(crate) room: AtomicUsize,
+    /// How many it holds, in `ids[..len]`.
+    pub(crate) len: AtomicUsize,
+    pub(crate) ids: [AtomicU64; HAND_ROOM],
+}
+
+impl Hand {
+    fn new() -> Hand {
+        Hand {
+            room: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            ids: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
 
 impl WorkerShared {
     pub(crate) fn new() -> Self {
@@ -128,7 +153,7 @@ impl WorkerShared {
                 t_avg: AtomicU64::new(0f64.to_bits()),
             }),
             counters: CachePadded::new(Counters::default()),
-            hand: CachePadded::new(AtomicU64::new(HAND_SHUT)),
+            hand: CachePadded::new(Hand::new()),
         }
     }
 

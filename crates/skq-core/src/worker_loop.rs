@@ -71,12 +71,18 @@
 //! the kept event first, then whatever the queue holds, in the same step.
 //! Everything else an activation does stays: its routing, its accounting,
 //! the claim of the idle bit that makes later activations of the harvest
-//! look elsewhere, and the hand-over to a follower. High-priority sources,
-//! `Policy::Shared` and polls that take several events keep the queue.
-//! A source in the hand cannot be stolen; it is delivered in the step that
-//! ends the poll. In the main job's setting this took about 200 of the
-//! ~3,660 user-space instructions hybrid spends per reply (callgrind;
-//! docs/ARCHITECTURE.md, "Where hybrid's extra CPU per reply goes").
+//! look elsewhere, and the hand-over to a follower. A lone worker (one
+//! worker in all, whose poll takes the whole batch) keeps up to
+//! `HAND_ROOM` events of its harvest the same way: the first claims its
+//! idle bit, the rest follow it into the hand, and what the batch cap
+//! (`rtfreq`) leaves out of the delivery goes onto its queue. High-priority
+//! sources, `Policy::Shared`, a lone worker once a source is high priority
+//! (its queued high-priority events must go first) and polls of several
+//! workers that take several events keep the queue. A source in the hand
+//! cannot be stolen; it is delivered in the step that ends the poll. In the
+//! main job's setting this took about 200 of the ~3,660 user-space
+//! instructions hybrid spends per reply (callgrind; docs/ARCHITECTURE.md,
+//! "Where hybrid's extra CPU per reply goes").
 //!
 //! ## Guarantees (checked by loom in `tests/loom.rs`)
 //!
@@ -99,7 +105,7 @@ use crate::config::Policy;
 use crate::sched::Scheduler;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::types::{Event, Nanos, SourceId, WorkerId};
-use crate::worker::{Counters, WorkerCtx, HAND_OPEN, HAND_SHUT};
+use crate::worker::{Counters, WorkerCtx, HAND_ROOM};
 
 /// Shortest average event (ns, the harvesting worker's `t_avg`) for which
 /// readiness nobody polls for is left in the kernel's FIFO
@@ -423,26 +429,39 @@ impl Scheduler {
                 let last = g.leave(me);
                 self.unpark(ctx);
                 call.harvested = true;
-                if last && (kept.is_some() || self.has_work(me)) && self.worth_handing_over(me) {
+                if last && (kept > 0 || self.has_work(me)) && self.worth_handing_over(me) {
                     // Leaving the set without a poller to work: a parked
                     // follower takes over polling.
                     if let Some(f) = self.follower(me) {
                         ctx.wakes.push(f);
                     }
                 }
-                // The kept event goes out first, then what the queue holds,
-                // as if it had been pushed onto the empty queue. (A source
-                // deregistered while kept is stale: the loop below goes on.)
-                if let Some(id) = kept {
+                // The kept events go out first, then what the queue holds,
+                // as if they had been pushed onto the empty queue; what
+                // the batch has no room for goes onto the queue. (A source
+                // deregistered while kept is stale: it is skipped.)
+                if kept > 0 {
                     out.clear();
                     call.stolen = 0;
-                    if self.deliver(ctx, id, false, out) {
-                        let room = if self.has_work(me) {
-                            self.batch_cap(me, max).saturating_sub(1)
+                    let cap = if kept > 1 || self.has_work(me) {
+                        self.batch_cap(me, max)
+                    } else {
+                        1
+                    };
+                    let mut n = 0;
+                    for i in 0..kept {
+                        let id = self.kept_id(me, i);
+                        if n < cap {
+                            if self.deliver(ctx, id, false, out) {
+                                n += 1;
+                            }
                         } else {
-                            0
-                        };
-                        let n = 1 + self.fill(ctx, out, room);
+                            self.requeue_kept(me, id);
+                        }
+                    }
+                    if n > 0 {
+                        let room = if self.has_work(me) { cap - n } else { 0 };
+                        n += self.fill(ctx, out, room);
                         ctx.unharvested += n;
                         self.record_return(ctx, now, n);
                         return Step::Deliver(n);
@@ -599,9 +618,7 @@ impl Scheduler {
                 // found the lost wake-up without this check.)
                 crate::sync::fence(Ordering::SeqCst);
                 if self.idle.load(Ordering::SeqCst) & (1u64 << me) != 0 {
-                    if call.poll_max == 1 && self.cfg.policy != Policy::Shared {
-                        self.workers[me].hand.store(HAND_OPEN, Ordering::Relaxed);
-                    }
+                    self.open_hand(me, call.poll_max);
                     return Step::Poll(sleep);
                 }
                 // Followers that parked meanwhile saw a poller: if it was
@@ -632,12 +649,10 @@ impl Scheduler {
         let me = ctx.id;
         let l = &self.lp;
         let g = &l.groups[l.group_of[me]];
-        if let Some(id) = self.close_hand(me) {
-            // Kept by a harvest the driver then failed to report: queued
-            // on this worker like any other activation.
-            if !self.push(self.qidx(me), id, false, false) {
-                self.park_orphan(id, self.slot_of(id));
-            }
+        // Kept by a harvest the driver then failed to report: queued on
+        // this worker like any other activation.
+        for i in 0..self.close_hand(me) {
+            self.requeue_kept(me, self.kept_id(me, i));
         }
         if std::mem::take(&mut call.harvesting) {
             g.harvesting.store(false, Ordering::Release);
@@ -897,16 +912,52 @@ impl Scheduler {
     }
 
     /// Shuts worker `me`'s hand at the end of its blocking poll; returns
-    /// the source its harvest kept there, if any.
+    /// how many sources its harvest kept there ([`Scheduler::kept_id`]).
     #[inline]
-    fn close_hand(&self, me: WorkerId) -> Option<SourceId> {
+    fn close_hand(&self, me: WorkerId) -> usize {
         let hand = &self.workers[me].hand;
-        let v = hand.load(Ordering::Relaxed);
-        if v == HAND_SHUT {
-            return None;
+        if hand.room.load(Ordering::Relaxed) == 0 {
+            return 0;
         }
-        hand.store(HAND_SHUT, Ordering::Relaxed);
-        (v != HAND_OPEN).then(|| SourceId::from_u64(v))
+        hand.room.store(0, Ordering::Relaxed);
+        hand.len.load(Ordering::Relaxed)
+    }
+
+    /// The `i`-th source `me`'s last poll kept (below what
+    /// [`Scheduler::close_hand`] returned).
+    fn kept_id(&self, me: WorkerId, i: usize) -> SourceId {
+        SourceId::from_u64(self.workers[me].hand.ids[i].load(Ordering::Relaxed))
+    }
+
+    /// A kept source that is not delivered from the hand goes onto `me`'s
+    /// queue like any other activation (or back to IDLE with every worker
+    /// gone).
+    fn requeue_kept(&self, me: WorkerId, id: SourceId) {
+        if !self.push(self.qidx(me), id, false, false) {
+            self.park_orphan(id, self.slot_of(id));
+        }
+    }
+
+    /// Opens `me`'s hand for the blocking poll it is about to make, taking
+    /// at most `poll_max` events: one event for one of several pollers, up
+    /// to [`HAND_ROOM`] for a lone worker. Not under `Policy::Shared` (its
+    /// one queue is everybody's), nor for a lone worker once a source is
+    /// high priority (its regular events would go out before the queued
+    /// high-priority ones).
+    fn open_hand(&self, me: WorkerId, poll_max: usize) {
+        if self.cfg.policy == Policy::Shared {
+            return;
+        }
+        let room = if poll_max == 1 {
+            1
+        } else if self.lone() && !self.lp.prioritized.load(Ordering::Relaxed) {
+            HAND_ROOM
+        } else {
+            return;
+        };
+        let hand = &self.workers[me].hand;
+        hand.len.store(0, Ordering::Relaxed);
+        hand.room.store(room, Ordering::Relaxed);
     }
 
     /// Whether a poller leaving to work should wake a follower to poll:

@@ -965,3 +965,107 @@ fn a_poller_of_a_set_of_more_than_eight_takes_the_batch_only_when_events_are_sho
     assert_eq!(step(&s, &mut w0, &mut call, Done::Begin), Step::Poll(None));
     assert_eq!(call.poll_max(), 1);
 }
+
+/// A lone hybrid worker blocked in its poll, with `n` sources registered
+/// (tokens 0..n).
+fn lone_polling(n: u64) -> (Scheduler, WorkerCtx, WaitCall, Vec<SourceId>) {
+    let s = sched(Policy::Hybrid, 1, 1);
+    let ids: Vec<SourceId> = (0..n)
+        .map(|t| s.register(t, Flags::NONE, None).unwrap())
+        .collect();
+    let mut ctx = s.worker(0);
+    let mut call = s.begin_wait(&mut ctx, 0, None, Readiness::Polled);
+    assert_eq!(step(&s, &mut ctx, &mut call, Done::Begin), Step::Poll(None));
+    assert_eq!(call.poll_max(), usize::MAX, "a lone worker takes the batch");
+    (s, ctx, call, ids)
+}
+
+#[test]
+fn a_lone_worker_keeps_its_harvest_in_its_hand_and_delivers_each_event_once() {
+    let (s, mut ctx, mut call, ids) = lone_polling(7);
+    let mut rng = s.activator_rng(1);
+    // Its poll harvests six events: the first claims its idle bit (its one
+    // wake-up), the rest follow it into the hand.
+    for (i, &id) in ids[..6].iter().enumerate() {
+        let wake = (i == 0).then_some(0);
+        assert_eq!(
+            s.activate_harvested(id, Ready::READABLE, None, 5, &mut rng, 0),
+            Activation::Queued { worker: 0, wake },
+            "event {i}"
+        );
+    }
+    assert_eq!(s.queued(0), 0, "all six in the hand");
+    // Readiness again for a kept source coalesces into it.
+    assert_eq!(
+        s.activate(ids[1], Ready::WRITABLE, None, 5, &mut rng),
+        Activation::Coalesced
+    );
+    // An activation from outside the worker meanwhile goes onto its queue.
+    assert!(matches!(
+        s.activate(ids[6], Ready::READABLE, None, 5, &mut rng),
+        Activation::Queued { worker: 0, .. }
+    ));
+    assert_eq!(s.queued(0), 1);
+    // Room for four: the first four kept go out, in harvest order; the
+    // other two go onto the queue behind the outsider's.
+    let mut out = Vec::new();
+    assert_eq!(
+        s.next_step(&mut ctx, &mut call, Done::Polled, 6, &mut out, 4),
+        Step::Deliver(4)
+    );
+    let tokens: Vec<u64> = out.iter().map(|e| e.token).collect();
+    assert_eq!(tokens, vec![0, 1, 2, 3]);
+    assert_eq!(out[1].ready, Ready::READABLE | Ready::WRITABLE);
+    assert_eq!(s.queued(0), 3);
+    let mut seen = tokens;
+    let mut out = Vec::new();
+    assert_eq!(s.wait(&mut ctx, 7, &mut out, 4), 3);
+    seen.extend(out.iter().map(|e| e.token));
+    seen.sort_unstable();
+    assert_eq!(seen, (0..7).collect::<Vec<u64>>(), "each event exactly once");
+    assert_eq!(s.wait(&mut ctx, 8, &mut out, 4), 0, "nothing left");
+    // A poll that keeps nothing shuts the hand: an activation by the worker
+    // outside a poll goes through its queue.
+    let _ = s.activate_harvested(ids[0], Ready::READABLE, None, 9, &mut rng, 0);
+    assert_eq!(s.queued(0), 1);
+}
+
+#[test]
+fn what_a_lone_worker_kept_in_a_poll_that_failed_goes_onto_its_queue() {
+    let (s, mut ctx, mut call, ids) = lone_polling(3);
+    let mut rng = s.activator_rng(1);
+    for &id in &ids {
+        let _ = s.activate_harvested(id, Ready::READABLE, None, 5, &mut rng, 0);
+    }
+    assert_eq!(s.queued(0), 0);
+    s.abort_wait(&mut ctx, &mut call, 6);
+    assert_eq!(s.queued(0), 3, "queued like any other activation");
+    let mut out = Vec::new();
+    assert_eq!(s.wait(&mut ctx, 7, &mut out, 8), 3);
+    let tokens: Vec<u64> = out.iter().map(|e| e.token).collect();
+    assert_eq!(tokens, vec![0, 1, 2], "in harvest order");
+}
+
+#[test]
+fn a_lone_worker_keeps_nothing_in_its_hand_once_a_source_is_high_priority() {
+    let s = sched(Policy::Hybrid, 1, 1);
+    let hi = s.register(0, Flags::HIGH_PRIORITY, None).unwrap();
+    let lo = s.register(1, Flags::NONE, None).unwrap();
+    let mut ctx = s.worker(0);
+    let mut call = s.begin_wait(&mut ctx, 0, None, Readiness::Polled);
+    assert_eq!(step(&s, &mut ctx, &mut call, Done::Begin), Step::Poll(None));
+    let mut rng = s.activator_rng(1);
+    // Both go through the queue, so the high-priority one is delivered
+    // first even when the regular one was activated before it (the driver
+    // activates high priority first, but a class may change meanwhile).
+    let _ = s.activate_harvested(lo, Ready::READABLE, None, 5, &mut rng, 0);
+    let _ = s.activate_harvested(hi, Ready::READABLE, None, 5, &mut rng, 0);
+    assert_eq!(s.queued(0), 2, "nothing in the hand");
+    let mut out = Vec::new();
+    assert_eq!(
+        s.next_step(&mut ctx, &mut call, Done::Polled, 6, &mut out, 4),
+        Step::Deliver(2)
+    );
+    assert_eq!((out[0].token, out[0].high), (0, true));
+    assert_eq!(out[1].token, 1);
+}
