@@ -443,25 +443,23 @@ impl Scheduler {
                 if kept > 0 {
                     out.clear();
                     call.stolen = 0;
-                    let cap = if kept > 1 || self.has_work(me) {
-                        self.batch_cap(me, max)
-                    } else {
-                        1
-                    };
-                    let mut n = 0;
-                    for i in 0..kept {
-                        let id = self.kept_id(me, i);
-                        if n < cap {
-                            if self.deliver(ctx, id, false, out) {
-                                n += 1;
-                            }
+                    let n = if kept == 1 {
+                        // One of several pollers (or a lone worker's one
+                        // event): the common case, kept lean.
+                        if self.deliver(ctx, self.kept_id(me, 0), false, out) {
+                            let room = if self.has_work(me) {
+                                self.batch_cap(me, max).saturating_sub(1)
+                            } else {
+                                0
+                            };
+                            1 + self.fill(ctx, out, room)
                         } else {
-                            self.requeue_kept(me, id);
+                            0
                         }
-                    }
+                    } else {
+                        self.deliver_kept(ctx, kept, max, out)
+                    };
                     if n > 0 {
-                        let room = if self.has_work(me) { cap - n } else { 0 };
-                        n += self.fill(ctx, out, room);
                         ctx.unharvested += n;
                         self.record_return(ctx, now, n);
                         return Step::Deliver(n);
@@ -927,6 +925,39 @@ impl Scheduler {
     /// [`Scheduler::close_hand`] returned).
     fn kept_id(&self, me: WorkerId, i: usize) -> SourceId {
         SourceId::from_u64(self.workers[me].hand.ids[i].load(Ordering::Relaxed))
+    }
+
+    /// Delivers the `kept` (> 1) sources of a lone worker's hand, in
+    /// harvest order, up to the batch cap, then what its queue holds in the
+    /// room left; what the cap leaves out of the hand goes onto the queue.
+    /// Returns how many went out (0 if every kept source was stale: the
+    /// caller then fills as usual).
+    #[inline(never)]
+    fn deliver_kept(
+        &self,
+        ctx: &mut WorkerCtx,
+        kept: usize,
+        max: usize,
+        out: &mut Vec<Event>,
+    ) -> usize {
+        let me = ctx.id;
+        let cap = self.batch_cap(me, max);
+        let mut n = 0;
+        for i in 0..kept {
+            let id = self.kept_id(me, i);
+            if n < cap {
+                if self.deliver(ctx, id, false, out) {
+                    n += 1;
+                }
+            } else {
+                self.requeue_kept(me, id);
+            }
+        }
+        if n == 0 {
+            return 0;
+        }
+        let room = if self.has_work(me) { cap - n } else { 0 };
+        n + self.fill(ctx, out, room)
     }
 
     /// A kept source that is not delivered from the hand goes onto `me`'s

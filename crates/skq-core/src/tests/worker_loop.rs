@@ -1022,7 +1022,11 @@ fn a_lone_worker_keeps_its_harvest_in_its_hand_and_delivers_each_event_once() {
     assert_eq!(s.wait(&mut ctx, 7, &mut out, 4), 3);
     seen.extend(out.iter().map(|e| e.token));
     seen.sort_unstable();
-    assert_eq!(seen, (0..7).collect::<Vec<u64>>(), "each event exactly once");
+    assert_eq!(
+        seen,
+        (0..7).collect::<Vec<u64>>(),
+        "each event exactly once"
+    );
     assert_eq!(s.wait(&mut ctx, 8, &mut out, 4), 0, "nothing left");
     // A poll that keeps nothing shuts the hand: an activation by the worker
     // outside a poll goes through its queue.
