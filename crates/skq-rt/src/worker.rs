@@ -82,6 +82,16 @@ pub enum ElasticEvent {
 /// elastic parking ([`Worker::on_elastic`]).
 type ElasticHook = Box<dyn FnMut(ElasticEvent) + Send>;
 
+/// [`Worker::parts`].
+type Parts<'a> = (
+    &'a Skq,
+    &'a mut WorkerCtx,
+    &'a mut Vec<skq_sys::epoll::Event>,
+    &'a mut Vec<WorkerId>,
+    &'a mut Option<ElasticHook>,
+    Option<&'a skq_sys::signal::PollMask>,
+);
+
 /// One worker thread's handle. Not `Sync`: exactly one thread waits on it.
 /// Dropping it without [`Worker::exit`] exits it (its work is rescheduled).
 pub struct Worker {
@@ -131,22 +141,16 @@ impl Worker {
 
     /// The worker's parts, borrowed separately: the shared instance (no
     /// `Arc` clone on the wait path: its reference count is one cache line
-    /// every worker would bounce), its context, epoll buffer and owed wakes.
-    fn parts(
-        &mut self,
-    ) -> (
-        &Skq,
-        &mut WorkerCtx,
-        &mut Vec<skq_sys::epoll::Event>,
-        &mut Vec<WorkerId>,
-        &mut Option<ElasticHook>,
-    ) {
+    /// every worker would bounce), its context, epoll buffer, owed wakes,
+    /// elastic hook and poll mask (`Worker::poll_mask`).
+    fn parts(&mut self) -> Parts<'_> {
         let Worker {
             skq,
             ctx,
             ep_buf,
             wakes,
             hook,
+            mask,
             ..
         } = self;
         (
@@ -155,6 +159,7 @@ impl Worker {
             ep_buf,
             wakes,
             hook,
+            mask.as_ref().map(|(_, m)| m),
         )
     }
 
@@ -171,16 +176,7 @@ impl Worker {
             crate::elastic::install(&self.skq, self.id());
         }
         self.poll_mask()?;
-        let poll_mask = self.mask.as_ref().map(|(_, m)| m);
-        let Worker {
-            skq,
-            ctx,
-            ep_buf,
-            wakes,
-            hook,
-            ..
-        } = self;
-        let ctx = ctx.as_mut().expect("worker used after exit");
+        let (skq, ctx, ep_buf, wakes, hook, poll_mask) = self.parts();
         let core = &skq.core;
         let me = ctx.id();
         let start = monotonic_ns();
@@ -288,7 +284,7 @@ impl Worker {
 
     /// Releases the previous batch now (before the next `wait`).
     pub fn release(&mut self) {
-        let (skq, ctx, _, wakes, _) = self.parts();
+        let (skq, ctx, _, wakes, _, _) = self.parts();
         skq.core.release(ctx, monotonic_ns());
         flush_wakes(skq, ctx, wakes);
     }
@@ -296,7 +292,7 @@ impl Worker {
     /// Says the handler of `ev` stopped before `EAGAIN`: the source is
     /// redelivered after release even if no new readiness arrives.
     pub fn still_ready(&mut self, ev: &Event) {
-        let (skq, ctx, _, _, _) = self.parts();
+        let (skq, ctx, _, _, _, _) = self.parts();
         skq.core.still_ready(ctx, ev.source);
     }
 
