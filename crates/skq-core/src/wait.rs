@@ -7,7 +7,7 @@ use crate::sched::{Scheduler, ALPHA};
 use crate::slot::{self, BUSY, IDLE, NONE, PENDING, PHASE, QUEUED, STOLEN};
 use crate::sync::{lock, Ordering};
 use crate::types::{Event, Nanos, Ready, SourceId, WorkerId};
-use crate::worker::{Counters, WorkerCtx};
+use crate::worker::{Counters, QueueShared, WorkerCtx};
 
 impl Scheduler {
     /// A worker's `wait()`: releases its previous batch, then fills `out`
@@ -149,14 +149,20 @@ impl Scheduler {
         {
             return 0;
         }
-        self.fill_queued(ctx, out, max)
+        self.fill_queued(ctx, out, max, qs, pq.map(|q| &**q))
     }
 
-    /// [`Scheduler::fill`] once a queue of the worker's holds something.
+    /// [`Scheduler::fill`] once a queue of the worker's (`qs`, or its
+    /// pinned queue `pq` in shared mode) holds something.
     #[inline(never)]
-    fn fill_queued(&self, ctx: &mut WorkerCtx, out: &mut Vec<Event>, max: usize) -> usize {
-        let qs = &self.queues[self.qidx(ctx.id)];
-        let pq = self.pinned_q.get(ctx.id);
+    fn fill_queued(
+        &self,
+        ctx: &mut WorkerCtx,
+        out: &mut Vec<Event>,
+        max: usize,
+        qs: &QueueShared,
+        pq: Option<&QueueShared>,
+    ) -> usize {
         let cap = self.batch_cap(ctx.id, max);
         let high_quota = (cap * self.cfg.rtshare as usize).div_ceil(100).max(1);
         let start = out.len();

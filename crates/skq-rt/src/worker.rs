@@ -250,11 +250,12 @@ impl Worker {
 
     /// With several pollers per set: makes `self.mask` say how this
     /// thread's blocking polls let the wake-up signal in. The thread is
-    /// armed for it first (once per thread), and the thread's id recorded
-    /// for this worker before it can join the pollers, so a targeted
-    /// wake-up reaches it. Done once per thread the worker runs on: every
-    /// later wait reads one thread-local word (the mask itself, a signal
-    /// set on other architectures, is not copied per wait).
+    /// armed for it (`WakeSignal::arm_here`, which a thread may repeat),
+    /// and its id recorded for this worker before it can join the pollers,
+    /// so a targeted wake-up reaches it. Done once per thread the worker
+    /// runs on: every later wait reads one thread-local word (the mask
+    /// itself, a signal set on other architectures, is not copied per
+    /// wait).
     fn poll_mask(&mut self) -> io::Result<()> {
         let Some(sig) = self.skq.wake_signal else {
             return Ok(());
@@ -263,22 +264,21 @@ impl Worker {
         if armed != 0 && self.mask.as_ref().is_some_and(|&(a, _)| a == armed) {
             return Ok(());
         }
-        let (tid, mask) = THREAD_WAKE.with(|c| -> io::Result<_> {
-            if let Some(v) = c.get() {
-                return Ok(v);
-            }
-            let v = (skq_sys::signal::thread_id(), sig.arm_here()?);
-            c.set(Some(v));
-            THREAD_ARMED.set(ARMED_THREADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
-            Ok(v)
-        })?;
-        let me = self.id();
-        if let Some(t) = self.skq.tids.get(me) {
-            if t.load(std::sync::atomic::Ordering::Relaxed) != tid {
-                t.store(tid, std::sync::atomic::Ordering::Release);
-            }
+        let mask = sig.arm_here()?;
+        let armed = if armed != 0 {
+            armed
+        } else {
+            let n = ARMED_THREADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            THREAD_ARMED.set(n);
+            n
+        };
+        if let Some(t) = self.skq.tids.get(self.id()) {
+            t.store(
+                skq_sys::signal::thread_id(),
+                std::sync::atomic::Ordering::Release,
+            );
         }
-        self.mask = Some((THREAD_ARMED.get(), mask));
+        self.mask = Some((armed, mask));
         Ok(())
     }
 
@@ -332,13 +332,10 @@ impl Drop for Worker {
 }
 
 thread_local! {
-    /// This thread's id and how its blocking polls let the wake-up signal
-    /// in, once it was armed for it (`WakeSignal::arm_here`).
-    static THREAD_WAKE: std::cell::Cell<Option<(i32, skq_sys::signal::PollMask)>> =
-        const { std::cell::Cell::new(None) };
     /// A number no other thread of the process had, given when this thread
-    /// was armed (0: not armed): what a worker's cached mask is checked
-    /// against (a thread id may be reused after its thread exits).
+    /// was first armed for the wake-up signal (0: not armed): what a
+    /// worker's cached poll mask is checked against (a thread id may be
+    /// reused after its thread exits).
     static THREAD_ARMED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
